@@ -1,0 +1,143 @@
+//! The on-disk layout of a kpack archive (version 1), defined once for the
+//! reader and the writer.
+//!
+//! ```text
+//! 0           "KPAK"
+//! 4           u32 version (1)
+//! 8           u64 toc_offset
+//! 16          48 zero bytes
+//! 64          blob region (layout depends on the compression scheme)
+//! toc_offset  one MessagePack map, up to the end of the file
+//! ```
+
+use std::fmt;
+
+/// The four bytes every archive starts with.
+pub const MAGIC: [u8; 4] = *b"KPAK";
+/// The only header version this crate reads and writes.
+pub const VERSION: u32 = 1;
+/// Size of the fixed header; the blob region starts right after it.
+pub const HEADER_SIZE: usize = 64;
+/// Bytes a reader needs to see magic, version and `toc_offset`.
+pub const MIN_HEADER_BYTES: usize = 16;
+/// Absolute offset of the blob region.
+pub const BLOB_REGION_OFFSET: u64 = HEADER_SIZE as u64;
+/// The `format_version` value stored in the TOC.
+pub const TOC_FORMAT_VERSION: u64 = 1;
+/// The only entry `type` defined: an AMDGPU code object.
+pub const ENTRY_TYPE_HSACO: &str = "hsaco";
+/// zstd level the reference tooling uses.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// TOC keys, in the order the writer emits them.
+pub mod key {
+    pub const FORMAT_VERSION: &str = "format_version";
+    pub const GROUP_NAME: &str = "group_name";
+    pub const GFX_ARCH_FAMILY: &str = "gfx_arch_family";
+    pub const GFX_ARCHES: &str = "gfx_arches";
+    pub const TOC: &str = "toc";
+    pub const COMPRESSION_SCHEME: &str = "compression_scheme";
+    pub const BLOBS: &str = "blobs";
+    pub const ZSTD_OFFSET: &str = "zstd_offset";
+    pub const ZSTD_SIZE: &str = "zstd_size";
+    // Entry keys.
+    pub const TYPE: &str = "type";
+    pub const ORDINAL: &str = "ordinal";
+    pub const ORIGINAL_SIZE: &str = "original_size";
+    pub const METADATA: &str = "metadata";
+    // Blob keys (scheme `none`).
+    pub const OFFSET: &str = "offset";
+    pub const SIZE: &str = "size";
+    // Entry metadata keys written by the reference tooling.
+    pub const META_TARGET: &str = "target";
+    pub const META_SOURCE_PREFIX: &str = "source_prefix";
+}
+
+/// How the blob region stores code objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// Code objects back to back, located by the TOC's `blobs` array.
+    None,
+    /// `u32 frame_count`, then per code object `u32 size` and one zstd frame.
+    ZstdPerKernel,
+}
+
+impl Scheme {
+    /// The `compression_scheme` string stored in the TOC.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::None => "none",
+            Scheme::ZstdPerKernel => "zstd-per-kernel",
+        }
+    }
+
+    /// Parses a `compression_scheme` string; unknown schemes are `None`.
+    pub fn from_name(name: &str) -> Option<Scheme> {
+        match name {
+            "none" => Some(Scheme::None),
+            "zstd-per-kernel" => Some(Scheme::ZstdPerKernel),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Encodes the fixed header for an archive whose TOC starts at `toc_offset`.
+pub fn encode_header(toc_offset: u64) -> [u8; HEADER_SIZE] {
+    let mut header = [0u8; HEADER_SIZE];
+    header[0..4].copy_from_slice(&MAGIC);
+    header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+    header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+    header
+}
+
+/// The header fields a reader needs, decoded without any validation beyond
+/// the length (which the caller guarantees is at least [`MIN_HEADER_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawHeader {
+    pub magic: [u8; 4],
+    pub version: u32,
+    pub toc_offset: u64,
+}
+
+impl RawHeader {
+    /// Decodes the first 16 bytes; `None` when fewer are given.
+    pub fn decode(bytes: &[u8]) -> Option<RawHeader> {
+        let magic: [u8; 4] = bytes.get(0..4)?.try_into().ok()?;
+        let version = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+        let toc_offset = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+        Some(RawHeader {
+            magic,
+            version,
+            toc_offset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips() {
+        let header = encode_header(570);
+        let raw = RawHeader::decode(&header).unwrap();
+        assert_eq!(raw.magic, MAGIC);
+        assert_eq!(raw.version, 1);
+        assert_eq!(raw.toc_offset, 570);
+        assert!(header[16..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn scheme_names_round_trip() {
+        for scheme in [Scheme::None, Scheme::ZstdPerKernel] {
+            assert_eq!(Scheme::from_name(scheme.name()), Some(scheme));
+        }
+        assert_eq!(Scheme::from_name("lz4"), None);
+    }
+}

@@ -1,0 +1,507 @@
+//! The archive reader: maps the file, validates header, TOC and blob ranges
+//! at open, and hands out code objects straight from the mapping.
+
+mod toc;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::{Advice, Mmap};
+
+use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
+use crate::format::{RawHeader, Scheme, BLOB_REGION_OFFSET, MAGIC, MIN_HEADER_BYTES, VERSION};
+use crate::target::Target;
+
+/// An open, validated kpack archive.
+///
+/// Opening reads the header, the TOC and (for zstd) the 4-byte frame
+/// sizes; code objects are read from the mapping only when asked for.
+/// All methods take `&self` and may be called from many threads at once.
+#[derive(Debug)]
+pub struct Archive {
+    path: PathBuf,
+    map: Mmap,
+    group: String,
+    family: String,
+    arches: Vec<Target>,
+    scheme: Scheme,
+    targets: Vec<Target>,
+    binaries: Vec<toc::Binary>,
+    by_name: HashMap<Box<str>, u32>,
+    /// Stored bytes per ordinal: a code object (`none`) or a zstd frame.
+    blobs: Vec<BlobRange>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BlobRange {
+    offset: usize,
+    size: usize,
+}
+
+/// One code object in an archive, found by binary key and target.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel<'a> {
+    archive: &'a Archive,
+    binary: &'a str,
+    target: &'a Target,
+    ordinal: u32,
+    original_size: u64,
+}
+
+impl Archive {
+    /// Opens and validates the archive at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| Error::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|source| Error::Read {
+                path: path.to_owned(),
+                source,
+            })?
+            .len();
+        let format_error = |offset: u64, problem| Error::Format {
+            path: path.to_owned(),
+            offset,
+            problem,
+        };
+        if len < MIN_HEADER_BYTES as u64 {
+            return Err(format_error(0, FormatProblem::TooShort { len }));
+        }
+        // SAFETY: the mapping is read-only and private to this value. Like
+        // every reader of memory-mapped files, we rely on the file not being
+        // truncated while open; archives are replaced by rename, never
+        // rewritten in place.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Archive::from_map(path.to_owned(), map)
+    }
+
+    fn from_map(path: PathBuf, map: Mmap) -> Result<Archive> {
+        let format_error = |offset: u64, problem| Error::Format {
+            path: path.clone(),
+            offset,
+            problem,
+        };
+        let file_len = map.len() as u64;
+        let header = RawHeader::decode(&map)
+            .ok_or_else(|| format_error(0, FormatProblem::TooShort { len: file_len }))?;
+        if header.magic != MAGIC {
+            return Err(format_error(
+                0,
+                FormatProblem::BadMagic {
+                    found: header.magic,
+                },
+            ));
+        }
+        if header.version != VERSION {
+            return Err(format_error(
+                4,
+                FormatProblem::UnsupportedVersion {
+                    version: header.version,
+                },
+            ));
+        }
+        let toc_offset = header.toc_offset;
+        if toc_offset < BLOB_REGION_OFFSET || toc_offset >= file_len {
+            return Err(format_error(
+                8,
+                FormatProblem::TocOffsetOutOfRange {
+                    toc_offset,
+                    file_len,
+                },
+            ));
+        }
+        let toc_start = toc_offset as usize;
+        let parsed = toc::parse(&map[toc_start..])
+            .map_err(|(at, problem)| format_error(toc_offset + at as u64, problem))?;
+
+        let blobs = match parsed.scheme {
+            Scheme::None => blob_ranges(parsed.blobs.as_deref().unwrap_or_default(), toc_offset),
+            Scheme::ZstdPerKernel => {
+                let (offset, size) = parsed.zstd_region.unwrap_or_default();
+                frame_ranges(&map, offset, size, toc_offset)
+            }
+        }
+        .map_err(|(at, problem)| format_error(at, problem))?;
+
+        let mut by_name = HashMap::with_capacity(parsed.binaries.len());
+        for (index, binary) in parsed.binaries.iter().enumerate() {
+            for kernel in &binary.kernels {
+                let target = &parsed.targets[kernel.target as usize];
+                let what = || format!("toc[{:?}][{:?}]", binary.name, target.to_string());
+                let blob = blobs.get(kernel.ordinal as usize).ok_or_else(|| {
+                    format_error(
+                        toc_offset,
+                        FormatProblem::OrdinalOutOfRange {
+                            what: what(),
+                            ordinal: kernel.ordinal,
+                            count: blobs.len(),
+                        },
+                    )
+                })?;
+                if parsed.scheme == Scheme::None && blob.size as u64 != kernel.original_size {
+                    return Err(format_error(
+                        toc_offset,
+                        FormatProblem::Mismatch {
+                            what: format!("{}.original_size", what()),
+                            expected: blob.size as u64,
+                            actual: kernel.original_size,
+                        },
+                    ));
+                }
+            }
+            by_name.insert(binary.name.clone(), index as u32);
+        }
+
+        Ok(Archive {
+            path,
+            map,
+            group: parsed.group,
+            family: parsed.family,
+            arches: parsed.arches,
+            scheme: parsed.scheme,
+            targets: parsed.targets,
+            binaries: parsed.binaries,
+            by_name,
+            blobs,
+        })
+    }
+
+    /// The file this archive was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The group (`rocm`, `torch`, ...) the archive belongs to.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// The family or target named in `gfx_arch_family`.
+    pub fn family(&self) -> &str {
+        &self.family
+    }
+
+    /// The targets the archive serves (`gfx_arches`), in stored order.
+    pub fn architectures(&self) -> &[Target] {
+        &self.arches
+    }
+
+    /// Whether `gfx_arches` lists exactly this target.
+    pub fn serves(&self, target: &Target) -> bool {
+        self.arches.contains(target)
+    }
+
+    /// How the blob region is stored.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// Binary keys (with `#N`) in TOC order.
+    pub fn binaries(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.binaries.iter().map(|b| &*b.name)
+    }
+
+    /// The targets stored for one binary key, in TOC order.
+    pub fn targets_of(&self, binary: &str) -> Option<impl Iterator<Item = &Target> + '_> {
+        let index = *self.by_name.get(binary)?;
+        Some(
+            self.binaries[index as usize]
+                .kernels
+                .iter()
+                .map(|k| &self.targets[k.target as usize]),
+        )
+    }
+
+    /// Number of `(binary, target)` entries.
+    pub fn kernel_count(&self) -> usize {
+        self.binaries.iter().map(|b| b.kernels.len()).sum()
+    }
+
+    /// Number of stored code objects (deduplicated entries share one).
+    pub fn stored_count(&self) -> usize {
+        self.blobs.len()
+    }
+
+    /// Finds the code object for a binary key (`lib/libfoo.so#0`; `\` is
+    /// read as `/`) and an exact target.
+    pub fn find<'a>(&'a self, binary: &str, target: &Target) -> Result<Kernel<'a>> {
+        let normalized: Cow<'_, str> = if binary.contains('\\') {
+            Cow::Owned(binary.replace('\\', "/"))
+        } else {
+            Cow::Borrowed(binary)
+        };
+        let not_found = || Error::KernelNotFound {
+            path: self.path.clone(),
+            binary: binary.to_owned(),
+            target: target.to_string(),
+        };
+        let index = *self.by_name.get(&*normalized).ok_or_else(not_found)?;
+        let entry = &self.binaries[index as usize];
+        let kernel = entry
+            .kernels
+            .iter()
+            .find(|k| self.targets[k.target as usize] == *target)
+            .ok_or_else(not_found)?;
+        Ok(Kernel {
+            archive: self,
+            binary: &entry.name,
+            target: &self.targets[kernel.target as usize],
+            // Checked against the blob count at open, which fits in u32.
+            ordinal: kernel.ordinal as u32,
+            original_size: kernel.original_size,
+        })
+    }
+
+    /// The code object for a binary key and target: borrowed from the
+    /// mapping when stored uncompressed, decompressed otherwise.
+    pub fn kernel(&self, binary: &str, target: &Target) -> Result<Cow<'_, [u8]>> {
+        self.find(binary, target)?.bytes()
+    }
+}
+
+impl<'a> Kernel<'a> {
+    /// The binary key this code object belongs to.
+    pub fn binary(&self) -> &'a str {
+        self.binary
+    }
+
+    /// The target it was built for.
+    pub fn target(&self) -> &'a Target {
+        self.target
+    }
+
+    /// Index of its stored blob or frame.
+    pub fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    /// Size of the code object once decompressed.
+    pub fn size(&self) -> u64 {
+        self.original_size
+    }
+
+    fn stored(&self) -> &'a [u8] {
+        let blob = self.archive.blobs[self.ordinal as usize];
+        &self.archive.map[blob.offset..blob.offset + blob.size]
+    }
+
+    fn problem(&self, problem: DecompressionProblem) -> Error {
+        Error::Decompression {
+            path: self.archive.path.clone(),
+            binary: self.binary.to_owned(),
+            target: self.target.to_string(),
+            ordinal: self.ordinal,
+            problem,
+        }
+    }
+
+    /// The code object's bytes: borrowed when uncompressed, owned otherwise.
+    pub fn bytes(&self) -> Result<Cow<'a, [u8]>> {
+        match self.archive.scheme {
+            Scheme::None => Ok(Cow::Borrowed(self.stored())),
+            Scheme::ZstdPerKernel => {
+                let size = usize::try_from(self.original_size)
+                    .map_err(|_| Error::OutOfMemory { size: usize::MAX })?;
+                let mut buffer = Vec::new();
+                buffer
+                    .try_reserve_exact(size)
+                    .map_err(|_| Error::OutOfMemory { size })?;
+                buffer.resize(size, 0);
+                self.read_into(&mut buffer)?;
+                Ok(Cow::Owned(buffer))
+            }
+        }
+    }
+
+    /// Writes the code object into `out`, which must be exactly
+    /// [`size`](Self::size) bytes long; zstd frames decompress straight
+    /// into it.
+    pub fn read_into(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 != self.original_size {
+            return Err(self.problem(DecompressionProblem::BufferSize {
+                expected: self.original_size,
+                actual: out.len() as u64,
+            }));
+        }
+        let stored = self.stored();
+        match self.archive.scheme {
+            Scheme::None => out.copy_from_slice(stored),
+            Scheme::ZstdPerKernel => {
+                // The frame header's content size must agree with the TOC
+                // before any byte is written; a frame that claims less
+                // would otherwise leave the tail of `out` unwritten.
+                let content_size =
+                    zstd::zstd_safe::get_frame_content_size(stored).map_err(|_| {
+                        self.problem(DecompressionProblem::Zstd("not a zstd frame".into()))
+                    })?;
+                if let Some(content_size) = content_size {
+                    if content_size != self.original_size {
+                        return Err(self.problem(DecompressionProblem::SizeMismatch {
+                            expected: self.original_size,
+                            actual: content_size,
+                        }));
+                    }
+                }
+                let written = decompress_frame(stored, out)
+                    .map_err(|e| self.problem(DecompressionProblem::Zstd(e)))?;
+                if written as u64 != self.original_size {
+                    return Err(self.problem(DecompressionProblem::SizeMismatch {
+                        expected: self.original_size,
+                        actual: written as u64,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decompresses one frame with this thread's own context, so threads never
+/// wait on each other.
+fn decompress_frame(frame: &[u8], out: &mut [u8]) -> std::result::Result<usize, String> {
+    use std::cell::RefCell;
+    thread_local! {
+        static CONTEXT: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
+    }
+    CONTEXT.with(|cell| {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| "decompressor busy".to_owned())?;
+        let context = match &mut *slot {
+            Some(context) => context,
+            None => slot
+                .insert(zstd::zstd_safe::DCtx::try_create().ok_or("cannot create a zstd context")?),
+        };
+        context
+            .decompress(out, frame)
+            .map_err(|code| zstd::zstd_safe::get_error_name(code).to_owned())
+    })
+}
+
+type RangeError = (u64, FormatProblem);
+
+fn outside(what: String, start: u64, end: u64, region_end: u64) -> FormatProblem {
+    FormatProblem::OutsideBlobRegion {
+        what,
+        start,
+        end,
+        region_end,
+    }
+}
+
+/// Checks every `blobs` entry lies inside `[64, toc_offset)`.
+fn blob_ranges(blobs: &[toc::BlobEntry], toc_offset: u64) -> Result<Vec<BlobRange>, RangeError> {
+    blobs
+        .iter()
+        .enumerate()
+        .map(|(index, blob)| {
+            let end = blob.offset.checked_add(blob.size);
+            match end {
+                Some(end) if blob.offset >= BLOB_REGION_OFFSET && end <= toc_offset => {
+                    Ok(BlobRange {
+                        offset: blob.offset as usize,
+                        size: blob.size as usize,
+                    })
+                }
+                _ => Err((
+                    toc_offset,
+                    outside(
+                        format!("blobs[{index}]"),
+                        blob.offset,
+                        end.unwrap_or(u64::MAX),
+                        toc_offset,
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Walks the zstd region's frame sizes, checking each frame lies inside it.
+fn frame_ranges(
+    map: &Mmap,
+    region_offset: u64,
+    region_size: u64,
+    toc_offset: u64,
+) -> Result<Vec<BlobRange>, RangeError> {
+    let region_end = region_offset.checked_add(region_size);
+    let region_end = match region_end {
+        Some(end)
+            if region_offset >= BLOB_REGION_OFFSET && end <= toc_offset && region_size >= 4 =>
+        {
+            end
+        }
+        _ => {
+            return Err((
+                toc_offset,
+                outside(
+                    "the zstd region (zstd_offset, zstd_size)".to_owned(),
+                    region_offset,
+                    region_end.unwrap_or(u64::MAX),
+                    toc_offset,
+                ),
+            ))
+        }
+    };
+    // Only the 4-byte size prefixes are touched; random-access advice keeps
+    // the kernel from faulting in the frames around them, so opening a huge
+    // archive costs a page per frame at most.
+    let _ = map.advise_range(Advice::Random, region_offset as usize, region_size as usize);
+    let read_u32 = |at: u64| -> Option<u32> {
+        let at = at as usize;
+        Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
+    };
+    let frame_count = read_u32(region_offset).unwrap_or_default();
+    let mut frames = Vec::with_capacity((frame_count as usize).min((region_size / 4) as usize));
+    let mut at = region_offset + 4;
+    for index in 0..frame_count {
+        let size = if at + 4 <= region_end {
+            read_u32(at)
+        } else {
+            None
+        };
+        let start = at + 4;
+        let end = size.map(|size| start + u64::from(size));
+        match end {
+            Some(end) if end <= region_end => {
+                frames.push(BlobRange {
+                    offset: start as usize,
+                    size: (end - start) as usize,
+                });
+                at = end;
+            }
+            _ => {
+                return Err((
+                    at,
+                    outside(
+                        format!("zstd frame {index}"),
+                        start,
+                        end.unwrap_or(start + 4),
+                        region_end,
+                    ),
+                ))
+            }
+        }
+    }
+    let _ = map.advise_range(Advice::Normal, region_offset as usize, region_size as usize);
+    if at != region_end {
+        return Err((
+            toc_offset,
+            FormatProblem::Mismatch {
+                what: "zstd_size".to_owned(),
+                expected: at - region_offset,
+                actual: region_size,
+            },
+        ));
+    }
+    Ok(frames)
+}

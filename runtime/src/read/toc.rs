@@ -1,0 +1,395 @@
+//! Parsing and validating the table of contents.
+
+use std::collections::HashMap;
+
+use crate::error::FormatProblem;
+use crate::format::{key, Scheme, ENTRY_TYPE_HSACO, TOC_FORMAT_VERSION};
+use crate::msgpack::{Cursor, ReadError};
+use crate::target::Target;
+
+/// A TOC problem and the offset (relative to the TOC start) where it is.
+pub(super) type TocError = (usize, FormatProblem);
+
+/// The TOC as parsed, before the blob region is checked against it.
+#[derive(Debug)]
+pub(super) struct Toc {
+    pub group: String,
+    pub family: String,
+    pub arches: Vec<Target>,
+    pub scheme: Scheme,
+    /// Distinct targets named in `toc`, in first-seen order.
+    pub targets: Vec<Target>,
+    pub binaries: Vec<Binary>,
+    pub blobs: Option<Vec<BlobEntry>>,
+    pub zstd_region: Option<(u64, u64)>,
+}
+
+#[derive(Debug)]
+pub(super) struct Binary {
+    pub name: Box<str>,
+    pub kernels: Vec<KernelEntry>,
+}
+
+/// One `toc[binary][target]` entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KernelEntry {
+    /// Index into [`Toc::targets`].
+    pub target: u32,
+    pub ordinal: u64,
+    pub original_size: u64,
+}
+
+/// One element of `blobs` (scheme `none`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BlobEntry {
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// Parses the TOC bytes (everything from `toc_offset` to the end of file).
+pub(super) fn parse(bytes: &[u8]) -> Result<Toc, TocError> {
+    let mut c = Cursor::new(bytes);
+    let top = read(&mut c, || "the table of contents", Cursor::map_len)?;
+
+    let mut format_version = None;
+    let mut group = None;
+    let mut family = None;
+    let mut arches = None;
+    let mut toc = None;
+    let mut scheme = None;
+    let mut blobs = None;
+    let mut zstd_offset = None;
+    let mut zstd_size = None;
+
+    for _ in 0..top {
+        let at = c.pos();
+        let name = read(&mut c, || "a top-level key", Cursor::str)?;
+        let duplicate = || {
+            (
+                at,
+                FormatProblem::DuplicateKey {
+                    key: name.to_owned(),
+                    context: "the table of contents".to_owned(),
+                },
+            )
+        };
+        macro_rules! once {
+            ($slot:ident, $value:expr) => {{
+                if $slot.is_some() {
+                    return Err(duplicate());
+                }
+                $slot = Some($value);
+            }};
+        }
+        match name {
+            key::FORMAT_VERSION => once!(format_version, read(&mut c, || name, Cursor::uint)?),
+            key::GROUP_NAME => once!(group, read(&mut c, || name, Cursor::str)?.to_owned()),
+            key::GFX_ARCH_FAMILY => once!(family, read(&mut c, || name, Cursor::str)?.to_owned()),
+            key::GFX_ARCHES => once!(arches, parse_arches(&mut c)?),
+            key::TOC => once!(toc, parse_binaries(&mut c)?),
+            key::COMPRESSION_SCHEME => {
+                let at = c.pos();
+                let value = read(&mut c, || name, Cursor::str)?;
+                let parsed = Scheme::from_name(value).ok_or_else(|| {
+                    (
+                        at,
+                        FormatProblem::UnknownScheme {
+                            scheme: value.to_owned(),
+                        },
+                    )
+                })?;
+                once!(scheme, (at, parsed))
+            }
+            key::BLOBS => once!(blobs, parse_blobs(&mut c)?),
+            key::ZSTD_OFFSET => once!(zstd_offset, read(&mut c, || name, Cursor::uint)?),
+            key::ZSTD_SIZE => once!(zstd_size, read(&mut c, || name, Cursor::uint)?),
+            _ => skip(&mut c)?,
+        }
+    }
+    if c.remaining() != 0 {
+        return Err((
+            c.pos(),
+            FormatProblem::TrailingBytes {
+                count: c.remaining() as u64,
+            },
+        ));
+    }
+
+    let end = c.pos();
+    let missing = |key: &'static str| {
+        (
+            end,
+            FormatProblem::MissingKey {
+                key,
+                context: "the table of contents".to_owned(),
+            },
+        )
+    };
+    let version = format_version.ok_or_else(|| missing(key::FORMAT_VERSION))?;
+    if version != TOC_FORMAT_VERSION {
+        return Err((0, FormatProblem::UnsupportedTocVersion { version }));
+    }
+    let (_, scheme) = scheme.ok_or_else(|| missing(key::COMPRESSION_SCHEME))?;
+    let (targets, binaries) = toc.ok_or_else(|| missing(key::TOC))?;
+    let mut parsed = Toc {
+        group: group.ok_or_else(|| missing(key::GROUP_NAME))?,
+        family: family.ok_or_else(|| missing(key::GFX_ARCH_FAMILY))?,
+        arches: arches.ok_or_else(|| missing(key::GFX_ARCHES))?,
+        scheme,
+        targets,
+        binaries,
+        blobs: None,
+        zstd_region: None,
+    };
+    match scheme {
+        Scheme::None => parsed.blobs = Some(blobs.ok_or_else(|| missing(key::BLOBS))?),
+        Scheme::ZstdPerKernel => {
+            parsed.zstd_region = Some((
+                zstd_offset.ok_or_else(|| missing(key::ZSTD_OFFSET))?,
+                zstd_size.ok_or_else(|| missing(key::ZSTD_SIZE))?,
+            ))
+        }
+    }
+    Ok(parsed)
+}
+
+/// Reads one value with `f`, turning a failure into a located problem.
+/// `what` describes the value for the error message and is only evaluated
+/// on failure, keeping the success path free of allocations.
+fn read<'a, T, D: ToString>(
+    c: &mut Cursor<'a>,
+    what: impl FnOnce() -> D,
+    f: impl FnOnce(&mut Cursor<'a>) -> Result<T, ReadError>,
+) -> Result<T, TocError> {
+    let at = c.pos();
+    f(c).map_err(|error| (at, problem(error, what().to_string())))
+}
+
+fn problem(error: ReadError, what: String) -> FormatProblem {
+    match error {
+        ReadError::Msgpack(error) => FormatProblem::Msgpack(error),
+        ReadError::WrongType { expected, found } => FormatProblem::WrongType {
+            what,
+            expected,
+            found,
+        },
+    }
+}
+
+fn skip(c: &mut Cursor<'_>) -> Result<(), TocError> {
+    let at = c.pos();
+    c.skip()
+        .map_err(|error| (at, FormatProblem::Msgpack(error)))
+}
+
+fn parse_target(c: &mut Cursor<'_>, what: &str) -> Result<Target, TocError> {
+    let at = c.pos();
+    let name = read(c, || what, Cursor::str)?;
+    Target::parse(name).map_err(|source| {
+        (
+            at,
+            FormatProblem::BadTarget {
+                what: what.to_owned(),
+                source,
+            },
+        )
+    })
+}
+
+fn parse_arches(c: &mut Cursor<'_>) -> Result<Vec<Target>, TocError> {
+    let count = read(c, || key::GFX_ARCHES, Cursor::array_len)?;
+    let mut arches = Vec::with_capacity(count.min(c.remaining()));
+    for _ in 0..count {
+        arches.push(parse_target(c, "an element of gfx_arches")?);
+    }
+    Ok(arches)
+}
+
+fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocError> {
+    let count = read(c, || key::TOC, Cursor::map_len)?;
+    let capacity = count.min(c.remaining());
+    let mut binaries: Vec<Binary> = Vec::with_capacity(capacity);
+    let mut seen_binaries: HashMap<&str, ()> = HashMap::with_capacity(capacity);
+    let mut targets: Vec<Target> = Vec::new();
+    let mut target_index: HashMap<&str, u32> = HashMap::new();
+
+    for _ in 0..count {
+        let at = c.pos();
+        let name = read(c, || "a binary key in toc", Cursor::str)?;
+        if seen_binaries.insert(name, ()).is_some() {
+            return Err((
+                at,
+                FormatProblem::DuplicateKey {
+                    key: name.to_owned(),
+                    context: "toc".to_owned(),
+                },
+            ));
+        }
+        let what = || format!("toc[{name:?}]");
+        let kernel_count = read(c, &what, Cursor::map_len)?;
+        let mut kernels: Vec<KernelEntry> = Vec::with_capacity(kernel_count.min(c.remaining()));
+        for _ in 0..kernel_count {
+            let at = c.pos();
+            let target_name = read(c, || format!("a target key in {}", what()), Cursor::str)?;
+            let target = match target_index.get(target_name) {
+                Some(&index) => index,
+                None => {
+                    let parsed = Target::parse(target_name).map_err(|source| {
+                        (
+                            at,
+                            FormatProblem::BadTarget {
+                                what: what(),
+                                source,
+                            },
+                        )
+                    })?;
+                    // Differently spelled keys for one target share an index.
+                    let index = match targets.iter().position(|t| *t == parsed) {
+                        Some(index) => index as u32,
+                        None => {
+                            targets.push(parsed);
+                            (targets.len() - 1) as u32
+                        }
+                    };
+                    target_index.insert(target_name, index);
+                    index
+                }
+            };
+            if kernels.iter().any(|k| k.target == target) {
+                return Err((
+                    at,
+                    FormatProblem::DuplicateKey {
+                        key: target_name.to_owned(),
+                        context: what(),
+                    },
+                ));
+            }
+            let (ordinal, original_size) =
+                parse_entry(c, || format!("{}[{target_name:?}]", what()))?;
+            kernels.push(KernelEntry {
+                target,
+                ordinal,
+                original_size,
+            });
+        }
+        binaries.push(Binary {
+            name: name.into(),
+            kernels,
+        });
+    }
+    Ok((targets, binaries))
+}
+
+/// Parses one entry map, returning `(ordinal, original_size)`.
+fn parse_entry(c: &mut Cursor<'_>, what: impl Fn() -> String) -> Result<(u64, u64), TocError> {
+    let at = c.pos();
+    let count = read(c, &what, Cursor::map_len)?;
+    let mut entry_type = None;
+    let mut ordinal = None;
+    let mut original_size = None;
+    for _ in 0..count {
+        let key_at = c.pos();
+        let name = read(c, || format!("a key of {}", what()), Cursor::str)?;
+        let slot = match name {
+            key::TYPE => {
+                let type_at = c.pos();
+                let value = read(c, || format!("{}.type", what()), Cursor::str)?;
+                if value != ENTRY_TYPE_HSACO {
+                    return Err((
+                        type_at,
+                        FormatProblem::UnknownEntryType {
+                            what: what(),
+                            found: value.to_owned(),
+                        },
+                    ));
+                }
+                entry_type.replace(()).map(|_| ())
+            }
+            key::ORDINAL => ordinal
+                .replace(read(c, || format!("{}.ordinal", what()), Cursor::uint)?)
+                .map(|_| ()),
+            key::ORIGINAL_SIZE => original_size
+                .replace(read(
+                    c,
+                    || format!("{}.original_size", what()),
+                    Cursor::uint,
+                )?)
+                .map(|_| ()),
+            _ => {
+                skip(c)?;
+                None
+            }
+        };
+        if slot.is_some() {
+            return Err((
+                key_at,
+                FormatProblem::DuplicateKey {
+                    key: name.to_owned(),
+                    context: what(),
+                },
+            ));
+        }
+    }
+    let missing = |key| {
+        (
+            at,
+            FormatProblem::MissingKey {
+                key,
+                context: what(),
+            },
+        )
+    };
+    entry_type.ok_or_else(|| missing(key::TYPE))?;
+    Ok((
+        ordinal.ok_or_else(|| missing(key::ORDINAL))?,
+        original_size.ok_or_else(|| missing(key::ORIGINAL_SIZE))?,
+    ))
+}
+
+fn parse_blobs(c: &mut Cursor<'_>) -> Result<Vec<BlobEntry>, TocError> {
+    let count = read(c, || key::BLOBS, Cursor::array_len)?;
+    let mut blobs = Vec::with_capacity(count.min(c.remaining()));
+    for index in 0..count {
+        let at = c.pos();
+        let what = || format!("blobs[{index}]");
+        let fields = read(c, &what, Cursor::map_len)?;
+        let mut offset = None;
+        let mut size = None;
+        for _ in 0..fields {
+            let key_at = c.pos();
+            let name = read(c, || format!("a key of {}", what()), Cursor::str)?;
+            let slot = match name {
+                key::OFFSET => &mut offset,
+                key::SIZE => &mut size,
+                _ => {
+                    skip(c)?;
+                    continue;
+                }
+            };
+            let value = read(c, || format!("{}.{name}", what()), Cursor::uint)?;
+            if slot.replace(value).is_some() {
+                return Err((
+                    key_at,
+                    FormatProblem::DuplicateKey {
+                        key: name.to_owned(),
+                        context: what(),
+                    },
+                ));
+            }
+        }
+        let missing = |key| {
+            (
+                at,
+                FormatProblem::MissingKey {
+                    key,
+                    context: what(),
+                },
+            )
+        };
+        blobs.push(BlobEntry {
+            offset: offset.ok_or_else(|| missing(key::OFFSET))?,
+            size: size.ok_or_else(|| missing(key::SIZE))?,
+        });
+    }
+    Ok(blobs)
+}

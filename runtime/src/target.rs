@@ -1,0 +1,364 @@
+//! GPU targets: a processor plus feature settings (`gfx942:sramecc+:xnack-`).
+//!
+//! Code built without a feature runs with either setting of it; code built
+//! with a setting only runs on a GPU reporting that setting. So the targets
+//! whose code a GPU can run are its own target with every subset of its
+//! features, most specific first ([`Target::compatible`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The prefix HSA and clang put in front of ISA names.
+const AMDHSA_PREFIX: &str = "amdgcn-amd-amdhsa--";
+
+/// A GPU target id: processor and feature settings, kept in canonical
+/// (name-sorted) order so that equal targets compare and print equal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    processor: Box<str>,
+    features: Vec<Feature>,
+}
+
+/// One feature setting of a target, such as `xnack-`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Feature {
+    name: Box<str>,
+    enabled: bool,
+}
+
+impl Feature {
+    /// The feature's name (`xnack`, `sramecc`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the target requires the feature on (`+`) or off (`-`).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.name, if self.enabled { '+' } else { '-' })
+    }
+}
+
+/// Why a string is not a target id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid GPU target {input:?}: {reason}")]
+pub struct ParseTargetError {
+    input: String,
+    reason: &'static str,
+}
+
+impl ParseTargetError {
+    fn new(input: &str, reason: &'static str) -> Self {
+        ParseTargetError {
+            input: input.to_owned(),
+            reason,
+        }
+    }
+}
+
+impl Target {
+    /// Parses a target id, accepting the `amdgcn-amd-amdhsa--` prefix and
+    /// features in any order.
+    pub fn parse(input: &str) -> Result<Target, ParseTargetError> {
+        let id = input.strip_prefix(AMDHSA_PREFIX).unwrap_or(input);
+        let mut parts = id.split(':');
+        let processor = parts.next().unwrap_or_default();
+        if processor.is_empty() {
+            return Err(ParseTargetError::new(input, "empty processor name"));
+        }
+        if !processor
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return Err(ParseTargetError::new(
+                input,
+                "processor name has characters other than letters, digits, '-', '_' and '.'",
+            ));
+        }
+        let mut features = Vec::new();
+        for part in parts {
+            let (name, enabled) = if let Some(name) = part.strip_suffix('+') {
+                (name, true)
+            } else if let Some(name) = part.strip_suffix('-') {
+                (name, false)
+            } else {
+                return Err(ParseTargetError::new(
+                    input,
+                    "a feature must end with '+' or '-'",
+                ));
+            };
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(ParseTargetError::new(input, "invalid feature name"));
+            }
+            features.push(Feature {
+                name: name.into(),
+                enabled,
+            });
+        }
+        features.sort();
+        if features.windows(2).any(|w| w[0].name == w[1].name) {
+            return Err(ParseTargetError::new(input, "a feature is given twice"));
+        }
+        Ok(Target {
+            processor: processor.into(),
+            features,
+        })
+    }
+
+    /// Parses the target out of an offload bundle triple such as
+    /// `hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+` (the text after the last `--`).
+    pub fn from_bundle_triple(triple: &str) -> Result<Target, ParseTargetError> {
+        match triple.rfind("--") {
+            Some(at) => Target::parse(&triple[at + 2..]),
+            None => Err(ParseTargetError::new(triple, "no '--' before the target")),
+        }
+    }
+
+    /// A target with no feature settings.
+    pub fn bare(processor: &str) -> Result<Target, ParseTargetError> {
+        let target = Target::parse(processor)?;
+        if target.features.is_empty() {
+            Ok(target)
+        } else {
+            Err(ParseTargetError::new(
+                processor,
+                "expected a bare processor",
+            ))
+        }
+    }
+
+    /// The processor name (`gfx90a`).
+    pub fn processor(&self) -> &str {
+        &self.processor
+    }
+
+    /// Feature settings in canonical order.
+    pub fn features(&self) -> &[Feature] {
+        &self.features
+    }
+
+    /// The setting of one feature, if the target specifies it.
+    pub fn feature(&self, name: &str) -> Option<bool> {
+        self.features
+            .iter()
+            .find(|f| &*f.name == name)
+            .map(|f| f.enabled)
+    }
+
+    /// This target without any feature settings.
+    pub fn without_features(&self) -> Target {
+        Target {
+            processor: self.processor.clone(),
+            features: Vec::new(),
+        }
+    }
+
+    /// Whether code built for `self` runs on a GPU whose live target is `gpu`.
+    pub fn runs_on(&self, gpu: &Target) -> bool {
+        self.processor == gpu.processor
+            && self
+                .features
+                .iter()
+                .all(|f| gpu.feature(&f.name) == Some(f.enabled))
+    }
+
+    /// Every target whose code runs on this one, most specific first: all
+    /// subsets of the features, in the order of a bitmask counting down from
+    /// all bits set (the first feature is the most significant bit), which
+    /// is the order ROCm's reference runtime searches in.
+    pub fn compatible(&self) -> Vec<Target> {
+        let n = self.features.len().min(16);
+        let all: u32 = (1u32 << n) - 1;
+        (0..=all)
+            .rev()
+            .map(|mask| Target {
+                processor: self.processor.clone(),
+                features: self.features[..n]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << (n - 1 - i)) != 0)
+                    .map(|(_, f)| f.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The generic target (code object v6) whose code runs on this
+    /// processor, with the same feature settings, if there is one.
+    pub fn generic(&self) -> Option<Target> {
+        generic_processor(&self.processor).map(|generic| Target {
+            processor: generic.into(),
+            features: self.features.clone(),
+        })
+    }
+
+    /// Whether this is a generic target such as `gfx11-generic`.
+    pub fn is_generic(&self) -> bool {
+        self.processor.ends_with("-generic")
+    }
+
+    /// The order in which code for this GPU is chosen: the full target, its
+    /// feature-dropping variants, then the generic target with the same
+    /// features and the bare generic target.
+    pub fn selection_order(&self) -> Vec<Target> {
+        let mut order = self.compatible();
+        if let Some(generic) = self.generic() {
+            let bare = generic.without_features();
+            if bare != generic {
+                order.push(generic);
+            }
+            order.push(bare);
+        }
+        order
+    }
+}
+
+/// Members of each generic target (07-gpu-targets.md).
+const GENERIC_TARGETS: &[(&str, &[&str])] = &[
+    (
+        "gfx9-generic",
+        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
+    ),
+    ("gfx9-4-generic", &["gfx942", "gfx950"]),
+    (
+        "gfx10-1-generic",
+        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    ),
+    (
+        "gfx10-3-generic",
+        &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    ),
+    (
+        "gfx11-generic",
+        &[
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ],
+    ),
+    ("gfx12-generic", &["gfx1200", "gfx1201"]),
+    ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
+];
+
+/// The generic processor a processor belongs to.
+pub fn generic_processor(processor: &str) -> Option<&'static str> {
+    GENERIC_TARGETS
+        .iter()
+        .find(|(_, members)| members.contains(&processor))
+        .map(|(generic, _)| *generic)
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        for feature in &self.features {
+            write!(f, ":{feature}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Target {
+    type Err = ParseTargetError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Target::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Target {
+        Target::parse(s).unwrap()
+    }
+
+    fn names(targets: &[Target]) -> Vec<String> {
+        targets.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn parses_prefixed_target_into_canonical_form() {
+        let target = t("amdgcn-amd-amdhsa--gfx942:xnack-:sramecc+");
+        assert_eq!(target.processor(), "gfx942");
+        assert_eq!(target.feature("sramecc"), Some(true));
+        assert_eq!(target.feature("xnack"), Some(false));
+        assert_eq!(target.to_string(), "gfx942:sramecc+:xnack-");
+        assert_eq!(target, t("gfx942:sramecc+:xnack-"));
+    }
+
+    #[test]
+    fn parses_bundle_triples() {
+        let target = Target::from_bundle_triple("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+").unwrap();
+        assert_eq!(target.to_string(), "gfx90a:xnack+");
+        assert!(Target::from_bundle_triple("host-x86_64").is_err());
+    }
+
+    #[test]
+    fn rejects_malformed_targets() {
+        for bad in [
+            "",
+            ":xnack+",
+            "gfx90a:xnack",
+            "gfx90a:+",
+            "gfx90a:xnack+:xnack-",
+            "gfx 90a",
+            "gfx90a::xnack+",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn compatible_targets_are_most_specific_first() {
+        assert_eq!(
+            names(&t("gfx942:sramecc+:xnack-").compatible()),
+            [
+                "gfx942:sramecc+:xnack-",
+                "gfx942:sramecc+",
+                "gfx942:xnack-",
+                "gfx942"
+            ]
+        );
+        assert_eq!(names(&t("gfx1100").compatible()), ["gfx1100"]);
+        assert_eq!(
+            names(&t("gfx90a:xnack-").compatible()),
+            ["gfx90a:xnack-", "gfx90a"]
+        );
+    }
+
+    #[test]
+    fn xnack_plus_code_never_runs_on_xnack_minus() {
+        let gpu = t("gfx90a:xnack-");
+        assert!(t("gfx90a").runs_on(&gpu));
+        assert!(t("gfx90a:xnack-").runs_on(&gpu));
+        assert!(!t("gfx90a:xnack+").runs_on(&gpu));
+        assert!(!t("gfx908").runs_on(&gpu));
+        assert!(!gpu.compatible().iter().any(|c| c == &t("gfx90a:xnack+")));
+    }
+
+    #[test]
+    fn selection_order_ends_with_generic_targets() {
+        assert_eq!(
+            names(&t("gfx1151").selection_order()),
+            ["gfx1151", "gfx11-generic"]
+        );
+        assert_eq!(
+            names(&t("gfx942:sramecc+").selection_order()),
+            [
+                "gfx942:sramecc+",
+                "gfx942",
+                "gfx9-4-generic:sramecc+",
+                "gfx9-4-generic"
+            ]
+        );
+        assert_eq!(names(&t("gfx803").selection_order()), ["gfx803"]);
+        assert!(t("gfx11-generic").is_generic());
+    }
+}
