@@ -20,6 +20,7 @@ pub mod target;
 mod write;
 
 pub mod capi;
+pub mod discover;
 
 pub use error::{Error, ErrorCode, Result};
 pub use format::Scheme;

@@ -1,6 +1,8 @@
 //! The reference tooling's archives: read them, and reproduce them byte
 //! for byte from the same inputs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::*;
@@ -40,7 +42,12 @@ fn reads_reference_zstd_archive() {
 
 #[test]
 fn writer_reproduces_reference_noop_archive() {
-    let written = write_archive(Compression::None, "gfx900X", &["gfx900", "gfx906"], &noop_contents());
+    let written = write_archive(
+        Compression::None,
+        "gfx900X",
+        &["gfx900", "gfx906"],
+        &noop_contents(),
+    );
     let reference = std::fs::read(reference("test_noop.kpack")).unwrap();
     assert_eq!(written.len(), 903);
     assert_eq!(written, reference);

@@ -84,6 +84,29 @@ impl Archive {
         Archive::from_map(path.to_owned(), map)
     }
 
+    /// Validates an archive held in memory; `name` stands in for the path
+    /// in errors. Used for archives that are not files yet, and by fuzzing.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: &[u8]) -> Result<Archive> {
+        let name = name.into();
+        if bytes.len() < MIN_HEADER_BYTES {
+            return Err(Error::Format {
+                path: name,
+                offset: 0,
+                problem: FormatProblem::TooShort {
+                    len: bytes.len() as u64,
+                },
+            });
+        }
+        let read_error = |source| Error::Read {
+            path: name.clone(),
+            source,
+        };
+        let mut map = memmap2::MmapMut::map_anon(bytes.len()).map_err(read_error)?;
+        map.copy_from_slice(bytes);
+        let map = map.make_read_only().map_err(read_error)?;
+        Archive::from_map(name, map)
+    }
+
     fn from_map(path: PathBuf, map: Mmap) -> Result<Archive> {
         let format_error = |offset: u64, problem| Error::Format {
             path: path.clone(),

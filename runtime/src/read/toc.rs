@@ -226,7 +226,7 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
             ));
         }
         let what = || format!("toc[{name:?}]");
-        let kernel_count = read(c, &what, Cursor::map_len)?;
+        let kernel_count = read(c, what, Cursor::map_len)?;
         let mut kernels: Vec<KernelEntry> = Vec::with_capacity(kernel_count.min(c.remaining()));
         for _ in 0..kernel_count {
             let at = c.pos();
@@ -352,7 +352,7 @@ fn parse_blobs(c: &mut Cursor<'_>) -> Result<Vec<BlobEntry>, TocError> {
     for index in 0..count {
         let at = c.pos();
         let what = || format!("blobs[{index}]");
-        let fields = read(c, &what, Cursor::map_len)?;
+        let fields = read(c, what, Cursor::map_len)?;
         let mut offset = None;
         let mut size = None;
         for _ in 0..fields {

@@ -23,18 +23,42 @@ pub fn t(s: &str) -> Target {
 /// The code objects of `test_noop.kpack`, as 01-archive-format.md lists them.
 pub fn noop_contents() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     vec![
-        ("lib/libtest.so#0", "gfx900", padded(b"KERNEL1_GFX900_DATA", &[(0, 100)])),
-        ("lib/libtest.so#0", "gfx906", padded(b"KERNEL2_GFX906_DATA", &[(0, 200)])),
-        ("bin/testapp#0", "gfx900", padded(b"KERNEL3_APP_GFX900", &[(0xff, 150)])),
+        (
+            "lib/libtest.so#0",
+            "gfx900",
+            padded(b"KERNEL1_GFX900_DATA", &[(0, 100)]),
+        ),
+        (
+            "lib/libtest.so#0",
+            "gfx906",
+            padded(b"KERNEL2_GFX906_DATA", &[(0, 200)]),
+        ),
+        (
+            "bin/testapp#0",
+            "gfx900",
+            padded(b"KERNEL3_APP_GFX900", &[(0xff, 150)]),
+        ),
     ]
 }
 
 /// The code objects of `test_zstd.kpack`.
 pub fn zstd_contents() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     vec![
-        ("lib/libhip.so#0", "gfx1100", padded(b"HIP_KERNEL_GFX1100_", &[(b'A', 500), (b'B', 500)])),
-        ("lib/libhip.so#0", "gfx1101", padded(b"HIP_KERNEL_GFX1101_", &[(b'X', 300), (b'Y', 300)])),
-        ("bin/hiptest#0", "gfx1100", padded(b"TEST_APP_KERNEL___", &[(0x42, 1000)])),
+        (
+            "lib/libhip.so#0",
+            "gfx1100",
+            padded(b"HIP_KERNEL_GFX1100_", &[(b'A', 500), (b'B', 500)]),
+        ),
+        (
+            "lib/libhip.so#0",
+            "gfx1101",
+            padded(b"HIP_KERNEL_GFX1101_", &[(b'X', 300), (b'Y', 300)]),
+        ),
+        (
+            "bin/hiptest#0",
+            "gfx1100",
+            padded(b"TEST_APP_KERNEL___", &[(0x42, 1000)]),
+        ),
     ]
 }
 
@@ -63,7 +87,11 @@ pub fn write_archive(
     for (key, target, data) in contents {
         let (path, index) = key.rsplit_once('#').unwrap();
         writer
-            .add(&BinaryKey::new(path, index.parse().unwrap()), &t(target), data)
+            .add(
+                &BinaryKey::new(path, index.parse().unwrap()),
+                &t(target),
+                data,
+            )
             .unwrap();
     }
     writer.finish().unwrap().into_inner()
