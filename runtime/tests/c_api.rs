@@ -432,7 +432,7 @@ fn rocm_kpack_path_prefix_is_searched_first_unless_path_is_set() {
         load(
             &program,
             &layout,
-            &[prefix.clone()],
+            std::slice::from_ref(&prefix),
             MARKER_PATH,
             0,
             &["gfx90a:xnack-"]
@@ -444,7 +444,7 @@ fn rocm_kpack_path_prefix_is_searched_first_unless_path_is_set() {
         load(
             &program,
             &layout,
-            &[prefix.clone()],
+            std::slice::from_ref(&prefix),
             MARKER_PATH,
             0,
             &["gfx90a:xnack+"]
