@@ -105,7 +105,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         ..LoaderConfig::from_env()
     });
     let marker = Marker::parse(&std::fs::read(&binary)?)?;
-    let result = loader.load(&marker, &binary, bundle, &[target.clone()]);
+    let result = loader.load(&marker, &binary, bundle, std::slice::from_ref(&target));
     std::fs::remove_dir_all(&prefix)?;
     let code = result?;
     let shown: String = code
