@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::target::{ParseTargetError, Target};
+use crate::target::{join_targets, ParseTargetError, Target};
 
 /// The reference `kpack_error_t` numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,7 +79,7 @@ pub enum Error {
     ArchiveNotFound { tried: Vec<PathBuf> },
     #[error(
         "no archive has code for {}; available: {}",
-        display_targets(requested),
+        join_targets(requested),
         display_available(available)
     )]
     ArchNotFound {
@@ -235,21 +235,13 @@ fn display_paths(paths: &[PathBuf]) -> String {
         .join(", ")
 }
 
-fn display_targets(targets: &[Target]) -> String {
-    targets
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn display_available(available: &[(PathBuf, Vec<Target>)]) -> String {
     if available.is_empty() {
         return "nothing".to_owned();
     }
     available
         .iter()
-        .map(|(path, targets)| format!("{} has [{}]", path.display(), display_targets(targets)))
+        .map(|(path, targets)| format!("{} has [{}]", path.display(), join_targets(targets)))
         .collect::<Vec<_>>()
         .join("; ")
 }

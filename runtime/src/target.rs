@@ -218,6 +218,15 @@ impl Target {
     }
 }
 
+/// Formats targets as `a, b, c`, for messages.
+pub fn join_targets(targets: &[Target]) -> String {
+    targets
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Members of each generic target (07-gpu-targets.md).
 const GENERIC_TARGETS: &[(&str, &[&str])] = &[
     (

@@ -58,6 +58,47 @@ unsafe fn archive_ref<'a>(handle: *mut KpackArchive) -> Result<&'a KpackArchive,
     Ok(unsafe { &*handle })
 }
 
+/// Stores the length of one of the archive's name lists.
+///
+/// # Safety
+/// `archive` null or live; `count` null or writable.
+unsafe fn write_count(
+    archive: *mut KpackArchive,
+    count: *mut usize,
+    list: impl FnOnce(&KpackArchive) -> &[CString],
+) -> KpackError {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let archive = unsafe { archive_ref(archive) }?;
+        let count = required_mut(count)?;
+        // SAFETY: non-null and writable per the contract.
+        unsafe { count.write(list(archive).len()) };
+        Ok(())
+    })
+}
+
+/// Stores a pointer to the `index`-th entry of one of the archive's name
+/// lists; out of range is `KPACK_ERROR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `archive` null or live; `out` null or writable.
+unsafe fn write_name(
+    archive: *mut KpackArchive,
+    index: usize,
+    out: *mut *const c_char,
+    list: impl FnOnce(&KpackArchive) -> &[CString],
+) -> KpackError {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let archive = unsafe { archive_ref(archive) }?;
+        let out = required_mut(out)?;
+        let name = list(archive).get(index).ok_or(ErrorCode::InvalidArgument)?;
+        // SAFETY: non-null and writable per the contract.
+        unsafe { out.write(name.as_ptr()) };
+        Ok(())
+    })
+}
+
 /// Opens and validates an archive.
 ///
 /// # Safety
@@ -102,14 +143,8 @@ pub unsafe extern "C" fn kpack_get_architecture_count(
     archive: *mut KpackArchive,
     count: *mut usize,
 ) -> KpackError {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let archive = unsafe { archive_ref(archive) }?;
-        let count = required_mut(count)?;
-        // SAFETY: non-null and writable per the contract.
-        unsafe { count.write(archive.arch_names.len()) };
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { write_count(archive, count, |a| &a.arch_names) }
 }
 
 /// Stores a pointer to the `index`-th target name, owned by the archive.
@@ -122,18 +157,8 @@ pub unsafe extern "C" fn kpack_get_architecture(
     index: usize,
     arch: *mut *const c_char,
 ) -> KpackError {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let archive = unsafe { archive_ref(archive) }?;
-        let arch = required_mut(arch)?;
-        let name = archive
-            .arch_names
-            .get(index)
-            .ok_or(ErrorCode::InvalidArgument)?;
-        // SAFETY: non-null and writable per the contract.
-        unsafe { arch.write(name.as_ptr()) };
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { write_name(archive, index, arch, |a| &a.arch_names) }
 }
 
 /// Stores the number of binary keys.
@@ -145,14 +170,8 @@ pub unsafe extern "C" fn kpack_get_binary_count(
     archive: *mut KpackArchive,
     count: *mut usize,
 ) -> KpackError {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let archive = unsafe { archive_ref(archive) }?;
-        let count = required_mut(count)?;
-        // SAFETY: non-null and writable per the contract.
-        unsafe { count.write(archive.binary_names().len()) };
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { write_count(archive, count, KpackArchive::binary_names) }
 }
 
 /// Stores a pointer to the `index`-th binary key in sorted order, owned by
@@ -166,18 +185,8 @@ pub unsafe extern "C" fn kpack_get_binary(
     index: usize,
     binary: *mut *const c_char,
 ) -> KpackError {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let archive = unsafe { archive_ref(archive) }?;
-        let binary = required_mut(binary)?;
-        let name = archive
-            .binary_names()
-            .get(index)
-            .ok_or(ErrorCode::InvalidArgument)?;
-        // SAFETY: non-null and writable per the contract.
-        unsafe { binary.write(name.as_ptr()) };
-        Ok(())
-    })
+    // SAFETY: per this function's contract.
+    unsafe { write_name(archive, index, binary, KpackArchive::binary_names) }
 }
 
 /// Returns a `malloc`ed copy of one code object, decompressed straight into

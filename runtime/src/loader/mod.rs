@@ -19,7 +19,7 @@ pub use marker::{Marker, GFXARCH_PLACEHOLDER, MAX_MARKER_SIZE};
 
 use crate::error::{Error, Result};
 use crate::read::{Archive, Kernel};
-use crate::target::Target;
+use crate::target::{join_targets, Target};
 
 /// A path's cache slot: `None` until an open succeeds. Failed opens are not
 /// remembered, so an archive installed while the process runs is found.
@@ -111,7 +111,7 @@ impl Loader {
             format!(
                 "loading {binary} of {} for [{}]",
                 binary_path.display(),
-                join(arches)
+                join_targets(arches)
             )
         });
         let candidates = self.candidates(marker, binary_path, arches);
@@ -216,7 +216,7 @@ impl Loader {
                         "opened {} (group {}, targets [{}])",
                         path.display(),
                         archive.group(),
-                        join(archive.architectures())
+                        join_targets(archive.architectures())
                     )
                 });
                 let archive = Arc::new(archive);
@@ -234,14 +234,6 @@ impl Loader {
             }
         }
     }
-}
-
-fn join(targets: &[Target]) -> String {
-    targets
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn dedup(paths: Vec<PathBuf>) -> Vec<PathBuf> {
