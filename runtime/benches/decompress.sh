@@ -70,7 +70,7 @@ zstd_median=$(jq '.results[0].median' "$work/hyperfine.json")
 empty_median=$(jq '.results[1].median' "$work/hyperfine.json")
 
 echo
-echo "=== decompression throughput (MB = 10^6 bytes; nice -n 0, other core shared) ==="
+echo "=== decompression throughput (MB = 10^6 bytes; nice -n 0; load average in the bench output above) ==="
 awk -v bytes="$frames_bytes" -v t="$zstd_median" \
     -v single="$(result single_mbps)" -v two="$(result two_thread_mbps)" \
     -v capi="$(result capi_mbps)" -v raw="$(result raw_zstd_mbps)" -v t0="$empty_median" '
