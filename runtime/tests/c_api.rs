@@ -9,14 +9,37 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use common::*;
 use rocm_kpack::Compression;
 
-/// `target/<profile>`, where cargo put `librocm_kpack.{so,a}`.
+/// Where `librocm_kpack.{so,a}` are, freshly built from this source.
+///
+/// `cargo test` builds the library only as an rlib, so the shared and
+/// static libraries are built here by a nested cargo with a target
+/// directory of its own (the outer cargo holds the lock on the main one).
 fn build_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_owned()
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        // target/<profile>/deps/<test> -> target/capi
+        let target_dir = exe.ancestors().nth(3).unwrap().join("capi");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        run(Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "kpack-runtime",
+                "--lib",
+                "--target-dir",
+            ])
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR")));
+        target_dir.join("debug")
+    })
+    .clone()
 }
 
 fn include_dir() -> PathBuf {
