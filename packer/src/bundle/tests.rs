@@ -1,0 +1,213 @@
+//! Unit tests on hand-made bundles.
+
+use super::*;
+use crate::bundle::ccob::ccob_hash;
+
+/// An uncompressed bundle of `(triple, bytes)` entries, with a host entry
+/// first as clang writes it.
+pub(crate) fn offload_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let host = "host-x86_64-unknown-linux-gnu-";
+    let all: Vec<(&str, &[u8])> = std::iter::once((host, &[][..]))
+        .chain(entries.iter().copied())
+        .collect();
+    let header_len: usize = 32 + all.iter().map(|(t, _)| 24 + t.len()).sum::<usize>();
+    let mut out = OFFLOAD_BUNDLE_MAGIC.to_vec();
+    out.extend_from_slice(&(all.len() as u64).to_le_bytes());
+    let mut data_at = header_len;
+    for (triple, bytes) in &all {
+        let offset = if bytes.is_empty() { 0 } else { data_at };
+        out.extend_from_slice(&(offset as u64).to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
+        out.extend_from_slice(triple.as_bytes());
+        data_at += bytes.len();
+    }
+    for (_, bytes) in &all {
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// A compressed bundle of `inner` with the given header version and method.
+pub(crate) fn ccob(inner: &[u8], version: u16, method: CcobMethod) -> Vec<u8> {
+    let payload = match method {
+        CcobMethod::Zstd => zstd::bulk::compress(inner, 3).unwrap(),
+        CcobMethod::Zlib => {
+            use std::io::Write;
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(inner).unwrap();
+            encoder.finish().unwrap()
+        }
+    };
+    let method_id: u16 = match method {
+        CcobMethod::Zlib => 0,
+        CcobMethod::Zstd => 1,
+    };
+    let hash = ccob_hash(inner);
+    let mut out = b"CCOB".to_vec();
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&method_id.to_le_bytes());
+    match version {
+        1 => {
+            out.extend_from_slice(&(inner.len() as u32).to_le_bytes());
+        }
+        2 => {
+            out.extend_from_slice(&((24 + payload.len()) as u32).to_le_bytes());
+            out.extend_from_slice(&(inner.len() as u32).to_le_bytes());
+        }
+        _ => {
+            out.extend_from_slice(&((32 + payload.len()) as u64).to_le_bytes());
+            out.extend_from_slice(&(inner.len() as u64).to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&hash.to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn co(tag: &str, len: usize) -> Vec<u8> {
+    let mut data = tag.as_bytes().to_vec();
+    data.resize(len, 0xab);
+    data
+}
+
+fn targets(bundle: &Bundle<'_>) -> Vec<String> {
+    bundle
+        .code_objects
+        .iter()
+        .map(|c| c.target.to_string())
+        .collect()
+}
+
+#[test]
+fn parses_bundles_back_to_back_with_padding() {
+    let a = offload_bundle(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &co("A+", 300)),
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", &co("A-", 200)),
+    ]);
+    let b = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &co("B", 100))]);
+    let mut section = a.clone();
+    section.resize(4096, 0);
+    section.extend_from_slice(&b);
+    section.resize(8192, 0);
+    let bundles = parse_fatbin(&section).unwrap();
+    assert_eq!(bundles.len(), 2);
+    assert_eq!((bundles[0].offset, bundles[0].len), (0, a.len()));
+    assert_eq!((bundles[1].offset, bundles[1].len), (4096, b.len()));
+    assert_eq!(targets(&bundles[0]), ["gfx90a:xnack+", "gfx90a:xnack-"]);
+    assert_eq!(&*bundles[0].code_objects[1].bytes, &co("A-", 200)[..]);
+    assert_eq!(
+        bundles[1].code_objects[0].triple,
+        "hipv4-amdgcn-amd-amdhsa--gfx1100"
+    );
+    assert_eq!(bundles[0].kind, BundleKind::Uncompressed);
+}
+
+#[test]
+fn sizes_bundles_by_entries_not_by_the_next_magic() {
+    // A code object that contains the magic must not end its bundle.
+    let mut tricky = co("T", 64);
+    tricky.extend_from_slice(OFFLOAD_BUNDLE_MAGIC);
+    tricky.extend_from_slice(&[1; 40]);
+    let a = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1030", &tricky)]);
+    let bundles = parse_fatbin(&a).unwrap();
+    assert_eq!(bundles.len(), 1);
+    assert_eq!(&*bundles[0].code_objects[0].bytes, &tricky[..]);
+}
+
+#[test]
+fn decompresses_every_ccob_version_and_method() {
+    let inner = offload_bundle(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 5000)),
+        ("hipv4-amdgcn-amd-amdhsa--gfx1201", &co("Y", 7000)),
+    ]);
+    for version in [1, 2, 3] {
+        for method in [CcobMethod::Zstd, CcobMethod::Zlib] {
+            let mut section = ccob(&inner, version, method);
+            let first_len = section.len();
+            section.resize(first_len.next_multiple_of(64), 0);
+            let second_at = section.len();
+            section.extend_from_slice(&ccob(&inner, version, method));
+            let bundles =
+                parse_fatbin(&section).unwrap_or_else(|e| panic!("v{version} {method:?}: {e}"));
+            assert_eq!(bundles.len(), 2, "v{version} {method:?}");
+            assert_eq!(bundles[0].len, first_len);
+            assert_eq!(bundles[1].offset, second_at);
+            assert_eq!(bundles[0].kind, BundleKind::Compressed { version, method });
+            assert_eq!(targets(&bundles[1]), ["gfx942", "gfx1201"]);
+            assert_eq!(&*bundles[1].code_objects[1].bytes, &co("Y", 7000)[..]);
+        }
+    }
+}
+
+#[test]
+fn rejects_a_ccob_whose_hash_does_not_match() {
+    let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 500))]);
+    let mut bundle = ccob(&inner, 3, CcobMethod::Zstd);
+    bundle[24] ^= 1;
+    assert!(matches!(
+        parse_fatbin(&bundle),
+        Err(BundleError::CcobHash { offset: 0, .. })
+    ));
+}
+
+#[test]
+fn rejects_a_truncated_ccob() {
+    let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 5000))]);
+    for version in [1, 2, 3] {
+        let bundle = ccob(&inner, version, CcobMethod::Zstd);
+        let error = parse_fatbin(&bundle[..bundle.len() - 10]).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                BundleError::CcobTruncated { .. } | BundleError::CcobDecompress { .. }
+            ),
+            "v{version}: {error:?}"
+        );
+    }
+    assert!(matches!(
+        parse_fatbin(b"CCOB\x03\x00"),
+        Err(BundleError::TruncatedHeader { .. })
+    ));
+}
+
+#[test]
+fn rejects_a_ccob_claiming_more_than_it_holds() {
+    let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 500))]);
+    let mut bundle = ccob(&inner, 3, CcobMethod::Zstd);
+    bundle[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(
+        parse_fatbin(&bundle),
+        Err(BundleError::CcobSize { .. })
+    ));
+}
+
+#[test]
+fn rejects_an_entry_past_the_section() {
+    let mut bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx906", &co("E", 100))]);
+    bundle.truncate(bundle.len() - 1);
+    let error = parse_fatbin(&bundle).unwrap_err();
+    assert!(
+        matches!(error, BundleError::EntryOutOfRange { entry: 1, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("past the end"), "{error}");
+}
+
+#[test]
+fn rejects_unknown_data_and_duplicate_targets() {
+    assert!(matches!(
+        parse_fatbin(b"\0\0\0\0ELF!junk"),
+        Err(BundleError::UnknownData { offset: 4, .. })
+    ));
+    let dup = offload_bundle(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx906", &co("1", 10)),
+        ("hip-amdgcn-amd-amdhsa--gfx906", &co("2", 10)),
+    ]);
+    assert!(matches!(
+        parse_fatbin(&dup),
+        Err(BundleError::DuplicateTarget { .. })
+    ));
+    assert!(parse_fatbin(&[0u8; 100]).unwrap().is_empty());
+}

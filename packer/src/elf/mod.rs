@@ -1,0 +1,16 @@
+//! ELF fat binaries: finding their bundles and wrappers ([`parse`]).
+
+mod parse;
+
+pub use parse::{ElfKind, FatElf, Machine, PointerSource, SectionRange, Wrapper};
+
+/// The section holding the offload bundles.
+pub const FATBIN_SECTION: &str = ".hip_fatbin";
+/// The section holding the 24-byte wrapper structs.
+pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
+/// Wrapper magic of a fat binary ("HIPF").
+pub const HIPF_MAGIC: u32 = 0x4849_5046;
+/// Wrapper magic after a split ("HIPK").
+pub const HIPK_MAGIC: u32 = 0x4B50_4948;
+/// Size of one wrapper struct.
+pub const WRAPPER_SIZE: u64 = 24;

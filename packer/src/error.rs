@@ -1,0 +1,114 @@
+//! Errors of the packer library.
+
+use std::path::PathBuf;
+
+use rocm_kpack::ParseTargetError;
+
+/// What is wrong with a `.hip_fatbin` section's offload bundles. Offsets
+/// are relative to the start of the section.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    #[error(
+        "offset {offset}: neither an offload bundle nor a compressed bundle (bytes {found:02x?})"
+    )]
+    UnknownData { offset: usize, found: Vec<u8> },
+    #[error("offset {offset}: bundle header truncated")]
+    TruncatedHeader { offset: usize },
+    #[error("offset {offset}: bundle entry {entry} spans [{start}, {end}) past the end of its data ({limit} bytes)")]
+    EntryOutOfRange {
+        offset: usize,
+        entry: usize,
+        start: u64,
+        end: u64,
+        limit: usize,
+    },
+    #[error("offset {offset}: bundle entry {entry} has a triple that is not UTF-8")]
+    TripleNotUtf8 { offset: usize, entry: usize },
+    #[error("offset {offset}: bundle entry {entry}: {source}")]
+    BadTarget {
+        offset: usize,
+        entry: usize,
+        #[source]
+        source: ParseTargetError,
+    },
+    #[error("offset {offset}: two code objects for {target} in one bundle")]
+    DuplicateTarget { offset: usize, target: String },
+    #[error(
+        "offset {offset}: compressed bundle version {version} is not supported (1, 2 and 3 are)"
+    )]
+    UnsupportedCcobVersion { offset: usize, version: u16 },
+    #[error("offset {offset}: compressed bundle method {method} is unknown (0 zlib, 1 zstd)")]
+    UnknownCcobMethod { offset: usize, method: u16 },
+    #[error("offset {offset}: compressed bundle claims {total} bytes, only {available} remain in the section")]
+    CcobTruncated {
+        offset: usize,
+        total: u64,
+        available: usize,
+    },
+    #[error("offset {offset}: compressed bundle payload does not decompress: {reason}")]
+    CcobDecompress { offset: usize, reason: String },
+    #[error(
+        "offset {offset}: compressed bundle decompressed to {actual} bytes, header says {expected}"
+    )]
+    CcobSize {
+        offset: usize,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("offset {offset}: compressed bundle hash {actual:#018x} does not match the header's {expected:#018x}")]
+    CcobHash {
+        offset: usize,
+        expected: u64,
+        actual: u64,
+    },
+}
+
+/// Why an ELF file with device code cannot be split.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElfError {
+    #[error("malformed ELF file: {0}")]
+    Malformed(String),
+    #[error("unsupported ELF file: {0}")]
+    Unsupported(String),
+    #[error("already split (its wrappers are HIPK)")]
+    AlreadySplit,
+    #[error("wrapper {index} at {address:#x}: {message}")]
+    BadWrapper {
+        index: usize,
+        address: u64,
+        message: String,
+    },
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+}
+
+/// Everything the packer library can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Bundle {
+        path: PathBuf,
+        #[source]
+        source: BundleError,
+    },
+    #[error("{}: {source}", path.display())]
+    Elf {
+        path: PathBuf,
+        #[source]
+        source: ElfError,
+    },
+    #[error("{}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Runtime(#[from] rocm_kpack::Error),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,153 @@
+//! Bundles and wrappers of real fat binaries: Debian's rocRAND library
+//! (one uncompressed bundle) and the jax ROCm 7 wheel (CCOB v3, zstd).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::Command;
+
+use kpack_packer::bundle::{BundleKind, CcobMethod};
+use kpack_packer::elf::{ElfKind, FatElf, Machine, PointerSource};
+
+fn fixtures() -> PathBuf {
+    std::env::var_os("KPACK_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
+}
+
+/// `librocrand.so.1.1` out of the Debian package, unpacked by dpkg-deb.
+fn rocrand() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read(
+        dir.path()
+            .join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
+    )
+    .unwrap()
+}
+
+/// A member of the jax wheel.
+fn jax(name: &str) -> Vec<u8> {
+    let wheel = std::fs::File::open(
+        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+    )
+    .unwrap();
+    let mut archive = zip::ZipArchive::new(wheel).unwrap();
+    let mut member = archive
+        .by_name(&format!("jax_rocm7_plugin/{name}"))
+        .unwrap();
+    let mut data = Vec::new();
+    member.read_to_end(&mut data).unwrap();
+    data
+}
+
+/// An AMDGPU code object: a 64-bit ELF file with `e_machine` EM_AMDGPU.
+fn is_amdgpu_code_object(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x7fELF\x02")
+        && bytes.len() > 20
+        && u16::from_le_bytes([bytes[18], bytes[19]]) == 224
+}
+
+#[test]
+fn finds_rocrand_bundle_and_its_wrapper() {
+    let data = rocrand();
+    let elf = FatElf::parse(&data)
+        .unwrap()
+        .expect("rocRAND is a fat binary");
+    assert_eq!(elf.machine, Machine::X86_64);
+    assert_eq!(elf.kind, ElfKind::Dynamic);
+    assert_eq!(elf.page_size, 0x1000);
+    assert_eq!(elf.fatbin.size, 0xbbf229);
+    assert_eq!(elf.bundles.len(), 1);
+    let bundle = &elf.bundles[0];
+    assert_eq!(bundle.kind, BundleKind::Uncompressed);
+    let targets: Vec<String> = bundle
+        .code_objects
+        .iter()
+        .map(|c| c.target.to_string())
+        .collect();
+    let mut sorted = targets.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [
+            "gfx1030",
+            "gfx803",
+            "gfx900:xnack-",
+            "gfx906:xnack-",
+            "gfx908:xnack-",
+            "gfx90a:xnack+",
+            "gfx90a:xnack-"
+        ]
+    );
+    for code_object in &bundle.code_objects {
+        assert!(
+            is_amdgpu_code_object(&code_object.bytes),
+            "{}",
+            code_object.triple
+        );
+        assert!(code_object.triple.starts_with("hipv4-amdgcn-amd-amdhsa--"));
+    }
+    // The bundle runs to the end of its last code object, within the section.
+    assert!(bundle.len as u64 <= elf.fatbin.size);
+    assert_eq!(elf.wrappers.len(), 1);
+    let wrapper = &elf.wrappers[0];
+    assert_eq!(wrapper.bundle, 0);
+    assert_eq!(wrapper.target_address, elf.fatbin.address);
+    assert!(
+        matches!(
+            wrapper.pointer,
+            PointerSource::Rela {
+                r_type: 8,
+                symbol: None,
+                ..
+            }
+        ),
+        "{:?}",
+        wrapper.pointer
+    );
+}
+
+#[test]
+fn finds_jax_compressed_bundles_and_wrappers() {
+    for (name, bundles) in [("_linalg.so", 1), ("_prng.so", 1), ("_solver.so", 2)] {
+        let data = jax(name);
+        let elf = FatElf::parse(&data).unwrap().expect("fat binary");
+        assert_eq!(elf.bundles.len(), bundles, "{name}");
+        assert_eq!(elf.wrappers.len(), bundles, "{name}");
+        for (index, wrapper) in elf.wrappers.iter().enumerate() {
+            assert_eq!(wrapper.bundle, index, "{name}");
+        }
+        for bundle in &elf.bundles {
+            assert_eq!(
+                bundle.kind,
+                BundleKind::Compressed {
+                    version: 3,
+                    method: CcobMethod::Zstd
+                },
+                "{name}"
+            );
+            assert!(!bundle.code_objects.is_empty());
+            for code_object in &bundle.code_objects {
+                assert!(
+                    is_amdgpu_code_object(&code_object.bytes),
+                    "{name} {}",
+                    code_object.triple
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn files_without_device_code_are_not_fat_binaries() {
+    assert!(FatElf::parse(&jax("_hybrid.so")).unwrap().is_none());
+    assert!(FatElf::parse(b"not an ELF file at all").unwrap().is_none());
+    assert!(FatElf::parse(&[]).unwrap().is_none());
+}
