@@ -1,8 +1,12 @@
-//! ELF fat binaries: finding their bundles and wrappers ([`parse`]).
+//! ELF fat binaries: finding their bundles and wrappers, and rewriting
+//! them into host-only files ([`split_elf`]).
 
 mod parse;
+mod records;
+mod surgery;
 
 pub use parse::{ElfKind, FatElf, Machine, PointerSource, SectionRange, Wrapper};
+pub use surgery::{split_elf, SplitLayout, MARKER_SECTION};
 
 /// The section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
