@@ -1,6 +1,7 @@
 //! ELF fat binaries: finding their bundles and wrappers, and rewriting
 //! them into host-only files ([`split_elf`]).
 
+mod evict;
 mod parse;
 mod records;
 mod surgery;

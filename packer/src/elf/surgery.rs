@@ -18,6 +18,7 @@
 //! The result is a normal file: section headers are rewritten at the end
 //! with the new name in a new `.shstrtab`, existing section indices stay.
 
+use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::{FatElf, PointerSource};
 use super::records::*;
 use super::{HIPK_MAGIC, WRAPPER_SIZE};
@@ -35,6 +36,17 @@ pub struct SplitLayout {
     pub marker_address: u64,
     /// Whether the program header table moved into the new segment.
     pub moved_program_headers: bool,
+}
+
+/// Where the grown program header table goes.
+#[derive(Debug)]
+enum Layout {
+    /// There is room where it is.
+    InPlace,
+    /// Where it is, after moving the sections that follow it.
+    Evict(Eviction),
+    /// At the start of the new segment (GNU strip mishandles this one).
+    MoveTable,
 }
 
 fn round_up(value: u64, align: u64) -> u64 {
@@ -185,69 +197,95 @@ pub fn split_elf(
         .rposition(|p| p.p_type == PT_LOAD)
         .unwrap_or(new_phdrs.len() - 1);
     let table_len = ((new_phdrs.len() + 1) * PHDR_SIZE) as u64;
+    let phoff64 = phoff as u64;
+    let first_load = *phdrs
+        .iter()
+        .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff64 && phoff64 < p.file_end())
+        .ok_or_else(|| malformed("no load segment maps the program headers".into()))?;
     // Room to grow in place: up to the first byte anything else uses.
     let first_content = shdrs
         .iter()
-        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff as u64)
+        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff64)
         .map(|s| s.sh_offset)
         .chain(
             phdrs
                 .iter()
-                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff as u64)
+                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff64)
                 .map(|p| p.p_offset),
         )
         .min()
         .unwrap_or(u64::MAX);
-    let in_place = phoff as u64 + table_len <= first_content;
-    let table_in_segment = if in_place { 0 } else { table_len };
-    let marker_address = new_vaddr + table_in_segment;
-    let segment_len = table_in_segment + marker.len() as u64;
+    let names_start = shstrtab.sh_offset as usize;
+    let old_names = data
+        .get(names_start..names_start + shstrtab.sh_size as usize)
+        .ok_or_else(|| malformed("section name table past the end of the file".into()))?;
+    let layout = if phoff64 + table_len <= first_content {
+        Layout::InPlace
+    } else {
+        match Eviction::plan(
+            &shdrs,
+            old_names,
+            &dynamic_addresses(data, &shdrs),
+            phoff64,
+            phoff64 + table_len,
+        ) {
+            Some(eviction)
+                if eviction.end <= first_load.file_end() && eviction.start >= phoff64 =>
+            {
+                Layout::Evict(eviction)
+            }
+            _ => Layout::MoveTable,
+        }
+    };
+
+    // The new segment's start (congruent with the moved block, if any) and
+    // where the marker goes in it.
+    let (segment_vaddr, segment_offset, marker_at) = match &layout {
+        Layout::InPlace => (new_vaddr, new_offset, 0),
+        Layout::Evict(eviction) => {
+            let skew = eviction.address % page;
+            (
+                new_vaddr + skew,
+                new_offset + skew,
+                round_up(eviction.end - eviction.start, 8),
+            )
+        }
+        Layout::MoveTable => (new_vaddr, new_offset, table_len),
+    };
+    let marker_address = segment_vaddr + marker_at;
+    let segment_len = marker_at + marker.len() as u64;
     new_phdrs.insert(
         last_load + 1,
         Phdr {
             p_type: PT_LOAD,
             p_flags: PF_R,
-            p_offset: new_offset,
-            p_vaddr: new_vaddr,
-            p_paddr: new_vaddr,
+            p_offset: segment_offset,
+            p_vaddr: segment_vaddr,
+            p_paddr: segment_vaddr,
             p_filesz: segment_len,
             p_memsz: segment_len,
             p_align: page,
         },
     );
-    let (table_offset, table_vaddr) = if in_place {
-        // The table stays in the first segment, which maps it at the same
-        // distance from the segment start.
-        let first = phdrs
-            .iter()
-            .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff as u64)
-            .ok_or_else(|| malformed("no load segment maps the program headers".into()))?;
-        (
-            phoff as u64,
-            first.p_vaddr + (phoff as u64 - first.p_offset),
-        )
-    } else {
-        (new_offset, new_vaddr)
-    };
-    for phdr in new_phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
-        phdr.p_offset = table_offset;
-        phdr.p_vaddr = table_vaddr;
-        phdr.p_paddr = table_vaddr;
-        phdr.p_filesz = table_len;
-        phdr.p_memsz = table_len;
-    }
-    let mut table = Vec::with_capacity(table_len as usize);
-    for phdr in &new_phdrs {
-        phdr.encode(&mut table);
-    }
 
     // The body without the cut, device bytes around it zeroed.
-    let mut out = Vec::with_capacity((new_offset + segment_len) as usize + 4096);
+    let mut out = Vec::with_capacity((segment_offset + segment_len) as usize + 4096);
     out.extend_from_slice(&data[..cut_start as usize]);
     out.extend_from_slice(&data[cut_end as usize..]);
     let zero_start = off_f0 as usize;
     let zero_end = (off_f0 + fatbin.size - removed) as usize;
     out[zero_start..zero_end].fill(0);
+
+    // Section offsets in the body: `.hip_fatbin` becomes memory-only and
+    // later sections shift.
+    for (index, section) in shdrs.iter_mut().enumerate() {
+        if index == fatbin.index {
+            section.sh_type = SHT_NOBITS;
+            section.sh_offset = off_f0;
+        } else if section.sh_type != SHT_NULL {
+            section.sh_offset = shift(section.sh_offset);
+        }
+    }
 
     // Wrappers and their relocations.
     for wrapper in &fat.wrappers {
@@ -265,7 +303,7 @@ pub fn split_elf(
                 let rela = shdrs
                     .get(section)
                     .ok_or_else(|| malformed(format!("relocation section {section} vanished")))?;
-                let entry = shift(rela.sh_offset) as usize + index * RELA_SIZE;
+                let entry = rela.sh_offset as usize + index * RELA_SIZE;
                 let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
                 write_u64(&mut out, entry + 16, addend);
             }
@@ -276,34 +314,69 @@ pub fn split_elf(
     }
     debug_assert_eq!(WRAPPER_SIZE, 24);
 
-    // The new segment: program headers (when moved) and the marker.
-    out.resize(new_offset as usize, 0);
-    if !in_place {
-        out.extend_from_slice(&table);
+    // Sections moved out of the table's way: references first (in the
+    // body, where the tables still are), then the bytes.
+    let block = if let Layout::Evict(eviction) = &layout {
+        let delta = segment_vaddr - eviction.address;
+        let file_delta = segment_offset - eviction.start;
+        relocate_references(
+            &mut out,
+            &shdrs,
+            &mut new_phdrs,
+            eviction,
+            delta,
+            file_delta,
+        )?;
+        let range = eviction.start as usize..eviction.end as usize;
+        let bytes = out[range.clone()].to_vec();
+        out[range].fill(0);
+        for &index in &eviction.sections {
+            shdrs[index].sh_addr += delta;
+            shdrs[index].sh_offset += file_delta;
+        }
+        bytes
+    } else {
+        Vec::new()
+    };
+
+    // Program headers, in place or in the new segment.
+    let (table_offset, table_vaddr) = match layout {
+        Layout::InPlace | Layout::Evict(_) => (
+            phoff64,
+            first_load.p_vaddr + (phoff64 - first_load.p_offset),
+        ),
+        Layout::MoveTable => (segment_offset, segment_vaddr),
+    };
+    for phdr in new_phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
+        phdr.p_offset = table_offset;
+        phdr.p_vaddr = table_vaddr;
+        phdr.p_paddr = table_vaddr;
+        phdr.p_filesz = table_len;
+        phdr.p_memsz = table_len;
     }
-    out.extend_from_slice(marker);
-    if in_place {
-        out[phoff..phoff + table.len()].copy_from_slice(&table);
+    let mut table = Vec::with_capacity(table_len as usize);
+    for phdr in &new_phdrs {
+        phdr.encode(&mut table);
     }
 
-    // Section headers: `.hip_fatbin` becomes memory-only, later sections
-    // shift, the marker section is appended, names go to a new table.
-    let names_start = shstrtab.sh_offset as usize;
-    let mut names = data
-        .get(names_start..names_start + shstrtab.sh_size as usize)
-        .ok_or_else(|| malformed("section name table past the end of the file".into()))?
-        .to_vec();
+    // The new segment: the moved block or the table, then the marker.
+    out.resize(segment_offset as usize, 0);
+    match layout {
+        Layout::InPlace | Layout::Evict(_) => {
+            out.extend_from_slice(&block);
+            out.resize((segment_offset + marker_at) as usize, 0);
+            out[phoff..phoff + table.len()].copy_from_slice(&table);
+        }
+        Layout::MoveTable => out.extend_from_slice(&table),
+    }
+    out.extend_from_slice(marker);
+
+    // Section headers: the marker section is appended, names go to a new
+    // table at the end.
+    let mut names = old_names.to_vec();
     let marker_name = names.len() as u32;
     names.extend_from_slice(MARKER_SECTION.as_bytes());
     names.push(0);
-    for (index, section) in shdrs.iter_mut().enumerate() {
-        if index == fatbin.index {
-            section.sh_type = SHT_NOBITS;
-            section.sh_offset = off_f0;
-        } else if section.sh_type != SHT_NULL {
-            section.sh_offset = shift(section.sh_offset);
-        }
-    }
     let names_offset = out.len() as u64;
     out.extend_from_slice(&names);
     shdrs[shstrndx].sh_offset = names_offset;
@@ -313,7 +386,7 @@ pub fn split_elf(
         sh_type: SHT_PROGBITS,
         sh_flags: SHF_ALLOC,
         sh_addr: marker_address,
-        sh_offset: new_offset + table_in_segment,
+        sh_offset: segment_offset + marker_at,
         sh_size: marker.len() as u64,
         sh_link: 0,
         sh_info: 0,
@@ -341,7 +414,7 @@ pub fn split_elf(
         SplitLayout {
             removed,
             marker_address,
-            moved_program_headers: !in_place,
+            moved_program_headers: table_offset != phoff64,
         },
     ))
 }
