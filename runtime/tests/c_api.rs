@@ -402,9 +402,12 @@ fn loader_reports_archive_and_arch_not_found() {
         ),
         "ERR 13"
     );
+    // No gfx1030 archive, but the package's archives for other GPUs sit
+    // beside where it would be: the GPU is not supported, not the package
+    // missing.
     assert_eq!(
         load(&program, &layout, &[], MARKER_PATH, 0, &["gfx1030"]),
-        "ERR 13"
+        "ERR 14"
     );
     // gfx90a's archive exists and opens, but serves no gfx1030.
     let both = format!("{MARKER_PATH},../.kpack/test_gfx90a.kpack");

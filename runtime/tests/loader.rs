@@ -213,3 +213,40 @@ fn disabled_loader_refuses_and_empty_arch_list_is_invalid() {
         ErrorCode::InvalidArgument
     );
 }
+
+#[test]
+fn archives_beside_the_expanded_paths_are_searched_last() {
+    let dir = tempfile::tempdir().unwrap();
+    // A family archive matches the marker's pattern without being named by
+    // any expansion for gfx1101.
+    write(
+        &dir.path().join(".kpack/rocm_gfx110X-all.kpack"),
+        &["gfx1100", "gfx1101"],
+        "family",
+    );
+    write(
+        &dir.path().join(".kpack/rocm_gfx90a.kpack"),
+        &["gfx90a:xnack-"],
+        "mi210",
+    );
+    std::fs::write(dir.path().join(".kpack/notes.txt"), b"not an archive").unwrap();
+    let binary = dir.path().join("libx.so");
+    let m = marker(&[".kpack/rocm_@GFXARCH@.kpack"]);
+    let loader = Loader::new(LoaderConfig::default());
+    assert_eq!(
+        text(loader.load(&m, &binary, 0, &[t("gfx1101")]).unwrap()),
+        "family gfx1101"
+    );
+    // A GPU the package has no code for: arch not found, naming what exists.
+    let error = loader.load(&m, &binary, 0, &[t("gfx1201")]).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::ArchNotFound);
+    let message = error.to_string();
+    assert!(
+        message.contains("rocm_gfx90a.kpack has [gfx90a:xnack-]"),
+        "{message}"
+    );
+    assert!(
+        message.contains("rocm_gfx110X-all.kpack has [gfx1100, gfx1101]"),
+        "{message}"
+    );
+}

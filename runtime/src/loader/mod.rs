@@ -21,6 +21,27 @@ use crate::error::{Error, Result};
 use crate::read::{Archive, Kernel};
 use crate::target::{join_targets, Target};
 
+/// The candidates of one request and what became of each: not tried yet,
+/// could not be opened, or opened.
+struct Search {
+    paths: Vec<PathBuf>,
+    opened: Vec<Option<Option<Arc<Archive>>>>,
+}
+
+impl Search {
+    fn new(paths: Vec<PathBuf>) -> Search {
+        Search {
+            opened: vec![None; paths.len()],
+            paths,
+        }
+    }
+
+    fn extend(&mut self, paths: Vec<PathBuf>) {
+        self.opened.extend(paths.iter().map(|_| None));
+        self.paths.extend(paths);
+    }
+}
+
 /// A path's cache slot: `None` until an open succeeds. Failed opens are not
 /// remembered, so an archive installed while the process runs is found.
 type Slot = Arc<Mutex<Option<Arc<Archive>>>>;
@@ -120,12 +141,64 @@ impl Loader {
             format!("candidate archives: [{}]", list.join(", "))
         });
 
-        // Per candidate: not tried yet, could not be opened, or opened.
-        let mut opened: Vec<Option<Option<Arc<Archive>>>> = vec![None; candidates.len()];
+        let mut search = Search::new(candidates);
+        if let Some(found) = self.search(&mut search, arches, &binary)? {
+            return Ok(found);
+        }
+        // None of the named archives serves these targets. Archives beside
+        // them that match the same `@GFXARCH@` pattern (another GPU's, or a
+        // family archive) are the package's device code too: search them
+        // last, so a GPU the package was not built for is told so (arch not
+        // found, with what there is) rather than that nothing is installed.
+        let siblings = self.siblings(marker, binary_path, &search.paths);
+        if !siblings.is_empty() {
+            self.log(|| {
+                let list: Vec<_> = siblings.iter().map(|p| p.display().to_string()).collect();
+                format!("archives beside them: [{}]", list.join(", "))
+            });
+            search.extend(siblings);
+            if let Some(found) = self.search(&mut search, arches, &binary)? {
+                return Ok(found);
+            }
+        }
+
+        let available: Vec<(PathBuf, Vec<Target>)> = search
+            .paths
+            .iter()
+            .zip(&search.opened)
+            .filter_map(|(path, archive)| {
+                let archive = archive.as_ref()?.as_ref()?;
+                Some((path.clone(), archive.architectures().to_vec()))
+            })
+            .collect();
+        let error = if available.is_empty() {
+            Error::ArchiveNotFound {
+                tried: search.paths,
+            }
+        } else {
+            Error::ArchNotFound {
+                requested: arches.to_vec(),
+                available,
+            }
+        };
+        self.log(|| error.to_string());
+        Err(error)
+    }
+
+    /// Tries, for each requested arch and each of its compatible targets in
+    /// order, every candidate not known to be missing; `Ok(None)` when none
+    /// serves any of them.
+    fn search(
+        &self,
+        search: &mut Search,
+        arches: &[Target],
+        binary: &str,
+    ) -> Result<Option<Located>> {
         for arch in arches {
             for target in arch.compatible() {
-                for (index, path) in candidates.iter().enumerate() {
-                    let archive = opened[index].get_or_insert_with(|| self.open_cached(path));
+                for (index, path) in search.paths.iter().enumerate() {
+                    let archive =
+                        search.opened[index].get_or_insert_with(|| self.open_cached(path));
                     let Some(archive) = archive else { continue };
                     if !archive.serves(&target) {
                         continue;
@@ -138,7 +211,7 @@ impl Loader {
                     });
                     let located = Located {
                         archive: Arc::clone(archive),
-                        binary,
+                        binary: binary.to_owned(),
                         target,
                     };
                     // Once an archive matched, its lookup result is final.
@@ -146,29 +219,57 @@ impl Loader {
                         self.log(|| format!("lookup failed: {error}"));
                         return Err(error);
                     }
-                    return Ok(located);
+                    return Ok(Some(located));
                 }
             }
         }
+        Ok(None)
+    }
 
-        let available: Vec<(PathBuf, Vec<Target>)> = candidates
-            .iter()
-            .zip(&opened)
-            .filter_map(|(path, archive)| {
-                let archive = archive.as_ref()?.as_ref()?;
-                Some((path.clone(), archive.architectures().to_vec()))
-            })
-            .collect();
-        let error = if available.is_empty() {
-            Error::ArchiveNotFound { tried: candidates }
-        } else {
-            Error::ArchNotFound {
-                requested: arches.to_vec(),
-                available,
+    /// Files next to the marker's `@GFXARCH@` paths that match their
+    /// pattern and are not candidates already, sorted.
+    fn siblings(&self, marker: &Marker, binary_path: &Path, known: &[PathBuf]) -> Vec<PathBuf> {
+        if self.config.path.is_some() {
+            return Vec::new();
+        }
+        let base = binary_path.parent().unwrap_or(Path::new(""));
+        let mut found = Vec::new();
+        for entry in &marker.search_paths {
+            let Some((before, after)) = entry.split_once(GFXARCH_PLACEHOLDER) else {
+                continue;
+            };
+            let pattern = base.join(before);
+            let (dir, prefix) = if before.is_empty() || before.ends_with('/') {
+                (pattern.as_path(), "")
+            } else {
+                (
+                    pattern.parent().unwrap_or(Path::new("")),
+                    pattern.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+                )
+            };
+            let Ok(entries) = std::fs::read_dir(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            }) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if name.len() > prefix.len() + after.len()
+                    && name.starts_with(prefix)
+                    && name.ends_with(after)
+                {
+                    let path = dir.join(name);
+                    if !known.contains(&path) && !found.contains(&path) {
+                        found.push(path);
+                    }
+                }
             }
-        };
-        self.log(|| error.to_string());
-        Err(error)
+        }
+        found.sort();
+        found
     }
 
     /// The archive paths to try, in order, without duplicates.
