@@ -1,0 +1,103 @@
+//! Grouping code objects into kpack archives and writing them.
+//!
+//! By default there is one archive per processor (`<group>_<processor>.kpack`,
+//! the layout ROCm's TheRock packaging uses), holding that processor's
+//! feature variants under their full target names; markers then name
+//! `<group>_@GFXARCH@.kpack` and the runtime's feature fallback finds it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+
+use crate::error::{Error, Result};
+
+/// Placeholder the runtime expands to each compatible target.
+pub const GFXARCH: &str = "@GFXARCH@";
+
+/// File name of the archive for one processor.
+pub fn processor_archive_name(group: &str, processor: &str) -> String {
+    format!("{group}_{processor}.kpack")
+}
+
+/// The marker path pattern for per-processor archives.
+pub fn processor_archive_pattern(group: &str) -> String {
+    processor_archive_name(group, GFXARCH)
+}
+
+/// One code object on its way into an archive.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub binary: BinaryKey,
+    pub target: Target,
+    pub bytes: Vec<u8>,
+}
+
+/// An archive written to disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenArchive {
+    pub path: PathBuf,
+    pub targets: Vec<Target>,
+    pub code_objects: usize,
+    pub bytes: u64,
+}
+
+/// Writes one archive per processor into `dir`, entries in the order given
+/// (which fixes the archive bytes), each archive atomically.
+pub fn write_processor_archives(
+    dir: &Path,
+    group: &str,
+    compression: Compression,
+    entries: &[Entry],
+) -> Result<Vec<WrittenArchive>> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { path, source }
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut by_processor: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for entry in entries {
+        by_processor
+            .entry(entry.target.processor())
+            .or_default()
+            .push(entry);
+    }
+    let mut written = Vec::new();
+    for (processor, entries) in by_processor {
+        let path = dir.join(processor_archive_name(group, processor));
+        let mut targets: Vec<Target> = Vec::new();
+        for entry in &entries {
+            if !targets.contains(&entry.target) {
+                targets.push(entry.target.clone());
+            }
+        }
+        let temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+        let options = ArchiveOptions {
+            group: group.to_owned(),
+            family: processor.to_owned(),
+            arches: targets.clone(),
+            compression,
+        };
+        let mut writer = ArchiveWriter::new(std::io::BufWriter::new(temp), options)?;
+        for entry in &entries {
+            writer.add(&entry.binary, &entry.target, &entry.bytes)?;
+        }
+        let temp = writer.finish()?.into_inner().map_err(|e| Error::Io {
+            path: path.clone(),
+            source: e.into_error(),
+        })?;
+        let bytes = temp.as_file().metadata().map_err(io(&path))?.len();
+        temp.persist(&path).map_err(|e| Error::Io {
+            path: path.clone(),
+            source: e.error,
+        })?;
+        written.push(WrittenArchive {
+            path,
+            targets,
+            code_objects: entries.len(),
+            bytes,
+        });
+    }
+    Ok(written)
+}

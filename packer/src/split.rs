@@ -1,0 +1,77 @@
+//! Splitting one file: the host-only binary plus the code objects that go
+//! into archives.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use rocm_kpack::{BinaryKey, Marker};
+
+use crate::archive::Entry;
+use crate::elf::{split_elf, FatElf, SplitLayout};
+use crate::error::{ElfError, Error, Result};
+
+/// A fat binary split in memory.
+#[derive(Debug)]
+pub struct SplitBinary {
+    /// The host-only file.
+    pub host: Vec<u8>,
+    /// Its code objects, bundle by bundle, in entry order.
+    pub entries: Vec<Entry>,
+    pub layout: SplitLayout,
+}
+
+/// Splits `data` if it is a fat ELF file (`Ok(None)` otherwise). `key_path`
+/// is the binary's path relative to the install root (its TOC key without
+/// `#N`); `search_paths` go into its marker, relative to its directory.
+pub fn split_binary(
+    data: &[u8],
+    key_path: &str,
+    search_paths: Vec<String>,
+) -> Result<Option<SplitBinary>, ElfError> {
+    let Some(fat) = FatElf::parse(data)? else {
+        return Ok(None);
+    };
+    let marker = Marker {
+        search_paths,
+        kernel_name: key_path.replace('\\', "/"),
+    };
+    let (host, layout) = split_elf(data, &fat, &marker.to_bytes())?;
+    let mut entries = Vec::new();
+    for (index, bundle) in fat.bundles.iter().enumerate() {
+        let binary = BinaryKey::new(key_path, index as u32);
+        for code_object in &bundle.code_objects {
+            entries.push(Entry {
+                binary: binary.clone(),
+                target: code_object.target.clone(),
+                bytes: code_object.bytes.to_vec(),
+            });
+        }
+    }
+    Ok(Some(SplitBinary {
+        host,
+        entries,
+        layout,
+    }))
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file beside it, then a
+/// rename), with the permissions of `like`.
+pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let permissions = fs::metadata(like)
+        .map_err(|source| Error::Io {
+            path: like.to_owned(),
+            source,
+        })?
+        .permissions();
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    temp.write_all(bytes).map_err(io)?;
+    temp.as_file().set_permissions(permissions).map_err(io)?;
+    temp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
