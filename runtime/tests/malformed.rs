@@ -478,3 +478,26 @@ fn directory_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(c_open(dir.path()), ErrorCode::IoError);
 }
+
+/// Found by fuzzing: a 524-byte archive whose TOC claims a 4 GiB code
+/// object made `kernel` reserve 4 GiB before noticing the frame holds 1019
+/// bytes. The size is checked against the frame header first, so even a
+/// size no allocation could satisfy is a decompression error, not an
+/// out-of-memory one.
+#[test]
+fn rejects_a_huge_original_size_without_allocating_it() {
+    let bytes = with_toc(&zstd(), |toc| {
+        let binary = entry(entry(toc, "toc"), "lib/libhip.so#0");
+        *entry(entry(binary, "gfx1100"), "original_size") = Value::from(1u64 << 50);
+    });
+    match get_kernel_fails(&bytes, "lib/libhip.so#0", "gfx1100") {
+        Error::Decompression { problem, .. } => assert_eq!(
+            problem,
+            DecompressionProblem::SizeMismatch {
+                expected: 1 << 50,
+                actual: 1019
+            }
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -217,6 +217,7 @@ pub unsafe extern "C" fn kpack_get_kernel(
             .archive
             .find(binary, &target)
             .map_err(|e| e.code())?;
+        kernel.check_frame().map_err(|e| e.code())?;
         let (ptr, len) = malloc_filled(kernel.size(), |buffer| {
             kernel.read_into(buffer).map_err(|e| e.code())
         })?;

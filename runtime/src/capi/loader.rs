@@ -153,6 +153,7 @@ pub unsafe extern "C" fn kpack_load_code_object(
             .locate(&marker, binary_path, bundle_index, &arches)
             .map_err(|e| e.code())?;
         let kernel = located.kernel().map_err(|e| e.code())?;
+        kernel.check_frame().map_err(|e| e.code())?;
         let (ptr, len) = malloc_filled(kernel.size(), |buffer| {
             kernel.read_into(buffer).map_err(|e| e.code())
         })?;

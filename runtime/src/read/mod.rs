@@ -339,6 +339,9 @@ impl<'a> Kernel<'a> {
         match self.archive.scheme {
             Scheme::None => Ok(Cow::Borrowed(self.stored())),
             Scheme::ZstdPerKernel => {
+                // Checked before allocating: a tiny archive must not make
+                // the reader reserve the gigabytes its TOC may claim.
+                self.check_frame()?;
                 let size = usize::try_from(self.original_size)
                     .map_err(|_| Error::OutOfMemory { size: usize::MAX })?;
                 let mut buffer = Vec::new();
@@ -350,6 +353,35 @@ impl<'a> Kernel<'a> {
                 Ok(Cow::Owned(buffer))
             }
         }
+    }
+
+    /// Checks, without decompressing, that the stored frame can produce
+    /// exactly [`size`](Self::size) bytes: its header's content size must
+    /// agree with the TOC, and the size must not exceed what the frame can
+    /// decompress to at most. Callers allocating an output buffer check
+    /// this first.
+    pub fn check_frame(&self) -> Result<()> {
+        if self.archive.scheme == Scheme::None {
+            return Ok(());
+        }
+        let stored = self.stored();
+        let not_a_frame = || self.problem(DecompressionProblem::Zstd("not a zstd frame".into()));
+        let content_size =
+            zstd::zstd_safe::get_frame_content_size(stored).map_err(|_| not_a_frame())?;
+        let claimed = match content_size {
+            Some(size) => size,
+            // Without a recorded size: every block takes at least 3 header
+            // bytes and yields at most 128 KiB.
+            None => (stored.len() as u64).div_ceil(3).saturating_mul(128 * 1024),
+        };
+        if claimed != self.original_size && (content_size.is_some() || self.original_size > claimed)
+        {
+            return Err(self.problem(DecompressionProblem::SizeMismatch {
+                expected: self.original_size,
+                actual: claimed,
+            }));
+        }
+        Ok(())
     }
 
     /// Writes the code object into `out`, which must be exactly
@@ -366,21 +398,7 @@ impl<'a> Kernel<'a> {
         match self.archive.scheme {
             Scheme::None => out.copy_from_slice(stored),
             Scheme::ZstdPerKernel => {
-                // The frame header's content size must agree with the TOC
-                // before any byte is written; a frame that claims less
-                // would otherwise leave the tail of `out` unwritten.
-                let content_size =
-                    zstd::zstd_safe::get_frame_content_size(stored).map_err(|_| {
-                        self.problem(DecompressionProblem::Zstd("not a zstd frame".into()))
-                    })?;
-                if let Some(content_size) = content_size {
-                    if content_size != self.original_size {
-                        return Err(self.problem(DecompressionProblem::SizeMismatch {
-                            expected: self.original_size,
-                            actual: content_size,
-                        }));
-                    }
-                }
+                self.check_frame()?;
                 let written = decompress_frame(stored, out)
                     .map_err(|e| self.problem(DecompressionProblem::Zstd(e)))?;
                 if written as u64 != self.original_size {
