@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+use rayon::prelude::*;
+use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, PreparedBlob, Target};
 
 use crate::error::{Error, Result};
 
@@ -79,9 +80,15 @@ pub fn write_processor_archives(
             arches: targets.clone(),
             compression,
         };
+        // Compression runs on every core; adding in entry order keeps the
+        // bytes the same whatever the thread count.
+        let blobs = entries
+            .par_iter()
+            .map(|entry| PreparedBlob::new(compression, &entry.bytes))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut writer = ArchiveWriter::new(std::io::BufWriter::new(temp), options)?;
-        for entry in &entries {
-            writer.add(&entry.binary, &entry.target, &entry.bytes)?;
+        for (entry, blob) in entries.iter().zip(blobs) {
+            writer.add_prepared(&entry.binary, &entry.target, blob, None)?;
         }
         let temp = writer.finish()?.into_inner().map_err(|e| Error::Io {
             path: path.clone(),

@@ -1,11 +1,14 @@
 //! The packer: splits fat binaries, install trees and wheels into host-only
 //! binaries plus per-target kpack archives.
 //!
-//! Work in progress: bundle parsing, ELF surgery and per-processor archives
-//! are in place; trees, wheels, signing and the `kpack-pack` CLI follow.
+//! In place: bundle parsing (offload bundles, CCOB v1-v3), ELF surgery,
+//! per-processor archives and `kpack-pack split` for one file and
+//! `kpack-pack inspect`. To come: trees, wheels, family archives, signing,
+//! `verify`.
 
 pub mod archive;
 pub mod bundle;
+pub mod cli;
 pub mod elf;
 pub mod error;
 pub mod split;

@@ -1,0 +1,61 @@
+//! The `kpack-pack` command line: arguments, one module per command, and
+//! the one place errors are rendered for people.
+//!
+//! Exit codes: 0 success, 1 the command failed, 2 bad usage.
+#![allow(clippy::print_stdout)]
+
+mod inspect;
+mod split;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Splits ROCm fat binaries into host-only binaries plus per-target kpack
+/// archives.
+#[derive(Debug, Parser)]
+#[command(name = "kpack-pack", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Split a fat binary: writes the host-only file to OUT and its device
+    /// code to OUT/.kpack/<group>_<processor>.kpack.
+    Split(split::SplitArgs),
+    /// Show what an archive holds.
+    Inspect(inspect::InspectArgs),
+}
+
+/// How archives store code objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CompressionArg {
+    Zstd,
+    None,
+}
+
+/// Parses arguments, runs the command, renders errors.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Split(args) => split::run(args),
+        Command::Inspect(args) => inspect::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            for cause in error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A path argument, for messages.
+fn shown(path: &std::path::Path) -> String {
+    path.display().to_string()
+}

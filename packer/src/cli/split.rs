@@ -1,0 +1,102 @@
+//! `kpack-pack split`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use rocm_kpack::Compression;
+
+use super::{shown, CompressionArg};
+use crate::archive::{processor_archive_pattern, write_processor_archives};
+use crate::split::{split_binary, write_like};
+
+#[derive(Debug, clap::Args)]
+pub struct SplitArgs {
+    /// The fat binary to split.
+    input: PathBuf,
+    /// Output directory: the host-only file and `.kpack/` go here.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Archive group name (`<group>_<processor>.kpack`).
+    #[arg(long, default_value = "rocm")]
+    group: String,
+    /// How archives store code objects.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+}
+
+pub fn run(args: SplitArgs) -> anyhow::Result<()> {
+    let input = &args.input;
+    let data = std::fs::read(input).with_context(|| format!("cannot read {}", shown(input)))?;
+    let name = input
+        .file_name()
+        .with_context(|| format!("{} has no file name", shown(input)))?
+        .to_string_lossy()
+        .into_owned();
+    if args.group.is_empty() || args.group.contains(['/', '\\']) {
+        bail!("invalid group name {:?}", args.group);
+    }
+    let compression = match args.compression {
+        CompressionArg::Zstd => Compression::Zstd { level: args.level },
+        CompressionArg::None => Compression::None,
+    };
+    let search_paths = vec![format!(".kpack/{}", processor_archive_pattern(&args.group))];
+    let Some(split) = split_binary(&data, &name, search_paths)
+        .with_context(|| format!("cannot split {}", shown(input)))?
+    else {
+        bail!(
+            "{} is not an ELF file with device code (.hip_fatbin)",
+            shown(input)
+        );
+    };
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", shown(&args.output)))?;
+    let host = args.output.join(&name);
+    if same_file(input, &host) {
+        bail!("the output {} would overwrite the input", shown(&host));
+    }
+    let archives = write_processor_archives(
+        &args.output.join(".kpack"),
+        &args.group,
+        compression,
+        &split.entries,
+    )?;
+    write_like(&host, &split.host, input)?;
+
+    let mut targets: Vec<String> = split.entries.iter().map(|e| e.target.to_string()).collect();
+    targets.sort();
+    targets.dedup();
+    let archive_bytes: u64 = archives.iter().map(|a| a.bytes).sum();
+    println!(
+        "split {}: {} code objects for {} targets [{}]",
+        shown(input),
+        split.entries.len(),
+        targets.len(),
+        targets.join(", ")
+    );
+    for archive in &archives {
+        println!(
+            "  {} ({} code objects, {} bytes)",
+            shown(&archive.path),
+            archive.code_objects,
+            archive.bytes
+        );
+    }
+    println!(
+        "files 1, binaries split 1, targets {}, bytes in {}, host bytes out {}, archive bytes out {}",
+        targets.len(),
+        data.len(),
+        split.host.len(),
+        archive_bytes
+    );
+    Ok(())
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}

@@ -1,0 +1,100 @@
+//! `kpack-pack` as a user runs it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn kpack_pack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+}
+
+#[test]
+fn split_then_inspect_rocrand() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    let stdout = run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .args(["--group", "rocrand"]));
+    assert!(
+        stdout.contains("files 1, binaries split 1, targets 7, bytes in 25384336"),
+        "{stdout}"
+    );
+    assert!(out.join("librocrand.so.1.1").exists());
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode()
+    };
+    assert_eq!(mode(&out.join("librocrand.so.1.1")), mode(&library));
+    for processor in ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"] {
+        assert!(
+            out.join(format!(".kpack/rocrand_{processor}.kpack"))
+                .exists(),
+            "{processor}"
+        );
+    }
+
+    let table = run(kpack_pack()
+        .arg("inspect")
+        .arg(out.join(".kpack/rocrand_gfx90a.kpack")));
+    assert!(
+        table.contains("targets  gfx90a:xnack+, gfx90a:xnack-"),
+        "{table}"
+    );
+    assert!(table.contains("librocrand.so.1.1#0"), "{table}");
+    let json = run(kpack_pack()
+        .arg("inspect")
+        .arg("--json")
+        .arg(out.join(".kpack/rocrand_gfx90a.kpack")));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["group"], "rocrand");
+    assert_eq!(report["scheme"], "zstd-per-kernel");
+    assert_eq!(
+        report["binaries"][0]["code_objects"][1]["target"],
+        "gfx90a:xnack-"
+    );
+    assert_eq!(report["binaries"][0]["code_objects"][1]["bytes"], 1716776);
+}
+
+#[test]
+fn refuses_a_file_without_device_code_and_writes_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let fake = work.path().join("libfake.so");
+    std::fs::write(&fake, b"this is not an ELF file").unwrap();
+    let out = work.path().join("out");
+    let output = kpack_pack()
+        .arg("split")
+        .arg(&fake)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("libfake.so") && stderr.contains("not an ELF file"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn inspect_names_a_corrupt_archive() {
+    let work = tempfile::tempdir().unwrap();
+    let bad = work.path().join("bad.kpack");
+    std::fs::write(&bad, b"KPAK\x01\0\0\0\xff\xff\xff\xff\0\0\0\0").unwrap();
+    let output = kpack_pack().arg("inspect").arg(&bad).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bad.kpack") && stderr.contains("toc_offset"),
+        "{stderr}"
+    );
+}
