@@ -479,7 +479,7 @@ fn directory_is_an_io_error() {
     assert_eq!(c_open(dir.path()), ErrorCode::IoError);
 }
 
-/// Found by fuzzing: a 524-byte archive whose TOC claims a 4 GiB code
+/// Found while setting up the fuzzers: a 524-byte archive whose TOC claims a 4 GiB code
 /// object made `kernel` reserve 4 GiB before noticing the frame holds 1019
 /// bytes. The size is checked against the frame header first, so even a
 /// size no allocation could satisfy is a decompression error, not an
