@@ -2,40 +2,24 @@
 //! (one uncompressed bundle) and the jax ROCm 7 wheel (CCOB v3, zstd).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::io::Read;
-use std::path::PathBuf;
-use std::process::Command;
 
 use kpack_packer::bundle::{BundleKind, CcobMethod};
 use kpack_packer::elf::{ElfKind, FatElf, Machine, PointerSource};
 
-fn fixtures() -> PathBuf {
-    std::env::var_os("KPACK_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
-}
-
 /// `librocrand.so.1.1` out of the Debian package, unpacked by dpkg-deb.
 fn rocrand() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
-    let status = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb"))
-        .arg(dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    std::fs::read(
-        dir.path()
-            .join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"),
-    )
-    .unwrap()
+    std::fs::read(common::unpack_rocrand(dir.path())).unwrap()
 }
 
 /// A member of the jax wheel.
 fn jax(name: &str) -> Vec<u8> {
     let wheel = std::fs::File::open(
-        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+        common::fixtures()
+            .join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
     )
     .unwrap();
     let mut archive = zip::ZipArchive::new(wheel).unwrap();
@@ -150,4 +134,78 @@ fn files_without_device_code_are_not_fat_binaries() {
     assert!(FatElf::parse(&jax("_hybrid.so")).unwrap().is_none());
     assert!(FatElf::parse(b"not an ELF file at all").unwrap().is_none());
     assert!(FatElf::parse(&[]).unwrap().is_none());
+}
+
+#[test]
+fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
+    use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
+    use kpack_packer::split::split_binary;
+    use rocm_kpack::{Archive, Compression};
+
+    let work = tempfile::tempdir().unwrap();
+    for name in ["_linalg.so", "_prng.so", "_solver.so"] {
+        let data = jax(name);
+        let original = work.path().join(format!("original{name}"));
+        std::fs::write(&original, &data).unwrap();
+        let fat = FatElf::parse(&data).unwrap().unwrap();
+        let out = work.path().join(name.trim_end_matches(".so"));
+        std::fs::create_dir_all(&out).unwrap();
+        let key = format!("jax_rocm7_plugin/{name}");
+        let split = split_binary(
+            &data,
+            &key,
+            vec![format!("../.kpack/{}", processor_archive_pattern("jax"))],
+        )
+        .unwrap()
+        .unwrap();
+        let host = out.join(name);
+        std::fs::write(&host, &split.host).unwrap();
+        write_processor_archives(
+            &out.join(".kpack"),
+            "jax",
+            Compression::DEFAULT,
+            &split.entries,
+        )
+        .unwrap();
+
+        // Every code object of every decompressed bundle is in an archive.
+        let mut checked = 0;
+        for (index, bundle) in fat.bundles.iter().enumerate() {
+            for code_object in &bundle.code_objects {
+                let archive = Archive::open(out.join(format!(
+                    ".kpack/jax_{}.kpack",
+                    code_object.target.processor()
+                )))
+                .unwrap();
+                let stored = archive
+                    .kernel(&format!("{key}#{index}"), &code_object.target)
+                    .unwrap();
+                assert_eq!(
+                    &*stored, &*code_object.bytes,
+                    "{name} #{index} {}",
+                    code_object.target
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+
+        assert_eq!(
+            common::health_warnings(&host),
+            Vec::<String>::new(),
+            "{name}"
+        );
+        assert_eq!(
+            common::gdb_warnings(&host),
+            common::gdb_warnings(&original),
+            "{name}"
+        );
+        let stripped = out.join(format!("stripped{name}"));
+        common::strip_copy(&host, &stripped);
+        assert_eq!(
+            common::health_warnings(&stripped),
+            Vec::<String>::new(),
+            "{name} stripped"
+        );
+    }
 }

@@ -16,52 +16,6 @@ use kpack_packer::elf::FatElf;
 use kpack_packer::split::{split_binary, write_like};
 use rocm_kpack::{Archive, Compression, Target};
 
-/// What `readelf -a`, `objdump -x` and `gdb` say is wrong with a file.
-fn health_warnings(path: &Path) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let readelf = Command::new("readelf")
-        .arg("-a")
-        .arg("-W")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        readelf.status.success(),
-        "readelf failed on {}",
-        path.display()
-    );
-    // readelf reports problems on stderr ("readelf: Warning: ...").
-    for line in String::from_utf8_lossy(&readelf.stderr).lines() {
-        warnings.push(format!("readelf: {line}"));
-    }
-    let objdump = Command::new("objdump")
-        .arg("-x")
-        .arg(path)
-        .output()
-        .unwrap();
-    if !objdump.status.success() || !objdump.stderr.is_empty() {
-        warnings.push(format!(
-            "objdump: {}",
-            String::from_utf8_lossy(&objdump.stderr)
-        ));
-    }
-    warnings
-}
-
-fn gdb_warnings(path: &Path) -> Vec<String> {
-    let gdb = Command::new("gdb")
-        .args(["-batch", "-nx", "-ex", "info files"])
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&gdb.stdout)
-        .lines()
-        .chain(String::from_utf8_lossy(&gdb.stderr).lines())
-        .filter(|l| l.to_lowercase().contains("warning"))
-        .map(|l| l.replace(&path.display().to_string(), "FILE"))
-        .collect()
-}
-
 #[test]
 fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     let work = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! back to back with zero padding between them, each either a clang
 //! offload bundle or a compressed bundle (CCOB) holding one.
 
+pub mod build;
 mod ccob;
 mod offload;
 
@@ -11,7 +12,7 @@ use rocm_kpack::Target;
 
 use crate::error::BundleError;
 
-pub use ccob::{CcobHeader, CcobMethod};
+pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
 pub use offload::OFFLOAD_BUNDLE_MAGIC;
 
 /// One device code object out of a bundle.

@@ -169,3 +169,62 @@ pub fn registrations(out: &Path) -> Vec<Result<Vec<u8>, i32>> {
         })
         .collect()
 }
+
+/// What `readelf -a`, `objdump -x` and `gdb` say is wrong with a file.
+pub fn health_warnings(path: &Path) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let readelf = Command::new("readelf")
+        .arg("-a")
+        .arg("-W")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        readelf.status.success(),
+        "readelf failed on {}",
+        path.display()
+    );
+    // readelf reports problems on stderr ("readelf: Warning: ...").
+    for line in String::from_utf8_lossy(&readelf.stderr).lines() {
+        warnings.push(format!("readelf: {line}"));
+    }
+    let objdump = Command::new("objdump")
+        .arg("-x")
+        .arg(path)
+        .output()
+        .unwrap();
+    if !objdump.status.success() || !objdump.stderr.is_empty() {
+        warnings.push(format!(
+            "objdump: {}",
+            String::from_utf8_lossy(&objdump.stderr)
+        ));
+    }
+    warnings
+}
+
+pub fn gdb_warnings(path: &Path) -> Vec<String> {
+    let gdb = Command::new("gdb")
+        .args(["-batch", "-nx", "-ex", "info files"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&gdb.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&gdb.stderr).lines())
+        .filter(|l| l.to_lowercase().contains("warning"))
+        .map(|l| l.replace(&path.display().to_string(), "FILE"))
+        .collect()
+}
+
+/// Copies `path` to `stripped` and runs GNU strip on it, which must succeed
+/// without a message.
+pub fn strip_copy(path: &Path, stripped: &Path) {
+    std::fs::copy(path, stripped).unwrap();
+    let strip = Command::new("strip").arg(stripped).output().unwrap();
+    assert!(
+        strip.status.success() && strip.stderr.is_empty(),
+        "strip {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&strip.stderr)
+    );
+}

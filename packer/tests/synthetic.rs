@@ -1,0 +1,421 @@
+//! Fat binaries made here with gcc: `.hip_fatbin` and `.hipFatBinSegment`
+//! laid out with `__attribute__((section))`, hand-made bundles and wrappers,
+//! as shared libraries, PIE and non-PIE executables, with packed relative
+//! relocations, with sections ending on a page boundary or smaller than a
+//! page, and with compressed bundles of every version and method. Each is
+//! split, checked for health before and after GNU strip, and run (libraries
+//! through dlopen) with the stand-in HIP runtime loading every wrapper's
+//! code object through librocm_kpack.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
+use kpack_packer::bundle::build::{ccob, offload_bundle};
+use kpack_packer::bundle::CcobMethod;
+use kpack_packer::elf::{FatElf, PointerSource};
+use kpack_packer::split::{split_binary, write_like};
+use rocm_kpack::Compression;
+
+const TARGETS: [&str; 3] = ["gfx90a:xnack+", "gfx90a:xnack-", "gfx1100"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    SharedLibrary,
+    Pie,
+    NonPie,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Encoding {
+    Plain,
+    Ccob(u16, CcobMethod),
+}
+
+/// One fat binary to build.
+#[derive(Debug, Clone)]
+struct Case {
+    name: &'static str,
+    kind: Kind,
+    relr: bool,
+    /// Translation units, each with this many bundles.
+    units: Vec<usize>,
+    /// Alignment of each bundle array; 0 for none.
+    align: usize,
+    /// Pad the section to end exactly on a page boundary.
+    page_end: bool,
+    /// Size of each code object.
+    code_size: usize,
+    encoding: Encoding,
+}
+
+impl Case {
+    fn new(name: &'static str, kind: Kind) -> Case {
+        Case {
+            name,
+            kind,
+            relr: false,
+            units: vec![2, 1],
+            align: 4096,
+            page_end: false,
+            code_size: 3000,
+            encoding: Encoding::Plain,
+        }
+    }
+}
+
+/// The code object of bundle `bundle` of unit `unit` for `target`: text
+/// that names it, padded.
+fn code_object(case: &str, unit: usize, bundle: usize, target: &str, size: usize) -> Vec<u8> {
+    let mut data = format!("{case} unit {unit} bundle {bundle} for {target};").into_bytes();
+    data.extend((0..size).map(|i| (i % 251) as u8 | 1));
+    data
+}
+
+fn c_array(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 5);
+    for (i, b) in bytes.iter().enumerate() {
+        if i % 24 == 0 {
+            out.push_str("\n  ");
+        }
+        write!(out, "{b},").unwrap();
+    }
+    out
+}
+
+/// Writes the C sources, one per unit.
+fn sources(case: &Case, dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let total_bundles: usize = case.units.iter().sum();
+    let mut emitted = 0;
+    for (unit, &bundles) in case.units.iter().enumerate() {
+        let mut c = String::from(
+            "#include <stdint.h>\n\
+             struct kpack_wrapper { uint32_t magic; uint32_t version; const void* binary; void* reserved; };\n\
+             void** __hipRegisterFatBinary(const void*);\n",
+        );
+        for bundle in 0..bundles {
+            let entries: Vec<(String, Vec<u8>)> = TARGETS
+                .iter()
+                .map(|t| {
+                    (
+                        format!("hipv4-amdgcn-amd-amdhsa--{t}"),
+                        code_object(case.name, unit, bundle, t, case.code_size),
+                    )
+                })
+                .collect();
+            let borrowed: Vec<(&str, &[u8])> = entries
+                .iter()
+                .map(|(t, b)| (t.as_str(), b.as_slice()))
+                .collect();
+            let plain = offload_bundle(&borrowed);
+            let mut bytes = match case.encoding {
+                Encoding::Plain => plain,
+                Encoding::Ccob(version, method) => ccob(&plain, version, method),
+            };
+            emitted += 1;
+            if case.page_end && emitted == total_bundles {
+                bytes.resize(bytes.len().next_multiple_of(4096), 0);
+            }
+            let align = if case.align > 0 {
+                format!(", aligned({})", case.align)
+            } else {
+                String::new()
+            };
+            writeln!(
+                c,
+                "__attribute__((section(\".hip_fatbin\"){align}, used)) static const unsigned char bundle{unit}_{bundle}[{}] = {{{}\n}};",
+                bytes.len(),
+                c_array(&bytes)
+            )
+            .unwrap();
+        }
+        // Wrappers in reverse bundle order: the mapping must come from the
+        // pointers, not the positions.
+        let mut register = String::new();
+        for bundle in (0..bundles).rev() {
+            writeln!(
+                c,
+                "__attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct kpack_wrapper wrapper{unit}_{bundle} = {{ 0x48495046u, 1u, bundle{unit}_{bundle}, 0 }};"
+            )
+            .unwrap();
+            writeln!(
+                register,
+                "  __hipRegisterFatBinary(&wrapper{unit}_{bundle});"
+            )
+            .unwrap();
+        }
+        writeln!(
+            c,
+            "__attribute__((constructor)) static void register{unit}(void) {{\n{register}}}"
+        )
+        .unwrap();
+        if unit == 0 && case.kind != Kind::SharedLibrary {
+            c.push_str("int main(void) { return 0; }\n");
+        }
+        let path = dir.join(format!("unit{unit}.c"));
+        std::fs::write(&path, c).unwrap();
+        files.push(path);
+    }
+    files
+}
+
+fn build(case: &Case, dir: &Path, standin: &Path) -> PathBuf {
+    let files = sources(case, dir);
+    let output = dir.join(match case.kind {
+        Kind::SharedLibrary => format!("lib{}.so", case.name),
+        _ => case.name.to_owned(),
+    });
+    let mut command = Command::new("cc");
+    command
+        .args(["-O0", "-g", "-fno-toplevel-reorder", "-o"])
+        .arg(&output);
+    match case.kind {
+        Kind::SharedLibrary => command.args(["-shared", "-fPIC"]),
+        Kind::Pie => command.args(["-fPIE", "-pie"]),
+        Kind::NonPie => command.args(["-fno-pie", "-no-pie"]),
+    };
+    if case.relr {
+        command.arg("-Wl,-z,pack-relative-relocs");
+    }
+    command
+        .args(&files)
+        .arg(format!("-L{}", standin.display()))
+        .arg("-l:libamdhip64.so.5");
+    run(&mut command);
+    output
+}
+
+/// Runs `binary` (or dlopens it) with the stand-in for `arches`; returns
+/// the sorted registration results.
+fn load(
+    binary: &Path,
+    kind: Kind,
+    standin: &Path,
+    dlopen: &Path,
+    arches: &str,
+) -> Vec<Result<Vec<u8>, i32>> {
+    let out = tempfile::tempdir().unwrap();
+    let mut command = if kind == Kind::SharedLibrary {
+        let mut c = Command::new(dlopen);
+        c.arg(binary);
+        c
+    } else {
+        Command::new(binary)
+    };
+    let result = command
+        .env("LD_LIBRARY_PATH", standin)
+        .env("KPACK_STANDIN_ARCHES", arches)
+        .env("KPACK_STANDIN_OUT", out.path())
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "running {}: {}",
+        binary.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let mut results = registrations(out.path());
+    results.sort();
+    results
+}
+
+fn check(case: Case) {
+    let work = tempfile::tempdir().unwrap();
+    let standin = work.path().join("hip");
+    std::fs::create_dir_all(&standin).unwrap();
+    let imports: BTreeSet<(String, Option<String>)> = [
+        ("__hipRegisterFatBinary".to_owned(), None),
+        ("__hipUnregisterFatBinary".to_owned(), None),
+    ]
+    .into_iter()
+    .collect();
+    build_standin(&standin, &imports);
+    let dlopen = build_dlopen(&standin);
+    let source_dir = work.path().join("src");
+    std::fs::create_dir_all(&source_dir).unwrap();
+    let original = build(&case, &source_dir, &standin);
+    let data = std::fs::read(&original).unwrap();
+
+    let fat = FatElf::parse(&data).unwrap().expect("a fat binary");
+    let bundles: usize = case.units.iter().sum();
+    assert_eq!(fat.bundles.len(), bundles, "{}", case.name);
+    assert_eq!(fat.wrappers.len(), bundles, "{}", case.name);
+    if case.page_end {
+        assert_eq!(
+            (fat.fatbin.address + fat.fatbin.size) % 4096,
+            0,
+            "{}",
+            case.name
+        );
+    }
+    // Wrappers are in reverse bundle order within each unit.
+    let order: Vec<usize> = fat.wrappers.iter().map(|w| w.bundle).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_ne!(
+        order, sorted,
+        "{}: wrappers should not be in bundle order",
+        case.name
+    );
+    assert_eq!(sorted, (0..bundles).collect::<Vec<_>>());
+    // The relocation kind each layout uses for the wrapper pointers.
+    for wrapper in &fat.wrappers {
+        let kind_ok = match (case.kind, case.relr) {
+            (Kind::NonPie, _) => matches!(wrapper.pointer, PointerSource::Absolute),
+            (_, true) => matches!(wrapper.pointer, PointerSource::Relr { .. }),
+            (_, false) => matches!(wrapper.pointer, PointerSource::Rela { r_type: 8, .. }),
+        };
+        assert!(kind_ok, "{}: {:?}", case.name, wrapper.pointer);
+    }
+
+    let out = work.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let name = original.file_name().unwrap().to_str().unwrap().to_owned();
+    let split = split_binary(
+        &data,
+        &name,
+        vec![format!(".kpack/{}", processor_archive_pattern("syn"))],
+    )
+    .unwrap()
+    .unwrap();
+    let host = out.join(&name);
+    write_like(&host, &split.host, &original).unwrap();
+    write_processor_archives(
+        &out.join(".kpack"),
+        "syn",
+        Compression::DEFAULT,
+        &split.entries,
+    )
+    .unwrap();
+
+    assert_eq!(
+        health_warnings(&host),
+        Vec::<String>::new(),
+        "{}",
+        case.name
+    );
+    assert_eq!(
+        gdb_warnings(&host),
+        gdb_warnings(&original),
+        "{}",
+        case.name
+    );
+    let stripped = out.join(format!("stripped-{name}"));
+    strip_copy(&host, &stripped);
+    assert_eq!(
+        health_warnings(&stripped),
+        Vec::<String>::new(),
+        "{} stripped",
+        case.name
+    );
+
+    // Every wrapper loads its own bundle's code object.
+    for target in ["gfx90a:xnack-", "gfx1100"] {
+        let mut expected: Vec<Result<Vec<u8>, i32>> = Vec::new();
+        for (unit, &count) in case.units.iter().enumerate() {
+            for bundle in 0..count {
+                expected.push(Ok(code_object(
+                    case.name,
+                    unit,
+                    bundle,
+                    target,
+                    case.code_size,
+                )));
+            }
+        }
+        expected.sort();
+        for binary in [&host, &stripped] {
+            let agent = if target == "gfx90a:xnack-" {
+                "gfx90a:sramecc+:xnack-"
+            } else {
+                target
+            };
+            assert_eq!(
+                load(binary, case.kind, &standin, &dlopen, agent),
+                expected,
+                "{} ({}) for {agent}",
+                case.name,
+                binary.display()
+            );
+        }
+    }
+    let errors = load(&host, case.kind, &standin, &dlopen, "gfx1201");
+    assert!(
+        errors.iter().all(|r| *r == Err(14)),
+        "{}: {errors:?}",
+        case.name
+    );
+}
+
+#[test]
+fn shared_library_with_several_units() {
+    check(Case::new("shared", Kind::SharedLibrary));
+}
+
+#[test]
+fn pie_executable() {
+    check(Case::new("pie", Kind::Pie));
+}
+
+#[test]
+fn non_pie_executable() {
+    check(Case::new("nopie", Kind::NonPie));
+}
+
+#[test]
+fn packed_relative_relocations() {
+    check(Case {
+        relr: true,
+        ..Case::new("relrlib", Kind::SharedLibrary)
+    });
+    check(Case {
+        relr: true,
+        ..Case::new("relrpie", Kind::Pie)
+    });
+}
+
+#[test]
+fn fatbin_ending_on_a_page_boundary() {
+    check(Case {
+        page_end: true,
+        ..Case::new("pageend", Kind::SharedLibrary)
+    });
+}
+
+#[test]
+fn fatbin_smaller_than_a_page() {
+    check(Case {
+        units: vec![2],
+        align: 0,
+        code_size: 100,
+        ..Case::new("small", Kind::SharedLibrary)
+    });
+}
+
+#[test]
+fn compressed_bundles_of_every_version_and_method() {
+    for (name, version, method) in [
+        ("ccob1zstd", 1, CcobMethod::Zstd),
+        ("ccob1zlib", 1, CcobMethod::Zlib),
+        ("ccob2zstd", 2, CcobMethod::Zstd),
+        ("ccob2zlib", 2, CcobMethod::Zlib),
+        ("ccob3zstd", 3, CcobMethod::Zstd),
+        ("ccob3zlib", 3, CcobMethod::Zlib),
+    ] {
+        check(Case {
+            encoding: Encoding::Ccob(version, method),
+            code_size: 20_000,
+            ..Case::new(name, Kind::SharedLibrary)
+        });
+    }
+}
