@@ -12,5 +12,6 @@ pub mod cli;
 pub mod elf;
 pub mod error;
 pub mod split;
+pub mod tree;
 
 pub use error::{BundleError, ElfError, Error, Result};

@@ -8,12 +8,14 @@ use rocm_kpack::Compression;
 use super::{shown, CompressionArg};
 use crate::archive::{processor_archive_pattern, write_processor_archives};
 use crate::split::{split_binary, write_like};
+use crate::tree::split_tree;
 
 #[derive(Debug, clap::Args)]
 pub struct SplitArgs {
-    /// The fat binary to split.
+    /// The fat binary, or install tree, to split.
     input: PathBuf,
-    /// Output directory: the host-only file and `.kpack/` go here.
+    /// Output directory: the host-only file (or tree) and `.kpack/` go
+    /// here. For a tree it must not exist yet.
     #[arg(short, long)]
     output: PathBuf,
     /// Archive group name (`<group>_<processor>.kpack`).
@@ -28,13 +30,6 @@ pub struct SplitArgs {
 }
 
 pub fn run(args: SplitArgs) -> anyhow::Result<()> {
-    let input = &args.input;
-    let data = std::fs::read(input).with_context(|| format!("cannot read {}", shown(input)))?;
-    let name = input
-        .file_name()
-        .with_context(|| format!("{} has no file name", shown(input)))?
-        .to_string_lossy()
-        .into_owned();
     if args.group.is_empty() || args.group.contains(['/', '\\']) {
         bail!("invalid group name {:?}", args.group);
     }
@@ -42,6 +37,16 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         CompressionArg::Zstd => Compression::Zstd { level: args.level },
         CompressionArg::None => Compression::None,
     };
+    if args.input.is_dir() {
+        return run_tree(&args, compression);
+    }
+    let input = &args.input;
+    let data = std::fs::read(input).with_context(|| format!("cannot read {}", shown(input)))?;
+    let name = input
+        .file_name()
+        .with_context(|| format!("{} has no file name", shown(input)))?
+        .to_string_lossy()
+        .into_owned();
     let search_paths = vec![format!(".kpack/{}", processor_archive_pattern(&args.group))];
     let Some(split) = split_binary(&data, &name, search_paths)
         .with_context(|| format!("cannot split {}", shown(input)))?
@@ -90,6 +95,36 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         data.len(),
         split.host.len(),
         archive_bytes
+    );
+    Ok(())
+}
+
+fn run_tree(args: &SplitArgs, compression: Compression) -> anyhow::Result<()> {
+    let report = split_tree(&args.input, &args.output, &args.group, compression)
+        .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
+    let mut targets: Vec<String> = report
+        .archives
+        .iter()
+        .flat_map(|a| a.targets.iter().map(ToString::to_string))
+        .collect();
+    targets.sort();
+    targets.dedup();
+    for archive in &report.archives {
+        println!(
+            "  {} ({} code objects, {} bytes)",
+            shown(&archive.path),
+            archive.code_objects,
+            archive.bytes
+        );
+    }
+    println!(
+        "files {}, binaries split {}, targets {}, bytes in {}, host bytes out {}, archive bytes out {}",
+        report.files,
+        report.binaries,
+        targets.len(),
+        report.bytes_in,
+        report.host_bytes_out,
+        report.archives.iter().map(|a| a.bytes).sum::<u64>()
     );
     Ok(())
 }

@@ -1,0 +1,277 @@
+//! Splitting an install tree: every fat ELF file (found by content) is
+//! split, everything else is copied, symlinks stay symlinks, modes are
+//! kept, and one `.kpack/` at the root holds the archives.
+//!
+//! The tree is built in a temporary directory beside the destination and
+//! renamed into place at the end, so a failure leaves nothing behind.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use rocm_kpack::Compression;
+
+use crate::archive::{processor_archive_pattern, write_processor_archives, Entry, WrittenArchive};
+use crate::error::{Error, Result};
+use crate::split::{split_binary, write_like};
+
+/// The directory holding the archives, at the root of a split tree.
+pub const KPACK_DIR: &str = ".kpack";
+
+/// What a tree split did.
+#[derive(Debug, Clone, Default)]
+pub struct TreeReport {
+    /// Regular files seen.
+    pub files: usize,
+    /// Of those, fat binaries split.
+    pub binaries: usize,
+    /// Bytes of regular files read.
+    pub bytes_in: u64,
+    /// Bytes of the split binaries' host-only files.
+    pub host_bytes_out: u64,
+    pub archives: Vec<WrittenArchive>,
+}
+
+/// One entry of the input tree, relative to its root.
+#[derive(Debug)]
+enum Item {
+    Dir(PathBuf),
+    File(PathBuf),
+    Symlink(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Lists the tree under `root` (relative paths, parents before children,
+/// sorted so the result does not depend on directory order).
+fn walk(root: &Path) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(relative) = pending.pop() {
+        let dir = root.join(&relative);
+        let mut children: Vec<_> = fs::read_dir(&dir)
+            .map_err(io(&dir))?
+            .map(|entry| entry.map(|e| e.file_name()).map_err(io(&dir)))
+            .collect::<Result<_>>()?;
+        children.sort();
+        for name in children.into_iter().rev() {
+            let child = relative.join(&name);
+            let path = root.join(&child);
+            let kind = fs::symlink_metadata(&path).map_err(io(&path))?.file_type();
+            if kind.is_symlink() {
+                items.push(Item::Symlink(child));
+            } else if kind.is_dir() {
+                items.push(Item::Dir(child.clone()));
+                pending.push(child);
+            } else if kind.is_file() {
+                items.push(Item::File(child));
+            }
+            // Sockets, fifos and devices are not part of an install tree.
+        }
+    }
+    items.sort_by(|a, b| key(a).cmp(key(b)));
+    Ok(items)
+}
+
+fn key(item: &Item) -> &Path {
+    match item {
+        Item::Dir(p) | Item::File(p) | Item::Symlink(p) => p,
+    }
+}
+
+/// The result of handling one regular file.
+struct FileResult {
+    bytes_in: u64,
+    host_bytes: Option<u64>,
+    entries: Vec<Entry>,
+}
+
+/// Whether the file starts like an ELF file (only those are read whole).
+fn looks_like_elf(path: &Path) -> Result<bool> {
+    let mut magic = [0u8; 4];
+    let mut file = fs::File::open(path).map_err(io(path))?;
+    match file.read_exact(&mut magic) {
+        Ok(()) => Ok(magic == *b"\x7fELF"),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+/// The marker path from a file at `relative` to the root's `.kpack/`.
+fn search_path(relative: &Path, group: &str) -> String {
+    let depth = relative.parent().map_or(0, |p| p.components().count());
+    format!(
+        "{}{KPACK_DIR}/{}",
+        "../".repeat(depth),
+        processor_archive_pattern(group)
+    )
+}
+
+fn handle_file(input: &Path, output: &Path, relative: &Path, group: &str) -> Result<FileResult> {
+    let source = input.join(relative);
+    let destination = output.join(relative);
+    let bytes_in = fs::metadata(&source).map_err(io(&source))?.len();
+    if looks_like_elf(&source)? {
+        let data = fs::read(&source).map_err(io(&source))?;
+        let key = relative.to_string_lossy().replace('\\', "/");
+        let split = split_binary(&data, &key, vec![search_path(relative, group)]).map_err(
+            |source_error| Error::Elf {
+                path: source.clone(),
+                source: source_error,
+            },
+        )?;
+        if let Some(split) = split {
+            write_like(&destination, &split.host, &source)?;
+            return Ok(FileResult {
+                bytes_in,
+                host_bytes: Some(split.host.len() as u64),
+                entries: split.entries,
+            });
+        }
+    }
+    fs::copy(&source, &destination).map_err(io(&source))?;
+    Ok(FileResult {
+        bytes_in,
+        host_bytes: None,
+        entries: Vec::new(),
+    })
+}
+
+/// Splits the tree at `input` into a new tree at `output` (which must not
+/// exist), with archives of group `group` in `output/.kpack/`.
+pub fn split_tree(
+    input: &Path,
+    output: &Path,
+    group: &str,
+    compression: Compression,
+) -> Result<TreeReport> {
+    if output.exists() {
+        return Err(Error::Io {
+            path: output.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the output already exists",
+            ),
+        });
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).map_err(io(parent))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".kpack-split-")
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    let items = walk(input)?;
+
+    // Directories and symlinks first (cheap, and files need their parents).
+    for item in &items {
+        match item {
+            Item::Dir(relative) => {
+                let destination = staging.path().join(relative);
+                fs::create_dir(&destination).map_err(io(&destination))?;
+            }
+            Item::Symlink(relative) => {
+                let source = input.join(relative);
+                let target = fs::read_link(&source).map_err(io(&source))?;
+                let destination = staging.path().join(relative);
+                symlink(&target, &destination).map_err(io(&destination))?;
+            }
+            Item::File(_) => {}
+        }
+    }
+    let files: Vec<&Path> = items
+        .iter()
+        .filter_map(|item| match item {
+            Item::File(relative) => Some(relative.as_path()),
+            _ => None,
+        })
+        .collect();
+    let results = files
+        .par_iter()
+        .map(|relative| handle_file(input, staging.path(), relative, group))
+        .collect::<Result<Vec<_>>>()?;
+
+    let mut report = TreeReport {
+        files: files.len(),
+        ..TreeReport::default()
+    };
+    let mut entries = Vec::new();
+    for result in results {
+        report.bytes_in += result.bytes_in;
+        if let Some(host) = result.host_bytes {
+            report.binaries += 1;
+            report.host_bytes_out += host;
+        }
+        entries.extend(result.entries);
+    }
+    if !entries.is_empty() {
+        report.archives = write_processor_archives(
+            &staging.path().join(KPACK_DIR),
+            group,
+            compression,
+            &entries,
+        )?;
+    }
+    // Directory modes last: a read-only directory must be filled first.
+    for item in &items {
+        if let Item::Dir(relative) = item {
+            let source = input.join(relative);
+            let permissions = fs::metadata(&source).map_err(io(&source))?.permissions();
+            let destination = staging.path().join(relative);
+            fs::set_permissions(&destination, permissions).map_err(io(&destination))?;
+        }
+    }
+    let staged = staging.keep();
+    if let Err(source) = fs::rename(&staged, output) {
+        let _ = fs::remove_dir_all(&staged);
+        return Err(Error::Io {
+            path: output.to_owned(),
+            source,
+        });
+    }
+    for archive in &mut report.archives {
+        if let Ok(relative) = archive.path.strip_prefix(&staged) {
+            archive.path = output.join(relative);
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    fs::copy(target, link).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_paths_climb_to_the_root() {
+        assert_eq!(
+            search_path(Path::new("libx.so"), "rocm"),
+            ".kpack/rocm_@GFXARCH@.kpack"
+        );
+        assert_eq!(
+            search_path(Path::new("lib/libx.so"), "rocm"),
+            "../.kpack/rocm_@GFXARCH@.kpack"
+        );
+        assert_eq!(
+            search_path(Path::new("lib/rocm/bin/app"), "blas"),
+            "../../../.kpack/blas_@GFXARCH@.kpack"
+        );
+    }
+}

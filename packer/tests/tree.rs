@@ -1,0 +1,245 @@
+//! Splitting an install tree: the unpacked rocRAND package becomes a
+//! host-only tree with one `.kpack/` at its root, symlinks and modes kept,
+//! and the split library still loads its code objects from there.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use kpack_packer::bundle::build::offload_bundle;
+use kpack_packer::tree::split_tree;
+use rocm_kpack::{Archive, Compression, Target};
+
+fn kpack_pack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn splits_the_rocrand_package_tree() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("deb");
+    let library = unpack_rocrand(&input);
+    // A fat binary under a name that does not look like a library, and a
+    // file that merely starts like an ELF file.
+    std::fs::copy(
+        &library,
+        input.join("usr/share/doc/librocrand1/payload.bin"),
+    )
+    .unwrap();
+    std::fs::write(
+        input.join("usr/share/doc/librocrand1/fake-elf"),
+        b"\x7fELF not really",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        input.join("usr/share/doc/librocrand1/copyright"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    let output = work.path().join("split");
+
+    let stdout = run(kpack_pack()
+        .arg("split")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .args(["--group", "rocm"]));
+    assert!(stdout.contains("binaries split 2, targets 7"), "{stdout}");
+
+    let lib = output.join("usr/lib/x86_64-linux-gnu");
+    // The symlink is still a symlink with the same target.
+    let link = lib.join("librocrand.so.1");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("librocrand.so.1.1")
+    );
+    // Plain files are copied with their modes; the fake ELF is untouched.
+    let doc = output.join("usr/share/doc/librocrand1");
+    assert_eq!(
+        std::fs::read(doc.join("changelog.Debian.gz")).unwrap(),
+        std::fs::read(input.join("usr/share/doc/librocrand1/changelog.Debian.gz")).unwrap()
+    );
+    assert_eq!(mode(&doc.join("copyright")), 0o640);
+    assert_eq!(
+        std::fs::read(doc.join("fake-elf")).unwrap(),
+        b"\x7fELF not really"
+    );
+    assert_eq!(mode(&lib.join("librocrand.so.1.1")), mode(&library));
+
+    // One .kpack at the root, keyed by paths relative to the root.
+    let archive = Archive::open(output.join(".kpack/rocm_gfx90a.kpack")).unwrap();
+    let keys: Vec<&str> = archive.binaries().collect();
+    assert_eq!(
+        keys,
+        [
+            "usr/lib/x86_64-linux-gnu/librocrand.so.1.1#0",
+            "usr/share/doc/librocrand1/payload.bin#0"
+        ]
+    );
+    // Both binaries hold the same code objects: stored once.
+    assert_eq!(archive.stored_count(), 2);
+    assert_eq!(archive.kernel_count(), 4);
+
+    // The split library finds its archives from its own directory.
+    let standin = work.path().join("hip");
+    std::fs::create_dir_all(&standin).unwrap();
+    build_standin(&standin, &hip_imports(&library));
+    let dlopen = build_dlopen(&standin);
+    let out = tempfile::tempdir().unwrap();
+    let result = Command::new(&dlopen)
+        .arg(lib.join("librocrand.so.1"))
+        .env("LD_LIBRARY_PATH", &standin)
+        .env("KPACK_STANDIN_ARCHES", "gfx1030")
+        .env("KPACK_STANDIN_OUT", out.path())
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let loaded = registrations(out.path());
+    let data = std::fs::read(&library).unwrap();
+    let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
+    let gfx1030 = Target::parse("gfx1030").unwrap();
+    let expected = fat.bundles[0]
+        .code_objects
+        .iter()
+        .find(|c| c.target == gfx1030)
+        .unwrap();
+    assert_eq!(loaded, [Ok(expected.bytes.to_vec())]);
+}
+
+#[test]
+fn refuses_an_existing_output() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::create_dir_all(work.path().join("out")).unwrap();
+    let error = split_tree(
+        &input,
+        &work.path().join("out"),
+        "rocm",
+        Compression::DEFAULT,
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("out"), "{error}");
+}
+
+/// Builds a tree with a fat binary that cannot be split (a wrapper points
+/// into the middle of its bundle).
+fn write_bad_binary(dir: &Path) {
+    let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[7u8; 64])]);
+    let array: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
+    let source = dir.join("bad.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdint.h>\n\
+             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
+             __attribute__((section(\".hip_fatbin\"), aligned(4096), used)) static const unsigned char b[] = {{{}}};\n\
+             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b + 8, 0 }};\n",
+            array.join(",")
+        ),
+    )
+    .unwrap();
+    run(Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("libbad.so"))
+        .arg(&source));
+    std::fs::remove_file(&source).unwrap();
+}
+
+#[test]
+fn a_wrapper_into_the_middle_of_a_bundle_fails_the_whole_split() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("in");
+    std::fs::create_dir_all(input.join("lib")).unwrap();
+    std::fs::write(input.join("README"), b"docs").unwrap();
+    write_bad_binary(&input.join("lib"));
+    let output = work.path().join("out");
+    let result = kpack_pack()
+        .arg("split")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("libbad.so"), "{stderr}");
+    assert!(stderr.contains("not the start of a bundle"), "{stderr}");
+    assert!(!output.exists());
+    // No staging directory is left beside it either.
+    let leftovers: Vec<_> = std::fs::read_dir(work.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+}
+
+#[test]
+fn an_unreadable_file_fails_the_split_naming_it() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("in");
+    std::fs::create_dir_all(input.join("share")).unwrap();
+    std::fs::write(input.join("share/secret"), b"no").unwrap();
+    std::fs::write(input.join("share/open"), b"yes").unwrap();
+    std::fs::set_permissions(
+        input.join("share/secret"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    let output = work.path().join("out");
+    // Root reads everything: run as an unprivileged user then.
+    let mut command = if unsafe { libc_geteuid() } == 0 {
+        std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_kpack-pack"));
+        c
+    } else {
+        kpack_pack()
+    };
+    let result = command
+        .arg("split")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert_eq!(
+        result.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("share/secret"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(!output.exists());
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
