@@ -13,5 +13,6 @@ pub mod elf;
 pub mod error;
 pub mod split;
 pub mod tree;
+pub mod verify;
 
 pub use error::{BundleError, ElfError, Error, Result};

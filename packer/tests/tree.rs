@@ -96,6 +96,15 @@ fn splits_the_rocrand_package_tree() {
     assert_eq!(archive.stored_count(), 2);
     assert_eq!(archive.kernel_count(), 4);
 
+    // verify loads every wrapper for every target through the markers.
+    let verified = run(kpack_pack().arg("verify").arg(&output));
+    assert!(
+        verified.contains(
+            "2 split binaries, 2 wrappers, 7 targets: 14 code objects loaded, 0 failures"
+        ),
+        "{verified}"
+    );
+
     // The split library finds its archives from its own directory.
     let standin = work.path().join("hip");
     std::fs::create_dir_all(&standin).unwrap();
@@ -126,6 +135,32 @@ fn splits_the_rocrand_package_tree() {
         .find(|c| c.target == gfx1030)
         .unwrap();
     assert_eq!(loaded, [Ok(expected.bytes.to_vec())]);
+
+    // A split binary moved one level deeper: its marker's relative path no
+    // longer reaches .kpack/, and verify says so for every target.
+    std::fs::create_dir(lib.join("deeper")).unwrap();
+    std::fs::copy(lib.join("librocrand.so.1.1"), lib.join("deeper/moved.so")).unwrap();
+    let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
+    assert_eq!(result.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert_eq!(stdout.matches("FAIL").count(), 7, "{stdout}");
+    assert!(
+        stdout.contains("deeper/moved.so bundle 0 for gfx803: no kpack archive found"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "3 split binaries, 3 wrappers, 7 targets: 14 code objects loaded, 7 failures"
+        ),
+        "{stdout}"
+    );
+
+    // A corrupt archive is an error naming it.
+    std::fs::write(output.join(".kpack/rocm_gfx803.kpack"), b"garbage").unwrap();
+    let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("rocm_gfx803.kpack"), "{stderr}");
 }
 
 #[test]

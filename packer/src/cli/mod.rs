@@ -6,6 +6,7 @@
 
 mod inspect;
 mod split;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,9 @@ enum Command {
     Split(split::SplitArgs),
     /// Show what an archive holds.
     Inspect(inspect::InspectArgs),
+    /// Check that every split binary under a directory loads its code
+    /// objects, through its marker, for every target in `.kpack/`.
+    Verify(verify::VerifyArgs),
 }
 
 /// How archives store code objects.
@@ -42,6 +46,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Split(args) => split::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,118 @@
+//! Checking a split tree: every split binary's wrappers resolve, through
+//! the runtime's loader and the binary's own marker, to a code object for
+//! every target the tree's archives serve.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection};
+use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
+
+use crate::elf::{HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
+use crate::error::{Error, Result};
+use crate::tree::KPACK_DIR;
+
+/// One wrapper that did not resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub binary: PathBuf,
+    pub bundle: u32,
+    pub target: Target,
+    pub error: String,
+}
+
+/// What `verify_tree` checked.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyReport {
+    pub binaries: usize,
+    pub wrappers: usize,
+    pub targets: Vec<Target>,
+    /// Code objects loaded and decompressed.
+    pub loaded: usize,
+    pub failures: Vec<Failure>,
+}
+
+/// The marker and bundle indices of a split ELF file, if it is one.
+fn split_binary_info(data: &[u8]) -> Option<(Marker, Vec<u32>)> {
+    let file = object::File::parse(data).ok()?;
+    let marker = Marker::parse(file.section_by_name(MARKER_SECTION)?.data().ok()?).ok()?;
+    let wrappers = file.section_by_name(WRAPPER_SECTION)?.data().ok()?;
+    let bundles = wrappers
+        .chunks_exact(WRAPPER_SIZE as usize)
+        .filter(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) == HIPK_MAGIC)
+        .map(|w| u32::from_le_bytes([w[16], w[17], w[18], w[19]]))
+        .collect();
+    Some((marker, bundles))
+}
+
+fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let io = |source| Error::Io {
+        path: root.to_owned(),
+        source,
+    };
+    let mut entries: Vec<_> = fs::read_dir(root)
+        .map_err(io)?
+        .collect::<std::io::Result<_>>()
+        .map_err(io)?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let kind = entry.file_type().map_err(io)?;
+        if kind.is_dir() {
+            files(&path, out)?;
+        } else if kind.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Verifies the split tree (or single split output) at `root`.
+pub fn verify_tree(root: &Path) -> Result<VerifyReport> {
+    let mut report = VerifyReport::default();
+    let kpack = root.join(KPACK_DIR);
+    let mut all = Vec::new();
+    files(&kpack, &mut all)?;
+    let mut targets = BTreeSet::new();
+    for path in all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
+    {
+        let archive = Archive::open(path)?;
+        targets.extend(archive.architectures().iter().cloned());
+    }
+    report.targets = targets.into_iter().collect();
+
+    let mut candidates = Vec::new();
+    files(root, &mut candidates)?;
+    let loader = Loader::new(LoaderConfig::default());
+    for path in candidates.iter().filter(|p| !p.starts_with(&kpack)) {
+        let data = fs::read(path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let Some((marker, bundles)) = split_binary_info(&data) else {
+            continue;
+        };
+        report.binaries += 1;
+        report.wrappers += bundles.len();
+        for &bundle in &bundles {
+            for target in &report.targets {
+                let result = loader
+                    .locate(&marker, path, bundle, std::slice::from_ref(target))
+                    .and_then(|located| located.kernel()?.bytes().map(|b| b.len()));
+                match result {
+                    Ok(_) => report.loaded += 1,
+                    Err(error) => report.failures.push(Failure {
+                        binary: path.clone(),
+                        bundle,
+                        target: target.clone(),
+                        error: error.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+    Ok(report)
+}
