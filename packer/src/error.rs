@@ -106,6 +106,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: {message}", path.display())]
+    Sign { path: PathBuf, message: String },
     #[error(transparent)]
     Runtime(#[from] rocm_kpack::Error),
 }

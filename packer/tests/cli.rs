@@ -98,3 +98,99 @@ fn inspect_names_a_corrupt_archive() {
         "{stderr}"
     );
 }
+
+#[test]
+fn signs_archives_for_the_stock_minisign_tool() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let (public, secret) = (work.path().join("key.pub"), work.path().join("key.sec"));
+    // A password-protected key made by the stock tool (password on stdin).
+    let mut keygen = Command::new("minisign")
+        .args(["-G", "-f", "-p"])
+        .arg(&public)
+        .arg("-s")
+        .arg(&secret)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        keygen
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"correct horse\ncorrect horse\n")
+            .unwrap();
+    }
+    assert!(keygen.wait().unwrap().success());
+    let out = work.path().join("out");
+    // Without the password the key cannot be used, and nothing is written.
+    let locked = kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&secret)
+        .env_remove("KPACK_SIGN_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(locked.status.code(), Some(1));
+    assert!(!out.exists());
+    let stdout = run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&secret)
+        .env("KPACK_SIGN_PASSWORD", "correct horse"));
+    assert_eq!(stdout.matches("signed ").count(), 6, "{stdout}");
+    let archive = out.join(".kpack/rocm_gfx1030.kpack");
+    for entry in std::fs::read_dir(out.join(".kpack")).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "kpack") {
+            let verified = run(Command::new("minisign")
+                .arg("-Vm")
+                .arg(&path)
+                .arg("-p")
+                .arg(&public));
+            assert!(verified.contains("file:"), "{verified}");
+        }
+    }
+    // A flipped byte no longer verifies.
+    let mut bytes = std::fs::read(&archive).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&archive, bytes).unwrap();
+    let tampered = Command::new("minisign")
+        .arg("-Vm")
+        .arg(&archive)
+        .arg("-p")
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert!(!tampered.status.success());
+}
+
+#[test]
+fn a_bad_signing_key_fails_before_writing_anything() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let key = work.path().join("not-a-key");
+    std::fs::write(&key, "hello").unwrap();
+    let out = work.path().join("out");
+    let output = kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not-a-key"), "{stderr}");
+    assert!(!out.exists());
+}

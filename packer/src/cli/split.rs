@@ -6,7 +6,8 @@ use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
 use super::{shown, CompressionArg};
-use crate::archive::{processor_archive_pattern, write_processor_archives};
+use crate::archive::{processor_archive_pattern, write_processor_archives, WrittenArchive};
+use crate::sign::Signer;
 use crate::split::{split_binary, write_like};
 use crate::tree::split_tree;
 
@@ -27,6 +28,30 @@ pub struct SplitArgs {
     /// zstd level.
     #[arg(long, default_value_t = 3)]
     level: i32,
+    /// Sign every archive with this minisign secret key (`<archive>.minisig`);
+    /// a password-protected key's password is read from
+    /// `KPACK_SIGN_PASSWORD`.
+    #[arg(long, value_name = "SECRET_KEY")]
+    sign: Option<PathBuf>,
+}
+
+/// Loads the signing key before any work, so a bad key fails fast.
+fn signer(args: &SplitArgs) -> anyhow::Result<Option<Signer>> {
+    args.sign
+        .as_deref()
+        .map(|key| Signer::from_file(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
+        .transpose()
+        .map_err(Into::into)
+}
+
+fn sign_all(signer: Option<&Signer>, archives: &[WrittenArchive]) -> anyhow::Result<()> {
+    if let Some(signer) = signer {
+        for archive in archives {
+            let signature = signer.sign_file(&archive.path)?;
+            println!("  signed {}", shown(&signature));
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: SplitArgs) -> anyhow::Result<()> {
@@ -37,8 +62,9 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         CompressionArg::Zstd => Compression::Zstd { level: args.level },
         CompressionArg::None => Compression::None,
     };
+    let signer = signer(&args)?;
     if args.input.is_dir() {
-        return run_tree(&args, compression);
+        return run_tree(&args, compression, signer.as_ref());
     }
     let input = &args.input;
     let data = std::fs::read(input).with_context(|| format!("cannot read {}", shown(input)))?;
@@ -69,6 +95,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         &split.entries,
     )?;
     write_like(&host, &split.host, input)?;
+    sign_all(signer.as_ref(), &archives)?;
 
     let mut targets: Vec<String> = split.entries.iter().map(|e| e.target.to_string()).collect();
     targets.sort();
@@ -99,9 +126,14 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_tree(args: &SplitArgs, compression: Compression) -> anyhow::Result<()> {
+fn run_tree(
+    args: &SplitArgs,
+    compression: Compression,
+    signer: Option<&Signer>,
+) -> anyhow::Result<()> {
     let report = split_tree(&args.input, &args.output, &args.group, compression)
         .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
+    sign_all(signer, &report.archives)?;
     let mut targets: Vec<String> = report
         .archives
         .iter()
