@@ -27,6 +27,49 @@ pub fn processor_archive_pattern(group: &str) -> String {
     processor_archive_name(group, GFXARCH)
 }
 
+/// How code objects are grouped into archives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grouping {
+    /// `<group>_<processor>.kpack`, found through `@GFXARCH@`.
+    #[default]
+    Processor,
+    /// `<group>_<family>.kpack` (`rocm_gfx110X-all.kpack`), each family
+    /// archive named explicitly in the markers.
+    Family,
+}
+
+impl Grouping {
+    /// What names the archive a target's code goes into.
+    pub fn archive_key(self, target: &Target) -> &str {
+        match self {
+            Grouping::Processor => target.processor(),
+            Grouping::Family => rocm_kpack::family::packaging_family(target.processor()),
+        }
+    }
+
+    /// Marker paths for a binary with code for `targets`, each behind
+    /// `prefix` (the path from the binary's directory to `.kpack/`).
+    pub fn search_paths(self, group: &str, prefix: &str, targets: &[Target]) -> Vec<String> {
+        match self {
+            Grouping::Processor => vec![format!("{prefix}{}", processor_archive_pattern(group))],
+            Grouping::Family => {
+                let mut names: Vec<String> = targets
+                    .iter()
+                    .map(|t| {
+                        format!(
+                            "{prefix}{}",
+                            processor_archive_name(group, self.archive_key(t))
+                        )
+                    })
+                    .collect();
+                names.sort();
+                names.dedup();
+                names
+            }
+        }
+    }
+}
+
 /// One code object on its way into an archive.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -52,21 +95,33 @@ pub fn write_processor_archives(
     compression: Compression,
     entries: &[Entry],
 ) -> Result<Vec<WrittenArchive>> {
+    write_archives(dir, group, Grouping::Processor, compression, entries)
+}
+
+/// Writes one archive per processor or family into `dir`, entries in the
+/// order given (which fixes the archive bytes), each archive atomically.
+pub fn write_archives(
+    dir: &Path,
+    group: &str,
+    grouping: Grouping,
+    compression: Compression,
+    entries: &[Entry],
+) -> Result<Vec<WrittenArchive>> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Io { path, source }
     };
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut by_processor: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    let mut by_archive: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
     for entry in entries {
-        by_processor
-            .entry(entry.target.processor())
+        by_archive
+            .entry(grouping.archive_key(&entry.target))
             .or_default()
             .push(entry);
     }
     let mut written = Vec::new();
-    for (processor, entries) in by_processor {
-        let path = dir.join(processor_archive_name(group, processor));
+    for (name, entries) in by_archive {
+        let path = dir.join(processor_archive_name(group, name));
         let mut targets: Vec<Target> = Vec::new();
         for entry in &entries {
             if !targets.contains(&entry.target) {
@@ -76,7 +131,7 @@ pub fn write_processor_archives(
         let temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
         let options = ArchiveOptions {
             group: group.to_owned(),
-            family: processor.to_owned(),
+            family: name.to_owned(),
             arches: targets.clone(),
             compression,
         };

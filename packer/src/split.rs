@@ -5,7 +5,7 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use rocm_kpack::{BinaryKey, Marker};
+use rocm_kpack::{BinaryKey, Marker, Target};
 
 use crate::archive::Entry;
 use crate::elf::{split_elf, FatElf, SplitLayout};
@@ -29,11 +29,27 @@ pub fn split_binary(
     key_path: &str,
     search_paths: Vec<String>,
 ) -> Result<Option<SplitBinary>, ElfError> {
+    split_binary_with(data, key_path, |_| search_paths)
+}
+
+/// As [`split_binary`], with the marker's paths chosen from the targets
+/// the binary has code for (family archives are named per target).
+pub fn split_binary_with(
+    data: &[u8],
+    key_path: &str,
+    search_paths: impl FnOnce(&[Target]) -> Vec<String>,
+) -> Result<Option<SplitBinary>, ElfError> {
     let Some(fat) = FatElf::parse(data)? else {
         return Ok(None);
     };
+    let mut targets: Vec<Target> = Vec::new();
+    for code_object in fat.bundles.iter().flat_map(|b| &b.code_objects) {
+        if !targets.contains(&code_object.target) {
+            targets.push(code_object.target.clone());
+        }
+    }
     let marker = Marker {
-        search_paths,
+        search_paths: search_paths(&targets),
         kernel_name: key_path.replace('\\', "/"),
     };
     let (host, layout) = split_elf(data, &fat, &marker.to_bytes())?;

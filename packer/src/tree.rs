@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use rocm_kpack::Compression;
 
-use crate::archive::{processor_archive_pattern, write_processor_archives, Entry, WrittenArchive};
+use crate::archive::{write_archives, Entry, Grouping, WrittenArchive};
 use crate::error::{Error, Result};
-use crate::split::{split_binary, write_like};
+use crate::split::{split_binary_with, write_like};
 
 /// The directory holding the archives, at the root of a split tree.
 pub const KPACK_DIR: &str = ".kpack";
@@ -103,29 +103,34 @@ fn looks_like_elf(path: &Path) -> Result<bool> {
     }
 }
 
-/// The marker path from a file at `relative` to the root's `.kpack/`.
-fn search_path(relative: &Path, group: &str) -> String {
+/// The path from the directory of a file at `relative` to the root's
+/// `.kpack/`, with a trailing slash.
+fn kpack_prefix(relative: &Path) -> String {
     let depth = relative.parent().map_or(0, |p| p.components().count());
-    format!(
-        "{}{KPACK_DIR}/{}",
-        "../".repeat(depth),
-        processor_archive_pattern(group)
-    )
+    format!("{}{KPACK_DIR}/", "../".repeat(depth))
 }
 
-fn handle_file(input: &Path, output: &Path, relative: &Path, group: &str) -> Result<FileResult> {
+fn handle_file(
+    input: &Path,
+    output: &Path,
+    relative: &Path,
+    group: &str,
+    grouping: Grouping,
+) -> Result<FileResult> {
     let source = input.join(relative);
     let destination = output.join(relative);
     let bytes_in = fs::metadata(&source).map_err(io(&source))?.len();
     if looks_like_elf(&source)? {
         let data = fs::read(&source).map_err(io(&source))?;
         let key = relative.to_string_lossy().replace('\\', "/");
-        let split = split_binary(&data, &key, vec![search_path(relative, group)]).map_err(
-            |source_error| Error::Elf {
-                path: source.clone(),
-                source: source_error,
-            },
-        )?;
+        let prefix = kpack_prefix(relative);
+        let split = split_binary_with(&data, &key, |targets| {
+            grouping.search_paths(group, &prefix, targets)
+        })
+        .map_err(|source_error| Error::Elf {
+            path: source.clone(),
+            source: source_error,
+        })?;
         if let Some(split) = split {
             write_like(&destination, &split.host, &source)?;
             return Ok(FileResult {
@@ -149,6 +154,7 @@ pub fn split_tree(
     input: &Path,
     output: &Path,
     group: &str,
+    grouping: Grouping,
     compression: Compression,
 ) -> Result<TreeReport> {
     if output.exists() {
@@ -196,7 +202,7 @@ pub fn split_tree(
         .collect();
     let results = files
         .par_iter()
-        .map(|relative| handle_file(input, staging.path(), relative, group))
+        .map(|relative| handle_file(input, staging.path(), relative, group, grouping))
         .collect::<Result<Vec<_>>>()?;
 
     let mut report = TreeReport {
@@ -213,9 +219,10 @@ pub fn split_tree(
         entries.extend(result.entries);
     }
     if !entries.is_empty() {
-        report.archives = write_processor_archives(
+        report.archives = write_archives(
             &staging.path().join(KPACK_DIR),
             group,
+            grouping,
             compression,
             &entries,
         )?;
@@ -261,17 +268,11 @@ mod tests {
 
     #[test]
     fn marker_paths_climb_to_the_root() {
+        assert_eq!(kpack_prefix(Path::new("libx.so")), ".kpack/");
+        assert_eq!(kpack_prefix(Path::new("lib/libx.so")), "../.kpack/");
         assert_eq!(
-            search_path(Path::new("libx.so"), "rocm"),
-            ".kpack/rocm_@GFXARCH@.kpack"
-        );
-        assert_eq!(
-            search_path(Path::new("lib/libx.so"), "rocm"),
-            "../.kpack/rocm_@GFXARCH@.kpack"
-        );
-        assert_eq!(
-            search_path(Path::new("lib/rocm/bin/app"), "blas"),
-            "../../../.kpack/blas_@GFXARCH@.kpack"
+            kpack_prefix(Path::new("lib/rocm/bin/app")),
+            "../../../.kpack/"
         );
     }
 }

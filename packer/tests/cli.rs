@@ -112,6 +112,7 @@ fn signs_archives_for_the_stock_minisign_tool() {
         .arg(&secret)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     {
@@ -193,4 +194,75 @@ fn a_bad_signing_key_fails_before_writing_anything() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not-a-key"), "{stderr}");
     assert!(!out.exists());
+}
+
+#[test]
+fn family_archives_are_named_in_the_marker() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .args(["--group-by", "family"]));
+    let mut names: Vec<String> = std::fs::read_dir(out.join(".kpack"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "rocm_gfx103X-all.kpack",
+            "rocm_gfx803.kpack",
+            "rocm_gfx900-dgpu.kpack",
+            "rocm_gfx906-dgpu.kpack",
+            "rocm_gfx908-dcgpu.kpack",
+            "rocm_gfx90a-dcgpu.kpack"
+        ]
+    );
+    let json = run(kpack_pack()
+        .arg("inspect")
+        .arg("--json")
+        .arg(out.join(".kpack/rocm_gfx103X-all.kpack")));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["family"], "gfx103X-all");
+    // The marker names every family archive, so each target resolves.
+    let verified = run(kpack_pack().arg("verify").arg(&out));
+    assert!(
+        verified
+            .contains("1 split binaries, 1 wrappers, 7 targets: 7 code objects loaded, 0 failures"),
+        "{verified}"
+    );
+}
+
+#[test]
+fn archive_bytes_do_not_depend_on_the_thread_count() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let split = |threads: &str| {
+        let out = work.path().join(format!("out{threads}"));
+        run(kpack_pack()
+            .arg("split")
+            .arg(&library)
+            .arg("-o")
+            .arg(&out)
+            .env("RAYON_NUM_THREADS", threads));
+        out
+    };
+    let (one, two) = (split("1"), split("2"));
+    for name in ["rocm_gfx90a.kpack", "rocm_gfx1030.kpack"] {
+        assert_eq!(
+            std::fs::read(one.join(".kpack").join(name)).unwrap(),
+            std::fs::read(two.join(".kpack").join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(one.join("librocrand.so.1.1")).unwrap(),
+        std::fs::read(two.join("librocrand.so.1.1")).unwrap()
+    );
 }

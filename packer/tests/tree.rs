@@ -173,6 +173,7 @@ fn refuses_an_existing_output() {
         &input,
         &work.path().join("out"),
         "rocm",
+        Default::default(),
         Compression::DEFAULT,
     )
     .unwrap_err();

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod error;
+pub mod family;
 pub mod format;
 pub mod loader;
 mod msgpack;

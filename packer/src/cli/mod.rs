@@ -40,6 +40,22 @@ enum CompressionArg {
     None,
 }
 
+/// How archives group code objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GroupByArg {
+    Processor,
+    Family,
+}
+
+impl From<GroupByArg> for crate::archive::Grouping {
+    fn from(arg: GroupByArg) -> Self {
+        match arg {
+            GroupByArg::Processor => crate::archive::Grouping::Processor,
+            GroupByArg::Family => crate::archive::Grouping::Family,
+        }
+    }
+}
+
 /// Parses arguments, runs the command, renders errors.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

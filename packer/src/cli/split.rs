@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
-use super::{shown, CompressionArg};
-use crate::archive::{processor_archive_pattern, write_processor_archives, WrittenArchive};
+use super::{shown, CompressionArg, GroupByArg};
+use crate::archive::{write_archives, Grouping, WrittenArchive};
 use crate::sign::Signer;
-use crate::split::{split_binary, write_like};
+use crate::split::{split_binary_with, write_like};
 use crate::tree::split_tree;
 
 #[derive(Debug, clap::Args)]
@@ -28,6 +28,11 @@ pub struct SplitArgs {
     /// zstd level.
     #[arg(long, default_value_t = 3)]
     level: i32,
+    /// One archive per processor (found by the runtime through
+    /// `@GFXARCH@`), or per family (`<group>_gfx110X-all.kpack`, named in
+    /// the markers).
+    #[arg(long, value_enum, default_value = "processor")]
+    group_by: GroupByArg,
     /// Sign every archive with this minisign secret key (`<archive>.minisig`);
     /// a password-protected key's password is read from
     /// `KPACK_SIGN_PASSWORD`.
@@ -73,9 +78,11 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         .with_context(|| format!("{} has no file name", shown(input)))?
         .to_string_lossy()
         .into_owned();
-    let search_paths = vec![format!(".kpack/{}", processor_archive_pattern(&args.group))];
-    let Some(split) = split_binary(&data, &name, search_paths)
-        .with_context(|| format!("cannot split {}", shown(input)))?
+    let grouping = args.group_by.into();
+    let Some(split) = split_binary_with(&data, &name, |targets| {
+        Grouping::search_paths(grouping, &args.group, ".kpack/", targets)
+    })
+    .with_context(|| format!("cannot split {}", shown(input)))?
     else {
         bail!(
             "{} is not an ELF file with device code (.hip_fatbin)",
@@ -88,9 +95,10 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     if same_file(input, &host) {
         bail!("the output {} would overwrite the input", shown(&host));
     }
-    let archives = write_processor_archives(
+    let archives = write_archives(
         &args.output.join(".kpack"),
         &args.group,
+        grouping,
         compression,
         &split.entries,
     )?;
@@ -131,8 +139,14 @@ fn run_tree(
     compression: Compression,
     signer: Option<&Signer>,
 ) -> anyhow::Result<()> {
-    let report = split_tree(&args.input, &args.output, &args.group, compression)
-        .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
+    let report = split_tree(
+        &args.input,
+        &args.output,
+        &args.group,
+        args.group_by.into(),
+        compression,
+    )
+    .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
     sign_all(signer, &report.archives)?;
     let mut targets: Vec<String> = report
         .archives
