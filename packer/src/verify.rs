@@ -22,14 +22,26 @@ pub struct Failure {
     pub error: String,
 }
 
+/// One wrapper that resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub binary: PathBuf,
+    pub bundle: u32,
+    /// The target asked for.
+    pub requested: Target,
+    /// The compatible target whose code was chosen.
+    pub chosen: Target,
+    pub archive: PathBuf,
+    pub bytes: usize,
+}
+
 /// What `verify_tree` checked.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyReport {
     pub binaries: usize,
     pub wrappers: usize,
     pub targets: Vec<Target>,
-    /// Code objects loaded and decompressed.
-    pub loaded: usize,
+    pub resolved: Vec<Resolved>,
     pub failures: Vec<Failure>,
 }
 
@@ -68,21 +80,27 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Verifies the split tree (or single split output) at `root`.
-pub fn verify_tree(root: &Path) -> Result<VerifyReport> {
+/// Verifies the split tree (or single split output) at `root`, for
+/// `targets` (GPU targets as the runtime would be asked for them), or when
+/// empty for every target the tree's archives serve.
+pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);
-    let mut all = Vec::new();
-    files(&kpack, &mut all)?;
-    let mut targets = BTreeSet::new();
-    for path in all
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
-    {
-        let archive = Archive::open(path)?;
-        targets.extend(archive.architectures().iter().cloned());
+    if targets.is_empty() {
+        let mut all = Vec::new();
+        files(&kpack, &mut all)?;
+        let mut served = BTreeSet::new();
+        for path in all
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
+        {
+            let archive = Archive::open(path)?;
+            served.extend(archive.architectures().iter().cloned());
+        }
+        report.targets = served.into_iter().collect();
+    } else {
+        report.targets = targets.to_vec();
     }
-    report.targets = targets.into_iter().collect();
 
     let mut candidates = Vec::new();
     files(root, &mut candidates)?;
@@ -101,9 +119,19 @@ pub fn verify_tree(root: &Path) -> Result<VerifyReport> {
             for target in &report.targets {
                 let result = loader
                     .locate(&marker, path, bundle, std::slice::from_ref(target))
-                    .and_then(|located| located.kernel()?.bytes().map(|b| b.len()));
+                    .and_then(|located| {
+                        let bytes = located.kernel()?.bytes()?.len();
+                        Ok(Resolved {
+                            binary: path.clone(),
+                            bundle,
+                            requested: target.clone(),
+                            chosen: located.target.clone(),
+                            archive: located.archive.path().to_owned(),
+                            bytes,
+                        })
+                    });
                 match result {
-                    Ok(_) => report.loaded += 1,
+                    Ok(resolved) => report.resolved.push(resolved),
                     Err(error) => report.failures.push(Failure {
                         binary: path.clone(),
                         bundle,

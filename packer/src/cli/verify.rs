@@ -5,17 +5,48 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::shown;
+use rocm_kpack::Target;
+
 use crate::verify::verify_tree;
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
     /// A directory written by `kpack-pack split`.
     output: PathBuf,
+    /// Check for these GPU targets (as a GPU reports them, e.g.
+    /// `gfx90a:sramecc+:xnack-`) instead of every target in `.kpack/`, and
+    /// show which code each one gets.
+    #[arg(long = "target", value_name = "TARGET")]
+    targets: Vec<String>,
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
-    let report = verify_tree(&args.output)
+    let targets = args
+        .targets
+        .iter()
+        .map(|t| Target::parse(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = verify_tree(&args.output, &targets)
         .with_context(|| format!("cannot verify {}", shown(&args.output)))?;
+    if !targets.is_empty() {
+        for resolved in &report.resolved {
+            let binary = resolved
+                .binary
+                .strip_prefix(&args.output)
+                .unwrap_or(&resolved.binary);
+            let archive = normalized(&resolved.archive);
+            let archive = archive.strip_prefix(&args.output).unwrap_or(&archive);
+            println!(
+                "ok   {} bundle {} for {}: {} from {} ({} bytes)",
+                shown(binary),
+                resolved.bundle,
+                resolved.requested,
+                resolved.chosen,
+                shown(archive),
+                resolved.bytes
+            );
+        }
+    }
     for failure in &report.failures {
         println!(
             "FAIL {} bundle {} for {}: {}",
@@ -30,7 +61,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         report.binaries,
         report.wrappers,
         report.targets.len(),
-        report.loaded,
+        report.resolved.len(),
         report.failures.len()
     );
     if report.binaries == 0 {
@@ -40,4 +71,23 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         bail!("{} wrapper lookups failed", report.failures.len());
     }
     Ok(())
+}
+
+/// `a/b/../c` as `a/c`, for display (the loader joins relative marker
+/// paths as they are).
+fn normalized(path: &std::path::Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
