@@ -5,12 +5,15 @@
 //! feature variants under their full target names; markers then name
 //! `<group>_@GFXARCH@.kpack` and the runtime's feature fallback finds it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, PreparedBlob, Target};
+use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
 
@@ -70,12 +73,24 @@ impl Grouping {
     }
 }
 
-/// One code object on its way into an archive.
+/// One code object on its way into an archive: borrowed from a mapped
+/// input file where it is stored as is, owned when it was decompressed.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub struct Entry<'a> {
     pub binary: BinaryKey,
     pub target: Target,
-    pub bytes: Vec<u8>,
+    pub bytes: Cow<'a, [u8]>,
+}
+
+impl Entry<'_> {
+    /// The same entry owning its bytes.
+    pub fn into_owned(self) -> Entry<'static> {
+        Entry {
+            binary: self.binary,
+            target: self.target,
+            bytes: Cow::Owned(self.bytes.into_owned()),
+        }
+    }
 }
 
 /// An archive written to disk.
@@ -87,77 +102,135 @@ pub struct WrittenArchive {
     pub bytes: u64,
 }
 
+/// Code objects compressed together, in parallel, before they are written:
+/// bounds the memory in flight whatever the input size.
+const CHUNK_BYTES: usize = 64 * 1024 * 1024;
+
 /// Writes one archive per processor into `dir`, entries in the order given
 /// (which fixes the archive bytes), each archive atomically.
 pub fn write_processor_archives(
     dir: &Path,
     group: &str,
     compression: Compression,
-    entries: &[Entry],
+    entries: &[Entry<'_>],
 ) -> Result<Vec<WrittenArchive>> {
-    write_archives(dir, group, Grouping::Processor, compression, entries)
+    write_archives(
+        dir,
+        group,
+        Grouping::Processor,
+        compression,
+        entries,
+        |_| {},
+    )
 }
 
-/// Writes one archive per processor or family into `dir`, entries in the
-/// order given (which fixes the archive bytes), each archive atomically.
+/// An archive being written: its temporary file and what went in.
+struct Open {
+    path: PathBuf,
+    writer: ArchiveWriter<BufWriter<NamedTempFile>>,
+    code_objects: usize,
+}
+
+/// Writes one archive per processor or family into `dir`, each atomically.
+///
+/// Entries go in in the order given, which fixes the archive bytes. They
+/// are compressed a chunk at a time on every core, and `done` is called
+/// with each entry's bytes once they are written, so a caller reading from
+/// a mapped file can drop those pages: memory stays bounded by the chunk,
+/// not the input.
 pub fn write_archives(
     dir: &Path,
     group: &str,
     grouping: Grouping,
     compression: Compression,
-    entries: &[Entry],
+    entries: &[Entry<'_>],
+    done: impl Fn(&[u8]) + Sync,
 ) -> Result<Vec<WrittenArchive>> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Io { path, source }
     };
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut by_archive: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+
+    // Every archive's targets are known up front: its header lists them.
+    let mut targets: BTreeMap<&str, Vec<Target>> = BTreeMap::new();
     for entry in entries {
-        by_archive
+        let list = targets
             .entry(grouping.archive_key(&entry.target))
-            .or_default()
-            .push(entry);
-    }
-    let mut written = Vec::new();
-    for (name, entries) in by_archive {
-        let path = dir.join(processor_archive_name(group, name));
-        let mut targets: Vec<Target> = Vec::new();
-        for entry in &entries {
-            if !targets.contains(&entry.target) {
-                targets.push(entry.target.clone());
-            }
+            .or_default();
+        if !list.contains(&entry.target) {
+            list.push(entry.target.clone());
         }
-        let temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+    }
+    let mut open: BTreeMap<&str, Open> = BTreeMap::new();
+    for (name, arches) in &targets {
+        let path = dir.join(processor_archive_name(group, name));
+        let temp = NamedTempFile::new_in(dir).map_err(io(dir))?;
         let options = ArchiveOptions {
             group: group.to_owned(),
-            family: name.to_owned(),
-            arches: targets.clone(),
+            family: (*name).to_owned(),
+            arches: arches.clone(),
             compression,
         };
-        // Compression runs on every core; adding in entry order keeps the
-        // bytes the same whatever the thread count.
-        let blobs = entries
-            .par_iter()
-            .map(|entry| PreparedBlob::new(compression, &entry.bytes))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut writer = ArchiveWriter::new(std::io::BufWriter::new(temp), options)?;
-        for (entry, blob) in entries.iter().zip(blobs) {
-            writer.add_prepared(&entry.binary, &entry.target, blob, None)?;
+        let writer = ArchiveWriter::new(BufWriter::new(temp), options)?;
+        open.insert(
+            name,
+            Open {
+                path,
+                writer,
+                code_objects: 0,
+            },
+        );
+    }
+
+    let mut start = 0;
+    while start < entries.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < entries.len() && (end == start || bytes < CHUNK_BYTES) {
+            bytes += entries[end].bytes.len();
+            end += 1;
         }
-        let temp = writer.finish()?.into_inner().map_err(|e| Error::Io {
-            path: path.clone(),
-            source: e.into_error(),
-        })?;
-        let bytes = temp.as_file().metadata().map_err(io(&path))?.len();
-        temp.persist(&path).map_err(|e| Error::Io {
-            path: path.clone(),
+        let chunk = &entries[start..end];
+        let blobs = chunk
+            .par_iter()
+            .map(|entry| {
+                let blob = PreparedBlob::new(compression, &entry.bytes);
+                done(&entry.bytes);
+                blob
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (entry, blob) in chunk.iter().zip(blobs) {
+            let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
+                continue;
+            };
+            archive
+                .writer
+                .add_prepared(&entry.binary, &entry.target, blob, None)?;
+            archive.code_objects += 1;
+        }
+        start = end;
+    }
+
+    let mut written = Vec::new();
+    for (name, archive) in open {
+        let temp = archive
+            .writer
+            .finish()?
+            .into_inner()
+            .map_err(|e| Error::Io {
+                path: archive.path.clone(),
+                source: e.into_error(),
+            })?;
+        let bytes = temp.as_file().metadata().map_err(io(&archive.path))?.len();
+        temp.persist(&archive.path).map_err(|e| Error::Io {
+            path: archive.path.clone(),
             source: e.error,
         })?;
         written.push(WrittenArchive {
-            path,
-            targets,
-            code_objects: entries.len(),
+            path: archive.path,
+            targets: targets.remove(name).unwrap_or_default(),
+            code_objects: archive.code_objects,
             bytes,
         });
     }

@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod cli;
 pub mod elf;
 pub mod error;
+pub mod input;
 pub mod sign;
 pub mod split;
 pub mod tree;

@@ -13,32 +13,32 @@ use crate::error::{ElfError, Error, Result};
 
 /// A fat binary split in memory.
 #[derive(Debug)]
-pub struct SplitBinary {
+pub struct SplitBinary<'a> {
     /// The host-only file.
     pub host: Vec<u8>,
     /// Its code objects, bundle by bundle, in entry order.
-    pub entries: Vec<Entry>,
+    pub entries: Vec<Entry<'a>>,
     pub layout: SplitLayout,
 }
 
 /// Splits `data` if it is a fat ELF file (`Ok(None)` otherwise). `key_path`
 /// is the binary's path relative to the install root (its TOC key without
 /// `#N`); `search_paths` go into its marker, relative to its directory.
-pub fn split_binary(
-    data: &[u8],
+pub fn split_binary<'a>(
+    data: &'a [u8],
     key_path: &str,
     search_paths: Vec<String>,
-) -> Result<Option<SplitBinary>, ElfError> {
+) -> Result<Option<SplitBinary<'a>>, ElfError> {
     split_binary_with(data, key_path, |_| search_paths)
 }
 
 /// As [`split_binary`], with the marker's paths chosen from the targets
 /// the binary has code for (family archives are named per target).
-pub fn split_binary_with(
-    data: &[u8],
+pub fn split_binary_with<'a>(
+    data: &'a [u8],
     key_path: &str,
     search_paths: impl FnOnce(&[Target]) -> Vec<String>,
-) -> Result<Option<SplitBinary>, ElfError> {
+) -> Result<Option<SplitBinary<'a>>, ElfError> {
     let Some(fat) = FatElf::parse(data)? else {
         return Ok(None);
     };
@@ -60,7 +60,7 @@ pub fn split_binary_with(
             entries.push(Entry {
                 binary: binary.clone(),
                 target: code_object.target.clone(),
-                bytes: code_object.bytes.to_vec(),
+                bytes: code_object.bytes.clone(),
             });
         }
     }

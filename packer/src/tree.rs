@@ -89,7 +89,7 @@ fn key(item: &Item) -> &Path {
 struct FileResult {
     bytes_in: u64,
     host_bytes: Option<u64>,
-    entries: Vec<Entry>,
+    entries: Vec<Entry<'static>>,
 }
 
 /// Whether the file starts like an ELF file (only those are read whole).
@@ -136,7 +136,7 @@ fn handle_file(
             return Ok(FileResult {
                 bytes_in,
                 host_bytes: Some(split.host.len() as u64),
-                entries: split.entries,
+                entries: split.entries.into_iter().map(Entry::into_owned).collect(),
             });
         }
     }
@@ -225,6 +225,7 @@ pub fn split_tree(
             grouping,
             compression,
             &entries,
+            |_| {},
         )?;
     }
     // Directory modes last: a read-only directory must be filled first.

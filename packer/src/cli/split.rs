@@ -7,6 +7,7 @@ use rocm_kpack::Compression;
 
 use super::{shown, CompressionArg, GroupByArg};
 use crate::archive::{write_archives, Grouping, WrittenArchive};
+use crate::input::MappedFile;
 use crate::sign::Signer;
 use crate::split::{split_binary_with, write_like};
 use crate::tree::split_tree;
@@ -72,14 +73,16 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         return run_tree(&args, compression, signer.as_ref());
     }
     let input = &args.input;
-    let data = std::fs::read(input).with_context(|| format!("cannot read {}", shown(input)))?;
+    let mapped =
+        MappedFile::open(input).with_context(|| format!("cannot read {}", shown(input)))?;
+    let data = mapped.bytes();
     let name = input
         .file_name()
         .with_context(|| format!("{} has no file name", shown(input)))?
         .to_string_lossy()
         .into_owned();
     let grouping = args.group_by.into();
-    let Some(split) = split_binary_with(&data, &name, |targets| {
+    let Some(split) = split_binary_with(data, &name, |targets| {
         Grouping::search_paths(grouping, &args.group, ".kpack/", targets)
     })
     .with_context(|| format!("cannot split {}", shown(input)))?
@@ -101,6 +104,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         grouping,
         compression,
         &split.entries,
+        |bytes| mapped.release(bytes),
     )?;
     write_like(&host, &split.host, input)?;
     sign_all(signer.as_ref(), &archives)?;
