@@ -104,7 +104,7 @@ pub struct WrittenArchive {
 
 /// Code objects compressed together, in parallel, before they are written:
 /// bounds the memory in flight whatever the input size.
-const CHUNK_BYTES: usize = 64 * 1024 * 1024;
+const CHUNK_BYTES: usize = 32 * 1024 * 1024;
 
 /// Writes one archive per processor into `dir`, entries in the order given
 /// (which fixes the archive bytes), each archive atomically.
