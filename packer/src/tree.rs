@@ -14,6 +14,7 @@ use rocm_kpack::Compression;
 
 use crate::archive::{write_archives, Entry, Grouping, WrittenArchive};
 use crate::error::{Error, Result};
+use crate::input::MappedFile;
 use crate::split::{split_binary_with, write_like};
 
 /// The directory holding the archives, at the root of a split tree.
@@ -86,10 +87,10 @@ fn key(item: &Item) -> &Path {
 }
 
 /// The result of handling one regular file.
-struct FileResult {
+struct FileResult<'a> {
     bytes_in: u64,
     host_bytes: Option<u64>,
-    entries: Vec<Entry<'static>>,
+    entries: Vec<Entry<'a>>,
 }
 
 /// Whether the file starts like an ELF file (only those are read whole).
@@ -110,41 +111,52 @@ fn kpack_prefix(relative: &Path) -> String {
     format!("{}{KPACK_DIR}/", "../".repeat(depth))
 }
 
-fn handle_file(
-    input: &Path,
+/// Phase one for a file: ELF files are mapped for splitting, everything
+/// else is copied now.
+fn map_or_copy(input: &Path, output: &Path, relative: &Path) -> Result<Option<MappedFile>> {
+    let source = input.join(relative);
+    if looks_like_elf(&source)? {
+        return MappedFile::open(&source).map(Some);
+    }
+    let destination = output.join(relative);
+    fs::copy(&source, &destination).map_err(io(&source))?;
+    Ok(None)
+}
+
+/// Phase two for an ELF file: split it if it has device code (its code
+/// objects stay borrowed from the mapping), copy it otherwise.
+fn split_or_copy<'a>(
+    mapped: &'a MappedFile,
     output: &Path,
     relative: &Path,
     group: &str,
     grouping: Grouping,
-) -> Result<FileResult> {
-    let source = input.join(relative);
+) -> Result<FileResult<'a>> {
+    let source = mapped.path();
     let destination = output.join(relative);
-    let bytes_in = fs::metadata(&source).map_err(io(&source))?.len();
-    if looks_like_elf(&source)? {
-        let data = fs::read(&source).map_err(io(&source))?;
-        let key = relative.to_string_lossy().replace('\\', "/");
-        let prefix = kpack_prefix(relative);
-        let split = split_binary_with(&data, &key, |targets| {
-            grouping.search_paths(group, &prefix, targets)
-        })
-        .map_err(|source_error| Error::Elf {
-            path: source.clone(),
-            source: source_error,
-        })?;
-        if let Some(split) = split {
-            write_like(&destination, &split.host, &source)?;
-            return Ok(FileResult {
-                bytes_in,
-                host_bytes: Some(split.host.len() as u64),
-                entries: split.entries.into_iter().map(Entry::into_owned).collect(),
-            });
-        }
-    }
-    fs::copy(&source, &destination).map_err(io(&source))?;
+    let data = mapped.bytes();
+    let key = relative.to_string_lossy().replace('\\', "/");
+    let prefix = kpack_prefix(relative);
+    let split = split_binary_with(data, &key, |targets| {
+        grouping.search_paths(group, &prefix, targets)
+    })
+    .map_err(|source_error| Error::Elf {
+        path: source.to_owned(),
+        source: source_error,
+    })?;
+    let Some(split) = split else {
+        fs::copy(source, &destination).map_err(io(source))?;
+        return Ok(FileResult {
+            bytes_in: data.len() as u64,
+            host_bytes: None,
+            entries: Vec::new(),
+        });
+    };
+    write_like(&destination, &split.host, source)?;
     Ok(FileResult {
-        bytes_in,
-        host_bytes: None,
-        entries: Vec::new(),
+        bytes_in: data.len() as u64,
+        host_bytes: Some(split.host.len() as u64),
+        entries: split.entries,
     })
 }
 
@@ -200,13 +212,35 @@ pub fn split_tree(
             _ => None,
         })
         .collect();
-    let results = files
+    // ELF files are mapped (and everything else copied) first; the split
+    // binaries' code objects then stay borrowed from those mappings until
+    // their archives are written, and their pages are dropped as they go.
+    let mapped: Vec<(&Path, MappedFile)> = files
         .par_iter()
-        .map(|relative| handle_file(input, staging.path(), relative, group, grouping))
+        .map(|relative| Ok(map_or_copy(input, staging.path(), relative)?.map(|m| (*relative, m))))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let elf_files: std::collections::HashSet<&Path> =
+        mapped.iter().map(|(relative, _)| *relative).collect();
+    let copied_bytes: u64 = files
+        .iter()
+        .filter(|relative| !elf_files.contains(*relative))
+        .map(|relative| {
+            fs::metadata(input.join(relative))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        })
+        .sum();
+    let results = mapped
+        .par_iter()
+        .map(|(relative, file)| split_or_copy(file, staging.path(), relative, group, grouping))
         .collect::<Result<Vec<_>>>()?;
 
     let mut report = TreeReport {
         files: files.len(),
+        bytes_in: copied_bytes,
         ..TreeReport::default()
     };
     let mut entries = Vec::new();
@@ -225,7 +259,7 @@ pub fn split_tree(
             grouping,
             compression,
             &entries,
-            |_| {},
+            |bytes| mapped.iter().for_each(|(_, file)| file.release(bytes)),
         )?;
     }
     // Directory modes last: a read-only directory must be filled first.
