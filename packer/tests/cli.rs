@@ -266,3 +266,64 @@ fn archive_bytes_do_not_depend_on_the_thread_count() {
         std::fs::read(two.join("librocrand.so.1.1")).unwrap()
     );
 }
+
+/// A shared library whose `.hip_fatbin` holds exactly `bundle` (no
+/// padding), with one wrapper pointing at it.
+fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
+    let bytes: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
+    let source = dir.join("fat.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdint.h>\n\
+             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
+             __attribute__((section(\".hip_fatbin\"), used)) static const unsigned char b[] = {{{}}};\n\
+             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b, 0 }};\n",
+            bytes.join(",")
+        ),
+    )
+    .unwrap();
+    let library = dir.join("libfat.so");
+    run(Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source));
+    library
+}
+
+fn split_fails(library: &std::path::Path, out: &std::path::Path) -> String {
+    let output = kpack_pack()
+        .arg("split")
+        .arg(library)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!out.exists(), "partial output left in {}", out.display());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_truncated_compressed_bundle_is_reported_with_the_file() {
+    use kpack_packer::bundle::build::{ccob, offload_bundle};
+    use kpack_packer::bundle::CcobMethod;
+    let work = tempfile::tempdir().unwrap();
+    let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &[5u8; 3000])]);
+    let whole = ccob(&inner, 3, CcobMethod::Zstd);
+    let library = fat_library(work.path(), &whole[..whole.len() - 7]);
+    let stderr = split_fails(&library, &work.path().join("out"));
+    assert!(stderr.contains("libfat.so"), "{stderr}");
+    assert!(stderr.contains("compressed bundle claims"), "{stderr}");
+}
+
+#[test]
+fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
+    use kpack_packer::bundle::build::offload_bundle;
+    let work = tempfile::tempdir().unwrap();
+    let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
+    let library = fat_library(work.path(), &whole[..whole.len() - 100]);
+    let stderr = split_fails(&library, &work.path().join("out"));
+    assert!(stderr.contains("libfat.so"), "{stderr}");
+    assert!(stderr.contains("past the end of its data"), "{stderr}");
+}
