@@ -419,3 +419,141 @@ fn compressed_bundles_of_every_version_and_method() {
         });
     }
 }
+
+/// An aarch64 shared library with 64 KiB pages, cross-compiled: split, it
+/// passes readelf and the aarch64 objdump and strip, every wrapper's
+/// R_AARCH64_RELATIVE relocation points at the marker, and every wrapper
+/// resolves through the loader (it cannot run here).
+#[test]
+fn aarch64_library_with_64k_pages() {
+    // Smaller than a page (nothing cut) and several pages (pages cut).
+    for code_size in [3_000, 60_000] {
+        check_aarch64(Case {
+            code_size,
+            ..Case::new("arm", Kind::SharedLibrary)
+        });
+    }
+}
+
+fn check_aarch64(case: Case) {
+    use object::read::elf::{ElfFile64, Rela, SectionHeader};
+    use object::{Endianness, Object, ObjectSection};
+
+    let work = tempfile::tempdir().unwrap();
+    let source_dir = work.path().join("src");
+    std::fs::create_dir_all(&source_dir).unwrap();
+    let files = sources(&case, &source_dir);
+    let original = source_dir.join("libarm.so");
+    run(Command::new("aarch64-linux-gnu-gcc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O0",
+            "-fno-toplevel-reorder",
+            "-Wl,-z,max-page-size=0x10000",
+            "-o",
+        ])
+        .arg(&original)
+        .args(&files));
+    let data = std::fs::read(&original).unwrap();
+    let fat = FatElf::parse(&data).unwrap().unwrap();
+    assert_eq!(fat.machine, kpack_packer::elf::Machine::Aarch64);
+    assert_eq!(fat.page_size, 0x10000);
+    assert!(fat
+        .wrappers
+        .iter()
+        .all(|w| matches!(w.pointer, PointerSource::Rela { r_type: 1027, .. })));
+
+    let out = work.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let split = split_binary(
+        &data,
+        "libarm.so",
+        vec![format!(".kpack/{}", processor_archive_pattern("syn"))],
+    )
+    .unwrap()
+    .unwrap();
+    let host = out.join("libarm.so");
+    write_like(&host, &split.host, &original).unwrap();
+    write_processor_archives(
+        &out.join(".kpack"),
+        "syn",
+        Compression::DEFAULT,
+        &split.entries,
+    )
+    .unwrap();
+
+    let check = |path: &Path| {
+        let readelf = Command::new("readelf")
+            .arg("-a")
+            .arg("-W")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            readelf.status.success() && readelf.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&readelf.stderr)
+        );
+        let objdump = Command::new("aarch64-linux-gnu-objdump")
+            .arg("-x")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            objdump.status.success() && objdump.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&objdump.stderr)
+        );
+        // Every wrapper is HIPK, and its relocation's addend is the marker.
+        let bytes = std::fs::read(path).unwrap();
+        let file = ElfFile64::<Endianness>::parse(&*bytes).unwrap();
+        let endian = file.endian();
+        let marker = file.section_by_name(".rocm_kpack_ref").unwrap().address();
+        let wrappers = file.section_by_name(".hipFatBinSegment").unwrap();
+        let mut addends = std::collections::HashMap::new();
+        for section in file.elf_section_table().iter() {
+            if let Some((relas, _)) = section.rela(endian, &*bytes).unwrap() {
+                for rela in relas {
+                    addends.insert(rela.r_offset(endian), rela.r_addend(endian));
+                }
+            }
+        }
+        for (index, wrapper) in wrappers.data().unwrap().chunks_exact(24).enumerate() {
+            assert_eq!(
+                &wrapper[..4],
+                &0x4B50_4948u32.to_le_bytes(),
+                "wrapper {index}"
+            );
+            let at = wrappers.address() + index as u64 * 24 + 8;
+            assert_eq!(
+                addends.get(&at).copied(),
+                Some(marker as i64),
+                "wrapper {index}"
+            );
+        }
+    };
+    check(&host);
+    let stripped = out.join("stripped.so");
+    std::fs::copy(&host, &stripped).unwrap();
+    let strip = Command::new("aarch64-linux-gnu-strip")
+        .arg(&stripped)
+        .output()
+        .unwrap();
+    assert!(
+        strip.status.success() && strip.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&strip.stderr)
+    );
+    check(&stripped);
+    std::fs::remove_file(&stripped).unwrap();
+
+    let verified = run(Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+        .arg("verify")
+        .arg(&out));
+    assert!(
+        verified
+            .contains("1 split binaries, 3 wrappers, 3 targets: 9 code objects loaded, 0 failures"),
+        "{verified}"
+    );
+}

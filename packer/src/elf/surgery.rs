@@ -108,8 +108,14 @@ pub fn split_elf(
 
     // The whole pages inside [f0, f1) leave the file.
     let (a0, a1) = (round_up(f0, page), round_down(f1, page));
+    // With no whole page inside (a small section, or pages larger than it)
+    // nothing is cut; the section still becomes memory-only.
     let removed = a1.saturating_sub(a0);
-    let cut_start = off_f0 + (a0 - f0);
+    let cut_start = if removed > 0 {
+        off_f0 + (a0 - f0)
+    } else {
+        off_f0 + fatbin.size
+    };
     let cut_end = cut_start + removed;
     let shift = |offset: u64| {
         if offset >= cut_end {
@@ -121,7 +127,8 @@ pub fn split_elf(
 
     // Nothing else may live in the cut.
     for (index, section) in shdrs.iter().enumerate() {
-        if index == fatbin.index || !section.has_file_data() || section.sh_size == 0 {
+        if removed == 0 || index == fatbin.index || !section.has_file_data() || section.sh_size == 0
+        {
             continue;
         }
         let (start, end) = (section.sh_offset, section.sh_offset + section.sh_size);
@@ -169,7 +176,11 @@ pub fn split_elf(
             }
             continue;
         }
-        if phdr.p_filesz > 0 && phdr.p_offset < cut_end && phdr.file_end() > cut_start {
+        if removed > 0
+            && phdr.p_filesz > 0
+            && phdr.p_offset < cut_end
+            && phdr.file_end() > cut_start
+        {
             return Err(malformed(format!(
                 "segment {index} overlaps the device code being removed"
             )));
