@@ -108,24 +108,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     build_standin(&standin_dir, &hip_imports(&original));
     let dlopen = build_dlopen(&standin_dir);
     let load = |library: &Path, arches: &str| {
-        let out = tempfile::tempdir().unwrap();
-        let result = Command::new(&dlopen)
-            .arg(library)
-            .env("LD_LIBRARY_PATH", &standin_dir)
-            .env("KPACK_STANDIN_ARCHES", arches)
-            .env("KPACK_STANDIN_OUT", out.path())
-            .env_remove("ROCM_KPACK_PATH")
-            .env_remove("ROCM_KPACK_PATH_PREFIX")
-            .env_remove("ROCM_KPACK_DISABLE")
-            .output()
-            .unwrap();
-        assert!(
-            result.status.success(),
-            "dlopen {}: {}",
-            library.display(),
-            String::from_utf8_lossy(&result.stderr)
-        );
-        registrations(out.path())
+        run_with_standin(dlopen_command(&dlopen, library), &standin_dir, arches)
     };
     let t = |s: &str| Target::parse(s).unwrap();
     for library in [&host, &stripped] {

@@ -201,30 +201,12 @@ fn load(
     dlopen: &Path,
     arches: &str,
 ) -> Vec<Result<Vec<u8>, i32>> {
-    let out = tempfile::tempdir().unwrap();
-    let mut command = if kind == Kind::SharedLibrary {
-        let mut c = Command::new(dlopen);
-        c.arg(binary);
-        c
+    let command = if kind == Kind::SharedLibrary {
+        dlopen_command(dlopen, binary)
     } else {
         Command::new(binary)
     };
-    let result = command
-        .env("LD_LIBRARY_PATH", standin)
-        .env("KPACK_STANDIN_ARCHES", arches)
-        .env("KPACK_STANDIN_OUT", out.path())
-        .env_remove("ROCM_KPACK_PATH")
-        .env_remove("ROCM_KPACK_PATH_PREFIX")
-        .env_remove("ROCM_KPACK_DISABLE")
-        .output()
-        .unwrap();
-    assert!(
-        result.status.success(),
-        "running {}: {}",
-        binary.display(),
-        String::from_utf8_lossy(&result.stderr)
-    );
-    let mut results = registrations(out.path());
+    let mut results = run_with_standin(command, standin, arches);
     results.sort();
     results
 }
@@ -535,16 +517,7 @@ fn check_aarch64(case: Case) {
     };
     check(&host);
     let stripped = out.join("stripped.so");
-    std::fs::copy(&host, &stripped).unwrap();
-    let strip = Command::new("aarch64-linux-gnu-strip")
-        .arg(&stripped)
-        .output()
-        .unwrap();
-    assert!(
-        strip.status.success() && strip.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&strip.stderr)
-    );
+    strip_copy_with("aarch64-linux-gnu-strip", &host, &stripped);
     check(&stripped);
     std::fs::remove_file(&stripped).unwrap();
 

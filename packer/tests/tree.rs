@@ -110,22 +110,11 @@ fn splits_the_rocrand_package_tree() {
     std::fs::create_dir_all(&standin).unwrap();
     build_standin(&standin, &hip_imports(&library));
     let dlopen = build_dlopen(&standin);
-    let out = tempfile::tempdir().unwrap();
-    let result = Command::new(&dlopen)
-        .arg(lib.join("librocrand.so.1"))
-        .env("LD_LIBRARY_PATH", &standin)
-        .env("KPACK_STANDIN_ARCHES", "gfx1030")
-        .env("KPACK_STANDIN_OUT", out.path())
-        .env_remove("ROCM_KPACK_PATH")
-        .env_remove("ROCM_KPACK_PATH_PREFIX")
-        .output()
-        .unwrap();
-    assert!(
-        result.status.success(),
-        "{}",
-        String::from_utf8_lossy(&result.stderr)
+    let loaded = run_with_standin(
+        dlopen_command(&dlopen, &lib.join("librocrand.so.1")),
+        &standin,
+        "gfx1030",
     );
-    let loaded = registrations(out.path());
     let data = std::fs::read(&library).unwrap();
     let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
     let gfx1030 = Target::parse("gfx1030").unwrap();

@@ -112,7 +112,6 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     let mut targets: Vec<String> = split.entries.iter().map(|e| e.target.to_string()).collect();
     targets.sort();
     targets.dedup();
-    let archive_bytes: u64 = archives.iter().map(|a| a.bytes).sum();
     println!(
         "split {}: {} code objects for {} targets [{}]",
         shown(input),
@@ -120,21 +119,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         targets.len(),
         targets.join(", ")
     );
-    for archive in &archives {
-        println!(
-            "  {} ({} code objects, {} bytes)",
-            shown(&archive.path),
-            archive.code_objects,
-            archive.bytes
-        );
-    }
-    println!(
-        "files 1, binaries split 1, targets {}, bytes in {}, host bytes out {}, archive bytes out {}",
-        targets.len(),
-        data.len(),
-        split.host.len(),
-        archive_bytes
-    );
+    summary(1, 1, data.len() as u64, split.host.len() as u64, &archives);
     Ok(())
 }
 
@@ -152,14 +137,31 @@ fn run_tree(
     )
     .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
     sign_all(signer, &report.archives)?;
-    let mut targets: Vec<String> = report
-        .archives
+    summary(
+        report.files,
+        report.binaries,
+        report.bytes_in,
+        report.host_bytes_out,
+        &report.archives,
+    );
+    Ok(())
+}
+
+/// The archives written and the closing line every split prints.
+fn summary(
+    files: usize,
+    binaries: usize,
+    bytes_in: u64,
+    host_bytes: u64,
+    archives: &[WrittenArchive],
+) {
+    let mut targets: Vec<String> = archives
         .iter()
         .flat_map(|a| a.targets.iter().map(ToString::to_string))
         .collect();
     targets.sort();
     targets.dedup();
-    for archive in &report.archives {
+    for archive in archives {
         println!(
             "  {} ({} code objects, {} bytes)",
             shown(&archive.path),
@@ -168,15 +170,10 @@ fn run_tree(
         );
     }
     println!(
-        "files {}, binaries split {}, targets {}, bytes in {}, host bytes out {}, archive bytes out {}",
-        report.files,
-        report.binaries,
+        "files {files}, binaries split {binaries}, targets {}, bytes in {bytes_in}, host bytes out {host_bytes}, archive bytes out {}",
         targets.len(),
-        report.bytes_in,
-        report.host_bytes_out,
-        report.archives.iter().map(|a| a.bytes).sum::<u64>()
+        archives.iter().map(|a| a.bytes).sum::<u64>()
     );
-    Ok(())
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -219,12 +219,51 @@ pub fn gdb_warnings(path: &Path) -> Vec<String> {
 /// Copies `path` to `stripped` and runs GNU strip on it, which must succeed
 /// without a message.
 pub fn strip_copy(path: &Path, stripped: &Path) {
+    strip_copy_with("strip", path, stripped);
+}
+
+/// [`strip_copy`] with another strip (a cross binutils one).
+pub fn strip_copy_with(strip: &str, path: &Path, stripped: &Path) {
     std::fs::copy(path, stripped).unwrap();
-    let strip = Command::new("strip").arg(stripped).output().unwrap();
+    let strip = Command::new(strip).arg(stripped).output().unwrap();
     assert!(
         strip.status.success() && strip.stderr.is_empty(),
         "strip {}: {}",
         path.display(),
         String::from_utf8_lossy(&strip.stderr)
     );
+}
+
+/// Runs `command` (a program using the stand-in HIP runtime: an executable,
+/// or the dlopen tool on a library) with the stand-in in `standin_dir` and
+/// agent targets `arches`, none of the loader's variables inherited;
+/// returns the registration results.
+pub fn run_with_standin(
+    mut command: Command,
+    standin_dir: &Path,
+    arches: &str,
+) -> Vec<Result<Vec<u8>, i32>> {
+    let out = tempfile::tempdir().unwrap();
+    let result = command
+        .env("LD_LIBRARY_PATH", standin_dir)
+        .env("KPACK_STANDIN_ARCHES", arches)
+        .env("KPACK_STANDIN_OUT", out.path())
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    registrations(out.path())
+}
+
+/// A command that dlopens `library` with the tool from [`build_dlopen`].
+pub fn dlopen_command(dlopen: &Path, library: &Path) -> Command {
+    let mut command = Command::new(dlopen);
+    command.arg(library);
+    command
 }
