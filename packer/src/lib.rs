@@ -1,10 +1,11 @@
 //! The packer: splits fat binaries, install trees and wheels into host-only
 //! binaries plus per-target kpack archives.
 //!
-//! In place: bundle parsing (offload bundles, CCOB v1-v3), ELF surgery,
-//! per-processor archives and `kpack-pack split` for one file and
-//! `kpack-pack inspect`. To come: trees, wheels, family archives, signing,
-//! `verify`.
+//! Fat ELF files and install trees are split (`split`, `tree`): bundles
+//! are parsed (`bundle`), the binary rewritten (`elf`), code objects
+//! written to per-processor or per-family archives (`archive`) and signed
+//! (`sign`); `verify` checks the result through the runtime's loader. To
+//! come: kernel databases and wheels.
 
 pub mod archive;
 pub mod bundle;
