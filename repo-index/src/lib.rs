@@ -1,3 +1,14 @@
-//! Signed, static, mirrorable kpack repositories: index model, families, resolution
+//! kpack repositories: the signed root index and package shards
+//! (`schema`), the values they carry (`types`), GPU families (`families`)
+//! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
-//! Not implemented yet: see the project README for what works today.
+//! Work in progress: signatures, publishing and the `kpack-repo` commands
+//! follow.
+
+pub mod schema;
+pub mod types;
+
+pub use schema::{
+    Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
+};
+pub use types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};

@@ -1,0 +1,196 @@
+//! The repository's documents (04-repo-index.md): the signed root index
+//! and the per-package shards. Serde types only, plus parsing that names
+//! the file and key on error and a stable serialisation (the same state
+//! always writes the same bytes).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};
+
+/// The index format this crate reads and writes.
+pub const FORMAT: u32 = 1;
+
+/// `index.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootIndex {
+    pub format: u32,
+    pub repo: RepoInfo,
+    /// Families this repository adds to or overrides in the built-in table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub families: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub packages: BTreeMap<PackageName, PackageEntry>,
+}
+
+/// The `[repo]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoInfo {
+    /// Identifies the repository; clients keep their state per name.
+    pub name: PackageName,
+    /// Strictly increases with every publish.
+    pub version: u64,
+    pub generated: Timestamp,
+    pub expires: Timestamp,
+}
+
+/// One `[packages.<name>]` entry: where its shard is and its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageEntry {
+    pub shard: RelativePath,
+    pub sha256: Sha256,
+    pub latest: semver::Version,
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// `packages/<name>/<sha256>.toml`: every version of one package.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub name: PackageName,
+    #[serde(default)]
+    pub versions: Vec<VersionEntry>,
+}
+
+/// One `[[versions]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionEntry {
+    pub version: semver::Version,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends: Vec<Dependency>,
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+}
+
+/// What an artifact is and how it is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArtifactKind {
+    /// A zstd-compressed tar of relative paths, extracted into the prefix.
+    Tree,
+    /// A kpack archive, installed under `install-as`.
+    Kpack,
+}
+
+/// One `[[versions.artifacts]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub kind: ArtifactKind,
+    pub path: RelativePath,
+    #[serde(
+        rename = "install-as",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub install_as: Option<RelativePath>,
+    /// Device code for these targets (targets, family names or generic
+    /// targets); none means needed on every machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<String>>,
+    pub sha256: Sha256,
+    pub size: u64,
+}
+
+impl Artifact {
+    /// Whether this is device code (it names targets).
+    pub fn is_device(&self) -> bool {
+        self.targets.as_ref().is_some_and(|t| !t.is_empty())
+    }
+}
+
+/// A document that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error(
+        "{file}: format {found} is newer than this program understands (it reads format {FORMAT})"
+    )]
+    UnsupportedFormat { file: String, found: u32 },
+    #[error("{file}: {key}: {message}")]
+    Invalid {
+        file: String,
+        key: String,
+        message: String,
+    },
+}
+
+fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, SchemaError> {
+    toml::from_str(text).map_err(|e| SchemaError::Parse {
+        file: file.to_owned(),
+        // toml's message names the key and the line.
+        message: e.to_string().trim_end().to_owned(),
+    })
+}
+
+impl RootIndex {
+    /// Parses `index.toml` (`file` names it in errors).
+    pub fn parse(file: &str, text: &str) -> Result<RootIndex, SchemaError> {
+        #[derive(Deserialize)]
+        struct Format {
+            format: u32,
+        }
+        let format: Format = parse_toml(file, text)?;
+        if format.format != FORMAT {
+            return Err(SchemaError::UnsupportedFormat {
+                file: file.to_owned(),
+                found: format.format,
+            });
+        }
+        let root: RootIndex = parse_toml(file, text)?;
+        for (name, entry) in &root.packages {
+            let expected = format!("packages/{name}/");
+            if !entry.shard.as_str().starts_with(&expected) {
+                return Err(SchemaError::Invalid {
+                    file: file.to_owned(),
+                    key: format!("packages.{name}.shard"),
+                    message: format!("{} is not under {expected}", entry.shard),
+                });
+            }
+        }
+        if root.repo.expires < root.repo.generated {
+            return Err(SchemaError::Invalid {
+                file: file.to_owned(),
+                key: "repo.expires".into(),
+                message: "expires before it was generated".into(),
+            });
+        }
+        Ok(root)
+    }
+
+    /// The canonical text: the same index always writes the same bytes.
+    pub fn to_toml(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Shard {
+    /// Parses a shard (`file` names it in errors).
+    pub fn parse(file: &str, text: &str) -> Result<Shard, SchemaError> {
+        let shard: Shard = parse_toml(file, text)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (index, version) in shard.versions.iter().enumerate() {
+            if !seen.insert(&version.version) {
+                return Err(SchemaError::Invalid {
+                    file: file.to_owned(),
+                    key: format!("versions[{index}].version"),
+                    message: format!("{} is listed twice", version.version),
+                });
+            }
+        }
+        Ok(shard)
+    }
+
+    /// The canonical text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// Path of the shard with these bytes for `name`.
+    pub fn path_for(name: &PackageName, bytes: &[u8]) -> String {
+        format!("packages/{name}/{}.toml", Sha256::of(bytes))
+    }
+}

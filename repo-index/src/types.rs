@@ -1,0 +1,335 @@
+//! Values an index carries that are parsed, not trusted: package names,
+//! relative paths, hashes, dependency requirements, timestamps.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Why a value from an index is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?}: {reason}")]
+pub struct InvalidValue {
+    pub value: String,
+    pub reason: &'static str,
+}
+
+fn invalid(value: &str, reason: &'static str) -> InvalidValue {
+    InvalidValue {
+        value: value.to_owned(),
+        reason,
+    }
+}
+
+/// Implements serde through `FromStr` and `Display`.
+macro_rules! string_serde {
+    ($type:ty) => {
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+/// A package name: `[a-z0-9][a-z0-9._-]*`, so it is safe as a path part.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PackageName(String);
+
+impl PackageName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for PackageName {
+    type Err = InvalidValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut bytes = s.bytes();
+        let first_ok = bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let rest_ok = bytes.all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        });
+        if first_ok && rest_ok {
+            Ok(PackageName(s.to_owned()))
+        } else {
+            Err(invalid(s, "a package name is [a-z0-9][a-z0-9._-]*"))
+        }
+    }
+}
+
+impl fmt::Display for PackageName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+string_serde!(PackageName);
+
+/// A path inside a repository or a prefix: relative, `/`-separated, with
+/// no empty, `.` or `..` parts, so joining it to a root stays inside.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelativePath(String);
+
+impl RelativePath {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for RelativePath {
+    type Err = InvalidValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err(invalid(s, "empty path"));
+        }
+        if s.starts_with('/') || s.contains('\\') || s.contains(':') {
+            return Err(invalid(s, "must be a relative path with / separators"));
+        }
+        if s.split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..")
+        {
+            return Err(invalid(s, "must not contain empty, . or .. parts"));
+        }
+        if s.bytes().any(|b| b.is_ascii_control()) {
+            return Err(invalid(s, "must not contain control characters"));
+        }
+        Ok(RelativePath(s.to_owned()))
+    }
+}
+
+impl fmt::Display for RelativePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+string_serde!(RelativePath);
+
+/// A SHA-256 digest, written as 64 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sha256([u8; 32]);
+
+impl Sha256 {
+    /// The digest of `data`.
+    pub fn of(data: &[u8]) -> Sha256 {
+        use sha2::Digest;
+        Sha256(sha2::Sha256::digest(data).into())
+    }
+
+    pub fn from_bytes(bytes: [u8; 32]) -> Sha256 {
+        Sha256(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl FromStr for Sha256 {
+    type Err = InvalidValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
+        let bytes = s.as_bytes();
+        if bytes.len() != 64 {
+            return Err(invalid(s, "a sha256 is 64 lowercase hex digits"));
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            match (digit(pair[0]), digit(pair[1])) {
+                (Some(high), Some(low)) => out[i] = high << 4 | low,
+                _ => return Err(invalid(s, "a sha256 is 64 lowercase hex digits")),
+            }
+        }
+        Ok(Sha256(out))
+    }
+}
+
+impl fmt::Display for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sha256({self})")
+    }
+}
+
+string_serde!(Sha256);
+
+/// A dependency: `"rocm-core >=5.5, <6"` (a name, then a semver
+/// requirement; no requirement means any version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    pub name: PackageName,
+    pub requirement: semver::VersionReq,
+}
+
+impl FromStr for Dependency {
+    type Err = InvalidValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let trimmed = s.trim();
+        let (name, requirement) =
+            match trimmed.find(|c: char| c.is_whitespace() || "<>=^~*".contains(c)) {
+                Some(at) => (&trimmed[..at], trimmed[at..].trim()),
+                None => (trimmed, ""),
+            };
+        let name: PackageName = name
+            .parse()
+            .map_err(|_| invalid(s, "a dependency starts with a package name"))?;
+        let requirement = if requirement.is_empty() {
+            semver::VersionReq::STAR
+        } else {
+            requirement
+                .parse()
+                .map_err(|_| invalid(s, "the requirement is not a semver requirement"))?
+        };
+        Ok(Dependency { name, requirement })
+    }
+}
+
+impl fmt::Display for Dependency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.requirement == semver::VersionReq::STAR {
+            write!(f, "{}", self.name)
+        } else {
+            write!(f, "{} {}", self.name, self.requirement)
+        }
+    }
+}
+
+string_serde!(Dependency);
+
+/// A point in time, written as a TOML datetime in UTC
+/// (`2026-11-21T10:00:00Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub jiff::Timestamp);
+
+impl Timestamp {
+    /// Seconds since the Unix epoch.
+    pub fn from_second(seconds: i64) -> Option<Timestamp> {
+        jiff::Timestamp::from_second(seconds).ok().map(Timestamp)
+    }
+
+    pub fn now() -> Timestamp {
+        Timestamp(jiff::Timestamp::now())
+    }
+
+    pub fn as_second(&self) -> i64 {
+        self.0.as_second()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Whole seconds, UTC, as the index writes them.
+        write!(f, "{}", self.0.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let datetime: toml::value::Datetime = self
+            .to_string()
+            .parse()
+            .map_err(serde::ser::Error::custom)?;
+        datetime.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let datetime = toml::value::Datetime::deserialize(deserializer)?;
+        if datetime.date.is_none() || datetime.time.is_none() || datetime.offset.is_none() {
+            return Err(serde::de::Error::custom(
+                "a timestamp needs a date, a time and a UTC offset (2026-11-21T10:00:00Z)",
+            ));
+        }
+        datetime
+            .to_string()
+            .parse::<jiff::Timestamp>()
+            .map(Timestamp)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names_are_path_safe() {
+        for good in ["rocm-blas", "rocm.core_2", "0ad"] {
+            assert!(good.parse::<PackageName>().is_ok(), "{good}");
+        }
+        for bad in ["", "Rocm", "-x", "a/b", "..", "a b", "rocm/../x"] {
+            assert!(bad.parse::<PackageName>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_stay_inside() {
+        assert!("pool/rocm/5.5.1/a.kpack".parse::<RelativePath>().is_ok());
+        for bad in [
+            "",
+            "/etc/passwd",
+            "pool/../../x",
+            "a//b",
+            "./a",
+            "a\\b",
+            "c:/x",
+            "a/",
+        ] {
+            assert!(bad.parse::<RelativePath>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sha256_round_trips_as_hex() {
+        let digest = Sha256::of(b"abc");
+        let text = digest.to_string();
+        assert_eq!(
+            text,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(text.parse::<Sha256>().unwrap(), digest);
+        assert!(text.to_uppercase().parse::<Sha256>().is_err());
+        assert!(text[..63].parse::<Sha256>().is_err());
+    }
+
+    #[test]
+    fn dependencies_parse_name_and_requirement() {
+        let dependency: Dependency = "rocm-core >=5.5, <6".parse().unwrap();
+        assert_eq!(dependency.name.as_str(), "rocm-core");
+        assert!(dependency
+            .requirement
+            .matches(&semver::Version::new(5, 7, 0)));
+        assert!(!dependency
+            .requirement
+            .matches(&semver::Version::new(6, 0, 0)));
+        assert_eq!(dependency.to_string(), "rocm-core >=5.5, <6");
+        let any: Dependency = "rocm-core".parse().unwrap();
+        assert_eq!(any.to_string(), "rocm-core");
+        assert!("rocm-core >= banana".parse::<Dependency>().is_err());
+        assert!("Bad>=1".parse::<Dependency>().is_err());
+    }
+}
