@@ -5,9 +5,13 @@
 //! Work in progress: signatures, publishing and the `kpack-repo` commands
 //! follow.
 
+pub mod families;
+pub mod resolve;
 pub mod schema;
 pub mod types;
 
+pub use families::Families;
+pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError, Selection};
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
 };

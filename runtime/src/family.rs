@@ -59,6 +59,11 @@ pub fn packaging_family(processor: &str) -> &str {
         .unwrap_or(processor)
 }
 
+/// Every processor the table knows, in table order.
+pub fn processors() -> impl Iterator<Item = &'static &'static str> {
+    FAMILIES.iter().map(|(processor, _)| processor)
+}
+
 /// Every processor of a family (a processor name is its own family).
 pub fn members_of(family: &str) -> Vec<&'static str> {
     FAMILIES

@@ -1,0 +1,310 @@
+//! Resolution: package requests to versions (dependencies included), and a
+//! version's artifacts to the ones a machine's GPUs need, with the reasons
+//! for each choice so `kpack-get` can explain itself.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rocm_kpack::Target;
+use semver::{Version, VersionReq};
+
+use crate::families::Families;
+use crate::schema::{Artifact, Shard, VersionEntry};
+use crate::types::PackageName;
+
+/// A package asked for, with what it must satisfy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub name: PackageName,
+    pub requirement: VersionReq,
+}
+
+/// Why requests cannot be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    #[error("no package {name} (required by {required_by})")]
+    UnknownPackage {
+        name: PackageName,
+        required_by: String,
+    },
+    #[error(
+        "no version of {name} satisfies {}; available: {}",
+        list_requirements(requirements),
+        list_versions(available)
+    )]
+    NoVersion {
+        name: PackageName,
+        /// `(who requires it, what they require)`.
+        requirements: Vec<(String, VersionReq)>,
+        available: Vec<Version>,
+    },
+    #[error("the dependency requirements do not settle on one version per package")]
+    DoesNotSettle,
+}
+
+fn list_requirements(requirements: &[(String, VersionReq)]) -> String {
+    requirements
+        .iter()
+        .map(|(by, req)| format!("{req} (from {by})"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+fn list_versions(versions: &[Version]) -> String {
+    if versions.is_empty() {
+        return "none".into();
+    }
+    versions
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Resolves `requests` and their dependencies to the highest versions that
+/// satisfy every requirement on them; returns name -> version.
+pub fn resolve(
+    shards: &BTreeMap<PackageName, Shard>,
+    requests: &[Request],
+) -> Result<BTreeMap<PackageName, Version>, ResolveError> {
+    let mut chosen: BTreeMap<PackageName, Version> = BTreeMap::new();
+    // Choosing a version changes the requirements it brings; repeat until
+    // nothing changes. Each round can only lower versions or add packages,
+    // so this ends; the bound guards against malformed data.
+    for _ in 0..1000 {
+        let mut requirements: BTreeMap<PackageName, Vec<(String, VersionReq)>> = BTreeMap::new();
+        for request in requests {
+            requirements
+                .entry(request.name.clone())
+                .or_default()
+                .push(("the request".into(), request.requirement.clone()));
+        }
+        for (name, version) in &chosen {
+            let Some(entry) = shards
+                .get(name)
+                .and_then(|s| s.versions.iter().find(|v| &v.version == version))
+            else {
+                continue;
+            };
+            for dependency in &entry.depends {
+                requirements
+                    .entry(dependency.name.clone())
+                    .or_default()
+                    .push((format!("{name} {version}"), dependency.requirement.clone()));
+            }
+        }
+        let mut next = BTreeMap::new();
+        for (name, requirements) in &requirements {
+            let shard = shards
+                .get(name)
+                .ok_or_else(|| ResolveError::UnknownPackage {
+                    name: name.clone(),
+                    required_by: requirements
+                        .iter()
+                        .map(|(by, _)| by.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            let best = shard
+                .versions
+                .iter()
+                .map(|v| &v.version)
+                .filter(|v| requirements.iter().all(|(_, req)| req.matches(v)))
+                .max()
+                .ok_or_else(|| {
+                    let mut available: Vec<Version> =
+                        shard.versions.iter().map(|v| v.version.clone()).collect();
+                    available.sort();
+                    ResolveError::NoVersion {
+                        name: name.clone(),
+                        requirements: requirements.clone(),
+                        available,
+                    }
+                })?;
+            next.insert(name.clone(), best.clone());
+        }
+        if next == chosen {
+            return Ok(chosen);
+        }
+        chosen = next;
+    }
+    Err(ResolveError::DoesNotSettle)
+}
+
+/// Why an artifact was or was not chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Explanation {
+    /// Host artifacts go to every machine.
+    Host { path: String },
+    /// Device code chosen for a GPU: `listed` (in the artifact's targets)
+    /// covers `matched`, the `rank`-th entry of the GPU's selection order.
+    Chosen {
+        gpu: Target,
+        path: String,
+        listed: String,
+        matched: Target,
+        rank: usize,
+    },
+    /// Another artifact served the same GPU at the same rank and is smaller.
+    Smaller {
+        gpu: Target,
+        path: String,
+        chosen: String,
+    },
+    /// An artifact none of the GPUs can use.
+    Incompatible { path: String, targets: Vec<String> },
+    /// A GPU the package has no device code for: it gets host parts only.
+    NoDeviceCode { gpu: Target, offered: Vec<String> },
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Explanation::Host { path } => write!(f, "{path}: host part, needed on every machine"),
+            Explanation::Chosen {
+                gpu,
+                path,
+                listed,
+                matched,
+                rank,
+            } => {
+                if rank == &0 {
+                    write!(f, "{path}: for {gpu} (lists {listed})")
+                } else {
+                    write!(
+                        f,
+                        "{path}: for {gpu}, as {matched} (lists {listed}; choice {} in its order)",
+                        rank + 1
+                    )
+                }
+            }
+            Explanation::Smaller { gpu, path, chosen } => {
+                write!(f, "{path}: serves {gpu} too, but {chosen} is smaller")
+            }
+            Explanation::Incompatible { path, targets } => {
+                write!(
+                    f,
+                    "{path}: not needed ({} run on none of these GPUs)",
+                    targets.join(", ")
+                )
+            }
+            Explanation::NoDeviceCode { gpu, offered } => write!(
+                f,
+                "{gpu}: no device code in this package (it has code for {}); host parts only",
+                if offered.is_empty() {
+                    "no GPU".to_owned()
+                } else {
+                    offered.join(", ")
+                }
+            ),
+        }
+    }
+}
+
+/// The artifacts a machine needs from one package version.
+#[derive(Debug, Clone)]
+pub struct Selection<'a> {
+    /// Host artifacts, then device artifacts, each once, in index order.
+    pub artifacts: Vec<&'a Artifact>,
+    pub explanations: Vec<Explanation>,
+}
+
+impl Selection<'_> {
+    /// Total size of the chosen artifacts.
+    pub fn size(&self) -> u64 {
+        self.artifacts.iter().map(|a| a.size).sum()
+    }
+}
+
+/// Chooses `version`'s artifacts for `gpus` (05-kpack-get.md, "Choosing
+/// artifacts"): every host artifact; for each GPU, along its selection
+/// order (full target, feature-dropping variants, generic target), the
+/// first artifact listing a match, the smaller when two match equally.
+pub fn select_artifacts<'a>(
+    version: &'a VersionEntry,
+    gpus: &[Target],
+    families: &Families,
+) -> Selection<'a> {
+    let mut chosen: Vec<&'a Artifact> = Vec::new();
+    let mut explanations = Vec::new();
+    for artifact in version.artifacts.iter().filter(|a| !a.is_device()) {
+        chosen.push(artifact);
+        explanations.push(Explanation::Host {
+            path: artifact.path.to_string(),
+        });
+    }
+    let device: Vec<&'a Artifact> = version.artifacts.iter().filter(|a| a.is_device()).collect();
+    let listed = |artifact: &Artifact| artifact.targets.clone().unwrap_or_default();
+    let mut used: Vec<&'a Artifact> = Vec::new();
+    for gpu in gpus {
+        let mut found = None;
+        'order: for (rank, candidate) in gpu.selection_order().into_iter().enumerate() {
+            let mut matches: Vec<(&'a Artifact, String)> = device
+                .iter()
+                .filter_map(|artifact| {
+                    listed(artifact)
+                        .into_iter()
+                        .find(|name| families.covers(name, &candidate))
+                        .map(|name| (*artifact, name))
+                })
+                .collect();
+            if matches.is_empty() {
+                continue;
+            }
+            matches.sort_by_key(|(artifact, _)| artifact.size);
+            let (best, name) = matches[0].clone();
+            for (other, _) in &matches[1..] {
+                explanations.push(Explanation::Smaller {
+                    gpu: gpu.clone(),
+                    path: other.path.to_string(),
+                    chosen: best.path.to_string(),
+                });
+            }
+            found = Some((best, name, candidate, rank));
+            break 'order;
+        }
+        match found {
+            Some((artifact, listed_name, matched, rank)) => {
+                explanations.push(Explanation::Chosen {
+                    gpu: gpu.clone(),
+                    path: artifact.path.to_string(),
+                    listed: listed_name,
+                    matched,
+                    rank,
+                });
+                if !used.iter().any(|a| std::ptr::eq(*a, artifact)) {
+                    used.push(artifact);
+                }
+            }
+            None => explanations.push(Explanation::NoDeviceCode {
+                gpu: gpu.clone(),
+                offered: device.iter().flat_map(|a| listed(a)).collect(),
+            }),
+        }
+    }
+    for artifact in &device {
+        let serves_a_gpu = explanations.iter().any(|e| match e {
+            Explanation::Chosen { path, .. } | Explanation::Smaller { path, .. } => {
+                path == artifact.path.as_str()
+            }
+            _ => false,
+        });
+        if !serves_a_gpu {
+            explanations.push(Explanation::Incompatible {
+                path: artifact.path.to_string(),
+                targets: listed(artifact),
+            });
+        }
+    }
+    // Index order, whatever order the GPUs were given in.
+    for artifact in device {
+        if used.iter().any(|a| std::ptr::eq(*a, artifact)) {
+            chosen.push(artifact);
+        }
+    }
+    Selection {
+        artifacts: chosen,
+        explanations,
+    }
+}
