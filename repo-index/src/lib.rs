@@ -2,12 +2,13 @@
 //! (`schema`), the values they carry (`types`), GPU families (`families`)
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
-//! Work in progress: signatures, publishing and the `kpack-repo` commands
-//! follow.
+//! Keys and signatures are in `sign`. Work in progress: publishing and the
+//! `kpack-repo` commands follow.
 
 pub mod families;
 pub mod resolve;
 pub mod schema;
+pub mod sign;
 pub mod types;
 
 pub use families::Families;
