@@ -2,14 +2,17 @@
 //! (`schema`), the values they carry (`types`), GPU families (`families`)
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
-//! Keys and signatures are in `sign`. Work in progress: publishing and the
-//! `kpack-repo` commands follow.
+//! Keys and signatures are in `sign`, writing repositories in `publish`,
+//! checking them in `verify`. Work in progress: the `kpack-repo` commands,
+//! mirroring and manifests follow.
 
 pub mod families;
+pub mod publish;
 pub mod resolve;
 pub mod schema;
 pub mod sign;
 pub mod types;
+pub mod verify;
 
 pub use families::Families;
 pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError, Selection};

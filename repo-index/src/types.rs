@@ -47,6 +47,11 @@ impl PackageName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The name of a repository nobody named.
+    pub(crate) fn fallback() -> PackageName {
+        PackageName("kpack".to_owned())
+    }
 }
 
 impl FromStr for PackageName {

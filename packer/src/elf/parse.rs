@@ -151,7 +151,7 @@ impl<'a> FatElf<'a> {
         let wrapper_data = wrapper_section
             .data()
             .map_err(|e| ElfError::Malformed(format!("{WRAPPER_SECTION}: {e}")))?;
-        if wrapper_data.len() as u64 % WRAPPER_SIZE != 0 {
+        if !(wrapper_data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
             return Err(ElfError::Malformed(format!(
                 "{WRAPPER_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
                 wrapper_data.len()

@@ -1,0 +1,368 @@
+//! Writing a repository: artifacts into the immutable pool, one shard per
+//! package, then the signed root, atomically for readers (new immutable
+//! files first, then signature and root renamed into place), with a lock
+//! file so a second writer waits instead of interleaving.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::schema::{
+    Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
+    FORMAT,
+};
+use crate::sign::{sign_root, SecretKey, SignError};
+use crate::types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};
+
+/// How long a published root stays valid unless told otherwise.
+pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
+
+/// Why a repository cannot be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    #[error("{}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: already published with different bytes; published files never change", path.display())]
+    Immutable { path: PathBuf },
+    #[error("{}: {message}", path.display())]
+    Artifact { path: PathBuf, message: String },
+    #[error("{name} {version} is already published")]
+    VersionExists {
+        name: PackageName,
+        version: semver::Version,
+    },
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Sign(#[from] SignError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PublishError + '_ {
+    move |source| PublishError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A repository directory, locked for writing while this value lives.
+#[derive(Debug)]
+pub struct Repo {
+    root: PathBuf,
+    _lock: File,
+}
+
+/// An artifact to add: a file, and the targets it serves if it is device
+/// code that does not say so itself.
+#[derive(Debug, Clone)]
+pub struct NewArtifact {
+    pub file: PathBuf,
+    /// For trees: the targets of a device tree. Ignored for `.kpack` files,
+    /// whose targets are read from their table of contents.
+    pub targets: Option<Vec<String>>,
+}
+
+impl Repo {
+    /// Opens (creating if needed) the repository at `root` and takes its
+    /// write lock, waiting for another writer to finish.
+    pub fn open(root: &Path) -> Result<Repo, PublishError> {
+        fs::create_dir_all(root).map_err(io(root))?;
+        let lock_path = root.join(".lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        lock.lock().map_err(io(&lock_path))?;
+        Ok(Repo {
+            root: root.to_owned(),
+            _lock: lock,
+        })
+    }
+
+    /// The name a new repository gets: its directory's name when that is a
+    /// valid name, else `kpack`.
+    fn default_name(&self) -> PackageName {
+        self.root
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(PackageName::fallback)
+    }
+
+    /// The current root index, if the repository has one.
+    pub fn root_index(&self) -> Result<Option<RootIndex>, PublishError> {
+        let path = self.root.join("index.toml");
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(RootIndex::parse("index.toml", &text)?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// The shard of `name` in the current root, if any.
+    pub fn shard(
+        &self,
+        root: &RootIndex,
+        name: &PackageName,
+    ) -> Result<Option<Shard>, PublishError> {
+        let Some(entry) = root.packages.get(name) else {
+            return Ok(None);
+        };
+        let path = self.root.join(entry.shard.as_str());
+        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        Ok(Some(Shard::parse(entry.shard.as_str(), &text)?))
+    }
+
+    /// Copies `file` into the pool at `relative`; a file already there must
+    /// have the same bytes.
+    fn put(&self, relative: &RelativePath, file: &Path) -> Result<(Sha256, u64), PublishError> {
+        let bytes = fs::read(file).map_err(io(file))?;
+        let digest = Sha256::of(&bytes);
+        let destination = self.root.join(relative.as_str());
+        match fs::read(&destination) {
+            Ok(existing) if Sha256::of(&existing) == digest => {
+                return Ok((digest, bytes.len() as u64))
+            }
+            Ok(_) => return Err(PublishError::Immutable { path: destination }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&destination)(e)),
+        }
+        write_atomic(&destination, &bytes)?;
+        Ok((digest, bytes.len() as u64))
+    }
+
+    /// Adds version `version` of `name` with `artifacts` and publishes a new
+    /// root signed with `key` (unsigned when `None`).
+    pub fn add(
+        &self,
+        name: &PackageName,
+        version: &semver::Version,
+        depends: Vec<Dependency>,
+        artifacts: &[NewArtifact],
+        summary: Option<String>,
+        key: Option<&SecretKey>,
+    ) -> Result<RootIndex, PublishError> {
+        let mut root = match self.root_index()? {
+            Some(root) => root,
+            None => empty_root(self.default_name()),
+        };
+        let mut shard = self.shard(&root, name)?.unwrap_or_else(|| Shard {
+            name: name.clone(),
+            versions: Vec::new(),
+        });
+        if shard.versions.iter().any(|v| &v.version == version) {
+            return Err(PublishError::VersionExists {
+                name: name.clone(),
+                version: version.clone(),
+            });
+        }
+        let mut entries = Vec::new();
+        for artifact in artifacts {
+            entries.push(self.add_artifact(name, version, artifact)?);
+        }
+        shard.versions.push(VersionEntry {
+            version: version.clone(),
+            depends,
+            artifacts: entries,
+        });
+        shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
+        let previous_summary = root.packages.get(name).map(|p| p.summary.clone());
+        self.publish_shard(
+            &mut root,
+            shard,
+            summary.or(previous_summary).unwrap_or_default(),
+        )?;
+        self.publish_root(root, key)
+    }
+
+    fn add_artifact(
+        &self,
+        name: &PackageName,
+        version: &semver::Version,
+        artifact: &NewArtifact,
+    ) -> Result<Artifact, PublishError> {
+        let file_name = artifact
+            .file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| PublishError::Artifact {
+                path: artifact.file.clone(),
+                message: "no usable file name".into(),
+            })?;
+        let bad = |message: String| PublishError::Artifact {
+            path: artifact.file.clone(),
+            message,
+        };
+        let relative: RelativePath = format!("pool/{name}/{version}/{file_name}")
+            .parse()
+            .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
+        let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
+            let archive =
+                rocm_kpack::Archive::open(&artifact.file).map_err(|e| bad(e.to_string()))?;
+            let targets = archive
+                .architectures()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let install_as: RelativePath = format!(".kpack/{file_name}")
+                .parse()
+                .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
+            (ArtifactKind::Kpack, Some(install_as), Some(targets))
+        } else if file_name.ends_with(".tar.zst") {
+            (ArtifactKind::Tree, None, artifact.targets.clone())
+        } else {
+            return Err(bad(
+                "an artifact is a .kpack archive or a .tar.zst tree".into()
+            ));
+        };
+        let (sha256, size) = self.put(&relative, &artifact.file)?;
+        Ok(Artifact {
+            kind,
+            path: relative,
+            install_as,
+            targets,
+            sha256,
+            size,
+        })
+    }
+
+    /// Writes a shard (content-addressed, so never over another) and points
+    /// the root at it.
+    fn publish_shard(
+        &self,
+        root: &mut RootIndex,
+        shard: Shard,
+        summary: String,
+    ) -> Result<(), PublishError> {
+        let text = shard.to_toml();
+        let path: RelativePath = Shard::path_for(&shard.name, text.as_bytes())
+            .parse()
+            .map_err(|e: crate::types::InvalidValue| PublishError::Artifact {
+                path: PathBuf::from("packages"),
+                message: e.to_string(),
+            })?;
+        let destination = self.root.join(path.as_str());
+        if !destination.exists() {
+            write_atomic(&destination, text.as_bytes())?;
+        }
+        let latest = shard
+            .versions
+            .iter()
+            .map(|v| v.version.clone())
+            .max()
+            .unwrap_or_else(|| semver::Version::new(0, 0, 0));
+        root.packages.insert(
+            shard.name.clone(),
+            PackageEntry {
+                shard: path,
+                sha256: Sha256::of(text.as_bytes()),
+                latest,
+                summary,
+            },
+        );
+        Ok(())
+    }
+
+    /// Regenerates every shard from the pool's artifacts as the current
+    /// shards describe them, re-hashing each file, and publishes a new
+    /// root: for operators who sync pools by other means.
+    pub fn reindex(&self, key: Option<&SecretKey>) -> Result<RootIndex, PublishError> {
+        let Some(mut root) = self.root_index()? else {
+            return Err(PublishError::Io {
+                path: self.root.join("index.toml"),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no index to regenerate"),
+            });
+        };
+        let names: Vec<PackageName> = root.packages.keys().cloned().collect();
+        for name in names {
+            let Some(mut shard) = self.shard(&root, &name)? else {
+                continue;
+            };
+            for version in &mut shard.versions {
+                for artifact in &mut version.artifacts {
+                    let path = self.root.join(artifact.path.as_str());
+                    let bytes = fs::read(&path).map_err(io(&path))?;
+                    artifact.sha256 = Sha256::of(&bytes);
+                    artifact.size = bytes.len() as u64;
+                }
+            }
+            let summary = root.packages[&name].summary.clone();
+            self.publish_shard(&mut root, shard, summary)?;
+        }
+        self.publish_root(root, key)
+    }
+
+    /// Bumps the version, refreshes the dates, signs, and renames the
+    /// signature then the root into place.
+    pub fn publish_root(
+        &self,
+        mut root: RootIndex,
+        key: Option<&SecretKey>,
+    ) -> Result<RootIndex, PublishError> {
+        let now = Timestamp::now();
+        root.repo.version += 1;
+        root.repo.generated = Timestamp::from_second(now.as_second()).unwrap_or(now);
+        root.repo.expires =
+            Timestamp::from_second(now.as_second() + DEFAULT_VALIDITY_DAYS * 86_400).unwrap_or(now);
+        let text = root.to_toml();
+        let index = self.root.join("index.toml");
+        let signature_path = self.root.join("index.toml.minisig");
+        match key {
+            Some(key) => {
+                let signature = sign_root(key, text.as_bytes())?;
+                write_atomic(&signature_path, signature.as_bytes())?;
+            }
+            None => match fs::remove_file(&signature_path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&signature_path)(e)),
+            },
+        }
+        write_atomic(&index, text.as_bytes())?;
+        Ok(root)
+    }
+
+    /// Signs the current root as it is (after an unsigned publish).
+    pub fn sign(&self, key: &SecretKey) -> Result<(), PublishError> {
+        let index = self.root.join("index.toml");
+        let bytes = fs::read(&index).map_err(io(&index))?;
+        let signature = sign_root(key, &bytes)?;
+        write_atomic(&self.root.join("index.toml.minisig"), signature.as_bytes())
+    }
+}
+
+fn empty_root(name: PackageName) -> RootIndex {
+    let now = Timestamp::now();
+    RootIndex {
+        format: FORMAT,
+        repo: RepoInfo {
+            // `publish_root` sets the version and dates.
+            name,
+            version: 0,
+            generated: now,
+            expires: now,
+        },
+        families: BTreeMap::new(),
+        packages: BTreeMap::new(),
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same
+/// directory and a rename, creating parent directories.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PublishError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+    temp.write_all(bytes).map_err(io(path))?;
+    temp.as_file().sync_all().map_err(io(path))?;
+    temp.persist(path).map_err(|e| io(path)(e.error))?;
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! Checking a repository as a client would: the root's signature and
+//! expiry, then every shard and artifact against the hash and size the
+//! level above pins.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::schema::{RootIndex, SchemaError, Shard};
+use crate::sign::{verify_root, PublicKey, SignError};
+use crate::types::{Sha256, Timestamp};
+
+/// What is wrong with a repository.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    #[error("{}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Sign(#[from] SignError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error("index.toml: expired at {expires} (now {now})")]
+    Expired { expires: Timestamp, now: Timestamp },
+    #[error("index.toml: version {found} is older than version {seen} already seen for {name}")]
+    Rollback { name: String, found: u64, seen: u64 },
+    #[error("{path}: sha256 {actual}, but {pinned_by} pins {expected}")]
+    HashMismatch {
+        path: String,
+        pinned_by: String,
+        expected: Sha256,
+        actual: Sha256,
+    },
+    #[error("{path}: {actual} bytes, but {pinned_by} pins {expected}")]
+    SizeMismatch {
+        path: String,
+        pinned_by: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("{path}: holds package {found}, but index.toml lists it for {expected}")]
+    WrongShard {
+        path: String,
+        expected: String,
+        found: String,
+    },
+}
+
+/// What `verify_repository` checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub packages: usize,
+    pub versions: usize,
+    pub artifacts: usize,
+    pub bytes: u64,
+}
+
+/// Verifies the repository at `dir` with `key`: signature, expiry at `now`,
+/// no rollback below `min_version` (the highest version a client has
+/// seen), and every pinned hash and size.
+pub fn verify_repository(
+    dir: &Path,
+    key: &PublicKey,
+    now: Timestamp,
+    min_version: Option<u64>,
+) -> Result<(RootIndex, VerifyReport), VerifyError> {
+    let read = |relative: &str| {
+        let path = dir.join(relative);
+        fs::read(&path).map_err(|source| VerifyError::Io { path, source })
+    };
+    let bytes = read("index.toml")?;
+    let signature = String::from_utf8_lossy(&read("index.toml.minisig")?).into_owned();
+    let root = verify_root(key, "index.toml", &bytes, &signature)?;
+    if root.repo.expires < now {
+        return Err(VerifyError::Expired {
+            expires: root.repo.expires,
+            now,
+        });
+    }
+    if let Some(seen) = min_version {
+        if root.repo.version < seen {
+            return Err(VerifyError::Rollback {
+                name: root.repo.name.to_string(),
+                found: root.repo.version,
+                seen,
+            });
+        }
+    }
+    let mut report = VerifyReport::default();
+    for (name, entry) in &root.packages {
+        let shard_bytes = read(entry.shard.as_str())?;
+        check(
+            entry.shard.as_str(),
+            "index.toml",
+            &shard_bytes,
+            entry.sha256,
+            None,
+        )?;
+        let shard = Shard::parse(entry.shard.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
+        if &shard.name != name {
+            return Err(VerifyError::WrongShard {
+                path: entry.shard.to_string(),
+                expected: name.to_string(),
+                found: shard.name.to_string(),
+            });
+        }
+        report.packages += 1;
+        for version in &shard.versions {
+            report.versions += 1;
+            for artifact in &version.artifacts {
+                let data = read(artifact.path.as_str())?;
+                check(
+                    artifact.path.as_str(),
+                    entry.shard.as_str(),
+                    &data,
+                    artifact.sha256,
+                    Some(artifact.size),
+                )?;
+                report.artifacts += 1;
+                report.bytes += artifact.size;
+            }
+        }
+    }
+    Ok((root, report))
+}
+
+fn check(
+    path: &str,
+    pinned_by: &str,
+    data: &[u8],
+    sha256: Sha256,
+    size: Option<u64>,
+) -> Result<(), VerifyError> {
+    if let Some(expected) = size {
+        if data.len() as u64 != expected {
+            return Err(VerifyError::SizeMismatch {
+                path: path.to_owned(),
+                pinned_by: pinned_by.to_owned(),
+                expected,
+                actual: data.len() as u64,
+            });
+        }
+    }
+    let actual = Sha256::of(data);
+    if actual != sha256 {
+        return Err(VerifyError::HashMismatch {
+            path: path.to_owned(),
+            pinned_by: pinned_by.to_owned(),
+            expected: sha256,
+            actual,
+        });
+    }
+    Ok(())
+}

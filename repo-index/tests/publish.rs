@@ -1,0 +1,318 @@
+//! Publishing a repository and verifying it as a client, with every kind
+//! of tampering caught.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+
+use kpack_repo_index::publish::{NewArtifact, Repo};
+use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
+use kpack_repo_index::verify::{verify_repository, VerifyError};
+use kpack_repo_index::{ArtifactKind, Timestamp};
+use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+
+/// A small archive for `targets` of processor `name`.
+fn archive(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
+    let path = dir.join(format!("rocm_{name}.kpack"));
+    let file = std::fs::File::create(&path).unwrap();
+    let options = ArchiveOptions {
+        group: "rocm".into(),
+        family: name.into(),
+        arches: targets.iter().map(|t| Target::parse(t).unwrap()).collect(),
+        compression: Compression::DEFAULT,
+    };
+    let mut writer = ArchiveWriter::new(file, options).unwrap();
+    for target in targets {
+        writer
+            .add(
+                &BinaryKey::new("lib/librocrand.so.1.1", 0),
+                &Target::parse(target).unwrap(),
+                format!("code for {target}").as_bytes(),
+            )
+            .unwrap();
+    }
+    writer.finish().unwrap();
+    path
+}
+
+/// A host tree artifact: a zstd-compressed tar with one file.
+fn host_tree(dir: &Path) -> PathBuf {
+    let path = dir.join("rocm-rand-host.tar.zst");
+    let mut tar = Vec::new();
+    // A minimal ustar archive: one header and one block of data, then two
+    // zero blocks.
+    let mut header = [0u8; 512];
+    header[..17].copy_from_slice(b"lib/librocrand.so");
+    header[100..107].copy_from_slice(b"0000644");
+    header[124..135].copy_from_slice(b"00000000005");
+    header[156] = b'0';
+    header[257..262].copy_from_slice(b"ustar");
+    header[148..156].copy_from_slice(b"        ");
+    let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+    header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    tar.extend_from_slice(&header);
+    let mut data = [0u8; 512];
+    data[..5].copy_from_slice(b"hello");
+    tar.extend_from_slice(&data);
+    tar.extend_from_slice(&[0u8; 1024]);
+    std::fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();
+    path
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    key: SecretKey,
+    public: PublicKey,
+}
+
+fn publish() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
+    let public = keygen(&secret, &public, None).unwrap();
+    let key = SecretKey::load(&secret, None).unwrap();
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let artifacts = vec![
+        NewArtifact {
+            file: host_tree(&inputs),
+            targets: None,
+        },
+        NewArtifact {
+            file: archive(&inputs, "gfx90a", &["gfx90a:xnack+", "gfx90a:xnack-"]),
+            targets: None,
+        },
+        NewArtifact {
+            file: archive(&inputs, "gfx1030", &["gfx1030"]),
+            targets: None,
+        },
+    ];
+    let repo = Repo::open(&dir.path().join("repo")).unwrap();
+    let root = repo
+        .add(
+            &"rocm-rand".parse().unwrap(),
+            &semver::Version::new(5, 3, 3),
+            vec!["rocm-core >=5".parse().unwrap()],
+            &artifacts,
+            Some("rocRAND".into()),
+            Some(&key),
+        )
+        .unwrap();
+    assert_eq!(root.repo.version, 1);
+    Fixture { dir, key, public }
+}
+
+impl Fixture {
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    fn verify(&self) -> Result<kpack_repo_index::verify::VerifyReport, VerifyError> {
+        verify_repository(&self.repo(), &self.public, Timestamp::now(), None)
+            .map(|(_, report)| report)
+    }
+
+    fn flip(&self, relative: &str, at: usize) {
+        let path = self.repo().join(relative);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+    }
+
+    fn shard_path(&self) -> String {
+        let text = std::fs::read_to_string(self.repo().join("index.toml")).unwrap();
+        let root = kpack_repo_index::RootIndex::parse("index.toml", &text).unwrap();
+        root.packages[&"rocm-rand".parse().unwrap()]
+            .shard
+            .to_string()
+    }
+
+    /// Replaces the root with `text`, validly signed with our key (as a
+    /// compromised build host could), so only parsing can catch it.
+    fn resign(&self, text: &str) {
+        std::fs::write(self.repo().join("index.toml"), text).unwrap();
+        let signature = self
+            .key
+            .sign(text.as_bytes(), "repo:rocm version:1")
+            .unwrap();
+        std::fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
+    }
+}
+
+#[test]
+fn publishes_a_verifiable_repository() {
+    let fixture = publish();
+    let report = fixture.verify().unwrap();
+    assert_eq!(
+        (report.packages, report.versions, report.artifacts),
+        (1, 1, 3)
+    );
+    let shard_text = std::fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
+    let shard = kpack_repo_index::Shard::parse("shard", &shard_text).unwrap();
+    let artifacts = &shard.versions[0].artifacts;
+    assert_eq!(artifacts[0].kind, ArtifactKind::Tree);
+    assert_eq!(artifacts[1].kind, ArtifactKind::Kpack);
+    // Targets come from the archive's own table of contents.
+    assert_eq!(
+        artifacts[1].targets.as_deref().unwrap(),
+        ["gfx90a:xnack+", "gfx90a:xnack-"]
+    );
+    assert_eq!(
+        artifacts[1].install_as.as_ref().unwrap().as_str(),
+        ".kpack/rocm_gfx90a.kpack"
+    );
+    assert!(fixture
+        .repo()
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .exists());
+}
+
+#[test]
+fn catches_a_flipped_byte_in_an_archive() {
+    let fixture = publish();
+    fixture.flip("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack", 70);
+    let error = fixture.verify().unwrap_err();
+    assert!(matches!(error, VerifyError::HashMismatch { .. }), "{error}");
+    assert!(error.to_string().contains("rocm_gfx1030.kpack"), "{error}");
+}
+
+#[test]
+fn catches_a_flipped_byte_in_a_shard() {
+    let fixture = publish();
+    fixture.flip(&fixture.shard_path(), 3);
+    let error = fixture.verify().unwrap_err();
+    assert!(
+        matches!(error, VerifyError::HashMismatch { ref pinned_by, .. } if pinned_by == "index.toml"),
+        "{error}"
+    );
+}
+
+#[test]
+fn catches_a_flipped_byte_in_the_root() {
+    let fixture = publish();
+    fixture.flip("index.toml", 30);
+    let error = fixture.verify().unwrap_err();
+    assert!(error.to_string().contains("bad signature"), "{error}");
+}
+
+#[test]
+fn catches_a_root_signed_by_another_key() {
+    let fixture = publish();
+    let other = fixture.dir.path().join("other");
+    keygen(
+        &other.with_extension("key"),
+        &other.with_extension("pub"),
+        None,
+    )
+    .unwrap();
+    let key = SecretKey::load(&other.with_extension("key"), None).unwrap();
+    let text = std::fs::read(fixture.repo().join("index.toml")).unwrap();
+    std::fs::write(
+        fixture.repo().join("index.toml.minisig"),
+        sign_root(&key, &text).unwrap(),
+    )
+    .unwrap();
+    let error = fixture.verify().unwrap_err();
+    assert!(error.to_string().contains("bad signature"), "{error}");
+}
+
+#[test]
+fn catches_a_rollback_and_an_expired_root() {
+    let fixture = publish();
+    let error =
+        verify_repository(&fixture.repo(), &fixture.public, Timestamp::now(), Some(2)).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            VerifyError::Rollback {
+                found: 1,
+                seen: 2,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let later = Timestamp::from_second(Timestamp::now().as_second() + 31 * 86_400).unwrap();
+    let error = verify_repository(&fixture.repo(), &fixture.public, later, None).unwrap_err();
+    assert!(matches!(error, VerifyError::Expired { .. }), "{error}");
+}
+
+#[test]
+fn refuses_paths_and_names_that_escape() {
+    let fixture = publish();
+    let text = std::fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
+    let shard = fixture.shard_path();
+    fixture.resign(&text.replace(&shard, "packages/rocm-rand/../../../etc/passwd"));
+    let error = fixture.verify().unwrap_err().to_string();
+    assert!(
+        error.contains("index.toml") && error.contains(".."),
+        "{error}"
+    );
+
+    fixture.resign(&text.replace("[packages.rocm-rand]", "[packages.\"rocm/rand\"]"));
+    let error = fixture.verify().unwrap_err().to_string();
+    assert!(
+        error.contains("rocm/rand") && error.contains("package name"),
+        "{error}"
+    );
+}
+
+#[test]
+fn published_files_never_change() {
+    let fixture = publish();
+    let repo = Repo::open(&fixture.repo()).unwrap();
+    let inputs = fixture.dir.path().join("other-inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    // Same name, different bytes, same version: refused.
+    let error = repo
+        .add(
+            &"rocm-rand".parse().unwrap(),
+            &semver::Version::new(5, 3, 3),
+            vec![],
+            &[NewArtifact {
+                file: archive(&inputs, "gfx1030", &["gfx1030"]),
+                targets: None,
+            }],
+            None,
+            Some(&fixture.key),
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("already published"), "{error}");
+}
+
+#[test]
+fn concurrent_writers_both_publish() {
+    let fixture = publish();
+    let repo_dir = fixture.repo();
+    let key_path = fixture.dir.path().join("repo.key");
+    let workers: Vec<_> = ["rocm-core", "rocm-blas"]
+        .into_iter()
+        .map(|name| {
+            let (repo_dir, key_path) = (repo_dir.clone(), key_path.clone());
+            let inputs = fixture.dir.path().join(format!("in-{name}"));
+            std::fs::create_dir_all(&inputs).unwrap();
+            let file = archive(&inputs, "gfx1100", &["gfx1100"]);
+            std::thread::spawn(move || {
+                let key = SecretKey::load(&key_path, None).unwrap();
+                let repo = Repo::open(&repo_dir).unwrap();
+                repo.add(
+                    &name.parse().unwrap(),
+                    &semver::Version::new(6, 0, 0),
+                    vec![],
+                    &[NewArtifact {
+                        file,
+                        targets: None,
+                    }],
+                    None,
+                    Some(&key),
+                )
+                .unwrap();
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let (root, report) =
+        verify_repository(&repo_dir, &fixture.public, Timestamp::now(), None).unwrap();
+    assert_eq!(root.repo.version, 3);
+    assert_eq!(report.packages, 3);
+}
