@@ -6,6 +6,7 @@
 //! checking them in `verify`. Work in progress: the `kpack-repo` commands,
 //! mirroring and manifests follow.
 
+pub mod cli;
 pub mod families;
 pub mod publish;
 pub mod resolve;

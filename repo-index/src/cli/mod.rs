@@ -1,0 +1,185 @@
+//! The `kpack-repo` command line. Exit codes: 0 success, 1 the command
+//! failed, 2 bad usage.
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::publish::{NewArtifact, Repo};
+use crate::sign::{keygen, PublicKey, SecretKey};
+use crate::types::{Dependency, PackageName, Timestamp};
+use crate::verify::verify_repository;
+
+/// Builds, signs and checks kpack repositories.
+#[derive(Debug, Parser)]
+#[command(name = "kpack-repo", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make a minisign key pair (KEY.key, KEY.pub).
+    Keygen {
+        /// Path of the key pair without extension.
+        key: PathBuf,
+        /// Store the secret key without a password (for CI); otherwise the
+        /// password comes from KPACK_REPO_PASSWORD.
+        #[arg(long)]
+        unencrypted: bool,
+    },
+    /// Add a package version's artifacts (.kpack archives, .tar.zst trees)
+    /// and publish.
+    Add {
+        repo: PathBuf,
+        package: PackageName,
+        version: semver::Version,
+        /// Artifact files.
+        #[arg(required = true)]
+        artifacts: Vec<PathBuf>,
+        /// A dependency, e.g. "rocm-core >=5.3, <6" (repeatable).
+        #[arg(long = "depends")]
+        depends: Vec<Dependency>,
+        /// Marks the .tar.zst trees as device code for these targets.
+        #[arg(long, value_delimiter = ',')]
+        targets: Option<Vec<String>>,
+        #[arg(long)]
+        summary: Option<String>,
+        /// Secret key to sign the new root with.
+        #[arg(long)]
+        key: Option<PathBuf>,
+    },
+    /// Regenerate shards and root from the pool, bumping the version.
+    Index {
+        repo: PathBuf,
+        #[arg(long)]
+        key: Option<PathBuf>,
+    },
+    /// Sign the current root.
+    Sign {
+        repo: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Check signature, expiry and every pinned hash and size.
+    Verify {
+        repo: PathBuf,
+        /// Public key file, or the key itself.
+        #[arg(long)]
+        pubkey: String,
+    },
+}
+
+fn secret(path: &Path) -> anyhow::Result<SecretKey> {
+    Ok(SecretKey::load(
+        path,
+        std::env::var("KPACK_REPO_PASSWORD").ok(),
+    )?)
+}
+
+/// Parses arguments, runs the command, renders errors.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            for cause in error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Keygen { key, unencrypted } => {
+            let password = if unencrypted {
+                None
+            } else {
+                Some(std::env::var("KPACK_REPO_PASSWORD").context(
+                    "set KPACK_REPO_PASSWORD to the secret key's password, or pass --unencrypted",
+                )?)
+            };
+            let (secret_path, public_path) = (key.with_extension("key"), key.with_extension("pub"));
+            keygen(&secret_path, &public_path, password)?;
+            println!(
+                "wrote {} and {}",
+                secret_path.display(),
+                public_path.display()
+            );
+        }
+        Command::Add {
+            repo,
+            package,
+            version,
+            artifacts,
+            depends,
+            targets,
+            summary,
+            key,
+        } => {
+            let key = key.as_deref().map(secret).transpose()?;
+            let artifacts: Vec<NewArtifact> = artifacts
+                .into_iter()
+                .map(|file| NewArtifact {
+                    file,
+                    targets: targets.clone(),
+                })
+                .collect();
+            let root = Repo::open(&repo)?.add(
+                &package,
+                &version,
+                depends,
+                &artifacts,
+                summary,
+                key.as_ref(),
+            )?;
+            println!(
+                "published {package} {version} in {} (repo {} version {}{})",
+                repo.display(),
+                root.repo.name,
+                root.repo.version,
+                if key.is_some() {
+                    ", signed"
+                } else {
+                    ", unsigned"
+                }
+            );
+        }
+        Command::Index { repo, key } => {
+            let key = key.as_deref().map(secret).transpose()?;
+            let root = Repo::open(&repo)?.reindex(key.as_ref())?;
+            println!(
+                "reindexed {}: version {}",
+                repo.display(),
+                root.repo.version
+            );
+        }
+        Command::Sign { repo, key } => {
+            Repo::open(&repo)?.sign(&secret(&key)?)?;
+            println!("signed {}", repo.join("index.toml").display());
+        }
+        Command::Verify { repo, pubkey } => {
+            let key = PublicKey::load(&pubkey)?;
+            let (root, report) = verify_repository(&repo, &key, Timestamp::now(), None)
+                .with_context(|| format!("{} does not verify", repo.display()))?;
+            println!(
+                "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
+                root.repo.name,
+                root.repo.version,
+                root.repo.expires,
+                report.packages,
+                report.versions,
+                report.artifacts,
+                report.bytes
+            );
+        }
+    }
+    Ok(())
+}
