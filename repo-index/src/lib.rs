@@ -6,8 +6,11 @@
 //! checking them in `verify`. Work in progress: the `kpack-repo` commands,
 //! mirroring and manifests follow.
 
+#[cfg(feature = "build")]
 pub mod cli;
 pub mod families;
+#[cfg(feature = "build")]
+pub mod manifest;
 pub mod publish;
 pub mod resolve;
 pub mod schema;

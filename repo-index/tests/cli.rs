@@ -106,3 +106,93 @@ fn a_password_protected_key_needs_its_password() {
         String::from_utf8_lossy(&locked.stderr)
     );
 }
+
+/// The rocRAND manifest, from Debian's package, to a verified repository
+/// whose shard lists a host tree and one archive per processor.
+#[test]
+fn builds_the_rocrand_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("repo");
+    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
+    let repo = dir.path().join("rocm");
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/rocm-rand.toml");
+    let fixtures = std::env::var_os("KPACK_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+        });
+    let built = run(kpack_repo()
+        .arg("build")
+        .arg(&repo)
+        .arg(&manifest)
+        .arg("--sources")
+        .arg(fixtures.join("debian"))
+        .arg("--key")
+        .arg(key.with_extension("key")));
+    assert!(
+        built.contains("built and published rocm-rand 5.3.3"),
+        "{built}"
+    );
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&repo)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub")));
+    assert!(
+        verified.contains("1 packages, 1 versions, 7 artifacts"),
+        "{verified}"
+    );
+
+    let root = kpack_repo_index::RootIndex::parse(
+        "index.toml",
+        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
+    )
+    .unwrap();
+    let entry = &root.packages[&"rocm-rand".parse().unwrap()];
+    let shard = kpack_repo_index::Shard::parse(
+        "shard",
+        &std::fs::read_to_string(repo.join(entry.shard.as_str())).unwrap(),
+    )
+    .unwrap();
+    let paths: Vec<&str> = shard.versions[0]
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "pool/rocm-rand/5.3.3/rocm-rand-5.3.3-host.tar.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx803.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx900.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx906.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx908.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx90a.kpack"
+        ]
+    );
+    // The host tree holds the split library and its symlink, not .kpack/.
+    let host = std::fs::read(repo.join(paths[0])).unwrap();
+    let tar = zstd::decode_all(&host[..]).unwrap();
+    let mut archive = tar::Archive::new(&tar[..]);
+    let entries: Vec<(String, tar::EntryType)> = archive
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.path().unwrap().to_string_lossy().into_owned(),
+                e.header().entry_type(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["lib", "lib/librocrand.so.1", "lib/librocrand.so.1.1"]
+    );
+    assert_eq!(entries[1].1, tar::EntryType::Symlink);
+    // Much smaller than the fat library: the device code is in the archives.
+    assert!(tar.len() < 20_000_000, "{}", tar.len());
+}

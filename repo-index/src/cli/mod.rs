@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use crate::manifest::{build, Manifest};
 use crate::publish::{NewArtifact, Repo};
 use crate::sign::{keygen, PublicKey, SecretKey};
 use crate::types::{Dependency, PackageName, Timestamp};
@@ -50,6 +51,17 @@ enum Command {
         #[arg(long)]
         summary: Option<String>,
         /// Secret key to sign the new root with.
+        #[arg(long)]
+        key: Option<PathBuf>,
+    },
+    /// Pack a manifest's package with the packer and publish it.
+    Build {
+        repo: PathBuf,
+        manifest: PathBuf,
+        /// Directory holding the package the manifest names (default: the
+        /// manifest's directory).
+        #[arg(long)]
+        sources: Option<PathBuf>,
         #[arg(long)]
         key: Option<PathBuf>,
     },
@@ -150,6 +162,28 @@ fn run(command: Command) -> anyhow::Result<()> {
                 } else {
                     ", unsigned"
                 }
+            );
+        }
+        Command::Build {
+            repo,
+            manifest,
+            sources,
+            key,
+        } => {
+            let key = key.as_deref().map(secret).transpose()?;
+            let parsed = Manifest::load(&manifest)?;
+            let sources =
+                sources.unwrap_or_else(|| manifest.parent().unwrap_or(Path::new(".")).to_owned());
+            let root = build(&parsed, &sources, &repo, key.as_ref())
+                .with_context(|| format!("cannot build {}", manifest.display()))?;
+            let entry = &root.packages[&parsed.package.name];
+            println!(
+                "built and published {} {} in {} (repo version {}, shard {})",
+                parsed.package.name,
+                parsed.package.version,
+                repo.display(),
+                root.repo.version,
+                entry.shard
             );
         }
         Command::Index { repo, key } => {
