@@ -11,6 +11,7 @@ pub mod cli;
 pub mod families;
 #[cfg(feature = "build")]
 pub mod manifest;
+pub mod mirror;
 pub mod publish;
 pub mod resolve;
 pub mod schema;

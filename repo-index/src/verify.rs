@@ -56,6 +56,8 @@ pub struct VerifyReport {
     pub versions: usize,
     pub artifacts: usize,
     pub bytes: u64,
+    /// Artifacts not present (allowed for a partial mirror).
+    pub missing: usize,
 }
 
 /// Verifies the repository at `dir` with `key`: signature, expiry at `now`,
@@ -66,6 +68,18 @@ pub fn verify_repository(
     key: &PublicKey,
     now: Timestamp,
     min_version: Option<u64>,
+) -> Result<(RootIndex, VerifyReport), VerifyError> {
+    verify_repository_with(dir, key, now, min_version, false)
+}
+
+/// As [`verify_repository`]; with `partial`, artifacts that are absent (a
+/// mirror that carries some targets only) are counted, not errors.
+pub fn verify_repository_with(
+    dir: &Path,
+    key: &PublicKey,
+    now: Timestamp,
+    min_version: Option<u64>,
+    partial: bool,
 ) -> Result<(RootIndex, VerifyReport), VerifyError> {
     let read = |relative: &str| {
         let path = dir.join(relative);
@@ -111,6 +125,10 @@ pub fn verify_repository(
         for version in &shard.versions {
             report.versions += 1;
             for artifact in &version.artifacts {
+                if partial && !dir.join(artifact.path.as_str()).exists() {
+                    report.missing += 1;
+                    continue;
+                }
                 let data = read(artifact.path.as_str())?;
                 check(
                     artifact.path.as_str(),

@@ -9,10 +9,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::manifest::{build, Manifest};
+use crate::mirror::mirror;
 use crate::publish::{NewArtifact, Repo};
 use crate::sign::{keygen, PublicKey, SecretKey};
 use crate::types::{Dependency, PackageName, Timestamp};
-use crate::verify::verify_repository;
+use crate::verify::verify_repository_with;
+use rocm_kpack::Target;
 
 /// Builds, signs and checks kpack repositories.
 #[derive(Debug, Parser)]
@@ -83,6 +85,19 @@ enum Command {
         /// Public key file, or the key itself.
         #[arg(long)]
         pubkey: String,
+        /// A partial mirror: artifacts that are absent are not errors.
+        #[arg(long)]
+        partial: bool,
+    },
+    /// Copy a repository: metadata verbatim, artifacts only for the chosen
+    /// packages and GPU targets.
+    Mirror {
+        upstream: PathBuf,
+        dest: PathBuf,
+        #[arg(long, value_delimiter = ',')]
+        targets: Vec<String>,
+        #[arg(long, value_delimiter = ',')]
+        packages: Vec<PackageName>,
     },
 }
 
@@ -199,10 +214,15 @@ fn run(command: Command) -> anyhow::Result<()> {
             Repo::open(&repo)?.sign(&secret(&key)?)?;
             println!("signed {}", repo.join("index.toml").display());
         }
-        Command::Verify { repo, pubkey } => {
+        Command::Verify {
+            repo,
+            pubkey,
+            partial,
+        } => {
             let key = PublicKey::load(&pubkey)?;
-            let (root, report) = verify_repository(&repo, &key, Timestamp::now(), None)
-                .with_context(|| format!("{} does not verify", repo.display()))?;
+            let (root, report) =
+                verify_repository_with(&repo, &key, Timestamp::now(), None, partial)
+                    .with_context(|| format!("{} does not verify", repo.display()))?;
             println!(
                 "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
                 root.repo.name,
@@ -212,6 +232,32 @@ fn run(command: Command) -> anyhow::Result<()> {
                 report.versions,
                 report.artifacts,
                 report.bytes
+            );
+            if report.missing > 0 {
+                println!("{} artifacts not mirrored here", report.missing);
+            }
+        }
+        Command::Mirror {
+            upstream,
+            dest,
+            targets,
+            packages,
+        } => {
+            let targets = targets
+                .iter()
+                .map(|t| Target::parse(t))
+                .collect::<Result<Vec<_>, _>>()?;
+            let report = mirror(&upstream, &dest, &targets, &packages)
+                .with_context(|| format!("cannot mirror {}", upstream.display()))?;
+            for artifact in &report.artifacts {
+                println!("  {artifact}");
+            }
+            println!(
+                "mirrored {} shards and {} artifacts ({} bytes) into {}",
+                report.shards,
+                report.artifacts.len(),
+                report.bytes,
+                dest.display()
             );
         }
     }
