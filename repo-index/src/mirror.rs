@@ -88,13 +88,14 @@ pub fn mirror(
     let families = Families::builtin().with_overrides(&root.families);
     let mut report = MirrorReport::default();
     for (name, entry) in &root.packages {
-        let shard_bytes = read(entry.shard.as_str())?;
-        copy(entry.shard.as_str(), &shard_bytes)?;
+        let shard_path = entry.shard_path(name);
+        let shard_bytes = read(shard_path.as_str())?;
+        copy(shard_path.as_str(), &shard_bytes)?;
         report.shards += 1;
         if !packages.is_empty() && !packages.contains(name) {
             continue;
         }
-        let shard = Shard::parse(entry.shard.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
+        let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
         for version in &shard.versions {
             let wanted: BTreeSet<&str> = version
                 .artifacts

@@ -116,9 +116,10 @@ impl Repo {
         let Some(entry) = root.packages.get(name) else {
             return Ok(None);
         };
-        let path = self.root.join(entry.shard.as_str());
+        let shard_path = entry.shard_path(name);
+        let path = self.root.join(shard_path.as_str());
         let text = fs::read_to_string(&path).map_err(io(&path))?;
-        Ok(Some(Shard::parse(entry.shard.as_str(), &text)?))
+        Ok(Some(Shard::parse(shard_path.as_str(), &text)?))
     }
 
     /// Copies `file` into the pool at `relative`; a file already there must
@@ -262,7 +263,10 @@ impl Repo {
         root.packages.insert(
             shard.name.clone(),
             PackageEntry {
-                shard: path,
+                // Written at its usual place, so the root need not say.
+                shard: (path
+                    != RelativePath::usual_shard(&shard.name, &Sha256::of(text.as_bytes())))
+                .then_some(path),
                 sha256: Sha256::of(text.as_bytes()),
                 latest,
                 summary,

@@ -38,7 +38,12 @@ pub struct RepoInfo {
 /// One `[packages.<name>]` entry: where its shard is and its hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackageEntry {
-    pub shard: RelativePath,
+    /// Where the shard is, when not at its usual place
+    /// (`packages/<name>/<sha256>.toml`, see [`PackageEntry::shard_path`]);
+    /// left out of the file then, which keeps the root of a large
+    /// repository small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<RelativePath>,
     pub sha256: Sha256,
     pub latest: semver::Version,
     #[serde(default)]
@@ -92,6 +97,16 @@ pub struct Artifact {
     pub size: u64,
 }
 
+impl PackageEntry {
+    /// The shard's path: as given, or `packages/<name>/<sha256>.toml`.
+    pub fn shard_path(&self, name: &PackageName) -> RelativePath {
+        match &self.shard {
+            Some(path) => path.clone(),
+            None => RelativePath::usual_shard(name, &self.sha256),
+        }
+    }
+}
+
 impl Artifact {
     /// Whether this is device code (it names targets).
     pub fn is_device(&self) -> bool {
@@ -142,12 +157,14 @@ impl RootIndex {
         let root: RootIndex = parse_toml(file, text)?;
         for (name, entry) in &root.packages {
             let expected = format!("packages/{name}/");
-            if !entry.shard.as_str().starts_with(&expected) {
-                return Err(SchemaError::Invalid {
-                    file: file.to_owned(),
-                    key: format!("packages.{name}.shard"),
-                    message: format!("{} is not under {expected}", entry.shard),
-                });
+            if let Some(shard) = &entry.shard {
+                if !shard.as_str().starts_with(&expected) {
+                    return Err(SchemaError::Invalid {
+                        file: file.to_owned(),
+                        key: format!("packages.{name}.shard"),
+                        message: format!("{shard} is not under {expected}"),
+                    });
+                }
             }
         }
         if root.repo.expires < root.repo.generated {

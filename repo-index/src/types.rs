@@ -90,6 +90,11 @@ impl RelativePath {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// `packages/<name>/<sha256>.toml`: valid by construction.
+    pub fn usual_shard(name: &PackageName, sha256: &Sha256) -> RelativePath {
+        RelativePath(format!("packages/{name}/{sha256}.toml"))
+    }
 }
 
 impl FromStr for RelativePath {

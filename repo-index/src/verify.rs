@@ -105,18 +105,19 @@ pub fn verify_repository_with(
     }
     let mut report = VerifyReport::default();
     for (name, entry) in &root.packages {
-        let shard_bytes = read(entry.shard.as_str())?;
+        let shard_path = entry.shard_path(name);
+        let shard_bytes = read(shard_path.as_str())?;
         check(
-            entry.shard.as_str(),
+            shard_path.as_str(),
             "index.toml",
             &shard_bytes,
             entry.sha256,
             None,
         )?;
-        let shard = Shard::parse(entry.shard.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
+        let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
         if &shard.name != name {
             return Err(VerifyError::WrongShard {
-                path: entry.shard.to_string(),
+                path: shard_path.to_string(),
                 expected: name.to_string(),
                 found: shard.name.to_string(),
             });
@@ -132,7 +133,7 @@ pub fn verify_repository_with(
                 let data = read(artifact.path.as_str())?;
                 check(
                     artifact.path.as_str(),
-                    entry.shard.as_str(),
+                    shard_path.as_str(),
                     &data,
                     artifact.sha256,
                     Some(artifact.size),

@@ -152,7 +152,10 @@ fn builds_the_rocrand_manifest() {
     let entry = &root.packages[&"rocm-rand".parse().unwrap()];
     let shard = kpack_repo_index::Shard::parse(
         "shard",
-        &std::fs::read_to_string(repo.join(entry.shard.as_str())).unwrap(),
+        &std::fs::read_to_string(
+            repo.join(entry.shard_path(&"rocm-rand".parse().unwrap()).as_str()),
+        )
+        .unwrap(),
     )
     .unwrap();
     let paths: Vec<&str> = shard.versions[0]

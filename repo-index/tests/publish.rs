@@ -74,9 +74,8 @@ impl Fixture {
     fn shard_path(&self) -> String {
         let text = std::fs::read_to_string(self.repo().join("index.toml")).unwrap();
         let root = kpack_repo_index::RootIndex::parse("index.toml", &text).unwrap();
-        root.packages[&"rocm-rand".parse().unwrap()]
-            .shard
-            .to_string()
+        let name = "rocm-rand".parse().unwrap();
+        root.packages[&name].shard_path(&name).to_string()
     }
 
     /// Replaces the root with `text`, validly signed with our key (as a
@@ -193,8 +192,10 @@ fn catches_a_rollback_and_an_expired_root() {
 fn refuses_paths_and_names_that_escape() {
     let fixture = publish();
     let text = std::fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
-    let shard = fixture.shard_path();
-    fixture.resign(&text.replace(&shard, "packages/rocm-rand/../../../etc/passwd"));
+    fixture.resign(&text.replace(
+        "[packages.rocm-rand]\n",
+        "[packages.rocm-rand]\nshard = \"packages/rocm-rand/../../../etc/passwd\"\n",
+    ));
     let error = fixture.verify().unwrap_err().to_string();
     assert!(
         error.contains("index.toml") && error.contains(".."),

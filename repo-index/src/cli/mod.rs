@@ -198,7 +198,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 parsed.package.version,
                 repo.display(),
                 root.repo.version,
-                entry.shard
+                entry.shard_path(&parsed.package.name)
             );
         }
         Command::Index { repo, key } => {
