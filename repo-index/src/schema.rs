@@ -154,7 +154,13 @@ impl RootIndex {
                 found: format.format,
             });
         }
-        let root: RootIndex = parse_toml(file, text)?;
+        let mut root: RootIndex = parse_toml(file, text)?;
+        for (name, entry) in &mut root.packages {
+            // A shard spelled out at its usual place is the same as none.
+            if entry.shard.as_ref() == Some(&RelativePath::usual_shard(name, &entry.sha256)) {
+                entry.shard = None;
+            }
+        }
         for (name, entry) in &root.packages {
             let expected = format!("packages/{name}/");
             if let Some(shard) = &entry.shard {
