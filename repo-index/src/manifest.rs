@@ -218,8 +218,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// A deterministic zstd tar of the tree at `root`, without `.kpack/`.
-fn write_host_tree(root: &Path, out: &Path) -> Result<(), BuildError> {
+/// A deterministic zstd tar of the tree at `root`, without `.kpack/`: a
+/// tree artifact.
+pub fn write_host_tree(root: &Path, out: &Path) -> Result<(), BuildError> {
     let file = fs::File::create(out).map_err(io(out))?;
     let encoder = zstd::Encoder::new(file, 10).map_err(io(out))?;
     let mut builder = tar::Builder::new(encoder);

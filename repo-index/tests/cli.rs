@@ -57,6 +57,38 @@ fn keygen_add_verify_sign_and_index() {
         "{verified}"
     );
 
+    // A directory becomes a tree artifact; --targets marks it device code.
+    let db = inputs.join("rocrand-db-gfx90a");
+    std::fs::create_dir_all(db.join("share")).unwrap();
+    std::fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
+    run(kpack_repo()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-rand-db", "5.3.3"])
+        .arg(&db)
+        .args(["--targets", "gfx90a"])
+        .arg("--key")
+        .arg(key.with_extension("key")));
+    assert!(repo
+        .join("pool/rocm-rand-db/5.3.3/rocrand-db-gfx90a.tar.zst")
+        .exists());
+    let root = kpack_repo_index::RootIndex::parse(
+        "index.toml",
+        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
+    )
+    .unwrap();
+    let name = "rocm-rand-db".parse().unwrap();
+    let shard_path = root.packages[&name].shard_path(&name);
+    let shard = kpack_repo_index::Shard::parse(
+        "shard",
+        &std::fs::read_to_string(repo.join(shard_path.as_str())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        shard.versions[0].artifacts[0].targets.as_deref().unwrap(),
+        ["gfx90a"]
+    );
+
     // Unsigned index, then signed: verify needs the signature.
     run(kpack_repo().arg("index").arg(&repo));
     let unsigned = kpack_repo()
@@ -78,7 +110,7 @@ fn keygen_add_verify_sign_and_index() {
         .arg(&repo)
         .arg("--pubkey")
         .arg(key.with_extension("pub")));
-    assert!(verified.contains("rocm version 2"), "{verified}");
+    assert!(verified.contains("rocm version 3"), "{verified}");
 }
 
 #[test]

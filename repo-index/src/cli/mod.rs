@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::manifest::{build, Manifest};
+use crate::manifest::{build, write_host_tree, Manifest};
 use crate::mirror::mirror;
 use crate::publish::{NewArtifact, Repo};
 use crate::sign::{keygen, PublicKey, SecretKey};
@@ -41,7 +41,8 @@ enum Command {
         repo: PathBuf,
         package: PackageName,
         version: semver::Version,
-        /// Artifact files.
+        /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
+        /// into <name>.tar.zst trees).
         #[arg(required = true)]
         artifacts: Vec<PathBuf>,
         /// A dependency, e.g. "rocm-core >=5.3, <6" (repeatable).
@@ -152,7 +153,23 @@ fn run(command: Command) -> anyhow::Result<()> {
             key,
         } => {
             let key = key.as_deref().map(secret).transpose()?;
-            let artifacts: Vec<NewArtifact> = artifacts
+            let packed = tempfile::tempdir()?;
+            let mut files = Vec::new();
+            for artifact in artifacts {
+                if artifact.is_dir() {
+                    let name = artifact
+                        .canonicalize()?
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "tree".into());
+                    let file = packed.path().join(format!("{name}.tar.zst"));
+                    write_host_tree(&artifact, &file)?;
+                    files.push(file);
+                } else {
+                    files.push(artifact);
+                }
+            }
+            let artifacts: Vec<NewArtifact> = files
                 .into_iter()
                 .map(|file| NewArtifact {
                     file,
