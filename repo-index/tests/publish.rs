@@ -4,13 +4,14 @@
 
 use std::path::PathBuf;
 
+use kpack_repo_index::manifest::{build, Manifest};
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Timestamp};
 
 mod common;
-use common::{archive, host_tree};
+use common::archive;
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -18,38 +19,25 @@ struct Fixture {
     public: PublicKey,
 }
 
+/// The rocRAND manifest built from Debian's package into a signed
+/// repository: the one every tampering test starts from.
 fn publish() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    let inputs = dir.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
-    let artifacts = vec![
-        NewArtifact {
-            file: host_tree(&inputs),
-            targets: None,
-        },
-        NewArtifact {
-            file: archive(&inputs, "gfx90a", &["gfx90a:xnack+", "gfx90a:xnack-"]),
-            targets: None,
-        },
-        NewArtifact {
-            file: archive(&inputs, "gfx1030", &["gfx1030"]),
-            targets: None,
-        },
-    ];
-    let repo = Repo::open(&dir.path().join("repo")).unwrap();
-    let root = repo
-        .add(
-            &"rocm-rand".parse().unwrap(),
-            &semver::Version::new(5, 3, 3),
-            vec!["rocm-core >=5".parse().unwrap()],
-            &artifacts,
-            Some("rocRAND".into()),
-            Some(&key),
-        )
-        .unwrap();
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = Manifest::load(&here.join("../manifests/rocm-rand.toml")).unwrap();
+    let fixtures = std::env::var_os("KPACK_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| here.join("../../shared/fixtures"));
+    let root = build(
+        &manifest,
+        &fixtures.join("debian"),
+        &dir.path().join("repo"),
+        Some(&key),
+    )
+    .unwrap();
     assert_eq!(root.repo.version, 1);
     Fixture { dir, key, public }
 }
@@ -96,35 +84,38 @@ fn publishes_a_verifiable_repository() {
     let report = fixture.verify().unwrap();
     assert_eq!(
         (report.packages, report.versions, report.artifacts),
-        (1, 1, 3)
+        (1, 1, 7)
     );
     let shard_text = std::fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
     let shard = kpack_repo_index::Shard::parse("shard", &shard_text).unwrap();
     let artifacts = &shard.versions[0].artifacts;
     assert_eq!(artifacts[0].kind, ArtifactKind::Tree);
-    assert_eq!(artifacts[1].kind, ArtifactKind::Kpack);
+    assert_eq!(artifacts[6].kind, ArtifactKind::Kpack);
     // Targets come from the archive's own table of contents.
     assert_eq!(
-        artifacts[1].targets.as_deref().unwrap(),
+        artifacts[6].targets.as_deref().unwrap(),
         ["gfx90a:xnack+", "gfx90a:xnack-"]
     );
     assert_eq!(
-        artifacts[1].install_as.as_ref().unwrap().as_str(),
-        ".kpack/rocm_gfx90a.kpack"
+        artifacts[6].install_as.as_ref().unwrap().as_str(),
+        ".kpack/rocrand_gfx90a.kpack"
     );
     assert!(fixture
         .repo()
-        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .join("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack")
         .exists());
 }
 
 #[test]
 fn catches_a_flipped_byte_in_an_archive() {
     let fixture = publish();
-    fixture.flip("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack", 70);
+    fixture.flip("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack", 70);
     let error = fixture.verify().unwrap_err();
     assert!(matches!(error, VerifyError::HashMismatch { .. }), "{error}");
-    assert!(error.to_string().contains("rocm_gfx1030.kpack"), "{error}");
+    assert!(
+        error.to_string().contains("rocrand_gfx1030.kpack"),
+        "{error}"
+    );
 }
 
 #[test]
