@@ -9,6 +9,7 @@
 #[cfg(feature = "build")]
 pub mod cli;
 pub mod families;
+pub mod fetch;
 #[cfg(feature = "build")]
 pub mod manifest;
 pub mod mirror;

@@ -3,12 +3,12 @@
 //! packages need for chosen GPU targets.
 
 use std::collections::BTreeSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack::Target;
 
 use crate::families::Families;
+use crate::fetch::{FetchError, Source};
 use crate::publish::write_atomic;
 use crate::schema::{RootIndex, SchemaError, Shard};
 use crate::types::PackageName;
@@ -25,6 +25,8 @@ pub enum MirrorError {
     },
     #[error(transparent)]
     Schema(#[from] SchemaError),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
     #[error("no package {0} upstream")]
     UnknownPackage(PackageName),
 }
@@ -62,15 +64,12 @@ pub struct MirrorReport {
 /// verbatim; artifacts of `packages` (all when empty), host artifacts
 /// always and device artifacts only for `targets` (all when empty).
 pub fn mirror(
-    upstream: &Path,
+    upstream: &Source,
     dest: &Path,
     targets: &[Target],
     packages: &[PackageName],
 ) -> Result<MirrorReport, MirrorError> {
-    let read = |relative: &str| {
-        let path = upstream.join(relative);
-        fs::read(&path).map_err(|source| MirrorError::Io { path, source })
-    };
+    let read = |relative: &str| upstream.read(relative);
     let copy = |relative: &str, bytes: &[u8]| {
         write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
             path: dest.join(relative),

@@ -2,8 +2,9 @@
 //! expiry, then every shard and artifact against the hash and size the
 //! level above pins.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::fetch::{FetchError, Source};
 
 use crate::schema::{RootIndex, SchemaError, Shard};
 use crate::sign::{verify_root, PublicKey, SignError};
@@ -13,12 +14,8 @@ use crate::types::{Sha256, Timestamp};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
-    #[error("{}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
     #[error(transparent)]
     Sign(#[from] SignError),
     #[error(transparent)]
@@ -69,22 +66,19 @@ pub fn verify_repository(
     now: Timestamp,
     min_version: Option<u64>,
 ) -> Result<(RootIndex, VerifyReport), VerifyError> {
-    verify_repository_with(dir, key, now, min_version, false)
+    verify_repository_with(&Source::dir(dir), key, now, min_version, false)
 }
 
 /// As [`verify_repository`]; with `partial`, artifacts that are absent (a
 /// mirror that carries some targets only) are counted, not errors.
 pub fn verify_repository_with(
-    dir: &Path,
+    source: &Source,
     key: &PublicKey,
     now: Timestamp,
     min_version: Option<u64>,
     partial: bool,
 ) -> Result<(RootIndex, VerifyReport), VerifyError> {
-    let read = |relative: &str| {
-        let path = dir.join(relative);
-        fs::read(&path).map_err(|source| VerifyError::Io { path, source })
-    };
+    let read = |relative: &str| source.read(relative);
     let bytes = read("index.toml")?;
     let signature = String::from_utf8_lossy(&read("index.toml.minisig")?).into_owned();
     let root = verify_root(key, "index.toml", &bytes, &signature)?;
@@ -126,11 +120,19 @@ pub fn verify_repository_with(
         for version in &shard.versions {
             report.versions += 1;
             for artifact in &version.artifacts {
-                if partial && !dir.join(artifact.path.as_str()).exists() {
-                    report.missing += 1;
-                    continue;
-                }
-                let data = read(artifact.path.as_str())?;
+                let data = match source.read_optional(artifact.path.as_str())? {
+                    Some(data) => data,
+                    None if partial => {
+                        report.missing += 1;
+                        continue;
+                    }
+                    None => {
+                        return Err(FetchError::NotFound {
+                            location: source.location(artifact.path.as_str()),
+                        }
+                        .into())
+                    }
+                };
                 check(
                     artifact.path.as_str(),
                     shard_path.as_str(),

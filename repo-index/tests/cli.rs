@@ -274,3 +274,122 @@ fn builds_the_rocrand_manifest() {
         .unwrap();
     assert_eq!(strict.status.code(), Some(1));
 }
+
+/// A static HTTP server on loopback serving `dir` (Python's http.server),
+/// stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path) -> Server {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 for a loopback HTTP server");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+        let port: u16 = line
+            .split_whitespace()
+            .nth(5)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn verifies_and_mirrors_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("repo");
+    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
+    let repo = dir.path().join("rocm");
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    run(kpack_repo()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-rand", "5.3.3"])
+        .arg(host_tree(&inputs))
+        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
+        .arg(archive(&inputs, "gfx1030", &["gfx1030"]))
+        .arg("--key")
+        .arg(key.with_extension("key")));
+    let server = Server::start(&repo);
+
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&server.url)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub")));
+    assert!(
+        verified.contains("1 packages, 1 versions, 3 artifacts"),
+        "{verified}"
+    );
+
+    let mirror = dir.path().join("mirror");
+    let mirrored = run(kpack_repo()
+        .arg("mirror")
+        .arg(&server.url)
+        .arg(&mirror)
+        .args(["--targets", "gfx1030"]));
+    assert!(mirrored.contains("2 artifacts"), "{mirrored}");
+    assert!(mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .exists());
+    assert!(!mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
+        .exists());
+    run(kpack_repo()
+        .arg("verify")
+        .arg(&mirror)
+        .arg("--partial")
+        .arg("--pubkey")
+        .arg(key.with_extension("pub")));
+
+    // A served archive with a flipped byte is caught, naming its URL.
+    let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack");
+    let mut bytes = std::fs::read(&archive_path).unwrap();
+    bytes[70] ^= 1;
+    std::fs::write(&archive_path, bytes).unwrap();
+    let tampered = kpack_repo()
+        .arg("verify")
+        .arg(&server.url)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
+        .output()
+        .unwrap();
+    assert_eq!(tampered.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&tampered.stderr);
+    assert!(
+        stderr.contains("sha256") && stderr.contains("rocm_gfx1030.kpack"),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use crate::fetch::Source;
 use crate::manifest::{build, write_host_tree, Manifest};
 use crate::mirror::mirror;
 use crate::publish::{NewArtifact, Repo};
@@ -82,7 +83,8 @@ enum Command {
     },
     /// Check signature, expiry and every pinned hash and size.
     Verify {
-        repo: PathBuf,
+        /// A repository directory or URL.
+        repo: String,
         /// Public key file, or the key itself.
         #[arg(long)]
         pubkey: String,
@@ -93,7 +95,8 @@ enum Command {
     /// Copy a repository: metadata verbatim, artifacts only for the chosen
     /// packages and GPU targets.
     Mirror {
-        upstream: PathBuf,
+        /// The upstream repository: a directory or URL.
+        upstream: String,
         dest: PathBuf,
         #[arg(long, value_delimiter = ',')]
         targets: Vec<String>,
@@ -237,9 +240,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             partial,
         } => {
             let key = PublicKey::load(&pubkey)?;
+            let source = Source::parse(&repo)?;
             let (root, report) =
-                verify_repository_with(&repo, &key, Timestamp::now(), None, partial)
-                    .with_context(|| format!("{} does not verify", repo.display()))?;
+                verify_repository_with(&source, &key, Timestamp::now(), None, partial)
+                    .with_context(|| format!("{repo} does not verify"))?;
             println!(
                 "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
                 root.repo.name,
@@ -264,8 +268,8 @@ fn run(command: Command) -> anyhow::Result<()> {
                 .iter()
                 .map(|t| Target::parse(t))
                 .collect::<Result<Vec<_>, _>>()?;
-            let report = mirror(&upstream, &dest, &targets, &packages)
-                .with_context(|| format!("cannot mirror {}", upstream.display()))?;
+            let report = mirror(&Source::parse(&upstream)?, &dest, &targets, &packages)
+                .with_context(|| format!("cannot mirror {upstream}"))?;
             for artifact in &report.artifacts {
                 println!("  {artifact}");
             }

@@ -1,0 +1,113 @@
+//! Where a repository's files come from: a directory (or `file://` URL) or
+//! an HTTP(S) server. Both give the same bytes for a relative path, so the
+//! same verification runs against either.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why a file cannot be fetched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    #[error("{location}")]
+    Io {
+        location: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{location}: {message}")]
+    Http { location: String, message: String },
+    #[error("{location}: not found")]
+    NotFound { location: String },
+}
+
+/// A repository location.
+#[derive(Debug)]
+pub enum Source {
+    Dir(PathBuf),
+    Http {
+        base: String,
+        client: reqwest::blocking::Client,
+    },
+}
+
+impl Source {
+    /// `http://` and `https://` URLs are fetched; `file://` URLs and
+    /// anything else are directories.
+    pub fn parse(location: &str) -> Result<Source, FetchError> {
+        if location.starts_with("http://") || location.starts_with("https://") {
+            // The ring provider, installed once per process; a second
+            // install is refused harmlessly.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = reqwest::blocking::Client::builder()
+                .connect_timeout(Duration::from_secs(15))
+                .timeout(Duration::from_secs(600))
+                .build()
+                .map_err(|e| FetchError::Http {
+                    location: location.to_owned(),
+                    message: e.to_string(),
+                })?;
+            let base = if location.ends_with('/') {
+                location.to_owned()
+            } else {
+                format!("{location}/")
+            };
+            return Ok(Source::Http { base, client });
+        }
+        let path = location.strip_prefix("file://").unwrap_or(location);
+        Ok(Source::Dir(PathBuf::from(path)))
+    }
+
+    /// A directory source.
+    pub fn dir(path: &Path) -> Source {
+        Source::Dir(path.to_owned())
+    }
+
+    /// Where `relative` is, for messages.
+    pub fn location(&self, relative: &str) -> String {
+        match self {
+            Source::Dir(dir) => dir.join(relative).display().to_string(),
+            Source::Http { base, .. } => format!("{base}{relative}"),
+        }
+    }
+
+    /// The bytes of `relative`; `Ok(None)` when it does not exist.
+    pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
+        let location = self.location(relative);
+        match self {
+            Source::Dir(dir) => match std::fs::read(dir.join(relative)) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(FetchError::Io { location, source }),
+            },
+            Source::Http { client, .. } => {
+                let response = client.get(&location).send().map_err(|e| FetchError::Http {
+                    location: location.clone(),
+                    message: e.to_string(),
+                })?;
+                if response.status() == reqwest::StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                if !response.status().is_success() {
+                    return Err(FetchError::Http {
+                        message: format!("HTTP {}", response.status()),
+                        location,
+                    });
+                }
+                let bytes = response.bytes().map_err(|e| FetchError::Http {
+                    location: location.clone(),
+                    message: e.to_string(),
+                })?;
+                Ok(Some(bytes.to_vec()))
+            }
+        }
+    }
+
+    /// The bytes of `relative`, which must exist.
+    pub fn read(&self, relative: &str) -> Result<Vec<u8>, FetchError> {
+        self.read_optional(relative)?
+            .ok_or_else(|| FetchError::NotFound {
+                location: self.location(relative),
+            })
+    }
+}
