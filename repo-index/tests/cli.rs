@@ -393,3 +393,51 @@ fn verifies_and_mirrors_over_http() {
         "{stderr}"
     );
 }
+
+/// Two `kpack-repo add` processes on one repository at once: the lock
+/// serialises them, both versions end up published, the index verifies.
+#[test]
+fn concurrent_adds_both_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("repo");
+    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
+    let repo = dir.path().join("rocm");
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    run(kpack_repo()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-core", "6.0.0"])
+        .arg(host_tree(&inputs))
+        .arg("--key")
+        .arg(key.with_extension("key")));
+    let children: Vec<_> = ["rocm-blas", "rocm-rand", "rocm-fft"]
+        .iter()
+        .map(|name| {
+            let own = inputs.join(name);
+            std::fs::create_dir_all(&own).unwrap();
+            kpack_repo()
+                .arg("add")
+                .arg(&repo)
+                .args([*name, "6.0.0"])
+                .arg(archive(&own, "gfx1100", &["gfx1100"]))
+                .args(["--depends", "rocm-core >=6"])
+                .arg("--key")
+                .arg(key.with_extension("key"))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&repo)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub")));
+    assert!(
+        verified.contains("rocm version 4") && verified.contains("4 packages"),
+        "{verified}"
+    );
+}
