@@ -3,8 +3,9 @@
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
 //! Keys and signatures are in `sign`, writing repositories in `publish`,
-//! checking them in `verify`. Work in progress: the `kpack-repo` commands,
-//! mirroring and manifests follow.
+//! checking them in `verify`, reading them from directories or HTTP in
+//! `fetch`, copying them in `mirror`, and packing manifests in `manifest`
+//! (feature `build`, which also builds `kpack-repo`).
 
 #[cfg(feature = "build")]
 pub mod cli;
