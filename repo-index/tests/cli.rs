@@ -13,6 +13,32 @@ fn kpack_repo() -> Command {
     command
 }
 
+/// A temporary directory with an unencrypted key pair (`key` without
+/// extension), a repository path and a directory for inputs.
+struct Workspace {
+    dir: tempfile::TempDir,
+    key: std::path::PathBuf,
+    repo: std::path::PathBuf,
+    inputs: std::path::PathBuf,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("repo");
+        run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
+        let repo = dir.path().join("rocm");
+        let inputs = dir.path().join("inputs");
+        std::fs::create_dir_all(&inputs).unwrap();
+        Workspace {
+            dir,
+            key,
+            repo,
+            inputs,
+        }
+    }
+}
+
 fn run(command: &mut Command) -> String {
     let output = command.output().unwrap();
     assert!(
@@ -25,12 +51,12 @@ fn run(command: &mut Command) -> String {
 
 #[test]
 fn keygen_add_verify_sign_and_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("repo");
-    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
-    let repo = dir.path().join("rocm");
-    let inputs = dir.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    let Workspace {
+        dir: _dir,
+        key,
+        repo,
+        inputs,
+    } = Workspace::new();
     let added = run(kpack_repo()
         .arg("add")
         .arg(&repo)
@@ -327,12 +353,12 @@ impl Drop for Server {
 
 #[test]
 fn verifies_and_mirrors_over_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("repo");
-    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
-    let repo = dir.path().join("rocm");
-    let inputs = dir.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    let Workspace {
+        dir,
+        key,
+        repo,
+        inputs,
+    } = Workspace::new();
     run(kpack_repo()
         .arg("add")
         .arg(&repo)
@@ -398,12 +424,12 @@ fn verifies_and_mirrors_over_http() {
 /// serialises them, both versions end up published, the index verifies.
 #[test]
 fn concurrent_adds_both_publish() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("repo");
-    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
-    let repo = dir.path().join("rocm");
-    let inputs = dir.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    let Workspace {
+        dir: _dir,
+        key,
+        repo,
+        inputs,
+    } = Workspace::new();
     run(kpack_repo()
         .arg("add")
         .arg(&repo)
