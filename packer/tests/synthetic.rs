@@ -466,26 +466,9 @@ fn check_aarch64(case: Case) {
     .unwrap();
 
     let check = |path: &Path| {
-        let readelf = Command::new("readelf")
-            .arg("-a")
-            .arg("-W")
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(
-            readelf.status.success() && readelf.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&readelf.stderr)
-        );
-        let objdump = Command::new("aarch64-linux-gnu-objdump")
-            .arg("-x")
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(
-            objdump.status.success() && objdump.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&objdump.stderr)
+        assert_eq!(
+            health_warnings_with("aarch64-linux-gnu-objdump", path),
+            Vec::<String>::new()
         );
         // Every wrapper is HIPK, and its relocation's addend is the marker.
         let bytes = std::fs::read(path).unwrap();

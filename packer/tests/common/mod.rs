@@ -170,8 +170,13 @@ pub fn registrations(out: &Path) -> Vec<Result<Vec<u8>, i32>> {
         .collect()
 }
 
-/// What `readelf -a`, `objdump -x` and `gdb` say is wrong with a file.
+/// What `readelf -a` and `objdump -x` say is wrong with a file.
 pub fn health_warnings(path: &Path) -> Vec<String> {
+    health_warnings_with("objdump", path)
+}
+
+/// [`health_warnings`] with another objdump (a cross binutils one).
+pub fn health_warnings_with(objdump: &str, path: &Path) -> Vec<String> {
     let mut warnings = Vec::new();
     let readelf = Command::new("readelf")
         .arg("-a")
@@ -188,11 +193,7 @@ pub fn health_warnings(path: &Path) -> Vec<String> {
     for line in String::from_utf8_lossy(&readelf.stderr).lines() {
         warnings.push(format!("readelf: {line}"));
     }
-    let objdump = Command::new("objdump")
-        .arg("-x")
-        .arg(path)
-        .output()
-        .unwrap();
+    let objdump = Command::new(objdump).arg("-x").arg(path).output().unwrap();
     if !objdump.status.success() || !objdump.stderr.is_empty() {
         warnings.push(format!(
             "objdump: {}",
