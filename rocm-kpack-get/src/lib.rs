@@ -1,3 +1,14 @@
-//! Detects local GPUs and installs only the device code they need
+//! kpack-get's library: detect the machine's GPUs (`detect`), read the
+//! configuration (`config`), fetch and check repository indexes (`repo`),
+//! download pinned files into a shared cache (`client`, `cache`), and plan,
+//! stage and atomically commit installs into a prefix (`install`).
 //!
-//! Not implemented yet: see the project README for what works today.
+//! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
+//! together and owns all output.
+
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod detect;
+pub mod install;
+pub mod repo;

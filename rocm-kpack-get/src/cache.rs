@@ -1,0 +1,124 @@
+//! The content-addressed download cache, shared by every prefix: a verified
+//! file is stored once under its sha256 and never downloaded again.
+//!
+//!     blobs/<sha256>          complete and verified
+//!     partial/<sha256>        being downloaded (locked while in use)
+//!     partial/<sha256>.from   the URL and validator it came from, for resume
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use kpack_repo_index::Sha256;
+
+/// Where the cache lives.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    root: PathBuf,
+}
+
+/// How much `clean` removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Cache {
+    pub fn new(root: &Path) -> Cache {
+        Cache {
+            root: root.to_owned(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where a verified file with this hash lives.
+    pub fn blob(&self, sha256: &Sha256) -> PathBuf {
+        self.root.join("blobs").join(sha256.to_string())
+    }
+
+    /// Where a download in progress is kept.
+    pub fn partial(&self, sha256: &Sha256) -> PathBuf {
+        self.root.join("partial").join(sha256.to_string())
+    }
+
+    /// The resume record beside a partial download.
+    pub fn partial_origin(&self, sha256: &Sha256) -> PathBuf {
+        self.root.join("partial").join(format!("{sha256}.from"))
+    }
+
+    /// The verified file, if it is cached with the expected size. Files in
+    /// the cache were hashed when they were stored; their size is checked
+    /// again so a truncated file is never used.
+    pub fn get(&self, sha256: &Sha256, size: u64) -> Option<PathBuf> {
+        let path = self.blob(sha256);
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() && meta.len() == size => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Creates the cache's directories.
+    pub fn create_dirs(&self) -> io::Result<()> {
+        std::fs::create_dir_all(self.root.join("blobs"))?;
+        std::fs::create_dir_all(self.root.join("partial"))
+    }
+
+    /// Opens (creating) the partial file for `sha256` and locks it, waiting
+    /// for another process downloading the same file.
+    pub fn open_partial(&self, sha256: &Sha256) -> io::Result<File> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.partial(sha256))?;
+        file.lock()?;
+        Ok(file)
+    }
+
+    /// Moves a verified partial file into place.
+    pub fn commit(&self, sha256: &Sha256) -> io::Result<PathBuf> {
+        let blob = self.blob(sha256);
+        std::fs::rename(self.partial(sha256), &blob)?;
+        let _ = std::fs::remove_file(self.partial_origin(sha256));
+        Ok(blob)
+    }
+
+    /// Stores bytes already verified against `sha256` (shards).
+    pub fn put(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<PathBuf> {
+        self.create_dirs()?;
+        let blob = self.blob(sha256);
+        let mut temp = tempfile::NamedTempFile::new_in(self.root.join("partial"))?;
+        io::Write::write_all(&mut temp, bytes)?;
+        temp.persist(&blob).map_err(|e| e.error)?;
+        Ok(blob)
+    }
+
+    /// Empties the cache (files held open by a running download are
+    /// removed too; that download finishes into a fresh directory).
+    pub fn clean(&self) -> io::Result<CleanReport> {
+        let mut report = CleanReport::default();
+        for dir in ["blobs", "partial"] {
+            let dir = self.root.join(dir);
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let meta = entry.metadata()?;
+                if meta.is_file() {
+                    std::fs::remove_file(entry.path())?;
+                    report.files += 1;
+                    report.bytes += meta.len();
+                }
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,177 @@
+//! The command line: clap definitions; the doc comments are the help.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Installs only the GPU device code this machine's AMD GPUs need.
+///
+/// Exit codes: 0 success; 1 other failure; 2 usage; 3 configuration (no
+/// repository configured, bad configuration); 4 network (every mirror
+/// failed, or --offline and not cached); 5 verification (signature,
+/// rollback, expiry, hash mismatch, modified installed files); 6 nothing
+/// fits (unknown package, no version satisfies, no device code for the
+/// GPU); 7 the prefix is locked by another kpack-get (--no-wait); 8 the
+/// prefix or cache cannot be written (permission denied, disk full).
+#[derive(Debug, Parser)]
+#[command(name = "kpack-get", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The install root; `.kpack/` lives under it [env: KPACK_GET_PREFIX].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub prefix: Option<PathBuf>,
+    /// A repository to use instead of the configured ones: `[NAME=]URL`,
+    /// several mirrors separated by commas (with --key).
+    #[arg(long = "repo", global = true, value_name = "URL", requires = "key")]
+    pub repos: Vec<String>,
+    /// The minisign public key (`RWQ...` or a file) of the --repo
+    /// repositories.
+    #[arg(long, global = true, value_name = "KEY")]
+    pub key: Option<String>,
+    /// The configuration file [env: KPACK_GET_CONFIG].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The download cache [env: KPACK_GET_CACHE_DIR].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Where repository state (verified roots, versions seen) is kept
+    /// [env: KPACK_GET_STATE_DIR].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// GPU targets to install for instead of detecting them, comma
+    /// separated (`gfx1100,gfx90a:xnack-`).
+    #[arg(long, global = true, env = "KPACK_GET_TARGETS", value_delimiter = ',')]
+    pub target: Vec<String>,
+    /// Use only what is already fetched; never touch the network.
+    #[arg(long, global = true)]
+    pub offline: bool,
+    /// Machine-readable output on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Errors only.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Say more: every artifact considered and why.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// No progress bars, even on a terminal.
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+    /// Accept a root index older than one already seen (a rollback).
+    #[arg(long, global = true)]
+    pub allow_rollback: bool,
+    /// Accept a root index past its expiry (a frozen mirror).
+    #[arg(long, global = true)]
+    pub allow_expired: bool,
+    /// Fail at once when another kpack-get holds the prefix's lock.
+    #[arg(long, global = true)]
+    pub no_wait: bool,
+    /// Downloads at once.
+    #[arg(long, global = true, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Seconds to wait for the next bytes from a server.
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_READ_TIMEOUT",
+        value_name = "SECONDS"
+    )]
+    pub read_timeout: Option<f64>,
+    /// Attempts per mirror before trying the next.
+    #[arg(long, global = true, env = "KPACK_GET_ATTEMPTS", value_name = "N")]
+    pub attempts: Option<u32>,
+    /// The KFD topology to read GPUs from.
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_SYSFS_ROOT",
+        value_name = "DIR",
+        hide = true
+    )]
+    pub sysfs_root: Option<PathBuf>,
+    /// The HSA runtime library to load instead of searching for it.
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_HSA_LIBRARY",
+        value_name = "FILE"
+    )]
+    pub hsa_library: Option<PathBuf>,
+    /// Do not ask the HSA runtime (sysfs only).
+    #[arg(long, global = true)]
+    pub no_hsa: bool,
+    /// Seconds the HSA probe may take.
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_HSA_TIMEOUT",
+        value_name = "SECONDS"
+    )]
+    pub hsa_timeout: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the GPUs found, their targets, and what they would select.
+    Detect,
+    /// Fetch and verify the configured repositories' root indexes.
+    Update,
+    /// Search package names and summaries.
+    Search { text: String },
+    /// Show a package's versions and artifacts, and which would be chosen.
+    Info {
+        /// `NAME` or `NAME@VERSION`.
+        package: String,
+    },
+    /// Resolve, download, verify and install packages.
+    Install {
+        /// `NAME` or `NAME@REQUIREMENT` (`rocm-rand@5.3`, `rocm-rand@>=5`).
+        #[arg(required = true)]
+        packages: Vec<String>,
+        /// Show the plan: each artifact, its size, the total download.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove installed packages and their files.
+    Remove {
+        #[arg(required = true)]
+        packages: Vec<String>,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// List installed packages.
+    List,
+    /// Install newer versions of installed packages (all, or those named).
+    Upgrade {
+        packages: Vec<String>,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-hash installed files against the install record.
+    Verify,
+    /// Manage the download cache.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+    /// Runs the HSA probe in this process and prints its result (used by
+    /// `detect` in a child process).
+    #[command(hide = true)]
+    HsaProbe {
+        #[arg(long)]
+        library: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Empty the download cache.
+    Clean,
+}

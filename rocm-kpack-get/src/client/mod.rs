@@ -1,0 +1,228 @@
+//! Fetching repository files from mirrors: one HTTP client (rustls, HTTP/2
+//! where offered), bounded concurrency, sha256 while streaming, resume,
+//! retries with backoff and failover to the next mirror.
+
+mod transfer;
+
+pub mod progress;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kpack_repo_index::{RelativePath, Sha256};
+
+use crate::cache::Cache;
+pub use progress::{Progress, Silent};
+
+/// Why files could not be fetched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    #[error("{path} is not in the download cache and --offline forbids downloading it")]
+    Offline { path: String },
+    #[error("{path}: every mirror failed:{}", list_failures(failures))]
+    AllMirrorsFailed {
+        path: String,
+        failures: Vec<MirrorFailure>,
+    },
+    #[error("cannot write {path}")]
+    Local {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the HTTP client: {message}")]
+    Setup { message: String },
+}
+
+/// One mirror's last failure for a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorFailure {
+    pub url: String,
+    pub error: String,
+    /// The mirror served bytes that do not match the index's pin.
+    pub integrity: bool,
+}
+
+fn list_failures(failures: &[MirrorFailure]) -> String {
+    failures
+        .iter()
+        .map(|f| format!("\n  {}: {}", f.url, f.error))
+        .collect()
+}
+
+impl ClientError {
+    /// Whether a mirror served tampered or wrong bytes (a verification
+    /// failure rather than a network one).
+    pub fn is_integrity(&self) -> bool {
+        matches!(self, ClientError::AllMirrorsFailed { failures, .. } if failures.iter().any(|f| f.integrity))
+    }
+}
+
+/// Tuning for the client; defaults suit a user's installs.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub concurrency: usize,
+    /// Attempts per mirror before moving to the next.
+    pub attempts: u32,
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response (no total timeout:
+    /// large files on slow links are fine while bytes flow).
+    pub read_timeout: Duration,
+    /// First retry delay; doubled for each further attempt.
+    pub backoff: Duration,
+    pub offline: bool,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            concurrency: 8,
+            attempts: 3,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            backoff: Duration::from_millis(250),
+            offline: false,
+        }
+    }
+}
+
+/// A pinned file to fetch from any of `mirrors`.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub path: RelativePath,
+    pub sha256: Sha256,
+    pub size: u64,
+    pub mirrors: Arc<Vec<String>>,
+}
+
+/// The HTTP client and the runtime it runs on.
+#[derive(Debug)]
+pub struct Client {
+    runtime: tokio::runtime::Runtime,
+    http: reqwest::Client,
+    options: ClientOptions,
+}
+
+impl Client {
+    pub fn new(options: ClientOptions) -> Result<Client, ClientError> {
+        let setup = |message: String| ClientError::Setup { message };
+        // The ring provider, installed once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| setup(e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .user_agent(concat!("kpack-get/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| setup(e.to_string()))?;
+        Ok(Client {
+            runtime,
+            http,
+            options,
+        })
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// An unpinned small file (the root index, its signature) from the
+    /// first mirror that has it; returns the bytes and the URL they came
+    /// from.
+    pub fn fetch_unpinned(
+        &self,
+        mirrors: &[String],
+        path: &str,
+    ) -> Result<(Vec<u8>, String), ClientError> {
+        if self.options.offline {
+            return Err(ClientError::Offline {
+                path: path.to_owned(),
+            });
+        }
+        self.runtime.block_on(transfer::fetch_unpinned(
+            &self.http,
+            &self.options,
+            mirrors,
+            path,
+        ))
+    }
+
+    /// Every file of `wanted` into `cache`, at most `concurrency` at once;
+    /// returns their cache paths in the same order. Files already cached
+    /// are not fetched. On the first failure the others stop (their
+    /// partial files stay for a resume) and that failure is returned.
+    pub fn fetch_all(
+        &self,
+        cache: &Cache,
+        wanted: &[Wanted],
+        progress: Arc<dyn Progress>,
+    ) -> Result<Vec<std::path::PathBuf>, ClientError> {
+        cache.create_dirs().map_err(|source| ClientError::Local {
+            path: cache.root().to_owned(),
+            source,
+        })?;
+        let mut seen = BTreeSet::new();
+        let unique: Vec<(usize, Wanted)> = wanted
+            .iter()
+            .filter(|w| seen.insert(w.sha256))
+            .cloned()
+            .enumerate()
+            .collect();
+        let mut missing = Vec::new();
+        for (id, item) in &unique {
+            if cache.get(&item.sha256, item.size).is_some() {
+                progress.start(*id, item.path.as_str(), item.size, item.size);
+                progress.finish(*id, true);
+            } else if self.options.offline {
+                return Err(ClientError::Offline {
+                    path: item.path.to_string(),
+                });
+            } else {
+                missing.push((*id, item.clone()));
+            }
+        }
+        if !missing.is_empty() {
+            self.runtime.block_on(transfer::fetch_many(
+                &self.http,
+                &self.options,
+                cache,
+                missing,
+                progress,
+            ))?;
+        }
+        wanted
+            .iter()
+            .map(|w| {
+                cache
+                    .get(&w.sha256, w.size)
+                    .ok_or_else(|| ClientError::Local {
+                        path: cache.blob(&w.sha256),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "removed from the cache while in use",
+                        ),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// The URL (or directory path) of `path` on `mirror`.
+pub fn mirror_location(mirror: &str, path: &str) -> String {
+    if mirror.ends_with('/') {
+        format!("{mirror}{path}")
+    } else {
+        format!("{mirror}/{path}")
+    }
+}
+
+/// Whether a mirror is served over HTTP (else it is a directory).
+pub fn is_http(mirror: &str) -> bool {
+    mirror.starts_with("http://") || mirror.starts_with("https://")
+}

@@ -1,0 +1,104 @@
+//! `info`: a package's versions and artifacts, and which would be chosen
+//! for this machine's GPUs.
+
+use kpack_repo_index::select_artifacts;
+use serde_json::json;
+
+use super::{parse_request, Context, Exit, Failure};
+use crate::printer::size;
+
+pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
+    let request = parse_request(package)?;
+    let client = context.client()?;
+    let repos = context.repos(&client)?;
+    let (gpus, _) = context.gpus()?;
+    for repo in &repos {
+        let Some(shard) = repo.shard(&client, &context.cache, &request.name)? else {
+            continue;
+        };
+        let Some(entry) = shard
+            .versions
+            .iter()
+            .filter(|v| request.requirement.matches(&v.version))
+            .max_by(|a, b| a.version.cmp(&b.version))
+        else {
+            continue;
+        };
+        let summary = repo
+            .root
+            .packages
+            .get(&request.name)
+            .map(|p| p.summary.clone())
+            .unwrap_or_default();
+        let mut versions: Vec<String> = shard
+            .versions
+            .iter()
+            .map(|v| v.version.to_string())
+            .collect();
+        versions.sort();
+        let selection = select_artifacts(entry, &gpus, &repo.families);
+        let chosen = |path: &str| selection.artifacts.iter().any(|a| a.path.as_str() == path);
+        let printer = &context.printer;
+        printer.line(format!(
+            "{} {} ({}): {summary}",
+            shard.name, entry.version, repo.config.name
+        ));
+        printer.line(format!("versions: {}", versions.join(", ")));
+        if !entry.depends.is_empty() {
+            let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
+            printer.line(format!("depends: {}", depends.join(", ")));
+        }
+        printer.line(format!(
+            "artifacts (* = chosen for {}):",
+            if gpus.is_empty() {
+                "this machine: no GPU found, host parts only".to_owned()
+            } else {
+                rocm_kpack::target::join_targets(&gpus)
+            }
+        ));
+        for artifact in &entry.artifacts {
+            printer.line(format!(
+                "{} {:>10}  {}{}",
+                if chosen(artifact.path.as_str()) {
+                    "*"
+                } else {
+                    " "
+                },
+                size(artifact.size),
+                artifact.path,
+                artifact
+                    .targets
+                    .as_ref()
+                    .map(|t| format!(" [{}]", t.join(", ")))
+                    .unwrap_or_default()
+            ));
+        }
+        for explanation in &selection.explanations {
+            printer.detail(format!("  why: {explanation}"));
+        }
+        printer.json(&json!({
+            "name": shard.name.as_str(),
+            "version": entry.version.to_string(),
+            "repo": repo.config.name,
+            "summary": summary,
+            "versions": versions,
+            "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "artifacts": entry.artifacts.iter().map(|a| json!({
+                "path": a.path.as_str(),
+                "kind": a.kind,
+                "size": a.size,
+                "sha256": a.sha256.to_string(),
+                "targets": a.targets,
+                "chosen": chosen(a.path.as_str()),
+            })).collect::<Vec<_>>(),
+            "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }));
+        return Ok(());
+    }
+    Err(Failure::new(
+        Exit::NothingFits,
+        anyhow::anyhow!("no package {package} in the configured repositories"),
+    )
+    .hint("`kpack-get search TEXT` lists what is available"))
+}

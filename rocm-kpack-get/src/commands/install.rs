@@ -1,0 +1,253 @@
+//! `install` and `upgrade`: plan, download, stage, commit.
+
+use std::sync::Arc;
+
+use kpack_repo_index::{Explanation, Request};
+use rocm_kpack::Target;
+use rocm_kpack_get::client::{Progress, Wanted};
+use rocm_kpack_get::install::plan::{make_plan, Plan};
+use rocm_kpack_get::install::{PackageInstall, ReadyArtifact};
+use rocm_kpack_get::repo::Repo;
+use serde_json::json;
+
+use super::{parse_request, Context, Failure};
+use crate::printer::{saving, size};
+use crate::progress::{Bars, Lines};
+
+pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
+    let requests = packages
+        .iter()
+        .map(|p| parse_request(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    run(context, &requests, dry_run, "installed")
+}
+
+pub fn upgrade(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
+    let prefix = context.prefix(false)?;
+    let record = prefix.record()?;
+    let mut requests = Vec::new();
+    for name in record.packages.keys() {
+        if packages.is_empty() || packages.contains(name) {
+            requests.push(parse_request(name)?);
+        }
+    }
+    for name in packages {
+        if !record.packages.contains_key(name) {
+            return Err(rocm_kpack_get::install::InstallError::NotInstalled {
+                name: name.clone(),
+                prefix: prefix.root().to_owned(),
+            }
+            .into());
+        }
+    }
+    if requests.is_empty() {
+        context
+            .printer
+            .line("nothing is installed; nothing to upgrade");
+        context.printer.json(&json!({ "packages": [] }));
+        return Ok(());
+    }
+    run(context, &requests, dry_run, "upgraded")
+}
+
+fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Result<(), Failure> {
+    let printer = &context.printer;
+    let client = context.client()?;
+    let repos = context.repos(&client)?;
+    let (gpus, detection) = context.gpus()?;
+    let prefix = context.prefix(!dry_run)?;
+    // A dry run reads the record without the lock; it changes nothing.
+    let lock = if dry_run {
+        None
+    } else {
+        Some(context.lock(&prefix)?)
+    };
+    let record = prefix.record()?;
+    let gpus = if gpus.is_empty() && verb == "upgraded" {
+        // Upgrading on a machine without a detected GPU keeps the targets
+        // the packages were installed for.
+        recorded_targets(&record)
+    } else {
+        gpus
+    };
+    if gpus.is_empty() {
+        printer.warn(format!(
+            "no GPU found ({}): installing host parts only; --target chooses GPU targets",
+            if detection.notes.is_empty() {
+                "no source reported one".to_owned()
+            } else {
+                detection.notes.join("; ")
+            }
+        ));
+    } else {
+        printer.detail(format!("GPUs: {}", rocm_kpack::target::join_targets(&gpus)));
+    }
+    let plan = make_plan(&client, &context.cache, &repos, requests, &gpus, &record)?;
+    show_plan(context, &repos, &plan, dry_run);
+    if dry_run {
+        return Ok(());
+    }
+    let Some(lock) = lock else { return Ok(()) };
+    let pending: Vec<_> = plan.pending().collect();
+    if pending.is_empty() {
+        printer.line(format!(
+            "nothing to do: already installed in {}",
+            prefix.root().display()
+        ));
+        printer.json(&plan_json(context, &repos, &plan, true));
+        return Ok(());
+    }
+    let wanted: Vec<Wanted> = pending
+        .iter()
+        .flat_map(|package| {
+            let mirrors = Arc::new(repos[package.repo].config.mirrors.clone());
+            package.chosen.iter().map(move |artifact| Wanted {
+                path: artifact.path.clone(),
+                sha256: artifact.sha256,
+                size: artifact.size,
+                mirrors: mirrors.clone(),
+            })
+        })
+        .collect();
+    let to_download = plan.download_size(&context.cache);
+    let bars = printer.bars.then(|| Arc::new(Bars::new(to_download)));
+    let progress: Arc<dyn Progress> = match &bars {
+        Some(bars) => bars.clone(),
+        None => Arc::new(Lines::new(*printer)),
+    };
+    let blobs = client.fetch_all(&context.cache, &wanted, progress);
+    if let Some(bars) = &bars {
+        bars.finish();
+    }
+    let blobs = blobs?;
+    let mut blobs = blobs.into_iter();
+    let mut installs = Vec::new();
+    for package in &pending {
+        let artifacts = package
+            .chosen
+            .iter()
+            .zip(blobs.by_ref())
+            .map(|(artifact, blob)| ReadyArtifact {
+                kind: artifact.kind,
+                path: artifact.path.to_string(),
+                install_as: artifact.install_as.as_ref().map(ToString::to_string),
+                targets: artifact.targets.clone(),
+                sha256: artifact.sha256,
+                size: artifact.size,
+                blob,
+            })
+            .collect();
+        installs.push(PackageInstall {
+            name: package.name.to_string(),
+            version: package.version.clone(),
+            repo: repos[package.repo].config.name.clone(),
+            targets: plan.gpus.iter().map(ToString::to_string).collect(),
+            artifacts,
+        });
+    }
+    let applied = prefix.apply(&lock, &installs, &[])?;
+    for package in &pending {
+        let from = match &package.installed {
+            Some(old) if *old != package.version => format!(" (was {old})"),
+            _ => String::new(),
+        };
+        printer.line(format!("{verb} {} {}{from}", package.name, package.version));
+    }
+    printer.line(format!(
+        "{} files into {}; downloaded {}",
+        applied.files_added,
+        prefix.root().display(),
+        saving(plan.size(), plan.full_size())
+    ));
+    printer.json(&plan_json(context, &repos, &plan, true));
+    Ok(())
+}
+
+fn recorded_targets(record: &rocm_kpack_get::install::record::InstalledRecord) -> Vec<Target> {
+    let mut targets: Vec<Target> = record
+        .packages
+        .values()
+        .flat_map(|p| p.targets.iter())
+        .filter_map(|t| Target::parse(t).ok())
+        .collect();
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
+/// Each package, each chosen artifact with its size, and the totals.
+fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
+    let printer = &context.printer;
+    for package in &plan.packages {
+        if package.up_to_date {
+            printer.line(format!(
+                "{} {} is installed already",
+                package.name, package.version
+            ));
+            continue;
+        }
+        printer.line(format!(
+            "{} {} from {}: {}",
+            package.name,
+            package.version,
+            repos[package.repo].config.name,
+            saving(package.size(), package.full_size)
+        ));
+        for artifact in &package.chosen {
+            let cached = context.cache.get(&artifact.sha256, artifact.size).is_some();
+            printer.line(format!(
+                "  {:>10}  {}{}{}",
+                size(artifact.size),
+                artifact.path,
+                artifact
+                    .targets
+                    .as_ref()
+                    .map(|t| format!(" [{}]", t.join(", ")))
+                    .unwrap_or_default(),
+                if cached { " (cached)" } else { "" }
+            ));
+        }
+        for explanation in &package.explanations {
+            match explanation {
+                Explanation::NoDeviceCode { .. } => printer.warn(explanation.to_string()),
+                _ => printer.detail(format!("  why: {explanation}")),
+            }
+        }
+    }
+    if dry_run {
+        printer.line(format!(
+            "would download {} (downloads {})",
+            size(plan.download_size(&context.cache)),
+            saving(plan.size(), plan.full_size())
+        ));
+        printer.json(&plan_json(context, repos, plan, false));
+    }
+}
+
+fn plan_json(context: &Context, repos: &[Repo], plan: &Plan, done: bool) -> serde_json::Value {
+    json!({
+        "prefix": context.settings.prefix,
+        "gpus": plan.gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "done": done,
+        "size": plan.size(),
+        "full_size": plan.full_size(),
+        "download_size": if done { serde_json::Value::Null } else { plan.download_size(&context.cache).into() },
+        "packages": plan.packages.iter().map(|p| json!({
+            "name": p.name.as_str(),
+            "version": p.version.to_string(),
+            "repo": repos[p.repo].config.name,
+            "installed": p.installed.as_ref().map(ToString::to_string),
+            "up_to_date": p.up_to_date,
+            "size": p.size(),
+            "full_size": p.full_size,
+            "artifacts": p.chosen.iter().map(|a| json!({
+                "path": a.path.as_str(),
+                "kind": a.kind,
+                "size": a.size,
+                "sha256": a.sha256.to_string(),
+                "targets": a.targets,
+            })).collect::<Vec<_>>(),
+            "why": p.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

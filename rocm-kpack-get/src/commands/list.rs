@@ -1,0 +1,48 @@
+//! `list`: what is installed in the prefix.
+
+use serde_json::json;
+
+use super::{Context, Failure};
+
+pub fn list(context: &Context) -> Result<(), Failure> {
+    let prefix = context.prefix(false)?;
+    // Finish an interrupted change first, so the list is the truth.
+    let _lock = if prefix.root().join(".kpack").is_dir() {
+        Some(context.lock(&prefix)?)
+    } else {
+        None
+    };
+    let record = prefix.record()?;
+    if record.packages.is_empty() {
+        context
+            .printer
+            .line(format!("nothing installed in {}", prefix.root().display()));
+    }
+    for (name, package) in &record.packages {
+        let size: u64 = package.files.iter().filter_map(|f| f.size).sum();
+        context.printer.line(format!(
+            "{name} {} ({}, {} files, {}; for {})",
+            package.version,
+            package.repo,
+            package.files.len(),
+            crate::printer::size(size),
+            if package.targets.is_empty() {
+                "no GPU: host parts only".to_owned()
+            } else {
+                package.targets.join(", ")
+            }
+        ));
+    }
+    context.printer.json(&json!({
+        "prefix": prefix.root(),
+        "packages": record.packages.iter().map(|(name, p)| json!({
+            "name": name,
+            "version": p.version.to_string(),
+            "repo": p.repo,
+            "targets": p.targets,
+            "files": p.files.len(),
+            "artifacts": p.artifacts.iter().map(|a| a.path.clone()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    }));
+    Ok(())
+}

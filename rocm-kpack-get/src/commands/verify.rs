@@ -1,0 +1,48 @@
+//! `verify`: re-hash installed files against the install record.
+
+use serde_json::json;
+
+use super::{Context, Exit, Failure};
+
+pub fn verify(context: &Context) -> Result<(), Failure> {
+    let prefix = context.prefix(false)?;
+    if !prefix.root().join(".kpack").is_dir() {
+        context
+            .printer
+            .line(format!("nothing installed in {}", prefix.root().display()));
+        context
+            .printer
+            .json(&json!({ "checked": 0, "mismatches": [] }));
+        return Ok(());
+    }
+    let lock = context.lock(&prefix)?;
+    let (checked, mismatches) = prefix.verify(&lock)?;
+    for mismatch in &mismatches {
+        context.printer.warn(format!(
+            "{}: {} ({})",
+            mismatch.path, mismatch.problem, mismatch.package
+        ));
+    }
+    context.printer.json(&json!({
+        "checked": checked,
+        "mismatches": mismatches.iter().map(|m| json!({
+            "package": m.package, "path": m.path, "problem": m.problem,
+        })).collect::<Vec<_>>(),
+    }));
+    if mismatches.is_empty() {
+        context.printer.line(format!(
+            "{checked} installed files match the record in {}",
+            prefix.root().display()
+        ));
+        Ok(())
+    } else {
+        Err(Failure::new(
+            Exit::Verification,
+            anyhow::anyhow!(
+                "{} of {checked} installed files differ from the record",
+                mismatches.len()
+            ),
+        )
+        .hint("reinstall the packages named above (`kpack-get remove` then `kpack-get install`)"))
+    }
+}

@@ -1,0 +1,274 @@
+//! Configuration: the repositories to install from and where things live.
+//!
+//! Read from TOML (`$KPACK_GET_CONFIG`, else `$XDG_CONFIG_HOME/kpack-get/config.toml`,
+//! else `/etc/kpack-get/config.toml`); environment variables and command
+//! line flags override it, in that order, before any command runs.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read the configuration {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("repository {name:?}: {message}")]
+    Repo { name: String, message: String },
+    #[error("no home directory: set HOME, or XDG_CACHE_HOME and XDG_STATE_HOME")]
+    NoHome,
+}
+
+/// One repository: a local name, the mirrors serving it (tried in order)
+/// and the minisign public key its root index is signed with.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoConfig {
+    pub name: String,
+    pub mirrors: Vec<String>,
+    /// A key (`RWQ...`) or the path of a minisign public key file.
+    pub key: String,
+}
+
+/// The configuration file's contents.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigFile {
+    #[serde(default, rename = "repo")]
+    pub repos: Vec<RepoConfig>,
+    pub prefix: Option<PathBuf>,
+    pub cache_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub concurrency: Option<usize>,
+    /// Seconds after which a stored root index is fetched again.
+    pub max_index_age: Option<u64>,
+}
+
+impl ConfigFile {
+    /// Parses a configuration file's text; `path` is for messages.
+    pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
+        let config: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        for repo in &config.repos {
+            repo.check()?;
+        }
+        Ok(config)
+    }
+
+    /// Loads `explicit` if given, else the first configuration file found in
+    /// the usual places; none at all is an empty configuration.
+    pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
+        let candidates: Vec<PathBuf> = match explicit {
+            Some(path) => vec![path.to_owned()],
+            None => default_locations(),
+        };
+        for path in candidates {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => return Ok((ConfigFile::parse(&path, &text)?, Some(path))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {}
+                Err(source) => return Err(ConfigError::Read { path, source }),
+            }
+        }
+        Ok((ConfigFile::default(), None))
+    }
+}
+
+impl RepoConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |message: &str| ConfigError::Repo {
+            name: self.name.clone(),
+            message: message.to_owned(),
+        };
+        if self.name.is_empty()
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(bad("a repository name is letters, digits, '.', '_', '-'"));
+        }
+        if self.mirrors.is_empty() {
+            return Err(bad("lists no mirrors"));
+        }
+        if self.key.trim().is_empty() {
+            return Err(bad("has no public key"));
+        }
+        Ok(())
+    }
+
+    /// A repository given on the command line as `[NAME=]URL`.
+    pub fn from_flag(value: &str, key: &str) -> Result<RepoConfig, ConfigError> {
+        let (name, url) = match value.split_once('=') {
+            Some((name, url)) if !name.contains('/') && !name.contains(':') => (name, url),
+            _ => ("default", value),
+        };
+        let repo = RepoConfig {
+            name: name.to_owned(),
+            mirrors: url.split(',').map(str::to_owned).collect(),
+            key: key.to_owned(),
+        };
+        repo.check()?;
+        Ok(repo)
+    }
+}
+
+fn default_locations() -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    if let Some(dir) = xdg_dir("XDG_CONFIG_HOME", ".config") {
+        paths.push(dir.join("kpack-get/config.toml"));
+    }
+    paths.push(PathBuf::from("/etc/kpack-get/config.toml"));
+    paths
+}
+
+/// `$VAR` if set to an absolute path, else `$HOME/fallback`.
+pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(var).map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Some(dir);
+        }
+    }
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(|home| PathBuf::from(home).join(fallback))
+}
+
+/// Everything a command needs to know about where and what, resolved from
+/// the file, the environment and the flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub repos: Vec<RepoConfig>,
+    pub prefix: PathBuf,
+    /// Content-addressed downloads, shared by every prefix.
+    pub cache_dir: PathBuf,
+    /// Per-repository state that must outlive the cache: stored roots and
+    /// the highest version seen (rollback protection).
+    pub state_dir: PathBuf,
+    pub concurrency: usize,
+    pub max_index_age: u64,
+    pub config_path: Option<PathBuf>,
+}
+
+/// What flags and the environment say, to lay over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub repos: Vec<RepoConfig>,
+    pub prefix: Option<PathBuf>,
+    pub cache_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub concurrency: Option<usize>,
+}
+
+impl Settings {
+    /// File, then environment (`KPACK_GET_CACHE_DIR`, `KPACK_GET_STATE_DIR`,
+    /// `KPACK_GET_PREFIX`), then flags. Repositories given as flags replace
+    /// the configured ones.
+    pub fn resolve(overrides: Overrides) -> Result<Settings, ConfigError> {
+        let env_path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let explicit = overrides
+            .config
+            .clone()
+            .or_else(|| env_path("KPACK_GET_CONFIG"));
+        let (file, config_path) = ConfigFile::load(explicit.as_deref())?;
+        let repos = if overrides.repos.is_empty() {
+            file.repos
+        } else {
+            overrides.repos
+        };
+        let cache_dir = match overrides
+            .cache_dir
+            .or_else(|| env_path("KPACK_GET_CACHE_DIR"))
+            .or(file.cache_dir)
+        {
+            Some(dir) => dir,
+            None => xdg_dir("XDG_CACHE_HOME", ".cache")
+                .ok_or(ConfigError::NoHome)?
+                .join("kpack-get"),
+        };
+        let state_dir = match overrides
+            .state_dir
+            .or_else(|| env_path("KPACK_GET_STATE_DIR"))
+            .or(file.state_dir)
+        {
+            Some(dir) => dir,
+            None => xdg_dir("XDG_STATE_HOME", ".local/state")
+                .ok_or(ConfigError::NoHome)?
+                .join("kpack-get"),
+        };
+        let prefix = overrides
+            .prefix
+            .or_else(|| env_path("KPACK_GET_PREFIX"))
+            .or(file.prefix)
+            .unwrap_or_else(|| PathBuf::from("/opt/rocm"));
+        Ok(Settings {
+            repos,
+            prefix,
+            cache_dir,
+            state_dir,
+            concurrency: overrides
+                .concurrency
+                .or(file.concurrency)
+                .unwrap_or(8)
+                .clamp(1, 64),
+            max_index_age: file.max_index_age.unwrap_or(3600),
+            config_path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_repos_and_paths() {
+        let text = r#"
+            prefix = "/opt/kpack"
+            concurrency = 4
+            [[repo]]
+            name = "rocm"
+            mirrors = ["https://a.example/rocm", "file:///srv/rocm"]
+            key = "RWQabc"
+        "#;
+        let config = ConfigFile::parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(config.repos.len(), 1);
+        assert_eq!(config.repos[0].mirrors.len(), 2);
+        assert_eq!(config.prefix.as_deref(), Some(Path::new("/opt/kpack")));
+        assert_eq!(config.concurrency, Some(4));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_repos_without_mirrors() {
+        let err = ConfigFile::parse(Path::new("c.toml"), "colour = 1").unwrap_err();
+        assert!(err.to_string().contains("c.toml"), "{err}");
+        let err = ConfigFile::parse(
+            Path::new("c.toml"),
+            "[[repo]]\nname = \"r\"\nmirrors = []\nkey = \"k\"\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("no mirrors"), "{err}");
+    }
+
+    #[test]
+    fn repo_flag_takes_an_optional_name() {
+        let repo = RepoConfig::from_flag("rocm=http://127.0.0.1:8000/r", "RWQ").unwrap();
+        assert_eq!(repo.name, "rocm");
+        assert_eq!(repo.mirrors, ["http://127.0.0.1:8000/r"]);
+        let repo = RepoConfig::from_flag("http://127.0.0.1:8000/r", "RWQ").unwrap();
+        assert_eq!(repo.name, "default");
+    }
+}

@@ -1,0 +1,243 @@
+//! Which GPUs this machine has, and their targets.
+//!
+//! Sources, in order (05-kpack-get.md): targets given by the user, which
+//! replace detection; the HSA runtime, run in a child process because its
+//! initialisation can hang ([`hsa`]); the kernel driver's topology in sysfs
+//! ([`sysfs`]). HSA knows the live xnack and sramecc modes, so when it finds
+//! GPUs they are the answer; sysfs, which works before ROCm is installed,
+//! answers when HSA cannot. Finding no GPU is not an error: the
+//! [`Detection`] then says in its notes why each source found nothing.
+
+pub mod hsa;
+pub mod sysfs;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rocm_kpack::Target;
+use serde::{Serialize, Serializer};
+
+/// Where the kernel driver's topology lives.
+pub const DEFAULT_SYSFS_ROOT: &str = "/sys/class/kfd/kfd/topology/nodes";
+
+/// How long the HSA probe may take by default.
+pub const DEFAULT_HSA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a GPU's target came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuSource {
+    /// Given by the user (`--target`, `KPACK_GET_TARGETS`).
+    Override,
+    /// Reported by the HSA runtime.
+    Hsa,
+    /// Read from the kernel driver's topology.
+    Sysfs,
+}
+
+/// A GPU found (or named by the user).
+#[derive(Debug, Clone, Serialize)]
+pub struct Gpu {
+    /// Its target, with the feature modes the source knows.
+    #[serde(serialize_with = "serialize_display")]
+    pub target: Target,
+    /// The product name, when a source knows it.
+    pub product: Option<String>,
+    /// Where the target came from.
+    pub source: GpuSource,
+    /// Which agent or node it is: `hsa agent 0`, `sysfs node 1`, `override`.
+    pub id: String,
+}
+
+fn serialize_display<S: Serializer>(target: &Target, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(target)
+}
+
+/// What to consult, and how.
+#[derive(Debug, Clone)]
+pub struct DetectOptions {
+    /// Targets given by the user; when there are any, nothing else is
+    /// consulted.
+    pub overrides: Vec<Target>,
+    /// The HSA runtime to load; `None` searches for
+    /// `libhsa-runtime64.so.1` with the dynamic loader, then in
+    /// `$ROCM_PATH/lib` and `/opt/rocm/lib`.
+    pub hsa_library: Option<PathBuf>,
+    /// Whether to ask HSA at all.
+    pub hsa_enabled: bool,
+    /// How long the HSA probe may take before it is killed.
+    pub hsa_timeout: Duration,
+    /// The executable run as the HSA probe (`PROBE hsa-probe`), normally
+    /// kpack-get itself.
+    pub probe_exe: PathBuf,
+    /// The directory of topology nodes.
+    pub sysfs_root: PathBuf,
+}
+
+impl DetectOptions {
+    /// Detection from every source, with the default HSA search, timeout and
+    /// sysfs root.
+    pub fn new(probe_exe: PathBuf) -> DetectOptions {
+        DetectOptions {
+            overrides: Vec::new(),
+            hsa_library: None,
+            hsa_enabled: true,
+            hsa_timeout: DEFAULT_HSA_TIMEOUT,
+            probe_exe,
+            sysfs_root: PathBuf::from(DEFAULT_SYSFS_ROOT),
+        }
+    }
+}
+
+/// The GPUs found, and why sources that found none did not.
+#[derive(Debug, Clone, Default)]
+pub struct Detection {
+    /// The GPUs, in the order their source lists them.
+    pub gpus: Vec<Gpu>,
+    /// One line for people per source that found nothing or had trouble,
+    /// starting with the source (`hsa: ...`, `sysfs: ...`).
+    pub notes: Vec<String>,
+}
+
+impl Detection {
+    /// The distinct targets of the GPUs, in GPU order.
+    pub fn targets(&self) -> Vec<Target> {
+        let mut targets: Vec<Target> = Vec::new();
+        for gpu in &self.gpus {
+            if !targets.contains(&gpu.target) {
+                targets.push(gpu.target.clone());
+            }
+        }
+        targets
+    }
+}
+
+/// Finds the GPUs: the overrides if there are any, else what HSA reports,
+/// else what sysfs lists.
+pub fn detect(options: &DetectOptions) -> Detection {
+    if !options.overrides.is_empty() {
+        let gpus = options
+            .overrides
+            .iter()
+            .map(|target| Gpu {
+                target: target.clone(),
+                product: None,
+                source: GpuSource::Override,
+                id: "override".to_owned(),
+            })
+            .collect();
+        return Detection {
+            gpus,
+            notes: Vec::new(),
+        };
+    }
+
+    let mut notes = Vec::new();
+    let hsa_gpus = if options.hsa_enabled {
+        hsa_gpus(options, &mut notes)
+    } else {
+        notes.push("hsa: not consulted (disabled)".to_owned());
+        Vec::new()
+    };
+
+    let (sysfs_gpus, sysfs_notes) = sysfs::read_topology(&options.sysfs_root);
+    notes.extend(sysfs_notes);
+    if sysfs_gpus.is_empty() && !notes.iter().any(|note| note.starts_with("sysfs: ")) {
+        notes.push(format!(
+            "sysfs: no GPU nodes under {}",
+            options.sysfs_root.display()
+        ));
+    }
+
+    if hsa_gpus.is_empty() {
+        let gpus = sysfs_gpus
+            .into_iter()
+            .map(|gpu| Gpu {
+                target: gpu.target,
+                product: gpu.product,
+                source: GpuSource::Sysfs,
+                id: format!("sysfs node {}", gpu.node),
+            })
+            .collect();
+        return Detection { gpus, notes };
+    }
+
+    if sysfs_gpus.len() > hsa_gpus.len() {
+        notes.push(format!(
+            "hsa: sees {} of the {} GPUs the kernel driver lists \
+             (ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or render node permissions hide the others)",
+            hsa_gpus.len(),
+            sysfs_gpus.len()
+        ));
+    }
+    // Pair each HSA GPU with the next sysfs node of the same processor, for
+    // the product name when HSA has none.
+    let mut unpaired: Vec<Option<sysfs::SysfsGpu>> = sysfs_gpus.into_iter().map(Some).collect();
+    let gpus = hsa_gpus
+        .into_iter()
+        .map(|mut gpu| {
+            let pair = unpaired.iter_mut().find(|node| {
+                node.as_ref()
+                    .is_some_and(|node| node.target.processor() == gpu.target.processor())
+            });
+            if let Some(node) = pair.and_then(Option::take) {
+                if gpu.product.is_none() {
+                    gpu.product = node.product;
+                }
+            }
+            gpu
+        })
+        .collect();
+    Detection { gpus, notes }
+}
+
+/// The GPUs HSA reports, with a note when it reports none.
+fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
+    let agents = match hsa::probe(
+        &options.probe_exe,
+        options.hsa_library.as_deref(),
+        options.hsa_timeout,
+    ) {
+        Ok(agents) => agents,
+        Err(error) => {
+            notes.push(format!("hsa: {}", error_chain(&error)));
+            return Vec::new();
+        }
+    };
+    let mut gpus = Vec::new();
+    for agent in agents {
+        match Target::parse(&agent.isa) {
+            Ok(target) => gpus.push(Gpu {
+                target,
+                product: agent.product,
+                source: GpuSource::Hsa,
+                id: format!("hsa agent {}", agent.index),
+            }),
+            Err(error) => notes.push(format!(
+                "hsa: agent {} ({}): {error}, skipped",
+                agent.index, agent.name
+            )),
+        }
+    }
+    if gpus.is_empty() {
+        notes.push("hsa: no GPU agents".to_owned());
+    } else if let Some(version) = std::env::var_os("HSA_OVERRIDE_GFX_VERSION") {
+        notes.push(format!(
+            "hsa: HSA_OVERRIDE_GFX_VERSION={} is set, so HSA reports that target rather than the chip's",
+            version.to_string_lossy()
+        ));
+    }
+    gpus
+}
+
+/// An error and its causes on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        line.push_str(": ");
+        line.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    line
+}

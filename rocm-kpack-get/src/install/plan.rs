@@ -1,0 +1,201 @@
+//! Planning: requests to package versions (dependencies included, across
+//! the configured repositories in order) and each version's artifacts to
+//! the ones this machine's GPUs need.
+
+use std::collections::BTreeMap;
+
+use kpack_repo_index::{
+    resolve, select_artifacts, Artifact, Explanation, PackageName, Request, ResolveError, Shard,
+};
+use rocm_kpack::Target;
+
+use super::record::InstalledRecord;
+use crate::cache::Cache;
+use crate::client::Client;
+use crate::repo::{Repo, RepoError};
+
+/// Why no plan can be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("{package} {version} has no device code for {gpus}; it offers code for {offered}")]
+    NoDeviceCode {
+        package: String,
+        version: semver::Version,
+        gpus: String,
+        offered: String,
+    },
+}
+
+/// One package version to install, with what was chosen and why.
+#[derive(Debug, Clone)]
+pub struct PlannedPackage {
+    pub name: PackageName,
+    pub version: semver::Version,
+    /// Index into the repositories the plan was made from.
+    pub repo: usize,
+    pub chosen: Vec<Artifact>,
+    pub explanations: Vec<Explanation>,
+    /// Every artifact of the version: what a fat install would download.
+    pub full_size: u64,
+    /// The version installed now, if any.
+    pub installed: Option<semver::Version>,
+    /// Installed already, with these very artifacts.
+    pub up_to_date: bool,
+}
+
+impl PlannedPackage {
+    pub fn size(&self) -> u64 {
+        self.chosen.iter().map(|a| a.size).sum()
+    }
+}
+
+/// What an install would do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub packages: Vec<PlannedPackage>,
+    pub gpus: Vec<Target>,
+}
+
+impl Plan {
+    /// Bytes of the chosen artifacts of packages that need installing.
+    pub fn size(&self) -> u64 {
+        self.pending().map(PlannedPackage::size).sum()
+    }
+
+    /// Bytes a fat install of the same packages would take.
+    pub fn full_size(&self) -> u64 {
+        self.pending().map(|p| p.full_size).sum()
+    }
+
+    /// Of the chosen artifacts, the bytes not in the cache yet.
+    pub fn download_size(&self, cache: &Cache) -> u64 {
+        self.pending()
+            .flat_map(|p| &p.chosen)
+            .filter(|a| cache.get(&a.sha256, a.size).is_none())
+            .map(|a| a.size)
+            .sum()
+    }
+
+    /// The packages that are not installed as planned yet.
+    pub fn pending(&self) -> impl Iterator<Item = &PlannedPackage> {
+        self.packages.iter().filter(|p| !p.up_to_date)
+    }
+}
+
+/// The shards the plan reads, fetched as resolution asks for them.
+struct Shards<'a> {
+    client: &'a Client,
+    cache: &'a Cache,
+    repos: &'a [Repo],
+    shards: BTreeMap<PackageName, Shard>,
+    origin: BTreeMap<PackageName, usize>,
+}
+
+impl Shards<'_> {
+    /// Fetches the shard of `name` from the first repository listing it;
+    /// false when none does.
+    fn fetch(&mut self, name: &PackageName) -> Result<bool, RepoError> {
+        for (index, repo) in self.repos.iter().enumerate() {
+            if let Some(shard) = repo.shard(self.client, self.cache, name)? {
+                self.shards.insert(name.clone(), shard);
+                self.origin.insert(name.clone(), index);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Resolves `requests` and chooses artifacts for `gpus`.
+pub fn make_plan(
+    client: &Client,
+    cache: &Cache,
+    repos: &[Repo],
+    requests: &[Request],
+    gpus: &[Target],
+    installed: &InstalledRecord,
+) -> Result<Plan, PlanError> {
+    let mut shards = Shards {
+        client,
+        cache,
+        repos,
+        shards: BTreeMap::new(),
+        origin: BTreeMap::new(),
+    };
+    for request in requests {
+        shards.fetch(&request.name)?;
+    }
+    // Resolution names the next package it lacks; fetch it and go again.
+    let versions = loop {
+        match resolve(&shards.shards, requests) {
+            Ok(versions) => break versions,
+            Err(ResolveError::UnknownPackage { name, required_by }) => {
+                if shards.shards.contains_key(&name) || !shards.fetch(&name)? {
+                    return Err(ResolveError::UnknownPackage { name, required_by }.into());
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    let mut packages = Vec::new();
+    for (name, version) in versions {
+        let repo = shards.origin.get(&name).copied().unwrap_or(0);
+        let Some(entry) = shards
+            .shards
+            .get(&name)
+            .and_then(|s| s.versions.iter().find(|v| v.version == version))
+        else {
+            continue;
+        };
+        let families = &repos[repo].families;
+        let selection = select_artifacts(entry, gpus, families);
+        let has_device = entry.artifacts.iter().any(Artifact::is_device);
+        let chose_device = selection.artifacts.iter().any(|a| a.is_device());
+        if !gpus.is_empty() && has_device && !chose_device {
+            let mut offered: Vec<String> = entry
+                .artifacts
+                .iter()
+                .filter_map(|a| a.targets.clone())
+                .flatten()
+                .collect();
+            offered.sort();
+            offered.dedup();
+            return Err(PlanError::NoDeviceCode {
+                package: name.to_string(),
+                version,
+                gpus: rocm_kpack::target::join_targets(gpus),
+                offered: offered.join(", "),
+            });
+        }
+        let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
+        let current = installed.packages.get(name.as_str());
+        let up_to_date = current.is_some_and(|c| {
+            c.version == version && {
+                let mut have: Vec<_> = c.artifacts.iter().map(|a| a.sha256).collect();
+                let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
+                have.sort();
+                want.sort();
+                have == want
+            }
+        });
+        packages.push(PlannedPackage {
+            full_size: entry.artifacts.iter().map(|a| a.size).sum(),
+            installed: current.map(|c| c.version.clone()),
+            up_to_date,
+            name,
+            version,
+            repo,
+            chosen,
+            explanations: selection.explanations,
+        });
+    }
+    Ok(Plan {
+        packages,
+        gpus: gpus.to_vec(),
+    })
+}

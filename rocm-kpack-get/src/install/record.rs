@@ -1,0 +1,161 @@
+//! `.kpack/installed.toml`: every installed package, the artifacts it came
+//! from and every file it put in the prefix with its hash, so `verify` can
+//! check them and `remove` can take exactly them away.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kpack_repo_index::Sha256;
+use serde::{Deserialize, Serialize};
+
+use super::InstallError;
+
+/// The record's format version; a newer one is refused, not misread.
+pub const RECORD_FORMAT: u32 = 1;
+
+/// What is installed in a prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledRecord {
+    pub format: u32,
+    #[serde(default)]
+    pub packages: BTreeMap<String, InstalledPackage>,
+}
+
+/// One installed package version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledPackage {
+    pub version: semver::Version,
+    pub repo: String,
+    /// The GPU targets its device code was chosen for.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    #[serde(default)]
+    pub artifacts: Vec<InstalledArtifact>,
+    /// Directories the install created (removed again when empty).
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    #[serde(default)]
+    pub files: Vec<InstalledFile>,
+}
+
+/// An artifact a package was installed from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledArtifact {
+    pub path: String,
+    pub sha256: Sha256,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<String>>,
+}
+
+/// A file or symbolic link in the prefix, by relative path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstalledFile {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Sha256>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Set for symbolic links: where the link points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+}
+
+impl InstalledRecord {
+    pub fn empty() -> InstalledRecord {
+        InstalledRecord {
+            format: RECORD_FORMAT,
+            packages: BTreeMap::new(),
+        }
+    }
+
+    /// Reads the record at `path`; a missing file is an empty record.
+    pub fn load(path: &Path) -> Result<InstalledRecord, InstallError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(InstalledRecord::empty())
+            }
+            Err(source) => {
+                return Err(InstallError::Io {
+                    path: path.to_owned(),
+                    source,
+                })
+            }
+        };
+        InstalledRecord::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<InstalledRecord, InstallError> {
+        let bad = |message: String| InstallError::BadRecord {
+            path: path.to_owned(),
+            message,
+        };
+        let record: InstalledRecord = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if record.format != RECORD_FORMAT {
+            return Err(bad(format!(
+                "format {} is not the format {RECORD_FORMAT} this program writes",
+                record.format
+            )));
+        }
+        Ok(record)
+    }
+
+    pub fn to_toml(&self) -> Result<String, InstallError> {
+        toml::to_string(self).map_err(|e| InstallError::BadRecord {
+            path: "installed.toml".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The package that installed `path`, if any.
+    pub fn owner(&self, path: &str) -> Option<&str> {
+        self.packages
+            .iter()
+            .find(|(_, package)| package.files.iter().any(|f| f.path == path))
+            .map(|(name, _)| name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_a_newer_format() {
+        let mut record = InstalledRecord::empty();
+        record.packages.insert(
+            "rocm-rand".into(),
+            InstalledPackage {
+                version: "5.3.3".parse().unwrap(),
+                repo: "rocm".into(),
+                targets: vec!["gfx90a:sramecc+:xnack-".into()],
+                artifacts: vec![],
+                dirs: vec!["lib".into()],
+                files: vec![
+                    InstalledFile {
+                        path: "lib/librocrand.so.1.1".into(),
+                        sha256: Some(Sha256::of(b"x")),
+                        size: Some(1),
+                        link: None,
+                    },
+                    InstalledFile {
+                        path: "lib/librocrand.so.1".into(),
+                        sha256: None,
+                        size: None,
+                        link: Some("librocrand.so.1.1".into()),
+                    },
+                ],
+            },
+        );
+        let text = record.to_toml().unwrap();
+        assert_eq!(
+            InstalledRecord::parse(Path::new("r"), &text).unwrap(),
+            record
+        );
+        assert_eq!(record.owner("lib/librocrand.so.1"), Some("rocm-rand"));
+        let newer = text.replace("format = 1", "format = 2");
+        let err = InstalledRecord::parse(Path::new("r"), &newer).unwrap_err();
+        assert!(err.to_string().contains("format 2"), "{err}");
+    }
+}

@@ -1,0 +1,84 @@
+//! `kpack-get`: detects local GPUs and installs only the device code they
+//! need. Parses the command line, resolves settings once, runs one command
+//! and renders its failure for people.
+
+mod cli;
+mod commands;
+mod printer;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use rocm_kpack_get::config::{Overrides, RepoConfig, Settings};
+
+use cli::{CacheCommand, Cli, Command};
+use commands::{Context, Failure};
+use printer::{write_err, Printer};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::HsaProbe { library } = &cli.command {
+        let code = rocm_kpack_get::detect::hsa::probe_main(library.as_deref());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            write_err(&format!("error: {}", failure.error));
+            for cause in failure.error.chain().skip(1) {
+                write_err(&format!("  caused by: {cause}"));
+            }
+            if let Some(hint) = &failure.hint {
+                write_err(&format!("hint: {hint}"));
+            }
+            ExitCode::from(failure.code as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let global = cli.global;
+    let printer = Printer::new(
+        global.quiet,
+        global.verbose,
+        global.json,
+        global.no_progress,
+    );
+    let mut repos = Vec::new();
+    if let Some(key) = &global.key {
+        for repo in &global.repos {
+            repos.push(RepoConfig::from_flag(repo, key)?);
+        }
+    }
+    let settings = Settings::resolve(Overrides {
+        config: global.config.clone(),
+        repos,
+        prefix: global.prefix.clone(),
+        cache_dir: global.cache_dir.clone(),
+        state_dir: global.state_dir.clone(),
+        concurrency: global.concurrency,
+    })?;
+    let context = Context::new(global, settings, printer);
+    match cli.command {
+        Command::Detect => commands::detect::detect(&context),
+        Command::Update => commands::update::update(&context),
+        Command::Search { text } => commands::search::search(&context, &text),
+        Command::Info { package } => commands::info::info(&context, &package),
+        Command::Install { packages, dry_run } => {
+            commands::install::install(&context, &packages, dry_run)
+        }
+        Command::Remove { packages, dry_run } => {
+            commands::remove::remove(&context, &packages, dry_run)
+        }
+        Command::List => commands::list::list(&context),
+        Command::Upgrade { packages, dry_run } => {
+            commands::install::upgrade(&context, &packages, dry_run)
+        }
+        Command::Verify => commands::verify::verify(&context),
+        Command::Cache {
+            command: CacheCommand::Clean,
+        } => commands::cache::clean(&context),
+        Command::HsaProbe { .. } => Ok(()),
+    }
+}

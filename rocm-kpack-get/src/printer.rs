@@ -1,0 +1,112 @@
+//! All of kpack-get's output goes through here: human lines on stdout,
+//! warnings and notes on stderr, or one JSON document on stdout.
+
+use std::io::{IsTerminal, Write};
+
+/// How much to say, and in what form.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    pub quiet: bool,
+    pub verbose: bool,
+    pub json: bool,
+    /// Progress bars (a terminal, and not asked to be quiet).
+    pub bars: bool,
+}
+
+impl Printer {
+    pub fn new(quiet: bool, verbose: bool, json: bool, no_progress: bool) -> Printer {
+        let bars = !quiet && !json && !no_progress && std::io::stderr().is_terminal();
+        Printer {
+            quiet,
+            verbose,
+            json,
+            bars,
+        }
+    }
+
+    /// A line of the command's normal output (not with --json or -q).
+    pub fn line(&self, text: impl AsRef<str>) {
+        if !self.quiet && !self.json {
+            write_out(text.as_ref());
+        }
+    }
+
+    /// A line only with -v.
+    pub fn detail(&self, text: impl AsRef<str>) {
+        if self.verbose && !self.json {
+            write_out(text.as_ref());
+        }
+    }
+
+    /// Something the user should know about, on stderr.
+    pub fn note(&self, text: impl AsRef<str>) {
+        if !self.quiet {
+            write_err(&format!("note: {}", text.as_ref()));
+        }
+    }
+
+    /// A warning, on stderr even with -q.
+    pub fn warn(&self, text: impl AsRef<str>) {
+        write_err(&format!("warning: {}", text.as_ref()));
+    }
+
+    /// The machine-readable result, with --json.
+    pub fn json(&self, value: &serde_json::Value) {
+        if self.json {
+            write_out(&serde_json::to_string_pretty(value).unwrap_or_default());
+        }
+    }
+}
+
+/// Writes a line to stdout; a closed pipe (`| head`) ends quietly.
+fn write_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{text}").is_err() {
+        std::process::exit(0);
+    }
+}
+
+pub fn write_err(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// Bytes for people: `2.1 MiB`.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// "downloads 2.1 MiB of 9.8 MiB: 79% saved".
+pub fn saving(part: u64, full: u64) -> String {
+    let saved = (full.saturating_sub(part))
+        .saturating_mul(100)
+        .checked_div(full)
+        .unwrap_or(0);
+    format!("{} of {}: {saved}% saved", size(part), size(full))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(2_202_009), "2.1 MiB");
+        assert_eq!(
+            saving(2_202_009, 10_276_044),
+            "2.1 MiB of 9.8 MiB: 78% saved"
+        );
+        assert_eq!(saving(0, 0), "0 B of 0 B: 0% saved");
+    }
+}

@@ -1,0 +1,426 @@
+//! The client side of a repository: fetching and checking its signed root
+//! (signature, rollback, expiry), keeping it between runs, and reading the
+//! shards it pins.
+//!
+//! State lives under the state directory, not the cache, so emptying the
+//! cache does not forget the highest version seen:
+//!
+//!     repos/<name>/index.toml, index.toml.minisig   the last verified root
+//!     versions.toml                                 highest version seen per repo name
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use kpack_repo_index::sign::{verify_root, PublicKey, SignError};
+use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
+
+use crate::cache::Cache;
+use crate::client::{mirror_location, Client, ClientError};
+use crate::config::RepoConfig;
+
+/// What is wrong with a repository or its local state.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepoError {
+    #[error("repository {repo}: public key")]
+    Key {
+        repo: String,
+        #[source]
+        source: Box<SignError>,
+    },
+    #[error("repository {repo}: {url}: the root index's signature does not verify with the configured key")]
+    Signature {
+        repo: String,
+        url: String,
+        #[source]
+        source: Box<SignError>,
+    },
+    #[error("repository {repo}: {url} offers version {found}, older than version {seen} already seen: a stale or malicious mirror (--allow-rollback overrides)")]
+    Rollback {
+        repo: String,
+        url: String,
+        found: u64,
+        seen: u64,
+    },
+    #[error("repository {repo}: {url}: the root index expired at {expires} (now {now}): a frozen or stale mirror (--allow-expired overrides)")]
+    Expired {
+        repo: String,
+        url: String,
+        expires: Timestamp,
+        now: Timestamp,
+    },
+    #[error("repository {repo}: no index yet; run `kpack-get update` without --offline")]
+    NotUpdated { repo: String },
+    #[error(transparent)]
+    Fetch(#[from] ClientError),
+    #[error("{path}")]
+    State {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    BadState { path: PathBuf, message: String },
+    #[error("repository {repo}: shard of {package}: {message}")]
+    Shard {
+        repo: String,
+        package: String,
+        message: String,
+    },
+}
+
+impl RepoError {
+    /// A failure of trust (signature, rollback, expiry, pinned hash).
+    pub fn is_verification(&self) -> bool {
+        match self {
+            RepoError::Signature { .. }
+            | RepoError::Rollback { .. }
+            | RepoError::Expired { .. }
+            | RepoError::Shard { .. } => true,
+            RepoError::Fetch(error) => error.is_integrity(),
+            _ => false,
+        }
+    }
+}
+
+/// Explicit exceptions to the client-side protections, reported loudly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Trust {
+    pub allow_rollback: bool,
+    pub allow_expired: bool,
+}
+
+/// A repository whose root has been verified.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    pub config: RepoConfig,
+    pub root: RootIndex,
+    pub families: Families,
+    /// When the root was fetched.
+    pub fetched: SystemTime,
+}
+
+/// Where repository state is kept.
+#[derive(Debug, Clone)]
+pub struct RepoStore {
+    dir: PathBuf,
+}
+
+/// What `update` did for one repository.
+#[derive(Debug, Clone)]
+pub struct Updated {
+    pub repo: Repo,
+    pub previous: Option<u64>,
+    pub url: String,
+    /// Overrides that were used, to tell the user.
+    pub warnings: Vec<String>,
+}
+
+fn state_error(path: &Path) -> impl FnOnce(std::io::Error) -> RepoError + '_ {
+    move |source| RepoError::State {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl RepoStore {
+    pub fn new(state_dir: &Path) -> RepoStore {
+        RepoStore {
+            dir: state_dir.to_owned(),
+        }
+    }
+
+    fn repo_dir(&self, config: &RepoConfig) -> PathBuf {
+        self.dir.join("repos").join(&config.name)
+    }
+
+    fn versions_path(&self) -> PathBuf {
+        self.dir.join("versions.toml")
+    }
+
+    /// The highest root version seen per repository name.
+    pub fn highest_versions(&self) -> Result<BTreeMap<String, u64>, RepoError> {
+        let path = self.versions_path();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| RepoError::BadState {
+                path,
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(source) => Err(RepoError::State { path, source }),
+        }
+    }
+
+    fn remember_version(&self, name: &str, version: u64) -> Result<(), RepoError> {
+        let mut versions = self.highest_versions()?;
+        let entry = versions.entry(name.to_owned()).or_insert(0);
+        if *entry >= version {
+            return Ok(());
+        }
+        *entry = version;
+        let path = self.versions_path();
+        let text = toml::to_string(&versions).map_err(|e| RepoError::BadState {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, text.as_bytes())
+    }
+
+    /// Fetches, verifies and stores `config`'s root from the first mirror
+    /// that offers a good one.
+    pub fn update(
+        &self,
+        client: &Client,
+        config: &RepoConfig,
+        trust: Trust,
+    ) -> Result<Updated, RepoError> {
+        let key = load_key(config)?;
+        let seen = self.highest_versions()?;
+        let mut first_error = None;
+        for mirror in &config.mirrors {
+            match self.fetch_root(client, config, &key, mirror, &seen, trust) {
+                Ok(updated) => return Ok(updated),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        Err(first_error.unwrap_or(RepoError::NotUpdated {
+            repo: config.name.clone(),
+        }))
+    }
+
+    fn fetch_root(
+        &self,
+        client: &Client,
+        config: &RepoConfig,
+        key: &PublicKey,
+        mirror: &str,
+        seen: &BTreeMap<String, u64>,
+        trust: Trust,
+    ) -> Result<Updated, RepoError> {
+        let mirrors = [mirror.to_owned()];
+        let url = mirror_location(mirror, "index.toml");
+        // A publish renames the signature, then the root: a reader between
+        // the two sees them out of step, so fetch both once more.
+        let mut verified = None;
+        for _ in 0..2 {
+            let (bytes, _) = client.fetch_unpinned(&mirrors, "index.toml")?;
+            let (signature, _) = client.fetch_unpinned(&mirrors, "index.toml.minisig")?;
+            let signature = String::from_utf8_lossy(&signature).into_owned();
+            match verify_root(key, "index.toml", &bytes, &signature) {
+                Ok(root) => {
+                    verified = Some(Ok((root, bytes, signature)));
+                    break;
+                }
+                Err(source) => {
+                    verified = Some(Err(RepoError::Signature {
+                        repo: config.name.clone(),
+                        url: url.clone(),
+                        source: Box::new(source),
+                    }))
+                }
+            }
+        }
+        let (root, bytes, signature) = verified.unwrap_or(Err(RepoError::NotUpdated {
+            repo: config.name.clone(),
+        }))?;
+        let mut warnings = Vec::new();
+        let previous = seen.get(root.repo.name.as_str()).copied();
+        if let Some(seen) = previous {
+            if root.repo.version < seen {
+                let error = RepoError::Rollback {
+                    repo: config.name.clone(),
+                    url: url.clone(),
+                    found: root.repo.version,
+                    seen,
+                };
+                if !trust.allow_rollback {
+                    return Err(error);
+                }
+                warnings.push(format!("accepted anyway (--allow-rollback): {error}"));
+            }
+        }
+        check_expiry(config, &root, &url, trust, &mut warnings)?;
+        let dir = self.repo_dir(config);
+        std::fs::create_dir_all(&dir).map_err(state_error(&dir))?;
+        // Signature last: a reader that finds a root finds its signature.
+        write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())?;
+        write_atomic(&dir.join("index.toml"), &bytes)?;
+        self.remember_version(root.repo.name.as_str(), root.repo.version)?;
+        let families = Families::builtin().with_overrides(&root.families);
+        Ok(Updated {
+            repo: Repo {
+                config: config.clone(),
+                root,
+                families,
+                fetched: SystemTime::now(),
+            },
+            previous,
+            url,
+            warnings,
+        })
+    }
+
+    /// The stored root of `config`, verified again with its key (the key in
+    /// the configuration may have changed) and checked for expiry; `None`
+    /// when it was never fetched.
+    pub fn load(
+        &self,
+        config: &RepoConfig,
+        trust: Trust,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Repo>, RepoError> {
+        let dir = self.repo_dir(config);
+        let index_path = dir.join("index.toml");
+        let bytes = match std::fs::read(&index_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(RepoError::State {
+                    path: index_path,
+                    source,
+                })
+            }
+        };
+        let signature_path = dir.join("index.toml.minisig");
+        let signature =
+            std::fs::read_to_string(&signature_path).map_err(state_error(&signature_path))?;
+        let key = load_key(config)?;
+        let root = verify_root(&key, "index.toml", &bytes, &signature).map_err(|source| {
+            RepoError::Signature {
+                repo: config.name.clone(),
+                url: index_path.display().to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        check_expiry(
+            config,
+            &root,
+            &index_path.display().to_string(),
+            trust,
+            warnings,
+        )?;
+        let fetched = std::fs::metadata(&index_path)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let families = Families::builtin().with_overrides(&root.families);
+        Ok(Some(Repo {
+            config: config.clone(),
+            root,
+            families,
+            fetched,
+        }))
+    }
+}
+
+fn load_key(config: &RepoConfig) -> Result<PublicKey, RepoError> {
+    PublicKey::load(&config.key).map_err(|source| RepoError::Key {
+        repo: config.name.clone(),
+        source: Box::new(source),
+    })
+}
+
+fn check_expiry(
+    config: &RepoConfig,
+    root: &RootIndex,
+    url: &str,
+    trust: Trust,
+    warnings: &mut Vec<String>,
+) -> Result<(), RepoError> {
+    let now = Timestamp::now();
+    if root.repo.expires < now {
+        let error = RepoError::Expired {
+            repo: config.name.clone(),
+            url: url.to_owned(),
+            expires: root.repo.expires,
+            now,
+        };
+        if !trust.allow_expired {
+            return Err(error);
+        }
+        warnings.push(format!("accepted anyway (--allow-expired): {error}"));
+    }
+    Ok(())
+}
+
+impl Repo {
+    /// The shard of `name`, from the cache or the first mirror whose copy
+    /// matches the hash the root pins.
+    pub fn shard(
+        &self,
+        client: &Client,
+        cache: &Cache,
+        name: &PackageName,
+    ) -> Result<Option<Shard>, RepoError> {
+        let Some(entry) = self.root.packages.get(name) else {
+            return Ok(None);
+        };
+        let path = entry.shard_path(name);
+        let bad = |message: String| RepoError::Shard {
+            repo: self.config.name.clone(),
+            package: name.to_string(),
+            message,
+        };
+        let cached = std::fs::read(cache.blob(&entry.sha256))
+            .ok()
+            .filter(|bytes| Sha256::of(bytes) == entry.sha256);
+        let bytes = match cached {
+            Some(bytes) => bytes,
+            None => {
+                let mut failures = Vec::new();
+                let mut found = None;
+                for mirror in &self.config.mirrors {
+                    match client.fetch_unpinned(std::slice::from_ref(mirror), path.as_str()) {
+                        Ok((bytes, _)) if Sha256::of(&bytes) == entry.sha256 => {
+                            found = Some(bytes);
+                            break;
+                        }
+                        Ok((bytes, url)) => failures.push(crate::client::MirrorFailure {
+                            url,
+                            error: format!(
+                                "sha256 {}, but index.toml pins {}",
+                                Sha256::of(&bytes),
+                                entry.sha256
+                            ),
+                            integrity: true,
+                        }),
+                        Err(ClientError::AllMirrorsFailed { failures: f, .. }) => {
+                            failures.extend(f)
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                let bytes = found.ok_or_else(|| ClientError::AllMirrorsFailed {
+                    path: path.to_string(),
+                    failures,
+                })?;
+                cache
+                    .put(&entry.sha256, &bytes)
+                    .map_err(state_error(&cache.blob(&entry.sha256)))?;
+                bytes
+            }
+        };
+        let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".into()))?;
+        let shard = Shard::parse(path.as_str(), text).map_err(|e| bad(e.to_string()))?;
+        if &shard.name != name {
+            return Err(bad(format!("holds package {}", shard.name)));
+        }
+        Ok(Some(shard))
+    }
+}
+
+/// Writes `bytes` to `path` through a synced temporary file and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RepoError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(state_error(dir))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(state_error(dir))?;
+    std::io::Write::write_all(&mut temp, bytes).map_err(state_error(path))?;
+    temp.as_file().sync_all().map_err(state_error(path))?;
+    temp.persist(path).map_err(|e| RepoError::State {
+        path: path.to_owned(),
+        source: e.error,
+    })?;
+    Ok(())
+}
