@@ -1,9 +1,11 @@
 //! The content-addressed download cache, shared by every prefix: a verified
 //! file is stored once under its sha256 and never downloaded again.
 //!
-//!     blobs/<sha256>          complete and verified
-//!     partial/<sha256>        being downloaded (locked while in use)
-//!     partial/<sha256>.from   the URL and validator it came from, for resume
+//! ```text
+//! blobs/<sha256>          complete and verified
+//! partial/<sha256>        being downloaded (locked while in use)
+//! partial/<sha256>.from   the URL and validator it came from, for resume
+//! ```
 
 use std::fs::File;
 use std::io;

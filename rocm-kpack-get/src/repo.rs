@@ -5,8 +5,10 @@
 //! State lives under the state directory, not the cache, so emptying the
 //! cache does not forget the highest version seen:
 //!
-//!     repos/<name>/index.toml, index.toml.minisig   the last verified root
-//!     versions.toml                                 highest version seen per repo name
+//! ```text
+//! repos/<name>/index.toml, index.toml.minisig   the last verified root
+//! versions.toml                                 highest version seen per repo name
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

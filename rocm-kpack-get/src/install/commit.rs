@@ -5,9 +5,11 @@
 //! out to the end. Every step is idempotent, so a crash while carrying it
 //! out is recovered the same way.
 //!
-//!     .kpack/transaction.toml           the journal
-//!     .kpack/staging/<id>/root/...      the new files, at their final relative paths
-//!     .kpack/staging/<id>/installed.toml  the new record
+//! ```text
+//! .kpack/transaction.toml           the journal
+//! .kpack/staging/<id>/root/...      the new files, at their final relative paths
+//! .kpack/staging/<id>/installed.toml  the new record
+//! ```
 
 use std::path::{Path, PathBuf};
 
