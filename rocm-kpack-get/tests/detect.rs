@@ -369,7 +369,7 @@ fn sysfs_dgpu_with_sram_ecc_gets_sramecc_on() {
         gpus,
         [SysfsGpu {
             node: 1,
-            target: target("gfx90a:sramecc+"),
+            target: target("gfx90a:sramecc+:xnack-"),
             product: Some("MI210".to_owned()),
             sramecc: true,
         }]
@@ -392,7 +392,7 @@ fn sysfs_sramecc_off_is_said_only_for_processors_with_the_feature() {
     let (gpus, _) = sysfs::read_topology(&root);
 
     let targets: Vec<String> = gpus.iter().map(|gpu| gpu.target.to_string()).collect();
-    assert_eq!(targets, ["gfx906:sramecc-", "gfx1030"]);
+    assert_eq!(targets, ["gfx906:sramecc-:xnack-", "gfx1030"]);
 }
 
 #[test]
@@ -537,18 +537,18 @@ fn detect_without_hsa_uses_sysfs() {
         found,
         [
             (
-                "gfx90a:sramecc+".to_owned(),
+                "gfx90a:sramecc+:xnack-".to_owned(),
                 GpuSource::Sysfs,
                 "sysfs node 1"
             ),
             (
-                "gfx90a:sramecc+".to_owned(),
+                "gfx90a:sramecc+:xnack-".to_owned(),
                 GpuSource::Sysfs,
                 "sysfs node 2"
             ),
         ]
     );
-    assert_eq!(detection.targets(), [target("gfx90a:sramecc+")]);
+    assert_eq!(detection.targets(), [target("gfx90a:sramecc+:xnack-")]);
     assert_eq!(detection.notes, ["hsa: not consulted (disabled)"]);
 }
 
@@ -610,7 +610,7 @@ fn detect_serialises_targets_as_their_ids() {
     assert_eq!(
         serde_json::to_value(&detection.gpus).unwrap(),
         serde_json::json!([{
-            "target": "gfx90a:sramecc+",
+            "target": "gfx90a:sramecc+:xnack-",
             "product": "MI210",
             "source": "sysfs",
             "id": "sysfs node 0",
@@ -694,7 +694,7 @@ fn detect_falls_back_to_sysfs_when_hsa_init_fails() {
 
     let detection = detect(&options(Some(&library), &root));
 
-    assert_eq!(detection.targets(), [target("gfx90a:sramecc+")]);
+    assert_eq!(detection.targets(), [target("gfx90a:sramecc+:xnack-")]);
     assert_eq!(detection.gpus[0].source, GpuSource::Sysfs);
     assert_eq!(detection.notes.len(), 1, "{:?}", detection.notes);
     assert!(
@@ -755,7 +755,7 @@ fn detect_falls_back_to_sysfs_when_hsa_hangs() {
 
     let detection = detect(&options);
 
-    assert_eq!(detection.targets(), [target("gfx90a:sramecc+")]);
+    assert_eq!(detection.targets(), [target("gfx90a:sramecc+:xnack-")]);
     assert_eq!(
         detection.notes,
         ["hsa: the HSA probe did not answer within 2 s and was killed (HSA initialisation hung)"]

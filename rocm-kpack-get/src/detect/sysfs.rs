@@ -47,6 +47,17 @@ pub fn processor_for_gfx_target_version(version: u64) -> Option<String> {
     Some(format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
+/// Processors with the xnack feature (retry on page faults).
+const XNACK_PROCESSORS: &[&str] = &[
+    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940",
+    "gfx941", "gfx942", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
+];
+
+/// Whether a processor has the xnack feature.
+pub fn has_xnack_feature(processor: &str) -> bool {
+    XNACK_PROCESSORS.contains(&processor)
+}
+
 /// Whether a processor has the sramecc feature.
 pub fn has_sramecc_feature(processor: &str) -> bool {
     SRAMECC_PROCESSORS.contains(&processor)
@@ -99,11 +110,17 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
         ));
     };
     let sramecc = property(&properties, "capability").unwrap_or(0) & CAPABILITY_SRAMECC != 0;
-    let id = if has_sramecc_feature(&processor) {
-        format!("{processor}:sramecc{}", if sramecc { '+' } else { '-' })
-    } else {
-        processor
-    };
+    let mut id = processor.clone();
+    if has_sramecc_feature(&processor) {
+        id.push_str(if sramecc { ":sramecc+" } else { ":sramecc-" });
+    }
+    // sysfs does not know the xnack mode. The HSA runtime turns it on only
+    // when HSA_XNACK=1 asks for it (the kernel's default is off), so
+    // that is the mode code will run in.
+    if has_xnack_feature(&processor) {
+        let on = std::env::var("HSA_XNACK").is_ok_and(|v| v.trim() == "1");
+        id.push_str(if on { ":xnack+" } else { ":xnack-" });
+    }
     let target =
         Target::parse(&id).map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
     // The name is a nicety; a node without a readable one still counts.

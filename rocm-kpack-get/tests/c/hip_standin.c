@@ -1,0 +1,1 @@
+../../../packer/tests/c/hip_standin.c

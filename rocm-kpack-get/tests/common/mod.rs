@@ -1,0 +1,241 @@
+//! What the end-to-end tests share: the rocRAND repository built with
+//! `kpack-repo` from the manifest, an isolated environment for running
+//! `kpack-get`, and the stand-in HIP runtime (the packer's test double).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod gpus;
+pub mod server;
+
+/// The packer's stand-in HIP runtime and its helpers.
+#[path = "../../../packer/tests/common/mod.rs"]
+pub mod hip;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use tempfile::TempDir;
+
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn fixtures() -> PathBuf {
+    hip::fixtures()
+}
+
+pub fn kpack_get_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kpack-get"))
+}
+
+/// The `kpack-repo` binary: the workspace's own when `cargo test
+/// --workspace` built it, else built once by a nested cargo into a target
+/// directory of its own (the outer cargo holds the main one's lock).
+pub fn kpack_repo_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let test_exe = std::env::current_exe().unwrap();
+        let profile_dir = test_exe.ancestors().nth(2).unwrap().to_owned();
+        let beside = profile_dir.join("kpack-repo");
+        if beside.exists() {
+            return beside;
+        }
+        let target_dir = profile_dir.parent().unwrap().join("kpack-repo");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        hip::run(
+            Command::new(cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "kpack-repo-index",
+                    "--bin",
+                    "kpack-repo",
+                ])
+                .arg("--target-dir")
+                .arg(&target_dir)
+                .current_dir(workspace()),
+        );
+        target_dir.join("debug/kpack-repo")
+    })
+    .clone()
+}
+
+/// A signed repository holding rocm-rand, built from
+/// `manifests/rocm-rand.toml` and Debian's rocRAND package.
+#[derive(Debug)]
+pub struct RocrandRepo {
+    pub dir: PathBuf,
+    pub public_key: PathBuf,
+    pub secret_key: PathBuf,
+}
+
+/// Builds the repository under `dir` (`dir/repo`, `dir/key.key`, `dir/key.pub`).
+pub fn build_rocrand_repo(dir: &Path) -> RocrandRepo {
+    let repo = kpack_repo_exe();
+    std::fs::create_dir_all(dir).unwrap();
+    hip::run(
+        Command::new(&repo)
+            .args(["keygen", "key", "--unencrypted"])
+            .current_dir(dir),
+    );
+    hip::run(
+        Command::new(&repo)
+            .arg("build")
+            .arg(dir.join("repo"))
+            .arg(workspace().join("manifests/rocm-rand.toml"))
+            .arg("--sources")
+            .arg(fixtures().join("debian"))
+            .arg("--key")
+            .arg(dir.join("key.key")),
+    );
+    RocrandRepo {
+        dir: dir.join("repo"),
+        public_key: dir.join("key.pub"),
+        secret_key: dir.join("key.key"),
+    }
+}
+
+/// A repository built once per test process and shared read-only; tests
+/// that change a repository build their own.
+pub fn shared_rocrand_repo() -> &'static RocrandRepo {
+    static REPO: OnceLock<RocrandRepo> = OnceLock::new();
+    REPO.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("rocrand-repo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        build_rocrand_repo(&dir)
+    })
+}
+
+/// The pool path of an artifact in the rocRAND repository.
+pub fn pool(file: &str) -> String {
+    format!("pool/rocm-rand/5.3.3/{file}")
+}
+
+pub const HOST_TREE: &str = "rocm-rand-5.3.3-host.tar.zst";
+
+/// A home of its own for kpack-get: cache, state, config, prefix, and a
+/// sysfs without GPUs, so nothing of the machine leaks in.
+#[derive(Debug)]
+pub struct Env {
+    pub home: TempDir,
+    pub prefix: PathBuf,
+    pub cache: PathBuf,
+    pub state: PathBuf,
+    pub sysfs: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let home = tempfile::tempdir().unwrap();
+        let prefix = home.path().join("prefix");
+        let sysfs = home.path().join("no-sysfs");
+        Env {
+            prefix,
+            cache: home.path().join("cache"),
+            state: home.path().join("state"),
+            sysfs,
+            home,
+        }
+    }
+
+    /// `kpack-get` with this environment and no HSA, GPUs only from
+    /// `--target` unless a test points it at a fake.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(kpack_get_exe());
+        command
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("KPACK_GET_CACHE_DIR", &self.cache)
+            .env("KPACK_GET_STATE_DIR", &self.state)
+            .env("KPACK_GET_PREFIX", &self.prefix)
+            .env("KPACK_GET_SYSFS_ROOT", &self.sysfs)
+            .env("KPACK_GET_HSA_LIBRARY", self.home.path().join("no-hsa.so"))
+            .env_remove("KPACK_GET_TARGETS")
+            .env_remove("KPACK_GET_CONFIG")
+            .env_remove("ROCM_PATH")
+            .stdin(std::process::Stdio::null());
+        command
+    }
+
+    /// `kpack-get --repo rocm=URL --key KEY ARGS...`.
+    pub fn with_repo(&self, url: &str, key: &Path, args: &[&str]) -> Command {
+        let mut command = self.command();
+        command
+            .arg("--repo")
+            .arg(format!("rocm={url}"))
+            .arg("--key")
+            .arg(key)
+            .args(args);
+        command
+    }
+
+    /// Writes a configuration file with one repository of several mirrors.
+    pub fn configure(&self, mirrors: &[String], key: &Path) {
+        let dir = self.home.path().join("config/kpack-get");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mirrors: Vec<String> = mirrors.iter().map(|m| format!("{m:?}")).collect();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!(
+                "[[repo]]\nname = \"rocm\"\nmirrors = [{}]\nkey = {:?}\n",
+                mirrors.join(", "),
+                key.display().to_string()
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// Runs a command; returns its output, whatever its status.
+pub fn output(command: &mut Command) -> Output {
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+}
+
+/// Runs a command that must succeed; returns stdout.
+pub fn success(command: &mut Command) -> String {
+    let out = output(command);
+    assert!(
+        out.status.success(),
+        "{command:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every file, link and directory under `root` (relative path -> a
+/// description: contents hash, link target or "dir"), for comparing trees.
+pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
+    use sha2::Digest;
+    let mut map = std::collections::BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, map: &mut std::collections::BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                map.insert(
+                    relative,
+                    format!("-> {}", std::fs::read_link(&path).unwrap().display()),
+                );
+            } else if meta.is_dir() {
+                map.insert(relative, "dir".into());
+                walk(root, &path, map);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                map.insert(relative, format!("{:x}", sha2::Sha256::digest(&bytes)));
+            }
+        }
+    }
+    walk(root, root, &mut map);
+    map
+}

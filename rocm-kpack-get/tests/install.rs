@@ -1,0 +1,196 @@
+//! Installing rocm-rand from a repository built with `kpack-repo` and
+//! served over loopback: only what the GPU needs is requested, the split
+//! library loads its code object through the runtime, and removing it
+//! leaves the prefix as it was.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::Path;
+
+use common::gpus::{fake_hsa, fake_sysfs, FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC};
+use common::server::TestServer;
+use common::{hip, pool, shared_rocrand_repo, snapshot, success, Env, HOST_TREE};
+use rocm_kpack::Target;
+
+const LIBRARY: &str = "lib/librocrand.so.1.1";
+
+/// The pool files the server was asked for, each once per GET.
+fn pool_requests(server: &TestServer) -> Vec<String> {
+    let mut paths: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
+        .map(|r| r.path)
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Loads the installed library with the stand-in HIP runtime for `arch`;
+/// returns the code object it registered.
+fn load_installed(prefix: &Path, arch: &str) -> Vec<u8> {
+    let work = tempfile::tempdir().unwrap();
+    let library = prefix.join(LIBRARY);
+    hip::build_standin(work.path(), &hip::hip_imports(&library));
+    let dlopen = hip::build_dlopen(work.path());
+    let results = hip::run_with_standin(hip::dlopen_command(&dlopen, &library), work.path(), arch);
+    assert_eq!(results.len(), 1, "one registration: {results:?}");
+    results[0]
+        .clone()
+        .unwrap_or_else(|code| panic!("load for {arch} failed: error {code}"))
+}
+
+/// The code object the archive holds for `target`, whatever binary name
+/// the packer gave it.
+fn archived_code_object(archive: &Path, target: &str) -> Vec<u8> {
+    let archive = rocm_kpack::Archive::open(archive).unwrap();
+    let target = Target::parse(target).unwrap();
+    let binaries: Vec<String> = archive.binaries().map(str::to_owned).collect();
+    assert_eq!(binaries.len(), 1, "{binaries:?}");
+    archive.kernel(&binaries[0], &target).unwrap().into_owned()
+}
+
+fn installs_for(env: &Env, server: &TestServer, extra: &[&str]) -> String {
+    let repo = shared_rocrand_repo();
+    let mut args = extra.to_vec();
+    args.extend(["install", "rocm-rand"]);
+    success(&mut env.with_repo(&server.url(), &repo.public_key, &args))
+}
+
+#[test]
+fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    std::fs::create_dir_all(env.prefix.join("share")).unwrap();
+    std::fs::write(env.prefix.join("share/user-file"), b"mine").unwrap();
+    let before = snapshot(&env.prefix);
+
+    let stdout = installs_for(&env, &server, &["--target", "gfx90a:sramecc+:xnack-"]);
+    assert!(stdout.contains("installed rocm-rand 5.3.3"), "{stdout}");
+    assert!(stdout.contains("% saved"), "{stdout}");
+    assert_eq!(
+        pool_requests(&server),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    let host_size = std::fs::metadata(repo.dir.join(pool(HOST_TREE)))
+        .unwrap()
+        .len();
+    let archive_size = std::fs::metadata(repo.dir.join(pool("rocrand_gfx90a.kpack")))
+        .unwrap()
+        .len();
+    assert_eq!(server.bytes_sent("pool/"), host_size + archive_size);
+
+    assert!(env.prefix.join(".kpack/rocrand_gfx90a.kpack").is_file());
+    assert!(!env.prefix.join(".kpack/rocrand_gfx1030.kpack").exists());
+    let code = load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+    assert!(code.starts_with(b"\x7fELF"), "a code object");
+    assert_eq!(
+        code,
+        archived_code_object(
+            &env.prefix.join(".kpack/rocrand_gfx90a.kpack"),
+            "gfx90a:xnack-"
+        )
+    );
+
+    success(env.command().arg("verify"));
+    success(env.command().args(["remove", "rocm-rand"]));
+    let mut after = snapshot(&env.prefix);
+    // The lock file stays, as apt's does.
+    after.remove(".kpack/.lock");
+    after.remove(".kpack");
+    assert_eq!(after, before);
+}
+
+#[test]
+fn a_second_install_into_another_prefix_comes_from_the_cache() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    installs_for(&env, &server, &["--target", "gfx1030"]);
+    server.clear_requests();
+    let other = env.home.path().join("other-prefix");
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["--target", "gfx1030"])
+            .arg("--prefix")
+            .arg(&other)
+            .args(["install", "rocm-rand"]),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    assert!(pool_requests(&server).is_empty(), "{:?}", server.requests());
+    assert!(other.join(".kpack/rocrand_gfx1030.kpack").is_file());
+}
+
+#[test]
+fn installs_for_the_gpu_the_hsa_runtime_reports() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let hsa_dir = env.home.path().join("hsa");
+    std::fs::create_dir_all(&hsa_dir).unwrap();
+    let library = fake_hsa(
+        &hsa_dir,
+        &FakeHsaConfig::with_agents(vec![
+            FakeAgent::cpu("AMD EPYC 7763"),
+            FakeAgent::gpu(
+                "gfx90a",
+                "AMD Instinct MI210",
+                &["amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"],
+            ),
+        ]),
+    );
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["install", "rocm-rand"])
+            .env("KPACK_GET_HSA_LIBRARY", &library),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    assert_eq!(
+        pool_requests(&server),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn installs_for_the_gpu_the_kernel_topology_lists() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let sysfs = env.home.path().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90010, CAPABILITY_SRAMECC, "MI210"),
+        ],
+    );
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["install", "rocm-rand"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    assert_eq!(
+        pool_requests(&server),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn dry_run_shows_each_artifact_and_the_saving_and_changes_nothing() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(
+        &server.url(),
+        &repo.public_key,
+        &["--target", "gfx1030", "install", "rocm-rand", "--dry-run"],
+    ));
+    assert!(stdout.contains(&pool(HOST_TREE)), "{stdout}");
+    assert!(stdout.contains(&pool("rocrand_gfx1030.kpack")), "{stdout}");
+    assert!(!stdout.contains("gfx90a"), "{stdout}");
+    assert!(stdout.contains("% saved"), "{stdout}");
+    assert!(pool_requests(&server).is_empty());
+    assert!(!env.prefix.exists());
+}
