@@ -1,39 +1,46 @@
 #!/usr/bin/env bash
 # The main job on a built-in input: Debian's rocRAND package (a fat ROCm
-# library, ../shared/fixtures/debian) is split by kpack-pack into a
-# host-only tree plus per-GPU archives, every wrapper is checked, and the
-# code object one GPU needs is loaded through the runtime's loader, as a HIP
-# runtime would. The first argument picks the GPU target (default
-# gfx90a:sramecc+:xnack-, an MI210/MI250).
+# library, ../shared/fixtures/debian) is split and published into a local
+# signed repository with kpack-repo, then kpack-get installs rocm-rand into
+# a local prefix for one GPU target, downloading only the host part and that
+# GPU's archive. The installed library is then checked to load its code
+# object through the runtime. The first argument picks the GPU target
+# (default gfx90a:sramecc+:xnack-, an MI210/MI250).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 target=${1:-gfx90a:sramecc+:xnack-}
-fixture=${KPACK_FIXTURES:-../shared/fixtures}/debian/librocrand1_5.3.3-4_amd64.deb
+fixtures=${KPACK_FIXTURES:-../shared/fixtures}
 work=demo-out
 
-cargo build --quiet --release -p kpack-packer
+cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
 rm -rf "$work"
 mkdir -p "$work"
-dpkg-deb -x "$fixture" "$work/package"
+repo_tool=target/release/kpack-repo
+get=target/release/kpack-get
 
-echo "== kpack-pack split: fat package -> host-only tree + .kpack/ archives"
-target/release/kpack-pack split "$work/package/usr" -o "$work/split" --group rocrand
-echo
-echo "== kpack-pack verify: every wrapper resolves for every target"
-target/release/kpack-pack verify "$work/split"
-echo
-echo "== the code object a $target GPU loads"
-out=$(target/release/kpack-pack verify "$work/split" --target "$target")
-echo "$out"
+echo "== kpack-repo build: split Debian's rocRAND and publish it into a signed repository"
+"$repo_tool" keygen "$work/repo-key" --unencrypted
+"$repo_tool" build "$work/repo" manifests/rocm-rand.toml --sources "$fixtures/debian" --key "$work/repo-key.key"
+"$repo_tool" verify "$work/repo" --pubkey "$work/repo-key.pub"
 
-library=lib/x86_64-linux-gnu/librocrand.so.1.1
-fat=$(stat -c %s "$work/package/usr/$library")
-host=$(stat -c %s "$work/split/$library")
-archive=$(echo "$out" | sed -n 's/^ok .* from \(.*\) ([0-9]* bytes)$/\1/p' | head -n 1)
-needed=$host
-if [ -n "$archive" ]; then
-    needed=$((host + $(stat -c %s "$work/split/$archive")))
-fi
+# kpack-get with its own cache and state, so the demo touches nothing else.
+kpack_get() {
+    KPACK_GET_CACHE_DIR="$PWD/$work/cache" KPACK_GET_STATE_DIR="$PWD/$work/state" \
+        "$get" --repo "rocm=file://$PWD/$work/repo" --key "$work/repo-key.pub" \
+        --prefix "$work/prefix" --target "$target" --no-progress "$@"
+}
+
 echo
-echo "a $target machine needs $needed bytes (host library + $archive) of the $fat-byte fat library: $(( (fat - needed) * 100 / fat ))% saved"
+echo "== kpack-get install --dry-run: what a $target machine needs"
+kpack_get install rocm-rand --dry-run
+echo
+echo "== kpack-get install"
+kpack_get install rocm-rand
+echo
+echo "== kpack-get list and verify"
+kpack_get list
+kpack_get verify
+echo
+echo "== the installed library loads its code object for $target"
+target/release/kpack-pack verify "$work/prefix" --target "$target"
