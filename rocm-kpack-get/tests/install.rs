@@ -194,3 +194,106 @@ fn dry_run_shows_each_artifact_and_the_saving_and_changes_nothing() {
     assert!(pool_requests(&server).is_empty());
     assert!(!env.prefix.exists());
 }
+
+#[test]
+fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = common::build_rocrand_repo(&work.path().join("published"));
+    let env = Env::new();
+    let url = repo.dir.display().to_string();
+    let run = |args: &[&str]| success(&mut env.with_repo(&url, &repo.public_key, args));
+    run(&["--target", "gfx1030", "install", "rocm-rand"]);
+    assert!(env.prefix.join(LIBRARY).is_file());
+
+    // 5.4.0: a different host tree and the same gfx1030 archive.
+    let host = work.path().join("rocm-rand-host");
+    std::fs::create_dir_all(host.join("lib")).unwrap();
+    std::fs::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
+    let archive = work.path().join("rocrand_gfx1030.kpack");
+    std::fs::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
+    hip::run(
+        std::process::Command::new(common::kpack_repo_exe())
+            .arg("add")
+            .arg(&repo.dir)
+            .args(["rocm-rand", "5.4.0"])
+            .arg(&host)
+            .arg(&archive)
+            .arg("--key")
+            .arg(&repo.secret_key),
+    );
+    run(&["update"]);
+    let plan = run(&["--target", "gfx1030", "upgrade", "--dry-run"]);
+    assert!(plan.contains("rocm-rand 5.4.0"), "{plan}");
+    assert!(
+        env.prefix.join(LIBRARY).is_file(),
+        "a dry run changes nothing"
+    );
+    let stdout = run(&["--target", "gfx1030", "upgrade"]);
+    assert!(
+        stdout.contains("upgraded rocm-rand 5.4.0 (was 5.3.3)"),
+        "{stdout}"
+    );
+    assert!(!env.prefix.join(LIBRARY).exists());
+    assert_eq!(
+        std::fs::read(env.prefix.join("lib/librocrand.so.2")).unwrap(),
+        b"the next version"
+    );
+    assert!(env.prefix.join(".kpack/rocrand_gfx1030.kpack").is_file());
+    let list = run(&["list"]);
+    assert!(list.contains("rocm-rand 5.4.0"), "{list}");
+    run(&["verify"]);
+    let again = run(&["--target", "gfx1030", "upgrade"]);
+    assert!(again.contains("already installed"), "{again}");
+}
+
+#[test]
+fn json_output_describes_the_plan_and_the_gpus() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(
+        &server.url(),
+        &repo.public_key,
+        &[
+            "--json",
+            "--target",
+            "gfx1030",
+            "install",
+            "rocm-rand",
+            "--dry-run",
+        ],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["gpus"], serde_json::json!(["gfx1030"]));
+    let artifacts = plan["packages"][0]["artifacts"].as_array().unwrap();
+    let paths: Vec<&str> = artifacts
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, [pool(HOST_TREE), pool("rocrand_gfx1030.kpack")]);
+    let size: u64 = artifacts.iter().map(|a| a["size"].as_u64().unwrap()).sum();
+    assert_eq!(plan["size"].as_u64(), Some(size));
+    assert!(plan["full_size"].as_u64().unwrap() > size);
+
+    let sysfs = env.home.path().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(110000, 0, "Radeon RX 7900 XTX"),
+        ],
+    );
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["--json", "detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detected["gpus"][0]["target"], "gfx1100");
+    assert_eq!(detected["gpus"][0]["source"], "sysfs");
+    assert_eq!(detected["gpus"][0]["product"], "Radeon RX 7900 XTX");
+    // rocm-rand has no gfx1100 code: detect says so rather than failing.
+    assert_eq!(
+        detected["selections"][0]["artifacts"],
+        serde_json::json!([])
+    );
+}
