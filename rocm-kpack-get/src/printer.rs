@@ -86,6 +86,16 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// An artifact for a listing: size, path, and the targets it serves.
+pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
+    let targets = artifact
+        .targets
+        .as_ref()
+        .map(|t| format!(" [{}]", t.join(", ")))
+        .unwrap_or_default();
+    format!("{:>10}  {}{targets}", size(artifact.size), artifact.path)
+}
+
 /// "downloads 2.1 MiB of 9.8 MiB: 79% saved".
 pub fn saving(part: u64, full: u64) -> String {
     let saved = (full.saturating_sub(part))

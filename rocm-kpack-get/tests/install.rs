@@ -122,10 +122,26 @@ fn a_second_install_into_another_prefix_comes_from_the_cache() {
     assert!(other.join(".kpack/rocrand_gfx1030.kpack").is_file());
 }
 
-#[test]
-fn installs_for_the_gpu_the_hsa_runtime_reports() {
+/// Installs rocm-rand with detection pointed at a fake (`variable` =
+/// `value`): only the host tree and the gfx90a archive come, and the
+/// library loads its code object for an MI210.
+fn installs_gfx90a_detected_through(variable: &str, value: &Path, env: &Env) {
     let repo = shared_rocrand_repo();
     let server = TestServer::start(&repo.dir);
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["install", "rocm-rand"])
+            .env(variable, value),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    assert_eq!(
+        pool_requests(&server),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn installs_for_the_gpu_the_hsa_runtime_reports() {
     let env = Env::new();
     let hsa_dir = env.home.path().join("hsa");
     std::fs::create_dir_all(&hsa_dir).unwrap();
@@ -140,22 +156,11 @@ fn installs_for_the_gpu_the_hsa_runtime_reports() {
             ),
         ]),
     );
-    let stdout = success(
-        env.with_repo(&server.url(), &repo.public_key, &["install", "rocm-rand"])
-            .env("KPACK_GET_HSA_LIBRARY", &library),
-    );
-    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
-    assert_eq!(
-        pool_requests(&server),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
-    );
-    load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+    installs_gfx90a_detected_through("KPACK_GET_HSA_LIBRARY", &library, &env);
 }
 
 #[test]
 fn installs_for_the_gpu_the_kernel_topology_lists() {
-    let repo = shared_rocrand_repo();
-    let server = TestServer::start(&repo.dir);
     let env = Env::new();
     let sysfs = env.home.path().join("sysfs");
     fake_sysfs(
@@ -165,16 +170,7 @@ fn installs_for_the_gpu_the_kernel_topology_lists() {
             FakeNode::gpu(90010, CAPABILITY_SRAMECC, "MI210"),
         ],
     );
-    let stdout = success(
-        env.with_repo(&server.url(), &repo.public_key, &["install", "rocm-rand"])
-            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
-    );
-    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
-    assert_eq!(
-        pool_requests(&server),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
-    );
-    load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
+    installs_gfx90a_detected_through("KPACK_GET_SYSFS_ROOT", &sysfs, &env);
 }
 
 #[test]

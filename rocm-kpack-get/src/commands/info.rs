@@ -5,7 +5,7 @@ use kpack_repo_index::select_artifacts;
 use serde_json::json;
 
 use super::{parse_request, Context, Exit, Failure};
-use crate::printer::size;
+use crate::printer::artifact_line;
 
 pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
     let request = parse_request(package)?;
@@ -57,21 +57,12 @@ pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
             }
         ));
         for artifact in &entry.artifacts {
-            printer.line(format!(
-                "{} {:>10}  {}{}",
-                if chosen(artifact.path.as_str()) {
-                    "*"
-                } else {
-                    " "
-                },
-                size(artifact.size),
-                artifact.path,
-                artifact
-                    .targets
-                    .as_ref()
-                    .map(|t| format!(" [{}]", t.join(", ")))
-                    .unwrap_or_default()
-            ));
+            let mark = if chosen(artifact.path.as_str()) {
+                "*"
+            } else {
+                " "
+            };
+            printer.line(format!("{mark} {}", artifact_line(artifact)));
         }
         for explanation in &selection.explanations {
             printer.detail(format!("  why: {explanation}"));

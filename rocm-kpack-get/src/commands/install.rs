@@ -11,7 +11,7 @@ use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Failure};
-use crate::printer::{saving, size};
+use crate::printer::{artifact_line, saving, size};
 use crate::progress::{Bars, Lines};
 
 pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
@@ -196,14 +196,8 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
         for artifact in &package.chosen {
             let cached = context.cache.get(&artifact.sha256, artifact.size).is_some();
             printer.line(format!(
-                "  {:>10}  {}{}{}",
-                size(artifact.size),
-                artifact.path,
-                artifact
-                    .targets
-                    .as_ref()
-                    .map(|t| format!(" [{}]", t.join(", ")))
-                    .unwrap_or_default(),
+                "  {}{}",
+                artifact_line(artifact),
                 if cached { " (cached)" } else { "" }
             ));
         }

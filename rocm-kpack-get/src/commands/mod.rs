@@ -61,6 +61,13 @@ impl Failure {
         self.hint = Some(hint.into());
         self
     }
+
+    fn maybe_hint(self, hint: Option<&str>) -> Failure {
+        match hint {
+            Some(hint) => self.hint(hint),
+            None => self,
+        }
+    }
 }
 
 fn local_hint(kind: Option<std::io::ErrorKind>) -> (Exit, Option<&'static str>) {
@@ -92,11 +99,7 @@ impl From<ClientError> for Failure {
             ClientError::Local { source, .. } => local_hint(Some(source.kind())),
             _ => (Exit::Failure, None),
         };
-        let failure = Failure::new(code, error);
-        match hint {
-            Some(hint) => failure.hint(hint),
-            None => failure,
-        }
+        Failure::new(code, error).maybe_hint(hint)
     }
 }
 
@@ -120,11 +123,7 @@ impl From<RepoError> for Failure {
             }
             _ => None,
         };
-        let failure = Failure::new(code, error);
-        match hint {
-            Some(hint) => failure.hint(hint),
-            None => failure,
-        }
+        Failure::new(code, error).maybe_hint(hint)
     }
 }
 
@@ -142,11 +141,7 @@ impl From<InstallError> for Failure {
             ),
             _ => local_hint(error.io_kind()),
         };
-        let failure = Failure::new(code, error);
-        match hint {
-            Some(hint) => failure.hint(hint),
-            None => failure,
-        }
+        Failure::new(code, error).maybe_hint(hint)
     }
 }
 

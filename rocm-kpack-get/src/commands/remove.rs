@@ -7,6 +7,14 @@ use rocm_kpack_get::install::InstallError;
 
 pub fn remove(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
+    // The record is read under the lock, after an interrupted or concurrent
+    // change is finished; a dry run only reads it. Without `.kpack` nothing
+    // is installed, and the check below says so.
+    let lock = if !dry_run && prefix.root().join(".kpack").is_dir() {
+        Some(context.lock(&prefix)?)
+    } else {
+        None
+    };
     let record = prefix.record()?;
     for name in packages {
         if !record.packages.contains_key(name) {
@@ -31,7 +39,10 @@ pub fn remove(context: &Context, packages: &[String], dry_run: bool) -> Result<(
             .json(&json!({ "remove": packages, "done": false }));
         return Ok(());
     }
-    let lock = context.lock(&prefix)?;
+    let lock = match lock {
+        Some(lock) => lock,
+        None => context.lock(&prefix)?,
+    };
     let applied = prefix.apply(&lock, &[], packages)?;
     for name in packages {
         context
