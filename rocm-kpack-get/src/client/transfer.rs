@@ -166,7 +166,7 @@ async fn fetch_one(
         return Ok(());
     }
     let mut failures = Vec::new();
-    for mirror in item.mirrors.iter() {
+    for (index, mirror) in item.mirrors.iter().enumerate() {
         let url = mirror_location(mirror, item.path.as_str());
         let mut last = None;
         for attempt in 0..options.attempts.max(1) {
@@ -174,7 +174,20 @@ async fn fetch_one(
                 tokio::time::sleep(options.backoff * 2u32.pow(attempt - 1)).await;
             }
             let result = if is_http(mirror) {
-                attempt_http(http, cache, &url, id, item, &mut file, progress).await
+                let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
+                match attempt_http(http, cache, &url, id, item, &mut file, progress).await {
+                    // The bytes kept from before (another mirror's, or
+                    // damaged on disk) may be the wrong ones: fetch the
+                    // whole file once before blaming this mirror.
+                    Err(Failure::NextMirror {
+                        error,
+                        integrity: true,
+                    }) if resumed => {
+                        progress.note(&format!("{url}: {error}; fetching the whole file again"));
+                        attempt_http(http, cache, &url, id, item, &mut file, progress).await
+                    }
+                    result => result,
+                }
             } else {
                 attempt_dir(cache, &url, id, item, &mut file, progress)
             };
@@ -203,7 +216,9 @@ async fn fetch_one(
             }
         }
         if let Some((error, integrity)) = last {
-            progress.note(&format!("{url}: {error}; trying the next mirror"));
+            if index + 1 < item.mirrors.len() {
+                progress.note(&format!("{url}: {error}; trying the next mirror"));
+            }
             failures.push(MirrorFailure {
                 url,
                 error,
@@ -313,6 +328,24 @@ async fn attempt_http(
                 integrity: false,
             })
         }
+    }
+    // The whole file's size as the server declares it: another size is
+    // not the pinned file, and no retry will make it so.
+    let declared = if have > 0 {
+        response
+            .headers()
+            .get(reqwest::header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit('/').next())
+            .and_then(|v| v.parse::<u64>().ok())
+    } else {
+        response.content_length()
+    };
+    if let Some(declared) = declared.filter(|declared| *declared != item.size) {
+        return Err(Failure::NextMirror {
+            error: format!("{declared} bytes, but the index pins {}", item.size),
+            integrity: true,
+        });
     }
     let validator = [reqwest::header::ETAG, reqwest::header::LAST_MODIFIED]
         .iter()

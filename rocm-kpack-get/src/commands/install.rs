@@ -203,7 +203,11 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
         }
         for explanation in &package.explanations {
             match explanation {
-                Explanation::NoDeviceCode { .. } => printer.warn(explanation.to_string()),
+                // A package without any device code (host only) is no
+                // cause for a warning.
+                Explanation::NoDeviceCode { offered, .. } if !offered.is_empty() => {
+                    printer.warn(explanation.to_string())
+                }
                 _ => printer.detail(format!("  why: {explanation}")),
             }
         }

@@ -134,7 +134,14 @@ impl From<InstallError> for Failure {
                 Exit::Locked,
                 Some("wait for it to finish, or run without --no-wait to wait"),
             ),
-            InstallError::UnsafeEntry { .. } => (Exit::Verification, None),
+            InstallError::UnsafeEntry { .. } => (
+                Exit::Verification,
+                Some("the package would write outside the prefix or through a link; nothing was installed; report it to the repository's maintainers"),
+            ),
+            InstallError::Unowned { .. } => (
+                Exit::Failure,
+                Some("move the file away if kpack-get may replace it, or install into another --prefix; nothing was changed"),
+            ),
             InstallError::NotInstalled { .. } => (
                 Exit::NothingFits,
                 Some("`kpack-get list` shows what is installed"),

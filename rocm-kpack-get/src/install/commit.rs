@@ -91,9 +91,11 @@ impl Journal {
             message: e.to_string(),
         })?;
         let meta = layout.meta();
-        let mut temp = tempfile::NamedTempFile::new_in(&meta).map_err(io(&meta))?;
-        std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(io(&meta))?;
-        temp.as_file().sync_all().map_err(io(&meta))?;
+        // Written in the staging directory, which recovery deletes, so a
+        // crash before the rename leaves no stray file in `.kpack/`.
+        let mut temp = tempfile::NamedTempFile::new_in(&staging).map_err(io(&staging))?;
+        std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(io(&staging))?;
+        temp.as_file().sync_all().map_err(io(&staging))?;
         let journal = layout.journal();
         temp.persist(&journal).map_err(|e| InstallError::Io {
             path: journal.clone(),

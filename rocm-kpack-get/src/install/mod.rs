@@ -39,8 +39,12 @@ pub enum InstallError {
         owner: String,
         package: String,
     },
-    #[error("{path} exists and was not installed by kpack-get; {package} would overwrite it (move it away, or use another --prefix)")]
-    Unowned { path: String, package: String },
+    #[error("{path} exists in {prefix} and was not installed by kpack-get; {package} would overwrite it")]
+    Unowned {
+        path: String,
+        prefix: PathBuf,
+        package: String,
+    },
     #[error("{path}: {message}")]
     BadRecord { path: PathBuf, message: String },
     #[error("another kpack-get is changing {prefix} (lock {lock})")]
@@ -401,6 +405,7 @@ impl Prefix {
                 if std::fs::symlink_metadata(self.layout.prefix.join(path)).is_ok() {
                     Err(InstallError::Unowned {
                         path: path.to_owned(),
+                        prefix: self.layout.prefix.clone(),
                         package: package.to_owned(),
                     })
                 } else {

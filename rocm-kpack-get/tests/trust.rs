@@ -1,0 +1,471 @@
+//! The client-side protections of 04-repo-index.md against repositories
+//! published with the real `kpack-repo`: an older root than one already
+//! seen is a rollback, a root past its expiry is a frozen mirror, a root
+//! signed by another key is not the repository's, a shard that does not
+//! match its pin is discarded; each refusal exits 5, and the two override
+//! flags accept loudly. A root and signature read between the two renames
+//! of a publish are fetched again once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::server::{Fault, TestServer};
+use common::{build_rocrand_repo, hip, kpack_repo_exe, output, success, Env, RocrandRepo};
+use kpack_repo_index::sign::{sign_root, SecretKey};
+use kpack_repo_index::{RootIndex, Timestamp};
+use tempfile::TempDir;
+
+const TARGET: &str = "gfx90a:sramecc+:xnack-";
+
+/// A repository of this test's own, to publish into and tamper with.
+struct Private {
+    dir: TempDir,
+    repo: RocrandRepo,
+}
+
+/// A copy of a repository built once per test process with its own key.
+fn private_repo() -> Private {
+    static BUILT: OnceLock<(PathBuf, RocrandRepo)> = OnceLock::new();
+    let (built_dir, built) = BUILT.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("trust-repo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let repo = build_rocrand_repo(&dir);
+        (dir, repo)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(built_dir, dir.path());
+    let moved = |path: &Path| dir.path().join(path.strip_prefix(built_dir).unwrap());
+    let repo = RocrandRepo {
+        dir: moved(&built.dir),
+        public_key: moved(&built.public_key),
+        secret_key: moved(&built.secret_key),
+    };
+    Private { dir, repo }
+}
+
+impl Private {
+    fn path(&self) -> String {
+        self.repo.dir.display().to_string()
+    }
+
+    fn public_key(&self) -> &Path {
+        &self.repo.public_key
+    }
+
+    /// `kpack-repo index`: regenerates and republishes, bumping the version.
+    fn reindex(&self) {
+        hip::run(
+            Command::new(kpack_repo_exe())
+                .arg("index")
+                .arg(&self.repo.dir)
+                .arg("--key")
+                .arg(&self.repo.secret_key),
+        );
+    }
+
+    /// A copy of the repository as it is now.
+    fn snapshot(&self, name: &str) -> PathBuf {
+        let copy = self.dir.path().join(name);
+        copy_dir(&self.repo.dir, &copy);
+        copy
+    }
+
+    fn root(&self) -> RootIndex {
+        root_at(&self.repo.dir.join("index.toml"))
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn root_at(path: &Path) -> RootIndex {
+    RootIndex::parse("index.toml", &std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The root the client keeps for the repository `rocm`, if any.
+fn stored_version(env: &Env) -> Option<u64> {
+    let path = env.state.join("repos/rocm/index.toml");
+    path.exists().then(|| root_at(&path).repo.version)
+}
+
+/// The highest version the client remembers for the repository named `name`.
+fn remembered_version(env: &Env, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(env.state.join("versions.toml")).ok()?;
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    table.get(name).map(|v| v.as_integer().unwrap() as u64)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    )
+}
+
+fn assert_refused(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(5), "{}", describe(out));
+    let stderr = stderr(out);
+    assert!(stderr.lines().any(|l| l.starts_with("error:")), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+/// The `warning:` lines of a run.
+fn warnings(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_nothing_installed(env: &Env) {
+    assert!(!env.prefix.join("lib").exists());
+    assert!(!env.prefix.join(".kpack/installed.toml").exists());
+}
+
+/// A configuration with one mirror whose stored root is always too old,
+/// so every command fetches the root again.
+fn configure_always_update(env: &Env, mirror: &str, key: &Path) {
+    env.configure(&[mirror.to_owned()], key);
+    let path = env.home.path().join("config/kpack-get/config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("max-index-age = 0\n{text}")).unwrap();
+}
+
+#[test]
+fn an_older_root_than_one_seen_is_a_rollback_refused_unless_allowed() {
+    let private = private_repo();
+    let older = private.snapshot("older").display().to_string();
+    private.reindex();
+    let (name, newer) = (private.root().repo.name, private.root().repo.version);
+    let old = root_at(&Path::new(&older).join("index.toml")).repo.version;
+    assert!(old < newer, "{old} {newer}");
+
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+    assert!(stdout.contains(&format!("version {newer}")), "{stdout}");
+    assert_eq!(remembered_version(&env, name.as_str()), Some(newer));
+    // Emptying the download cache does not forget it.
+    success(env.command().args(["cache", "clean"]));
+
+    // A mirror still offering the older root: refused, naming both.
+    let out = output(&mut env.with_repo(&older, private.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    let error = stderr.lines().find(|l| l.starts_with("error:")).unwrap();
+    assert!(error.contains(&format!("version {old}")), "{error}");
+    assert!(error.contains(&format!("version {newer}")), "{error}");
+    assert!(error.contains(&older), "{error}");
+    assert!(error.contains("--allow-rollback"), "{error}");
+    assert_eq!(stored_version(&env), Some(newer));
+
+    // install fetching the root again refuses it too, and installs nothing.
+    configure_always_update(&env, &older, private.public_key());
+    let out = output(
+        env.command()
+            .args(["--target", TARGET, "install", "rocm-rand"]),
+    );
+    assert_refused(&out);
+    assert_nothing_installed(&env);
+    assert_eq!(stored_version(&env), Some(newer));
+
+    // Allowed explicitly: accepted, loudly, and the highest version seen
+    // stays, so the next run without the flag refuses again.
+    let out = output(&mut env.with_repo(
+        &older,
+        private.public_key(),
+        &["--allow-rollback", "update"],
+    ));
+    assert!(out.status.success(), "{}", describe(&out));
+    let warnings = warnings(&out);
+    assert_eq!(warnings.len(), 1, "{}", describe(&out));
+    assert!(warnings[0].contains("--allow-rollback"), "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!("version {old}")),
+        "{warnings:?}"
+    );
+    assert_eq!(stored_version(&env), Some(old));
+    assert_eq!(remembered_version(&env, name.as_str()), Some(newer));
+    let out = output(&mut env.with_repo(&older, private.public_key(), &["update"]));
+    assert_refused(&out);
+}
+
+#[test]
+fn a_stale_mirror_is_passed_over_for_one_with_the_newer_root() {
+    let private = private_repo();
+    let older = private.snapshot("older").display().to_string();
+    private.reindex();
+    let newer = private.root().repo.version;
+    let env = Env::new();
+    success(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+
+    env.configure(&[older.clone(), private.path()], private.public_key());
+    let out = output(env.command().arg("update"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("version {newer}")), "{stdout}");
+    assert!(stdout.contains(&private.path()), "{stdout}");
+    assert_eq!(stored_version(&env), Some(newer));
+}
+
+/// Rewrites the repository's root to have expired a day ago, signed with
+/// the repository's key as a publish would.
+fn expire_root(private: &Private) -> Timestamp {
+    let mut root = private.root();
+    let now = Timestamp::now().as_second();
+    root.repo.version += 1;
+    root.repo.generated = Timestamp::from_second(now - 31 * 86_400).unwrap();
+    root.repo.expires = Timestamp::from_second(now - 86_400).unwrap();
+    let text = root.to_toml();
+    let key = SecretKey::load(&private.repo.secret_key, None).unwrap();
+    let signature = sign_root(&key, text.as_bytes()).unwrap();
+    let dir = &private.repo.dir;
+    kpack_repo_index::publish::write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())
+        .unwrap();
+    kpack_repo_index::publish::write_atomic(&dir.join("index.toml"), text.as_bytes()).unwrap();
+    root.repo.expires
+}
+
+#[test]
+fn an_expired_root_is_refused_unless_allowed() {
+    let private = private_repo();
+    let expires = expire_root(&private);
+    let env = Env::new();
+
+    let out = output(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    assert!(stderr.contains("expired"), "{stderr}");
+    assert!(stderr.contains(&expires.to_string()), "{stderr}");
+    assert!(stderr.contains("--allow-expired"), "{stderr}");
+    assert_eq!(stored_version(&env), None);
+
+    let install = |extra: &[&str]| {
+        let mut args = vec!["--target", TARGET];
+        args.extend(extra);
+        args.extend(["install", "rocm-rand"]);
+        output(&mut env.with_repo(&private.path(), private.public_key(), &args))
+    };
+    assert_refused(&install(&[]));
+    assert_nothing_installed(&env);
+
+    let out = install(&["--allow-expired"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let warnings = warnings(&out);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("--allow-expired") && w.contains("expired")),
+        "{}",
+        describe(&out)
+    );
+    assert!(env.prefix.join("lib/librocrand.so.1.1").is_file());
+    success(env.command().arg("verify"));
+
+    // The stored root is still expired: without the flag it is refused.
+    let out = output(&mut env.with_repo(
+        &private.path(),
+        private.public_key(),
+        &["info", "rocm-rand"],
+    ));
+    assert_refused(&out);
+}
+
+#[test]
+fn a_root_signed_by_another_key_is_refused_with_a_hint_about_the_key() {
+    let private = private_repo();
+    hip::run(
+        Command::new(kpack_repo_exe())
+            .args(["keygen", "intruder", "--unencrypted"])
+            .current_dir(private.dir.path()),
+    );
+    hip::run(
+        Command::new(kpack_repo_exe())
+            .arg("sign")
+            .arg(&private.repo.dir)
+            .arg("--key")
+            .arg(private.dir.path().join("intruder.key")),
+    );
+    let server = TestServer::start(&private.repo.dir);
+    let env = Env::new();
+    let out = output(&mut env.with_repo(&server.url(), private.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    let error = stderr.lines().find(|l| l.starts_with("error:")).unwrap();
+    assert!(error.contains("signature"), "{error}");
+    assert!(error.contains(&server.url()), "{error}");
+    let hint = stderr
+        .lines()
+        .find(|l| l.starts_with("hint:"))
+        .unwrap_or_else(|| panic!("no hint:\n{stderr}"));
+    assert!(hint.contains("key"), "{hint}");
+    assert_eq!(stored_version(&env), None);
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.starts_with("packages/")),
+        "nothing else is read from an unverified root: {:?}",
+        server.requests()
+    );
+
+    // The same with the key that signed it works: the refusal was the key.
+    let intruder = private.dir.path().join("intruder.pub");
+    success(&mut env.with_repo(&server.url(), &intruder, &["update"]));
+}
+
+/// The GETs of exactly `path`.
+fn gets_of(server: &TestServer, path: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == path)
+        .count()
+}
+
+/// A repository whose root is at version N+1 while serving the root of
+/// version N: what a reader sees between the two renames of a publish
+/// (signature first, then root). Returns the root of version N+1.
+fn half_published(private: &Private) -> Vec<u8> {
+    let index = private.repo.dir.join("index.toml");
+    let before = std::fs::read(&index).unwrap();
+    private.reindex();
+    let after = std::fs::read(&index).unwrap();
+    std::fs::write(&index, &before).unwrap();
+    after
+}
+
+#[test]
+fn a_root_and_signature_out_of_step_are_fetched_again_once() {
+    let private = private_repo();
+    let newer = half_published(&private);
+    let version = RootIndex::parse("index.toml", std::str::from_utf8(&newer).unwrap())
+        .unwrap()
+        .repo
+        .version;
+    let server = TestServer::start(&private.repo.dir);
+    // Hold the first signature's body until the publish has completed.
+    server.fault(
+        "index.toml.minisig",
+        Fault::Stall {
+            stall: Duration::from_secs(2),
+        },
+    );
+    let env = Env::new();
+    let child = env
+        .with_repo(&server.url(), private.public_key(), &["update"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gets_of(&server, "index.toml.minisig") == 0 {
+        assert!(Instant::now() < deadline, "{:?}", server.requests());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kpack_repo_index::publish::write_atomic(&private.repo.dir.join("index.toml"), &newer).unwrap();
+    server.clear_faults();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("version {version}")), "{stdout}");
+    assert_eq!(gets_of(&server, "index.toml"), 2);
+    assert_eq!(gets_of(&server, "index.toml.minisig"), 2);
+    assert_eq!(stored_version(&env), Some(version));
+}
+
+#[test]
+fn a_root_and_signature_that_stay_out_of_step_are_refused_after_one_more_fetch() {
+    let private = private_repo();
+    half_published(&private);
+    let server = TestServer::start(&private.repo.dir);
+    let env = Env::new();
+    let out = output(&mut env.with_repo(&server.url(), private.public_key(), &["update"]));
+    assert_refused(&out);
+    assert_eq!(gets_of(&server, "index.toml"), 2);
+    assert_eq!(gets_of(&server, "index.toml.minisig"), 2);
+    assert_eq!(stored_version(&env), None);
+}
+
+/// Changes the repository's shard of rocm-rand (same name, other bytes);
+/// returns its path inside the repository.
+fn tamper_shard(repo: &Path) -> String {
+    let dir = repo.join("packages/rocm-rand");
+    let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let path = entries[0].as_ref().unwrap().path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Still a valid shard, with the host tree's size changed.
+    let tampered = text.replacen("size = ", "size = 1", 1);
+    assert_ne!(tampered, text);
+    std::fs::write(&path, tampered).unwrap();
+    path.strip_prefix(repo).unwrap().display().to_string()
+}
+
+#[test]
+fn a_tampered_shard_is_refused() {
+    let private = private_repo();
+    let shard = tamper_shard(&private.repo.dir);
+    let server = TestServer::start(&private.repo.dir);
+    let env = Env::new();
+    let out = output(&mut env.with_repo(
+        &server.url(),
+        private.public_key(),
+        &["--target", TARGET, "install", "rocm-rand"],
+    ));
+    let stderr = assert_refused(&out);
+    assert!(stderr.contains(&shard), "{stderr}");
+    assert!(stderr.contains("sha256"), "{stderr}");
+    assert!(stderr.lines().any(|l| l.starts_with("hint:")), "{stderr}");
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.path.starts_with("pool/")),
+        "{:?}",
+        server.requests()
+    );
+    assert_nothing_installed(&env);
+    // Discarded, not kept in the cache.
+    let cached = std::fs::read_dir(env.cache.join("blobs")).map_or(0, |d| d.count());
+    assert_eq!(cached, 0);
+}
+
+#[test]
+fn a_tampered_shard_on_one_mirror_is_taken_from_the_next() {
+    let private = private_repo();
+    let tampered = private.snapshot("tampered");
+    let shard = tamper_shard(&tampered);
+    let first = TestServer::start(&tampered);
+    let second = TestServer::start(&private.repo.dir);
+    let env = Env::new();
+    env.configure(&[first.url(), second.url()], private.public_key());
+    let out = output(
+        env.command()
+            .args(["--target", TARGET, "install", "rocm-rand"]),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(gets_of(&first, &shard), 1);
+    assert_eq!(gets_of(&second, &shard), 1);
+    success(env.command().arg("verify"));
+}
