@@ -293,3 +293,64 @@ fn json_output_describes_the_plan_and_the_gpus() {
         serde_json::json!([])
     );
 }
+
+/// Publishes a host-only package version from a directory holding `file`.
+fn publish_host_only(repo: &common::RocrandRepo, name: &str, version: &str, depends: &[&str]) {
+    let work = tempfile::tempdir().unwrap();
+    let tree = work.path().join(format!("{name}-host"));
+    std::fs::create_dir_all(tree.join("share").join(name)).unwrap();
+    std::fs::write(tree.join("share").join(name).join("VERSION"), version).unwrap();
+    let mut command = std::process::Command::new(common::kpack_repo_exe());
+    command
+        .arg("add")
+        .arg(&repo.dir)
+        .args([name, version])
+        .arg(&tree)
+        .arg("--key")
+        .arg(&repo.secret_key);
+    for dependency in depends {
+        command.args(["--depends", dependency]);
+    }
+    hip::run(&mut command);
+}
+
+#[test]
+fn dependencies_resolve_to_the_highest_version_every_requirement_allows() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = common::build_rocrand_repo(&work.path().join("published"));
+    publish_host_only(&repo, "rocm-core", "5.3.0", &[]);
+    publish_host_only(&repo, "rocm-core", "5.7.1", &[]);
+    publish_host_only(&repo, "rocm-core", "6.0.0", &[]);
+    publish_host_only(&repo, "rocm-app", "1.0.0", &["rocm-core >=5.3, <6"]);
+    let env = Env::new();
+    let url = repo.dir.display().to_string();
+    let stdout = success(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &["--target", "gfx1030", "install", "rocm-app"],
+    ));
+    assert!(stdout.contains("installed rocm-app 1.0.0"), "{stdout}");
+    assert!(stdout.contains("installed rocm-core 5.7.1"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(env.prefix.join("share/rocm-core/VERSION")).unwrap(),
+        "5.7.1"
+    );
+
+    // Asking for rocm-core 6 as well cannot be met: the error names both.
+    let out = common::output(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &[
+            "--target",
+            "gfx1030",
+            "install",
+            "rocm-app",
+            "rocm-core@>=6",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(6));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rocm-core"), "{stderr}");
+    assert!(stderr.contains("rocm-app 1.0.0"), "{stderr}");
+    assert!(stderr.contains("hint:"), "{stderr}");
+}
