@@ -1,0 +1,578 @@
+//! Failures a user can act on: each exits with its documented code, says
+//! what failed and where on an `error:` line, suggests what to do on a
+//! `hint:` line where there is something to suggest, shows no Rust panic or
+//! backtrace, and installs nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::gpus::{fake_sysfs, FakeNode};
+use common::server::TestServer;
+use common::{
+    kpack_repo_exe, output, pool, shared_rocrand_repo, snapshot, success, Env, RocrandRepo,
+    HOST_TREE,
+};
+
+const TARGET: &str = "gfx90a:sramecc+:xnack-";
+const LIBRARY: &str = "lib/librocrand.so.1.1";
+const ARCHIVE: &str = ".kpack/rocrand_gfx90a.kpack";
+
+/// Checks a failed run: exit `code`, an `error:` line, no panic or
+/// backtrace; returns stderr.
+fn failed(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit code:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("error: ")),
+        "an error line:\n{stderr}"
+    );
+    for text in [
+        "panicked",
+        "RUST_BACKTRACE",
+        "stack backtrace",
+        "Os {",
+        "Error {",
+    ] {
+        assert!(
+            !stderr.contains(text) && !stdout.contains(text),
+            "no {text:?}:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    stderr
+}
+
+/// The `error:` line (with its `caused by:` lines).
+fn error_text(stderr: &str) -> String {
+    stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("error: "))
+        .take_while(|l| !l.starts_with("hint: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn hint_text(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("hint: "))
+        .unwrap_or_else(|| panic!("a hint:\n{stderr}"))
+        .to_owned()
+}
+
+/// The prefix without kpack-get's lock file and an otherwise empty
+/// `.kpack`: what a failed change may leave.
+fn settled(root: &Path) -> BTreeMap<String, String> {
+    let mut tree = snapshot(root);
+    tree.remove(".kpack/.lock");
+    if !tree.keys().any(|path| path.starts_with(".kpack/")) {
+        tree.remove(".kpack");
+    }
+    tree
+}
+
+fn nothing_installed(env: &Env) {
+    let left = settled(&env.prefix);
+    assert!(left.is_empty(), "nothing installed: {left:#?}");
+}
+
+fn pool_gets(server: &TestServer) -> Vec<String> {
+    let mut paths: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
+        .map(|r| r.path)
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn install(env: &Env, url: &str, key: &Path, extra: &[&str]) -> Command {
+    let mut args = vec!["--no-progress"];
+    args.extend_from_slice(extra);
+    args.extend(["install", "rocm-rand"]);
+    env.with_repo(url, key, &args)
+}
+
+#[test]
+fn no_repository_configured() {
+    let env = Env::new();
+    let out = output(
+        env.command()
+            .args(["--target", TARGET, "install", "rocm-rand"]),
+    );
+    let stderr = failed(&out, 3);
+    assert!(
+        error_text(&stderr).contains("no repository configured"),
+        "{stderr}"
+    );
+    let hint = hint_text(&stderr);
+    let config = env.home.path().join("config/kpack-get/config.toml");
+    assert!(hint.contains(&config.display().to_string()), "{hint}");
+    assert!(hint.contains("--repo"), "{hint}");
+    nothing_installed(&env);
+}
+
+#[test]
+fn no_network() {
+    let repo = shared_rocrand_repo();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let env = Env::new();
+    let out = output(
+        install(&env, &url, &repo.public_key, &["--target", TARGET]).env("KPACK_GET_ATTEMPTS", "1"),
+    );
+    let stderr = failed(&out, 4);
+    assert!(
+        error_text(&stderr).contains(&url),
+        "names the URL: {stderr}"
+    );
+    assert!(hint_text(&stderr).contains("network"), "{stderr}");
+    nothing_installed(&env);
+}
+
+#[test]
+fn no_device_code_for_the_gpu() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let out = output(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", "gfx1100"],
+    ));
+    let stderr = failed(&out, 6);
+    let error = error_text(&stderr);
+    for text in ["rocm-rand", "gfx1100", "gfx1030", "gfx90a:xnack-", "gfx908"] {
+        assert!(error.contains(text), "{text}: {stderr}");
+    }
+    assert!(hint_text(&stderr).contains("--target"), "{stderr}");
+    assert!(pool_gets(&server).is_empty(), "{:?}", server.requests());
+    nothing_installed(&env);
+}
+
+#[test]
+fn no_gpu_found_installs_host_parts_only() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let sysfs = fake_sysfs(&env.home.path().join("sysfs"), &[FakeNode::cpu()]);
+    let out = output(
+        install(&env, &server.url(), &repo.public_key, &[]).env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("warning: ") && l.contains("no GPU found")),
+        "{stderr}"
+    );
+    assert!(stdout.contains("installed rocm-rand 5.3.3"), "{stdout}");
+    assert_eq!(pool_gets(&server), [pool(HOST_TREE)]);
+    assert!(env.prefix.join(LIBRARY).is_file());
+    assert!(!env.prefix.join(ARCHIVE).exists());
+    let list = success(env.command().arg("list"));
+    assert!(list.contains("host parts only"), "{list}");
+    success(env.command().arg("verify"));
+}
+
+/// Runs `command` as nobody (uid and gid 65534, no groups).
+fn as_nobody(command: &Command) -> Command {
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .stdin(Stdio::null());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
+}
+
+fn setpriv_works() -> bool {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn permission_denied_on_the_prefix() {
+    if !setpriv_works() {
+        eprintln!("skipped: setpriv cannot run a command as uid 65534 here");
+        return;
+    }
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    // Everything but the prefix is open to the unprivileged user.
+    std::fs::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for dir in [&env.cache, &env.state] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::create_dir_all(&env.prefix).unwrap();
+    std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = snapshot(&env.prefix);
+
+    let out = output(&mut as_nobody(&install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    )));
+    let stderr = failed(&out, 8);
+    let error = error_text(&stderr);
+    assert!(
+        error.contains(&env.prefix.display().to_string()),
+        "names the prefix: {stderr}"
+    );
+    assert!(error.contains("ermission denied"), "{stderr}");
+    assert!(hint_text(&stderr).contains("--prefix"), "{stderr}");
+    assert_eq!(snapshot(&env.prefix), before);
+}
+
+/// A tmpfs mounted at a directory for the length of a test.
+struct Mount(PathBuf);
+
+impl Mount {
+    fn tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={size}"))
+            .arg("tmpfs")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if out.status.success() {
+            Ok(Mount(dir.to_owned()))
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg(&self.0)
+            .stdin(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn disk_full_in_the_prefix() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    // The library alone is 13 MB; the downloads go to the cache, elsewhere.
+    let mount = match Mount::tmpfs(&env.prefix, "2m") {
+        Ok(mount) => mount,
+        Err(reason) => {
+            eprintln!("skipped: cannot mount a small tmpfs for the prefix: {reason}");
+            return;
+        }
+    };
+    let out = output(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    let stderr = failed(&out, 8);
+    let error = error_text(&stderr);
+    assert!(
+        error.contains(&env.prefix.display().to_string()),
+        "names where: {stderr}"
+    );
+    let hint = hint_text(&stderr);
+    assert!(hint.contains("disk is full"), "{hint}");
+    nothing_installed(&env);
+    // The cache kept the downloads: with room, the install needs no network.
+    drop(mount);
+    server.clear_requests();
+    success(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    assert!(pool_gets(&server).is_empty(), "{:?}", server.requests());
+    success(env.command().arg("verify"));
+}
+
+/// One entry of a hand-made tar: the header is written field by field, so
+/// names the tar crate refuses to build (`..`, absolute) can be made.
+fn raw_entry(
+    tar: &mut tar::Builder<Vec<u8>>,
+    kind: tar::EntryType,
+    name: &str,
+    link: Option<&str>,
+    data: &[u8],
+) {
+    assert!(
+        name.len() < 100 && link.is_none_or(|l| l.len() < 100),
+        "{name:?} fits an old-style tar header"
+    );
+    let mut header = tar::Header::new_gnu();
+    {
+        let old = header.as_old_mut();
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        if let Some(link) = link {
+            old.linkname[..link.len()].copy_from_slice(link.as_bytes());
+        }
+    }
+    header.set_entry_type(kind);
+    header.set_mode(if kind.is_dir() { 0o755 } else { 0o644 });
+    header.set_size(data.len() as u64);
+    header.set_mtime(0);
+    header.set_cksum();
+    tar.append(&header, data).unwrap();
+}
+
+/// A tar entry to make: kind, name, link target.
+type Entry<'a> = (tar::EntryType, &'a str, Option<&'a str>);
+
+/// A zstd-compressed tar tree of `entries`.
+fn tree(entries: &[Entry<'_>]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (kind, name, link) in entries {
+        let data: &[u8] = if kind.is_file() { b"escaped\n" } else { b"" };
+        raw_entry(&mut tar, *kind, name, *link, data);
+    }
+    zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
+}
+
+/// A copy of the shared rocRAND repository, to publish more into.
+fn private_repo(dir: &Path) -> RocrandRepo {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+    let shared = shared_rocrand_repo();
+    copy(&shared.dir, &dir.join("repo"));
+    RocrandRepo {
+        dir: dir.join("repo"),
+        public_key: shared.public_key.clone(),
+        secret_key: shared.secret_key.clone(),
+    }
+}
+
+/// Publishes `name` 1.0.0 with one host tree, with the real `kpack-repo`.
+fn publish_tree(repo: &RocrandRepo, work: &Path, name: &str, bytes: &[u8]) -> String {
+    let file = work.join(format!("{name}-1.0.0-host.tar.zst"));
+    std::fs::write(&file, bytes).unwrap();
+    common::hip::run(
+        Command::new(kpack_repo_exe())
+            .arg("add")
+            .arg(&repo.dir)
+            .args([name, "1.0.0"])
+            .arg(&file)
+            .arg("--key")
+            .arg(&repo.secret_key),
+    );
+    format!("pool/{name}/1.0.0/{name}-1.0.0-host.tar.zst")
+}
+
+#[test]
+fn tar_entries_escaping_the_prefix_are_refused() {
+    use tar::EntryType;
+    let env = Env::new();
+    let work = env.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let repo = private_repo(&work);
+    let outside = env.home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let absolute = outside.join("absolute-escape").display().to_string();
+    // From the staging directory, five levels up is above the prefix.
+    let parent = "../../../../../parent-escape";
+    // Package, its tree, the entry the refusal names.
+    let cases: Vec<(&str, Vec<Entry<'_>>, &str)> = vec![
+        (
+            "escape-parent",
+            vec![
+                (EntryType::Directory, "share/", None),
+                (EntryType::Regular, "share/innocent.txt", None),
+                (EntryType::Regular, parent, None),
+            ],
+            parent,
+        ),
+        (
+            "escape-absolute",
+            vec![
+                (EntryType::Regular, "share/innocent.txt", None),
+                (EntryType::Regular, &absolute, None),
+            ],
+            &absolute,
+        ),
+        (
+            "escape-link",
+            vec![
+                (EntryType::Regular, "share/innocent.txt", None),
+                (EntryType::Symlink, "share/etc", Some("/etc")),
+                (EntryType::Regular, "share/etc/kpack-get-escape", None),
+            ],
+            "share/etc",
+        ),
+        (
+            "escape-relative-link",
+            vec![
+                (EntryType::Symlink, "share/up", Some("../..")),
+                (EntryType::Regular, "share/up/relative-escape", None),
+            ],
+            "share/up",
+        ),
+        (
+            "escape-through-link",
+            vec![
+                (EntryType::Symlink, "share/inside", Some("../lib")),
+                (EntryType::Regular, "share/inside/librocrand.so.1.1", None),
+            ],
+            "share/inside/librocrand.so.1.1",
+        ),
+    ];
+    let mut artifacts = Vec::new();
+    for (name, entries, _) in &cases {
+        artifacts.push(publish_tree(&repo, &work, name, &tree(entries)));
+    }
+    let server = TestServer::start(&repo.dir);
+    // A prefix with something in it, to see it is left alone.
+    success(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    let before = snapshot(&env.prefix);
+    for ((name, _, entry), artifact) in cases.iter().zip(&artifacts) {
+        let out = output(&mut env.with_repo(
+            &server.url(),
+            &repo.public_key,
+            &["--no-progress", "--target", TARGET, "install", name],
+        ));
+        let stderr = failed(&out, 5);
+        let error = error_text(&stderr);
+        assert!(
+            error.contains(artifact),
+            "{name}: names {artifact}: {stderr}"
+        );
+        assert!(error.contains(entry), "{name}: names {entry}: {stderr}");
+        assert!(error.contains("refused"), "{name}: {stderr}");
+        assert!(
+            hint_text(&stderr).contains("nothing was installed"),
+            "{stderr}"
+        );
+        // Host parts only, by the package's nature: no warning about it.
+        assert!(!stderr.contains("no device code"), "{name}: {stderr}");
+        assert_eq!(snapshot(&env.prefix), before, "{name}: prefix unchanged");
+    }
+    for escaped in [
+        env.home.path().join("parent-escape"),
+        outside.join("absolute-escape"),
+        PathBuf::from("/etc/kpack-get-escape"),
+        env.home.path().join("relative-escape"),
+    ] {
+        assert!(!escaped.exists(), "{} written", escaped.display());
+    }
+    let outside_now: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(outside_now.is_empty(), "{outside_now:?}");
+    success(env.command().arg("verify"));
+}
+
+#[test]
+fn a_file_kpack_get_did_not_install_is_not_overwritten() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    std::fs::create_dir_all(env.prefix.join("lib")).unwrap();
+    std::fs::write(env.prefix.join(LIBRARY), b"the user's own build").unwrap();
+    let before = snapshot(&env.prefix);
+    let out = output(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    let stderr = failed(&out, 1);
+    let error = error_text(&stderr);
+    assert!(error.contains(LIBRARY), "names the file: {stderr}");
+    assert!(error.contains("not installed by kpack-get"), "{stderr}");
+    assert!(
+        error.contains(&env.prefix.display().to_string()),
+        "names the prefix: {stderr}"
+    );
+    let hint = hint_text(&stderr);
+    assert!(hint.contains("--prefix"), "{hint}");
+    assert_eq!(settled(&env.prefix), before);
+    assert_eq!(
+        std::fs::read(env.prefix.join(LIBRARY)).unwrap(),
+        b"the user's own build"
+    );
+}
+
+#[test]
+fn verify_names_a_corrupted_and_a_missing_file() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    success(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    let library = env.prefix.join(LIBRARY);
+    let mut bytes = std::fs::read(&library).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&library, &bytes).unwrap();
+    std::fs::remove_file(env.prefix.join(ARCHIVE)).unwrap();
+
+    let out = output(env.command().arg("verify"));
+    let stderr = failed(&out, 5);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|l| l.contains(LIBRARY) && l.contains("sha256")),
+        "{stderr}"
+    );
+    assert!(warnings.iter().any(|l| l.contains(ARCHIVE)), "{stderr}");
+    assert!(error_text(&stderr).contains("2 of 3"), "{stderr}");
+    assert!(hint_text(&stderr).contains("install"), "{stderr}");
+}
