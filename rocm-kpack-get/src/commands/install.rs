@@ -1,12 +1,14 @@
 //! `install` and `upgrade`: plan, download, stage, commit.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use kpack_repo_index::{Explanation, Request};
 use rocm_kpack::Target;
-use rocm_kpack_get::client::{Progress, Wanted};
+use rocm_kpack_get::client::{Progress, Wanted as Download};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
-use rocm_kpack_get::install::{PackageInstall, ReadyArtifact};
+use rocm_kpack_get::install::record::InstalledRecord;
+use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
 use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
@@ -14,47 +16,48 @@ use super::{parse_request, Context, Failure};
 use crate::printer::{artifact_line, saving, size};
 use crate::progress::{Bars, Lines};
 
+/// What to install: packages asked for, or newer versions of installed
+/// ones (all, or those named), decided from the record read under the lock.
+enum Wanted {
+    Requests(Vec<Request>),
+    Upgrades(Vec<String>),
+}
+
 pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
     let requests = packages
         .iter()
         .map(|p| parse_request(p))
         .collect::<Result<Vec<_>, _>>()?;
-    run(context, &requests, dry_run, "installed")
+    run(context, Wanted::Requests(requests), dry_run)
 }
 
 pub fn upgrade(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
-    let prefix = context.prefix(false)?;
-    let record = prefix.record()?;
-    let mut requests = Vec::new();
-    for name in record.packages.keys() {
-        if packages.is_empty() || packages.contains(name) {
-            requests.push(parse_request(name)?);
-        }
-    }
-    for name in packages {
-        if !record.packages.contains_key(name) {
-            return Err(rocm_kpack_get::install::InstallError::NotInstalled {
-                name: name.clone(),
-                prefix: prefix.root().to_owned(),
-            }
-            .into());
-        }
-    }
-    if requests.is_empty() {
-        context
-            .printer
-            .line("nothing is installed; nothing to upgrade");
-        context.printer.json(&json!({ "packages": [] }));
-        return Ok(());
-    }
-    run(context, &requests, dry_run, "upgraded")
+    run(context, Wanted::Upgrades(packages.to_vec()), dry_run)
 }
 
-fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Result<(), Failure> {
+/// The requests an upgrade makes: every installed package named (or all).
+fn upgrade_requests(
+    record: &InstalledRecord,
+    packages: &[String],
+    prefix: &Path,
+) -> Result<Vec<Request>, Failure> {
+    if let Some(name) = packages.iter().find(|n| !record.packages.contains_key(*n)) {
+        return Err(InstallError::NotInstalled {
+            name: name.clone(),
+            prefix: prefix.to_owned(),
+        }
+        .into());
+    }
+    record
+        .packages
+        .keys()
+        .filter(|name| packages.is_empty() || packages.contains(name))
+        .map(|name| parse_request(name))
+        .collect()
+}
+
+fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
     let printer = &context.printer;
-    let client = context.client()?;
-    let repos = context.repos(&client)?;
-    let (gpus, detection) = context.gpus()?;
     let prefix = context.prefix(!dry_run)?;
     // A dry run reads the record without the lock; it changes nothing.
     let lock = if dry_run {
@@ -63,6 +66,21 @@ fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Re
         Some(context.lock(&prefix)?)
     };
     let record = prefix.record()?;
+    let (requests, verb) = match wanted {
+        Wanted::Requests(requests) => (requests, "installed"),
+        Wanted::Upgrades(names) => (
+            upgrade_requests(&record, &names, prefix.root())?,
+            "upgraded",
+        ),
+    };
+    if requests.is_empty() {
+        printer.line("nothing is installed; nothing to upgrade");
+        printer.json(&json!({ "packages": [] }));
+        return Ok(());
+    }
+    let client = context.client()?;
+    let repos = context.repos(&client)?;
+    let (gpus, detection) = context.gpus()?;
     let gpus = if gpus.is_empty() && verb == "upgraded" {
         // Upgrading on a machine without a detected GPU keeps the targets
         // the packages were installed for.
@@ -82,7 +100,7 @@ fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Re
     } else {
         printer.detail(format!("GPUs: {}", rocm_kpack::target::join_targets(&gpus)));
     }
-    let plan = make_plan(&client, &context.cache, &repos, requests, &gpus, &record)?;
+    let plan = make_plan(&client, &context.cache, &repos, &requests, &gpus, &record)?;
     show_plan(context, &repos, &plan, dry_run);
     if dry_run {
         return Ok(());
@@ -97,11 +115,11 @@ fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Re
         printer.json(&plan_json(context, &repos, &plan, true));
         return Ok(());
     }
-    let wanted: Vec<Wanted> = pending
+    let downloads: Vec<Download> = pending
         .iter()
         .flat_map(|package| {
             let mirrors = Arc::new(repos[package.repo].config.mirrors.clone());
-            package.chosen.iter().map(move |artifact| Wanted {
+            package.chosen.iter().map(move |artifact| Download {
                 path: artifact.path.clone(),
                 sha256: artifact.sha256,
                 size: artifact.size,
@@ -115,7 +133,7 @@ fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Re
         Some(bars) => bars.clone(),
         None => Arc::new(Lines::new(*printer)),
     };
-    let blobs = client.fetch_all(&context.cache, &wanted, progress);
+    let blobs = client.fetch_all(&context.cache, &downloads, progress);
     if let Some(bars) = &bars {
         bars.finish();
     }
@@ -163,7 +181,7 @@ fn run(context: &Context, requests: &[Request], dry_run: bool, verb: &str) -> Re
     Ok(())
 }
 
-fn recorded_targets(record: &rocm_kpack_get::install::record::InstalledRecord) -> Vec<Target> {
+fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
     let mut targets: Vec<Target> = record
         .packages
         .values()
