@@ -147,17 +147,33 @@ impl RootIndex {
         struct Format {
             format: u32,
         }
-        let format: Format = parse_toml(file, text)?;
-        if format.format != FORMAT {
-            return Err(SchemaError::UnsupportedFormat {
-                file: file.to_owned(),
-                found: format.format,
-            });
+        let unsupported = |found: u32| SchemaError::UnsupportedFormat {
+            file: file.to_owned(),
+            found,
+        };
+        // One parse of the whole document (a large root takes tens of
+        // milliseconds); only when it fails is `format` read alone, so a
+        // newer format is reported as such rather than as a parse error.
+        let mut root: RootIndex = match parse_toml(file, text) {
+            Ok(root) => root,
+            Err(error) => {
+                let format: Format = parse_toml(file, text)?;
+                if format.format != FORMAT {
+                    return Err(unsupported(format.format));
+                }
+                return Err(error);
+            }
+        };
+        if root.format != FORMAT {
+            return Err(unsupported(root.format));
         }
-        let mut root: RootIndex = parse_toml(file, text)?;
         for (name, entry) in &mut root.packages {
             // A shard spelled out at its usual place is the same as none.
-            if entry.shard.as_ref() == Some(&RelativePath::usual_shard(name, &entry.sha256)) {
+            if entry
+                .shard
+                .as_ref()
+                .is_some_and(|shard| *shard == RelativePath::usual_shard(name, &entry.sha256))
+            {
                 entry.shard = None;
             }
         }
