@@ -8,10 +8,11 @@
 //! ```
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use kpack_repo_index::Sha256;
+use sha2::Digest;
 
 /// Where the cache lives.
 #[derive(Debug, Clone)]
@@ -60,6 +61,21 @@ impl Cache {
         match std::fs::metadata(&path) {
             Ok(meta) if meta.is_file() && meta.len() == size => Some(path),
             _ => None,
+        }
+    }
+
+    /// The cached file, if it is there and still hashes to `sha256`: files
+    /// that were cached by an earlier run are checked again before use,
+    /// since installed archives are links to them. A damaged one is
+    /// removed, to be fetched again.
+    pub fn get_verified(&self, sha256: &Sha256, size: u64) -> Option<PathBuf> {
+        let path = self.get(sha256, size)?;
+        match hash_file(&path) {
+            Ok((actual, _)) if actual == *sha256 => Some(path),
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
         }
     }
 
@@ -123,4 +139,21 @@ impl Cache {
         }
         Ok(report)
     }
+}
+
+/// The sha256 and size of a file, read once.
+pub fn hash_file(path: &Path) -> io::Result<(Sha256, u64)> {
+    let mut file = File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0u8; 1 << 18];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        size += n as u64;
+    }
+    Ok((Sha256::from_bytes(hasher.finalize().into()), size))
 }

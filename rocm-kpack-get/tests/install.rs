@@ -354,3 +354,32 @@ fn dependencies_resolve_to_the_highest_version_every_requirement_allows() {
     assert!(stderr.contains("rocm-app 1.0.0"), "{stderr}");
     assert!(stderr.contains("hint:"), "{stderr}");
 }
+
+#[test]
+fn a_damaged_cached_archive_is_fetched_again_not_installed() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    installs_for(&env, &server, &["--target", "gfx1030"]);
+    // Installed archives share their bytes with the cache: damaging one in
+    // a prefix (root may write read-only files) damages the cached copy.
+    let installed = env.prefix.join(".kpack/rocrand_gfx1030.kpack");
+    let mut bytes = std::fs::read(&installed).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&installed, &bytes).unwrap();
+    server.clear_requests();
+    let other = env.home.path().join("other-prefix");
+    success(
+        env.with_repo(&server.url(), &repo.public_key, &["--target", "gfx1030"])
+            .arg("--prefix")
+            .arg(&other)
+            .args(["install", "rocm-rand"]),
+    );
+    assert_eq!(pool_requests(&server), [pool("rocrand_gfx1030.kpack")]);
+    assert_eq!(
+        std::fs::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
+        std::fs::read(repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()
+    );
+    success(env.command().arg("--prefix").arg(&other).arg("verify"));
+}

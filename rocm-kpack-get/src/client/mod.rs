@@ -176,7 +176,7 @@ impl Client {
             .collect();
         let mut missing = Vec::new();
         for (id, item) in &unique {
-            if cache.get(&item.sha256, item.size).is_some() {
+            if cache.get_verified(&item.sha256, item.size).is_some() {
                 progress.start(*id, item.path.as_str(), item.size, item.size);
                 progress.finish(*id, true);
             } else if self.options.offline {

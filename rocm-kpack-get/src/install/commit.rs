@@ -85,7 +85,37 @@ impl Journal {
     /// writes the journal through a synced temporary file and a rename.
     pub fn commit(&self, layout: &Layout) -> Result<(), InstallError> {
         let staging = layout.staging(&self.id);
-        sync_filesystem(&staging)?;
+        let staged_root = staging.join("root");
+        if self.moves.len() > MANY_FILES {
+            sync_filesystem(&staging)?;
+        } else {
+            let mut dirs = std::collections::BTreeSet::new();
+            for relative in &self.moves {
+                let path = staged_root.join(relative);
+                let meta = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+                if meta.is_file() {
+                    // Cheap for archives linked from the cache: their bytes
+                    // were flushed when they were downloaded.
+                    sync_file(&path)?;
+                }
+                dirs.extend(
+                    parent_dirs(relative)
+                        .into_iter()
+                        .map(|d| staged_root.join(d)),
+                );
+            }
+            dirs.insert(staged_root);
+            for name in ["installed.toml", "no-packages"] {
+                let path = staging.join(name);
+                if path.exists() {
+                    sync_file(&path)?;
+                }
+            }
+            dirs.insert(staging.clone());
+            for dir in &dirs {
+                sync_dir(dir)?;
+            }
+        }
         let text = toml::to_string(self).map_err(|e| InstallError::BadRecord {
             path: layout.journal(),
             message: e.to_string(),
@@ -155,7 +185,24 @@ impl Journal {
                 }
             }
         }
-        sync_filesystem(&layout.meta())?;
+        // The renames must be on disk before the journal that would redo
+        // them goes.
+        if self.moves.len() > MANY_FILES {
+            sync_filesystem(&layout.meta())?;
+        } else {
+            let mut dirs: std::collections::BTreeSet<PathBuf> = self
+                .moves
+                .iter()
+                .chain(&self.deletes)
+                .filter_map(|relative| layout.prefix.join(relative).parent().map(Path::to_owned))
+                .collect();
+            dirs.insert(layout.meta());
+            for dir in &dirs {
+                if dir.exists() {
+                    sync_dir(dir)?;
+                }
+            }
+        }
         let journal = layout.journal();
         std::fs::remove_file(&journal).map_err(io(&journal))?;
         std::fs::remove_dir_all(&staging).map_err(io(&staging))?;
@@ -190,6 +237,17 @@ impl Journal {
         }
         Ok(Some(journal))
     }
+}
+
+/// Above this many files, one flush of the whole file system beats a flush
+/// per file (it also flushes other programs' writes, so it is not the
+/// default).
+const MANY_FILES: usize = 512;
+
+fn sync_file(path: &Path) -> Result<(), InstallError> {
+    std::fs::File::open(path)
+        .and_then(|file| file.sync_all())
+        .map_err(io(path))
 }
 
 /// Flushes the file system holding `path` (one call instead of a sync per

@@ -170,7 +170,7 @@ pub fn extract_tree(
     Ok(())
 }
 
-/// Copies a verified archive to `relative` under `root`.
+/// Puts a verified archive at `relative` under `root`.
 pub fn place_file(
     blob: &Path,
     relative: &str,
@@ -188,8 +188,13 @@ pub fn place_file(
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
     remove_any(&destination).map_err(io(&destination))?;
-    std::fs::copy(blob, &destination).map_err(io(&destination))?;
-    std::fs::set_permissions(&destination, std::fs::Permissions::from_mode(0o644))
+    // A link to the cached file costs no copy and no second flush to disk;
+    // another file system (or one without links) gets a copy. Archives are
+    // read-only either way, which also keeps the cached copy intact.
+    if std::fs::hard_link(blob, &destination).is_err() {
+        std::fs::copy(blob, &destination).map_err(io(&destination))?;
+    }
+    std::fs::set_permissions(&destination, std::fs::Permissions::from_mode(0o444))
         .map_err(io(&destination))?;
     files.insert(
         relative.to_owned(),
@@ -232,23 +237,6 @@ fn remove_any(path: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// Hashes a file in the prefix, for `verify`.
-pub fn hash_file(path: &Path) -> std::io::Result<(Sha256, u64)> {
-    let mut file = File::open(path)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buffer = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-        size += n as u64;
-    }
-    Ok((Sha256::from_bytes(hasher.finalize().into()), size))
 }
 
 /// The directories that must exist for `path` (relative), outermost first.
