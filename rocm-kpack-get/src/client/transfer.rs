@@ -371,53 +371,112 @@ async fn attempt_http(
     )
     .map_err(local(cache.partial_origin(&item.sha256)))?;
     file.set_len(have).map_err(local(partial.clone()))?;
-    let mut hasher = hash_prefix(file, have).map_err(local(partial.clone()))?;
+    let hasher = hash_prefix(file, have).map_err(local(partial.clone()))?;
     file.seek(SeekFrom::Start(have))
         .map_err(local(partial.clone()))?;
     progress.start(id, item.path.as_str(), item.size, have);
-    let mut writer = std::io::BufWriter::with_capacity(1 << 18, &mut *file);
-    let mut written_back = have;
+    // Receiving runs here; writing and hashing run on a thread of their
+    // own, so the two overlap (on two cores, the difference between
+    // keeping up with the network and not).
+    let sink_file = file.try_clone().map_err(local(partial.clone()))?;
+    let (chunks, received) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
+    let mut batch = Vec::new();
+    let mut batched = 0usize;
+    let sink =
+        tokio::task::spawn_blocking(move || write_and_hash(sink_file, have, hasher, received));
+    let mut arrived = have;
+    let mut stopped = None;
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
             Err(e) => {
-                // Keep what arrived for the next attempt to resume from.
-                writer.flush().map_err(local(partial.clone()))?;
-                return Err(Failure::Retry(format!(
-                    "{} after {have} of {} bytes",
+                // What arrived stays for the next attempt to resume from.
+                stopped = Some(Failure::Retry(format!(
+                    "{} after {arrived} of {} bytes",
                     describe(&e),
                     item.size
                 )));
+                break;
             }
         };
-        if have + chunk.len() as u64 > item.size {
-            drop(writer);
-            file.set_len(0).map_err(local(partial.clone()))?;
-            return Err(Failure::NextMirror {
+        if arrived + chunk.len() as u64 > item.size {
+            stopped = Some(Failure::NextMirror {
                 error: format!("longer than the {} bytes the index pins", item.size),
                 integrity: true,
             });
+            break;
         }
-        writer.write_all(&chunk).map_err(local(partial.clone()))?;
-        hasher.update(&chunk);
-        have += chunk.len() as u64;
+        arrived += chunk.len() as u64;
         progress.advance(id, chunk.len() as u64);
-        if have - written_back >= WRITEBACK_STEP {
-            writer.flush().map_err(local(partial.clone()))?;
-            start_writeback(writer.get_ref(), written_back, have);
-            written_back = have;
+        batched += chunk.len();
+        batch.push(chunk);
+        // Handing over in batches keeps the writer's wake-ups few.
+        if batched >= SINK_BATCH {
+            batched = 0;
+            if chunks.send(std::mem::take(&mut batch)).await.is_err() {
+                // The writer stopped: its error is below.
+                break;
+            }
         }
     }
-    writer.flush().map_err(local(partial.clone()))?;
-    drop(writer);
-    if have < item.size {
+    if !batch.is_empty() {
+        let _ = chunks.send(batch).await;
+    }
+    drop(chunks);
+    let (written, hasher) = sink
+        .await
+        .map_err(|e| {
+            Failure::Fatal(ClientError::Setup {
+                message: e.to_string(),
+            })
+        })?
+        .map_err(local(partial.clone()))?;
+    if let Some(failure) = stopped {
+        if matches!(failure, Failure::NextMirror { .. }) {
+            file.set_len(0).map_err(local(partial.clone()))?;
+        }
+        return Err(failure);
+    }
+    if written < item.size {
         return Err(Failure::Retry(format!(
-            "the connection ended after {have} of {} bytes",
+            "the connection ended after {written} of {} bytes",
             item.size
         )));
     }
     finish(file, &partial, hasher, item)
+}
+
+/// Batches in flight between receiving and writing.
+const SINK_QUEUE: usize = 8;
+
+/// Bytes received before they are handed to the writer.
+const SINK_BATCH: usize = 1 << 20;
+
+/// Writes and hashes chunks as they come, starting at `position`; returns
+/// where the file ends and the hash so far.
+fn write_and_hash(
+    file: File,
+    mut position: u64,
+    mut hasher: sha2::Sha256,
+    mut batches: tokio::sync::mpsc::Receiver<Vec<bytes::Bytes>>,
+) -> std::io::Result<(u64, sha2::Sha256)> {
+    let mut writer = std::io::BufWriter::with_capacity(1 << 18, file);
+    let mut written_back = position;
+    while let Some(batch) = batches.blocking_recv() {
+        for chunk in &batch {
+            writer.write_all(chunk)?;
+            hasher.update(chunk);
+            position += chunk.len() as u64;
+        }
+        if position - written_back >= WRITEBACK_STEP {
+            writer.flush()?;
+            start_writeback(writer.get_ref(), written_back, position);
+            written_back = position;
+        }
+    }
+    writer.flush()?;
+    Ok((position, hasher))
 }
 
 /// How often a download asks the kernel to start writing what arrived.
