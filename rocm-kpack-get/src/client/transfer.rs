@@ -448,10 +448,10 @@ async fn attempt_http(
 }
 
 /// Batches in flight between receiving and writing.
-const SINK_QUEUE: usize = 8;
+const SINK_QUEUE: usize = 4;
 
 /// Bytes received before they are handed to the writer.
-const SINK_BATCH: usize = 1 << 20;
+const SINK_BATCH: usize = 256 << 10;
 
 /// Writes and hashes chunks as they come, starting at `position`; returns
 /// where the file ends and the hash so far.
