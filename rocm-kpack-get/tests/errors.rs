@@ -309,6 +309,12 @@ fn disk_full_in_the_prefix() {
         error.contains(&env.prefix.display().to_string()),
         "names where: {stderr}"
     );
+    // The file as the user knows it, not its staging copy.
+    assert!(
+        error.contains(&env.prefix.join("lib/").display().to_string())
+            && !error.contains("staging"),
+        "names the file: {stderr}"
+    );
     let hint = hint_text(&stderr);
     assert!(hint.contains("disk is full"), "{hint}");
     nothing_installed(&env);

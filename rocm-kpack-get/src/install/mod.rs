@@ -238,7 +238,22 @@ impl Prefix {
             let _ = std::fs::remove_dir_all(&staging);
             let _ = std::fs::remove_dir(self.layout.staging_root());
         }
-        result
+        result.map_err(|error| match error {
+            // Name the file as the user knows it, not its staging copy.
+            InstallError::Io { path, source } => {
+                let relative = [staging.join("package"), staging.join("root")]
+                    .iter()
+                    .find_map(|dir| path.strip_prefix(dir).ok().map(Path::to_owned));
+                InstallError::Io {
+                    path: match relative {
+                        Some(relative) => self.layout.prefix.join(relative),
+                        None => path,
+                    },
+                    source,
+                }
+            }
+            other => other,
+        })
     }
 
     fn stage_and_commit(
