@@ -12,7 +12,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::server::{Fault, TestServer};
-use common::{output, pool, shared_rocrand_repo, snapshot, success, Env, HOST_TREE};
+use common::{
+    output, pool, pool_gets, shared_rocrand_repo, snapshot, stderr, success, Env, HOST_TREE,
+};
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const LIBRARY: &str = "lib/librocrand.so.1.1";
@@ -375,22 +377,6 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
     );
 }
 
-/// The pool files the server was asked for.
-fn pool_gets(server: &TestServer) -> Vec<String> {
-    let mut paths: Vec<String> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
-        .map(|r| r.path)
-        .collect();
-    paths.sort();
-    paths
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// `kpack-get list` names rocm-rand once, and every installed file checks.
 fn installed_once(env: &Env) {
     let list = success(env.command().arg("list"));
@@ -449,7 +435,7 @@ fn two_installs_at_once_take_turns() {
             "{}\nstdout:\n{}\nstderr:\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
-            stderr_of(out)
+            stderr(out)
         );
     }
     let stdouts: Vec<String> = outs
@@ -467,13 +453,13 @@ fn two_installs_at_once_take_turns() {
     assert_eq!((installed, nothing), (1, 1), "{stdouts:#?}");
     let waited = outs
         .iter()
-        .filter(|o| stderr_of(o).contains("waiting for another kpack-get"))
+        .filter(|o| stderr(o).contains("waiting for another kpack-get"))
         .count();
     assert_eq!(
         waited,
         1,
         "one waited: {:#?}",
-        outs.iter().map(stderr_of).collect::<Vec<_>>()
+        outs.iter().map(stderr).collect::<Vec<_>>()
     );
     // The one that waited planned after the other had installed.
     assert_eq!(
@@ -503,20 +489,19 @@ fn two_installs_at_once_with_no_wait_one_is_refused() {
         (ok.len(), refused.len()),
         (1, 1),
         "{:#?}",
-        outs.iter().map(stderr_of).collect::<Vec<_>>()
+        outs.iter().map(stderr).collect::<Vec<_>>()
     );
     let refused = refused[0];
-    assert_eq!(refused.status.code(), Some(7), "{}", stderr_of(refused));
-    let stderr = stderr_of(refused);
+    assert_eq!(refused.status.code(), Some(7), "{}", stderr(refused));
+    let text = stderr(refused);
     let prefix = env.prefix.display().to_string();
     assert!(
-        stderr
-            .lines()
+        text.lines()
             .any(|l| l.starts_with("error:") && l.contains(&prefix)),
-        "names the prefix: {stderr}"
+        "names the prefix: {text}"
     );
-    assert!(stderr.contains("hint:"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(text.contains("hint:"), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
     assert!(String::from_utf8_lossy(&ok[0].stdout).contains("installed rocm-rand 5.3.3"));
     installed_once(&env);
     // The refused one changed nothing: a later install finds it done.
@@ -525,7 +510,7 @@ fn two_installs_at_once_with_no_wait_one_is_refused() {
         &repo.public_key,
         &["--target", TARGET, "install", "rocm-rand"],
     ));
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to do"));
 }
 
@@ -556,17 +541,17 @@ fn a_remove_started_during_an_install_waits_and_then_removes() {
     }
     let remove = output(env.command().args(["--no-progress", "remove", "rocm-rand"]));
     let install = install.wait_with_output().unwrap();
-    assert!(install.status.success(), "{}", stderr_of(&install));
+    assert!(install.status.success(), "{}", stderr(&install));
     assert!(
         remove.status.success(),
         "{}\n{}",
         remove.status,
-        stderr_of(&remove)
+        stderr(&remove)
     );
     assert!(
-        stderr_of(&remove).contains("waiting for another kpack-get"),
+        stderr(&remove).contains("waiting for another kpack-get"),
         "{}",
-        stderr_of(&remove)
+        stderr(&remove)
     );
     assert!(String::from_utf8_lossy(&remove.stdout).contains("removed rocm-rand 5.3.3"));
     let left = settled(snapshot(&env.prefix), false);

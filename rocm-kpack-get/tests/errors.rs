@@ -14,8 +14,8 @@ use std::process::{Command, Output, Stdio};
 use common::gpus::{fake_sysfs, FakeNode};
 use common::server::TestServer;
 use common::{
-    kpack_repo_exe, output, pool, shared_rocrand_repo, snapshot, success, Env, RocrandRepo,
-    HOST_TREE,
+    kpack_repo_exe, output, pool, pool_gets, shared_rocrand_repo, snapshot, success, Env,
+    RocrandRepo, HOST_TREE,
 };
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
@@ -83,17 +83,6 @@ fn settled(root: &Path) -> BTreeMap<String, String> {
 fn nothing_installed(env: &Env) {
     let left = settled(&env.prefix);
     assert!(left.is_empty(), "nothing installed: {left:#?}");
-}
-
-fn pool_gets(server: &TestServer) -> Vec<String> {
-    let mut paths: Vec<String> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
-        .map(|r| r.path)
-        .collect();
-    paths.sort();
-    paths
 }
 
 fn install(env: &Env, url: &str, key: &Path, extra: &[&str]) -> Command {

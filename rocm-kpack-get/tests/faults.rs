@@ -14,7 +14,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::server::{Fault, Request, TestServer};
-use common::{output, pool, shared_rocrand_repo, success, Env, HOST_TREE};
+use common::{describe, output, pool, shared_rocrand_repo, stderr, success, Env, HOST_TREE};
 use sha2::Digest;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
@@ -37,19 +37,6 @@ fn gets(server: &TestServer, pattern: &str) -> Vec<Request> {
         .into_iter()
         .filter(|r| r.method == "GET" && r.path.contains(pattern))
         .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    )
 }
 
 /// `kpack-get --repo rocm=SERVER --target gfx90a... EXTRA... install rocm-rand`.

@@ -10,22 +10,10 @@ use std::path::Path;
 
 use common::gpus::{fake_hsa, fake_sysfs, FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC};
 use common::server::TestServer;
-use common::{hip, pool, shared_rocrand_repo, snapshot, success, Env, HOST_TREE};
+use common::{hip, pool, pool_gets, shared_rocrand_repo, snapshot, success, Env, HOST_TREE};
 use rocm_kpack::Target;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
-
-/// The pool files the server was asked for, each once per GET.
-fn pool_requests(server: &TestServer) -> Vec<String> {
-    let mut paths: Vec<String> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
-        .map(|r| r.path)
-        .collect();
-    paths.sort();
-    paths
-}
 
 /// Loads the installed library with the stand-in HIP runtime for `arch`;
 /// returns the code object it registered.
@@ -71,7 +59,7 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
     assert!(stdout.contains("installed rocm-rand 5.3.3"), "{stdout}");
     assert!(stdout.contains("% saved"), "{stdout}");
     assert_eq!(
-        pool_requests(&server),
+        pool_gets(&server),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
     let host_size = std::fs::metadata(repo.dir.join(pool(HOST_TREE)))
@@ -118,7 +106,7 @@ fn a_second_install_into_another_prefix_comes_from_the_cache() {
             .args(["install", "rocm-rand"]),
     );
     assert!(stdout.contains("installed rocm-rand"), "{stdout}");
-    assert!(pool_requests(&server).is_empty(), "{:?}", server.requests());
+    assert!(pool_gets(&server).is_empty(), "{:?}", server.requests());
     assert!(other.join(".kpack/rocrand_gfx1030.kpack").is_file());
 }
 
@@ -134,7 +122,7 @@ fn installs_gfx90a_detected_through(variable: &str, value: &Path, env: &Env) {
     );
     assert!(stdout.contains("installed rocm-rand"), "{stdout}");
     assert_eq!(
-        pool_requests(&server),
+        pool_gets(&server),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
     load_installed(&env.prefix, "gfx90a:sramecc+:xnack-");
@@ -187,7 +175,7 @@ fn dry_run_shows_each_artifact_and_the_saving_and_changes_nothing() {
     assert!(stdout.contains(&pool("rocrand_gfx1030.kpack")), "{stdout}");
     assert!(!stdout.contains("gfx90a"), "{stdout}");
     assert!(stdout.contains("% saved"), "{stdout}");
-    assert!(pool_requests(&server).is_empty());
+    assert!(pool_gets(&server).is_empty());
     assert!(!env.prefix.exists());
 }
 
@@ -376,7 +364,7 @@ fn a_damaged_cached_archive_is_fetched_again_not_installed() {
             .arg(&other)
             .args(["install", "rocm-rand"]),
     );
-    assert_eq!(pool_requests(&server), [pool("rocrand_gfx1030.kpack")]);
+    assert_eq!(pool_gets(&server), [pool("rocrand_gfx1030.kpack")]);
     assert_eq!(
         std::fs::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
         std::fs::read(repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()

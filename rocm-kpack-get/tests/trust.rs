@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::server::{Fault, TestServer};
-use common::{build_rocrand_repo, hip, kpack_repo_exe, output, success, Env, RocrandRepo};
+use common::{
+    build_rocrand_repo, describe, hip, kpack_repo_exe, output, stderr, success, Env, RocrandRepo,
+};
 use kpack_repo_index::sign::{sign_root, SecretKey};
 use kpack_repo_index::{RootIndex, Timestamp};
 use tempfile::TempDir;
@@ -109,19 +111,6 @@ fn remembered_version(env: &Env, name: &str) -> Option<u64> {
     let text = std::fs::read_to_string(env.state.join("versions.toml")).ok()?;
     let table: toml::Table = toml::from_str(&text).unwrap();
     table.get(name).map(|v| v.as_integer().unwrap() as u64)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    )
 }
 
 fn assert_refused(out: &Output) -> String {

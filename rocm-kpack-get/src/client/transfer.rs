@@ -152,15 +152,7 @@ async fn fetch_one(
     let opener = cache.clone();
     // Another process may be fetching the same file: wait for its lock,
     // then take what it left (complete, or partial to resume).
-    let mut file = tokio::task::spawn_blocking(move || opener.open_partial(&sha256))
-        .await
-        .map_err(|e| ClientError::Setup {
-            message: e.to_string(),
-        })?
-        .map_err(|source| ClientError::Local {
-            path: partial_path.clone(),
-            source,
-        })?;
+    let mut file = off_thread(&partial_path, move || opener.open_partial(&sha256)).await?;
     if cache.get(&item.sha256, item.size).is_some() {
         progress.finish(id, true);
         return Ok(());
@@ -196,15 +188,7 @@ async fn fetch_one(
                     // Durable before it is named by its hash; the flush runs
                     // on a blocking thread so other downloads keep going.
                     let synced = file.try_clone();
-                    tokio::task::spawn_blocking(move || synced.and_then(|f| f.sync_all()))
-                        .await
-                        .map_err(|e| ClientError::Setup {
-                            message: e.to_string(),
-                        })?
-                        .map_err(|source| ClientError::Local {
-                            path: partial_path.clone(),
-                            source,
-                        })?;
+                    off_thread(&partial_path, move || synced.and_then(|f| f.sync_all())).await?;
                     cache
                         .commit(&item.sha256)
                         .map_err(|source| ClientError::Local {
@@ -242,6 +226,23 @@ async fn fetch_one(
         path: item.path.to_string(),
         failures,
     })
+}
+
+/// Runs blocking file work (waiting for a lock, flushing) on a thread of
+/// its own, so the other downloads keep going.
+async fn off_thread<T: Send + 'static>(
+    path: &std::path::Path,
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, ClientError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ClientError::Setup {
+            message: e.to_string(),
+        })?
+        .map_err(|source| ClientError::Local {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Where a partial file came from: the URL and the server's validator

@@ -239,3 +239,30 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
     walk(root, root, &mut map);
     map
 }
+
+/// The pool files the server was asked for (GETs), sorted.
+pub fn pool_gets(server: &server::TestServer) -> Vec<String> {
+    let mut paths: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("pool/"))
+        .map(|r| r.path)
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// A command's stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A command's status and output, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    )
+}
