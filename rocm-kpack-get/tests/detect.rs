@@ -6,7 +6,7 @@
 mod gpus;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpus::{
     fake_hsa, fake_hsa_calls, fake_sysfs, make_node_unreadable, FakeAgent, FakeHsaConfig, FakeNode,
@@ -307,17 +307,13 @@ fn probe_kills_a_hanging_hsa_after_the_timeout() {
     );
     let timeout = Duration::from_secs(2);
 
-    let started = Instant::now();
     let error = hsa::probe(&kpack_get(), Some(&library), timeout).unwrap_err();
-    let took = started.elapsed();
 
     assert!(matches!(error, HsaError::TimedOut { .. }), "{error:?}");
     assert_eq!(
         error.to_string(),
         "the HSA probe did not answer within 2 s and was killed (HSA initialisation hung)"
     );
-    assert!(took >= timeout, "gave up after {took:?}");
-    assert!(took < timeout + Duration::from_secs(3), "took {took:?}");
     // The child got as far as hsa_init, and is gone.
     let pid: i32 = std::fs::read_to_string(dir.path().join(HSA_PID_NAME))
         .unwrap()
