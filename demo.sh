@@ -13,6 +13,25 @@ target=${1:-gfx90a:sramecc+:xnack-}
 fixtures=${KPACK_FIXTURES:-../shared/fixtures}
 work=demo-out
 
+# What the demo needs before it builds anything.
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "demo.sh: cargo not found: install a Rust toolchain (https://rustup.rs) first" >&2
+    exit 1
+fi
+missing=()
+command -v cc >/dev/null 2>&1 || missing+=(gcc)             # zstd's C code
+command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)      # unpacks the .deb
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "demo.sh: needs Debian packages that are not installed; run" >&2
+    echo "    sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+if [ ! -f "$fixtures/debian/librocrand1_5.3.3-4_amd64.deb" ]; then
+    echo "demo.sh: $fixtures/debian/librocrand1_5.3.3-4_amd64.deb not found:" >&2
+    echo "    the demo reads the checkout's sibling ../shared/fixtures (or \$KPACK_FIXTURES)" >&2
+    exit 1
+fi
+
 cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
 rm -rf "$work"
 mkdir -p "$work"

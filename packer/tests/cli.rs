@@ -105,7 +105,7 @@ fn signs_archives_for_the_stock_minisign_tool() {
     let library = unpack_rocrand(&work.path().join("deb"));
     let (public, secret) = (work.path().join("key.pub"), work.path().join("key.sec"));
     // A password-protected key made by the stock tool (password on stdin).
-    let mut keygen = Command::new("minisign")
+    let mut keygen = kpack_test_support::tool("minisign")
         .args(["-G", "-f", "-p"])
         .arg(&public)
         .arg("-s")
@@ -152,7 +152,7 @@ fn signs_archives_for_the_stock_minisign_tool() {
     for entry in std::fs::read_dir(out.join(".kpack")).unwrap().flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "kpack") {
-            let verified = run(Command::new("minisign")
+            let verified = run(kpack_test_support::tool("minisign")
                 .arg("-Vm")
                 .arg(&path)
                 .arg("-p")
@@ -164,7 +164,7 @@ fn signs_archives_for_the_stock_minisign_tool() {
     let mut bytes = std::fs::read(&archive).unwrap();
     bytes[100] ^= 1;
     std::fs::write(&archive, bytes).unwrap();
-    let tampered = Command::new("minisign")
+    let tampered = kpack_test_support::tool("minisign")
         .arg("-Vm")
         .arg(&archive)
         .arg("-p")
@@ -284,7 +284,7 @@ fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
     )
     .unwrap();
     let library = dir.join("libfat.so");
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&library)
         .arg(&source));

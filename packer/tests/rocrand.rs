@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
@@ -92,7 +91,10 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     assert_eq!(gdb_warnings(&host), gdb_warnings(&original));
     let stripped = lib.join("librocrand-stripped.so");
     std::fs::copy(&host, &stripped).unwrap();
-    let strip = Command::new("strip").arg(&stripped).output().unwrap();
+    let strip = kpack_test_support::tool("strip")
+        .arg(&stripped)
+        .output()
+        .unwrap();
     assert!(
         strip.status.success() && strip.stderr.is_empty(),
         "{}",

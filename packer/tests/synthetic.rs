@@ -172,7 +172,7 @@ fn build(case: &Case, dir: &Path, standin: &Path) -> PathBuf {
         Kind::SharedLibrary => format!("lib{}.so", case.name),
         _ => case.name.to_owned(),
     });
-    let mut command = Command::new("cc");
+    let mut command = kpack_test_support::tool("cc");
     command
         .args(["-O0", "-g", "-fno-toplevel-reorder", "-o"])
         .arg(&output);
@@ -426,7 +426,7 @@ fn check_aarch64(case: Case) {
     std::fs::create_dir_all(&source_dir).unwrap();
     let files = sources(&case, &source_dir);
     let original = source_dir.join("libarm.so");
-    run(Command::new("aarch64-linux-gnu-gcc")
+    run(kpack_test_support::tool("aarch64-linux-gnu-gcc")
         .args([
             "-shared",
             "-fPIC",

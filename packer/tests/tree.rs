@@ -186,7 +186,7 @@ fn write_bad_binary(dir: &Path) {
         ),
     )
     .unwrap();
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(dir.join("libbad.so"))
         .arg(&source));
@@ -238,7 +238,7 @@ fn an_unreadable_file_fails_the_split_naming_it() {
     // Root reads everything: run as an unprivileged user then.
     let mut command = if unsafe { libc_geteuid() } == 0 {
         std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let mut c = Command::new("setpriv");
+        let mut c = kpack_test_support::tool("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_kpack-pack"));
         c

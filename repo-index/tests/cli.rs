@@ -311,7 +311,7 @@ struct Server {
 impl Server {
     fn start(dir: &std::path::Path) -> Server {
         use std::io::BufRead;
-        let mut child = Command::new("python3")
+        let mut child = kpack_test_support::tool("python3")
             .args([
                 "-u",
                 "-m",

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use kpack_repo_index::sign::{
     keygen, root_comment, sign_root, verify_root, PublicKey, SecretKey, SignError,
@@ -20,7 +20,7 @@ expires = 2026-12-21T10:00:00Z
 "#;
 
 fn minisign(args: &[&str], dir: &Path, stdin: &[u8]) -> std::process::Output {
-    let mut child = Command::new("minisign")
+    let mut child = kpack_test_support::tool("minisign")
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::piped())

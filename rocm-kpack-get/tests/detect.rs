@@ -245,7 +245,7 @@ fn hsa_library_without_the_hsa_functions_names_the_missing_one() {
     let source = dir.path().join("empty.c");
     std::fs::write(&source, "int not_hsa = 1;\n").unwrap();
     let library = dir.path().join("libhsa-runtime64.so.1");
-    let status = std::process::Command::new("cc")
+    let status = kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&library)
         .arg(&source)

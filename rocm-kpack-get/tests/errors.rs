@@ -182,7 +182,7 @@ fn no_gpu_found_installs_host_parts_only() {
 
 /// Runs `command` as nobody (uid and gid 65534, no groups).
 fn as_nobody(command: &Command) -> Command {
-    let mut wrapped = Command::new("setpriv");
+    let mut wrapped = kpack_test_support::tool("setpriv");
     wrapped
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(command.get_program())
@@ -198,7 +198,7 @@ fn as_nobody(command: &Command) -> Command {
 }
 
 fn setpriv_works() -> bool {
-    Command::new("setpriv")
+    kpack_test_support::tool("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -248,7 +248,7 @@ struct Mount(PathBuf);
 impl Mount {
     fn tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
         std::fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount")
+        let out = kpack_test_support::tool("mount")
             .args(["-t", "tmpfs", "-o"])
             .arg(format!("size={size}"))
             .arg("tmpfs")
@@ -266,7 +266,7 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        let _ = Command::new("umount")
+        let _ = kpack_test_support::tool("umount")
             .arg(&self.0)
             .stdin(Stdio::null())
             .status();

@@ -89,7 +89,7 @@ impl Lib {
 
     /// Compiles and links `sources` against the shared library.
     fn compile(&self, compiler: &str, flags: &[&str], sources: &[PathBuf], out: &Path) {
-        let mut command = Command::new(compiler);
+        let mut command = kpack_test_support::tool(compiler);
         command
             .args(flags)
             .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
@@ -145,13 +145,15 @@ impl Program {
 #[test]
 fn shared_library_has_the_soname_and_exports_exactly_the_header_functions() {
     let so = build_dir().join("librocm_kpack.so");
-    let dynamic = run(Command::new("readelf").arg("-d").arg(&so));
+    let dynamic = run(kpack_test_support::tool("readelf").arg("-d").arg(&so));
     assert!(
         dynamic.contains("Library soname: [librocm_kpack.so.0]"),
         "{dynamic}"
     );
 
-    let symbols = run(Command::new("nm").args(["-D", "--defined-only"]).arg(&so));
+    let symbols = run(kpack_test_support::tool("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so));
     let exported: BTreeSet<&str> = symbols
         .lines()
         .filter_map(|line| {
@@ -225,7 +227,7 @@ fn discovers_binary_paths_through_proc_self_maps() {
     let source = dir.path().join("probe.c");
     std::fs::write(&source, "int kpack_probe_symbol = 7;\n").unwrap();
     let library = lib_dir.join("libprobe one.so");
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&library)
         .arg(&source));
@@ -583,7 +585,7 @@ fn installed_library_builds_with_pkg_config_shared_and_static() {
     assert!(lib.join("librocm_kpack.a").exists());
 
     let pkg_config = |args: &[&str]| -> Vec<String> {
-        let out = run(Command::new("pkg-config")
+        let out = run(kpack_test_support::tool("pkg-config")
             .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
             .args(args)
             .arg("rocm_kpack"));
@@ -601,7 +603,7 @@ fn installed_library_builds_with_pkg_config_shared_and_static() {
 
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-std=c11", "-Wall", "-Werror"])
         .args(&cflags)
         .arg(test_source("kpack_api_test.c"))
@@ -619,7 +621,7 @@ fn installed_library_builds_with_pkg_config_shared_and_static() {
         .iter()
         .filter(|a| *a != "-lrocm_kpack")
         .collect();
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-std=c11", "-Wall", "-Werror"])
         .args(&cflags)
         .arg(test_source("kpack_api_test.c"))
@@ -627,7 +629,9 @@ fn installed_library_builds_with_pkg_config_shared_and_static() {
         .arg(&fully_static)
         .arg(lib.join("librocm_kpack.a"))
         .args(rest));
-    let needed = run(Command::new("readelf").arg("-d").arg(&fully_static));
+    let needed = run(kpack_test_support::tool("readelf")
+        .arg("-d")
+        .arg(&fully_static));
     assert!(!needed.contains("librocm_kpack"), "{needed}");
     let mut command = Command::new(&fully_static);
     fixtures(&mut command);

@@ -33,7 +33,7 @@ pub fn run(command: &mut Command) -> String {
 
 /// Unpacks the Debian rocRAND package into `dir`; returns the library.
 pub fn unpack_rocrand(dir: &Path) -> PathBuf {
-    run(Command::new("dpkg-deb")
+    run(kpack_test_support::tool("dpkg-deb")
         .arg("-x")
         .arg(fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb"))
         .arg(dir));
@@ -122,7 +122,7 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
     std::fs::write(&version_script, script).unwrap();
     let library = dir.join("libamdhip64.so.5");
     let runtime = runtime_lib_dir();
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
         .arg(&library)
         .arg("-Wl,-soname,libamdhip64.so.5")
@@ -146,7 +146,7 @@ pub fn build_dlopen(dir: &Path) -> PathBuf {
     )
     .unwrap();
     let exe = dir.join("dlopen");
-    run(Command::new("cc")
+    run(kpack_test_support::tool("cc")
         .arg("-o")
         .arg(&exe)
         .arg(&source)
@@ -178,7 +178,7 @@ pub fn health_warnings(path: &Path) -> Vec<String> {
 /// [`health_warnings`] with another objdump (a cross binutils one).
 pub fn health_warnings_with(objdump: &str, path: &Path) -> Vec<String> {
     let mut warnings = Vec::new();
-    let readelf = Command::new("readelf")
+    let readelf = kpack_test_support::tool("readelf")
         .arg("-a")
         .arg("-W")
         .arg(path)
@@ -193,7 +193,11 @@ pub fn health_warnings_with(objdump: &str, path: &Path) -> Vec<String> {
     for line in String::from_utf8_lossy(&readelf.stderr).lines() {
         warnings.push(format!("readelf: {line}"));
     }
-    let objdump = Command::new(objdump).arg("-x").arg(path).output().unwrap();
+    let objdump = kpack_test_support::tool(objdump)
+        .arg("-x")
+        .arg(path)
+        .output()
+        .unwrap();
     if !objdump.status.success() || !objdump.stderr.is_empty() {
         warnings.push(format!(
             "objdump: {}",
@@ -204,7 +208,7 @@ pub fn health_warnings_with(objdump: &str, path: &Path) -> Vec<String> {
 }
 
 pub fn gdb_warnings(path: &Path) -> Vec<String> {
-    let gdb = Command::new("gdb")
+    let gdb = kpack_test_support::tool("gdb")
         .args(["-batch", "-nx", "-ex", "info files"])
         .arg(path)
         .output()
@@ -226,7 +230,10 @@ pub fn strip_copy(path: &Path, stripped: &Path) {
 /// [`strip_copy`] with another strip (a cross binutils one).
 pub fn strip_copy_with(strip: &str, path: &Path, stripped: &Path) {
     std::fs::copy(path, stripped).unwrap();
-    let strip = Command::new(strip).arg(stripped).output().unwrap();
+    let strip = kpack_test_support::tool(strip)
+        .arg(stripped)
+        .output()
+        .unwrap();
     assert!(
         strip.status.success() && strip.stderr.is_empty(),
         "strip {}: {}",

@@ -6,7 +6,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The file name the fake library is installed under.
@@ -31,7 +30,7 @@ fn built_fake_hsa() -> &'static Path {
         let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-hsa");
         std::fs::create_dir_all(&directory).unwrap();
         let building = directory.join(format!("{HSA_LIBRARY_NAME}.{}", std::process::id()));
-        let output = Command::new("cc")
+        let output = kpack_test_support::tool("cc")
             .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
             .arg(&building)
             .arg(&source)

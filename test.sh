@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Every test, on a fresh Debian machine: installs what the tests need, then
+# runs `cargo test --workspace` with this script's arguments passed on
+# (`./test.sh -p kpack-packer` runs one package's).
+#
+# - Debian packages (test-support/tools.txt): installed with apt-get when
+#   running as root; otherwise the one apt-get line to run is printed and the
+#   script stops before building anything.
+# - Python tools (test-support/requirements.txt): installed into the
+#   project's own virtual environment, target/test-venv, never into the
+#   system's Python. Reinstalled only when requirements.txt changes.
+#
+# Run again, it installs nothing and cargo starts within seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "test.sh: cargo not found: install a Rust toolchain (https://rustup.rs) first" >&2
+    exit 1
+fi
+
+# --- Debian packages -------------------------------------------------------
+missing=()
+while read -r command package; do
+    case "$command" in '' | '#'*) continue ;; esac
+    case "$command" in
+    /*) [ -e "$command" ] || missing+=("$package") ;;
+    *) command -v "$command" >/dev/null 2>&1 || missing+=("$package") ;;
+    esac
+done <test-support/tools.txt
+# The interpreter must be able to make a virtual environment with pip in it
+# (Debian splits that into python3-venv).
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    missing+=(python3-venv)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    readarray -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "test.sh: installing Debian packages: ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "test.sh: the tests need Debian packages that are not installed; run" >&2
+        echo >&2
+        echo "    sudo apt-get install -y ${missing[*]}" >&2
+        echo >&2
+        echo "then ./test.sh again." >&2
+        exit 1
+    fi
+fi
+
+# --- Python tools ----------------------------------------------------------
+target_dir=${CARGO_TARGET_DIR:-target}
+venv="$target_dir/test-venv"
+stamp="$venv/.requirements"
+if ! cmp -s test-support/requirements.txt "$stamp" 2>/dev/null; then
+    echo "test.sh: installing Python tools into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r test-support/requirements.txt
+    cp test-support/requirements.txt "$stamp"
+fi
+KPACK_TEST_VENV=$(cd "$venv" && pwd)
+export KPACK_TEST_VENV
+
+# The whole workspace, unless the arguments pick packages.
+scope=(--workspace)
+for arg in "$@"; do
+    case "$arg" in -p* | --package | --package=*) scope=() ;; esac
+done
+exec cargo test "${scope[@]}" "$@"
