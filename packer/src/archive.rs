@@ -11,9 +11,9 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+use kpack_fs::AtomicFile;
 use rayon::prelude::*;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, PreparedBlob, Target};
-use tempfile::NamedTempFile;
 
 use crate::error::{Error, Result};
 
@@ -127,7 +127,7 @@ pub fn write_processor_archives(
 /// An archive being written: its temporary file and what went in.
 struct Open {
     path: PathBuf,
-    writer: ArchiveWriter<BufWriter<NamedTempFile>>,
+    writer: ArchiveWriter<BufWriter<AtomicFile>>,
     code_objects: usize,
 }
 
@@ -165,7 +165,7 @@ pub fn write_archives(
     let mut open: BTreeMap<&str, Open> = BTreeMap::new();
     for (name, arches) in &targets {
         let path = dir.join(processor_archive_name(group, name));
-        let temp = NamedTempFile::new_in(dir).map_err(io(dir))?;
+        let temp = AtomicFile::create(&path)?;
         let options = ArchiveOptions {
             group: group.to_owned(),
             family: (*name).to_owned(),
@@ -222,11 +222,8 @@ pub fn write_archives(
                 path: archive.path.clone(),
                 source: e.into_error(),
             })?;
-        let bytes = temp.as_file().metadata().map_err(io(&archive.path))?.len();
-        temp.persist(&archive.path).map_err(|e| Error::Io {
-            path: archive.path.clone(),
-            source: e.error,
-        })?;
+        let bytes = temp.file().metadata().map_err(io(&archive.path))?.len();
+        temp.commit()?;
         written.push(WrittenArchive {
             path: archive.path,
             targets: targets.remove(name).unwrap_or_default(),

@@ -110,7 +110,18 @@ pub enum Error {
     Sign { path: PathBuf, message: String },
     #[error(transparent)]
     Runtime(#[from] rocm_kpack::Error),
+    #[error(transparent)]
+    Key(#[from] kpack_sign::KeyError),
 }
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<kpack_fs::PathError> for Error {
+    fn from(error: kpack_fs::PathError) -> Self {
+        Error::Io {
+            path: error.path,
+            source: error.source,
+        }
+    }
+}

@@ -2,10 +2,9 @@
 //! verifiable with the stock `minisign -Vm`.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use minisign::{SecretKey, SecretKeyBox};
+use minisign::SecretKey;
 
 use crate::error::{Error, Result};
 
@@ -23,25 +22,7 @@ impl std::fmt::Debug for Signer {
 impl Signer {
     /// Loads a minisign secret key; `password` unlocks an encrypted one.
     pub fn from_file(path: &Path, password: Option<String>) -> Result<Signer> {
-        let failed = |message: String| Error::Sign {
-            path: path.to_owned(),
-            message,
-        };
-        let text = fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        let boxed = SecretKeyBox::from_string(&text).map_err(|e| failed(e.to_string()))?;
-        let key = match password {
-            Some(password) => boxed.into_secret_key(Some(password)),
-            None => boxed.into_unencrypted_secret_key(),
-        }
-        .map_err(|e| failed(format!("cannot load the secret key: {e}")))?;
-        if key.is_encrypted() {
-            return Err(failed(
-                "the secret key is password-protected and no password was given".into(),
-            ));
-        }
+        let key = kpack_sign::load_secret_key(path, password)?;
         Ok(Signer { key })
     }
 
@@ -67,14 +48,7 @@ impl Signer {
         let mut path = file.as_os_str().to_owned();
         path.push(".minisig");
         let path = PathBuf::from(path);
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
-        temp.write_all(signature.into_string().as_bytes())
-            .map_err(io(&path))?;
-        temp.persist(&path).map_err(|e| Error::Io {
-            path: path.clone(),
-            source: e.error,
-        })?;
+        kpack_fs::write_atomic(&path, signature.into_string().as_bytes())?;
         Ok(path)
     }
 }

@@ -2,7 +2,7 @@
 //! into archives.
 
 use std::fs;
-use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use rocm_kpack::{BinaryKey, Marker, Target};
@@ -71,23 +71,16 @@ pub fn split_binary_with<'a>(
     }))
 }
 
-/// Writes `bytes` to `path` atomically (a temporary file beside it, then a
-/// rename), with the permissions of `like`.
+/// Writes `bytes` to `path` atomically, with the mode of `like` (the input
+/// it was made from) under the umask, as `cp` would.
 pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let permissions = fs::metadata(like)
+    let mode = fs::metadata(like)
         .map_err(|source| Error::Io {
             path: like.to_owned(),
             source,
         })?
-        .permissions();
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    temp.write_all(bytes).map_err(io)?;
-    temp.as_file().set_permissions(permissions).map_err(io)?;
-    temp.persist(path).map_err(|e| io(e.error))?;
+        .permissions()
+        .mode();
+    kpack_fs::write_atomic_with_mode(path, bytes, mode)?;
     Ok(())
 }

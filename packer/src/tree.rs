@@ -263,6 +263,9 @@ pub fn split_tree(
         )?;
     }
     // Directory modes last: a read-only directory must be filled first.
+    // The root too: the staging directory was made private (0700).
+    let root_permissions = fs::metadata(input).map_err(io(input))?.permissions();
+    fs::set_permissions(staging.path(), root_permissions).map_err(io(staging.path()))?;
     for item in &items {
         if let Item::Dir(relative) = item {
             let source = input.join(relative);

@@ -152,6 +152,76 @@ fn splits_the_rocrand_package_tree() {
     assert!(stderr.contains("rocm_gfx803.kpack"), "{stderr}");
 }
 
+/// `kpack-pack` run under the common umask 022, whatever the test's own.
+fn kpack_pack_under_umask_022() -> Command {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", "umask 022 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_kpack-pack"));
+    command
+}
+
+#[test]
+fn a_split_tree_is_readable_by_other_users() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("deb");
+    let library = unpack_rocrand(&input);
+    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = input.join("usr/share/doc/librocrand1/run.sh");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let output = work.path().join("split");
+
+    run(kpack_pack_under_umask_022()
+        .arg("split")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .args(["--group", "rocm", "--sign"])
+        .arg(signing_key(work.path())));
+
+    // What the packer writes gets the usual modes; copies keep the input's.
+    assert_eq!(mode(&output), 0o755, "the tree's root");
+    assert_eq!(mode(&output.join(".kpack")), 0o755);
+    let archives: Vec<_> = std::fs::read_dir(output.join(".kpack"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(
+        archives.len(),
+        12,
+        "six processors' archives, their signatures"
+    );
+    for archive in &archives {
+        assert_eq!(mode(archive), 0o644, "{}", archive.display());
+    }
+    let lib = output.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1");
+    assert_eq!(mode(&lib), mode(&library));
+    assert_eq!(
+        mode(&output.join("usr/share/doc/librocrand1/run.sh")),
+        0o750
+    );
+}
+
+/// An unencrypted key made by the stock tool (`minisign -G -W`, which
+/// leaves the key's checksum zero), for `--sign`.
+fn signing_key(dir: &Path) -> std::path::PathBuf {
+    let (public, secret) = (dir.join("key.pub"), dir.join("key.sec"));
+    let out = kpack_test_support::tool("minisign")
+        .args(["-G", "-W", "-f", "-p"])
+        .arg(&public)
+        .arg("-s")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    secret
+}
+
 #[test]
 fn refuses_an_existing_output() {
     let work = tempfile::tempdir().unwrap();

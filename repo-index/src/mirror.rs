@@ -9,7 +9,6 @@ use rocm_kpack::Target;
 
 use crate::families::Families;
 use crate::fetch::{FetchError, Source};
-use crate::publish::write_atomic;
 use crate::schema::{RootIndex, SchemaError, Shard};
 use crate::types::PackageName;
 
@@ -71,9 +70,9 @@ pub fn mirror(
 ) -> Result<MirrorReport, MirrorError> {
     let read = |relative: &str| upstream.read(relative);
     let copy = |relative: &str, bytes: &[u8]| {
-        write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
-            path: dest.join(relative),
-            source: std::io::Error::other(e.to_string()),
+        kpack_fs::write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
+            path: e.path,
+            source: e.source,
         })
     };
     let root_bytes = read("index.toml")?;

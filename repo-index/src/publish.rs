@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::schema::{
@@ -41,6 +40,15 @@ pub enum PublishError {
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Sign(#[from] SignError),
+}
+
+impl From<kpack_fs::PathError> for PublishError {
+    fn from(error: kpack_fs::PathError) -> Self {
+        PublishError::Io {
+            path: error.path,
+            source: error.source,
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PublishError + '_ {
@@ -136,7 +144,7 @@ impl Repo {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(&destination)(e)),
         }
-        write_atomic(&destination, &bytes)?;
+        kpack_fs::write_atomic(&destination, &bytes)?;
         Ok((digest, bytes.len() as u64))
     }
 
@@ -252,7 +260,7 @@ impl Repo {
             })?;
         let destination = self.root.join(path.as_str());
         if !destination.exists() {
-            write_atomic(&destination, text.as_bytes())?;
+            kpack_fs::write_atomic(&destination, text.as_bytes())?;
         }
         let latest = shard
             .versions
@@ -322,7 +330,7 @@ impl Repo {
         match key {
             Some(key) => {
                 let signature = sign_root(key, text.as_bytes())?;
-                write_atomic(&signature_path, signature.as_bytes())?;
+                kpack_fs::write_atomic(&signature_path, signature.as_bytes())?;
             }
             None => match fs::remove_file(&signature_path) {
                 Ok(()) => {}
@@ -330,7 +338,7 @@ impl Repo {
                 Err(e) => return Err(io(&signature_path)(e)),
             },
         }
-        write_atomic(&index, text.as_bytes())?;
+        kpack_fs::write_atomic(&index, text.as_bytes())?;
         Ok(root)
     }
 
@@ -339,7 +347,8 @@ impl Repo {
         let index = self.root.join("index.toml");
         let bytes = fs::read(&index).map_err(io(&index))?;
         let signature = sign_root(key, &bytes)?;
-        write_atomic(&self.root.join("index.toml.minisig"), signature.as_bytes())
+        kpack_fs::write_atomic(&self.root.join("index.toml.minisig"), signature.as_bytes())?;
+        Ok(())
     }
 }
 
@@ -357,16 +366,4 @@ fn empty_root(name: PackageName) -> RootIndex {
         families: BTreeMap::new(),
         packages: BTreeMap::new(),
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same
-/// directory and a rename, creating parent directories.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PublishError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
-    temp.write_all(bytes).map_err(io(path))?;
-    temp.as_file().sync_all().map_err(io(path))?;
-    temp.persist(path).map_err(|e| io(path)(e.error))?;
-    Ok(())
 }

@@ -7,7 +7,7 @@ use std::fs;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 
-use minisign::{KeyPair, PublicKeyBox, SecretKeyBox, SignatureBox};
+use minisign::{KeyPair, PublicKeyBox, SignatureBox};
 
 use crate::schema::{RootIndex, SchemaError};
 
@@ -33,6 +33,8 @@ pub enum SignError {
     },
     #[error(transparent)]
     Schema(#[from] SchemaError),
+    #[error(transparent)]
+    SecretKey(#[from] kpack_sign::KeyError),
 }
 
 /// A secret key, unlocked.
@@ -106,17 +108,7 @@ fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), SignError> {
 impl SecretKey {
     /// Loads a secret key file; `password` unlocks an encrypted one.
     pub fn load(path: &Path, password: Option<String>) -> Result<SecretKey, SignError> {
-        let text = fs::read_to_string(path).map_err(|source| SignError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        let boxed = SecretKeyBox::from_string(&text).map_err(|e| key_error(path, e))?;
-        let key = match password {
-            Some(password) => boxed.into_secret_key(Some(password)),
-            None => boxed.into_unencrypted_secret_key(),
-        }
-        .map_err(|e| key_error(path, format!("cannot load the secret key: {e}")))?;
-        Ok(SecretKey(key))
+        Ok(SecretKey(kpack_sign::load_secret_key(path, password)?))
     }
 
     /// Signs `data` (prehashed, as minisign does by default) with a trusted

@@ -139,6 +139,92 @@ fn keygen_add_verify_sign_and_index() {
     assert!(verified.contains("rocm version 3"), "{verified}");
 }
 
+/// `kpack-repo` run under the common umask 022, whatever the test's own.
+fn kpack_repo_under_umask_022() -> Command {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", "umask 022 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_kpack-repo"))
+        .env_remove("KPACK_REPO_PASSWORD");
+    command
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Every file and directory under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+#[test]
+fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read() {
+    let work = tempfile::tempdir().unwrap();
+    let (public, secret) = (work.path().join("op.pub"), work.path().join("op.key"));
+    let keygen = kpack_test_support::tool("minisign")
+        .args(["-G", "-W", "-p"])
+        .arg(&public)
+        .arg("-s")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let repo = work.path().join("rocm");
+    let inputs = work.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+
+    run(kpack_repo_under_umask_022()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-rand", "5.3.3"])
+        .arg(host_tree(&inputs))
+        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
+        .arg("--key")
+        .arg(&secret));
+    run(kpack_repo_under_umask_022()
+        .arg("sign")
+        .arg(&repo)
+        .arg("--key")
+        .arg(&secret));
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&repo)
+        .arg("--pubkey")
+        .arg(&public));
+    assert!(verified.contains("rocm version 1"), "{verified}");
+    // The stock tool verifies the root with its own key file too.
+    let stock = kpack_test_support::tool("minisign")
+        .arg("-Vm")
+        .arg(repo.join("index.toml"))
+        .arg("-p")
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert!(
+        stock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stock.stderr)
+    );
+
+    // Everything published is readable by a web server's own user.
+    let published = walk(&repo);
+    assert!(published.len() >= 8, "{published:?}");
+    for path in published {
+        let expected = if path.is_dir() { 0o755 } else { 0o644 };
+        assert_eq!(mode(&path), expected, "{}", path.display());
+    }
+}
+
 #[test]
 fn a_password_protected_key_needs_its_password() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,197 @@
+//! Writing files the one way the tools write them: into a temporary file
+//! beside the destination, synced, renamed into place, and the directory
+//! synced, so a reader sees the old file or the new one, never a part.
+//!
+//! New files get the usual mode (`0o666` under the process umask, as `cp`
+//! and shells make them), not the `0o600` of a bare temporary file: a web
+//! server or another user must be able to read what is published. A file
+//! made from an input can take the input's mode instead.
+
+use std::fs::{File, Permissions};
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The mode of a new file before the umask: readable by everyone.
+pub const DEFAULT_MODE: u32 = 0o666;
+
+/// An I/O error and the path it concerns.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", path.display())]
+pub struct PathError {
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+impl PathError {
+    fn at(path: &Path) -> impl FnOnce(io::Error) -> PathError + '_ {
+        move |source| PathError {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// A file being written that appears at its path only on [`commit`].
+///
+/// Dropped without a commit, it is removed and the path is untouched.
+///
+/// [`commit`]: AtomicFile::commit
+#[derive(Debug)]
+pub struct AtomicFile {
+    temp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl AtomicFile {
+    /// Starts writing `path` with [`DEFAULT_MODE`], creating its parent
+    /// directories.
+    pub fn create(path: &Path) -> Result<Self, PathError> {
+        Self::with_mode(path, DEFAULT_MODE)
+    }
+
+    /// Starts writing `path` with `mode` (under the umask), creating its
+    /// parent directories.
+    pub fn with_mode(path: &Path, mode: u32) -> Result<Self, PathError> {
+        let dir = parent(path);
+        std::fs::create_dir_all(dir).map_err(PathError::at(dir))?;
+        let temp = tempfile::Builder::new()
+            .prefix(".kpack-")
+            .permissions(Permissions::from_mode(mode & 0o7777))
+            .tempfile_in(dir)
+            .map_err(PathError::at(dir))?;
+        Ok(Self {
+            temp,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The destination.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file being written.
+    pub fn file(&self) -> &File {
+        self.temp.as_file()
+    }
+
+    /// Syncs the file, renames it into place and syncs the directory.
+    pub fn commit(self) -> Result<(), PathError> {
+        let path = self.path;
+        self.temp
+            .as_file()
+            .sync_all()
+            .map_err(PathError::at(&path))?;
+        self.temp.persist(&path).map_err(|e| PathError {
+            path: path.clone(),
+            source: e.error,
+        })?;
+        sync_dir(parent(&path))
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.temp.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.temp.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.temp.flush()
+    }
+}
+
+impl Seek for AtomicFile {
+    fn seek(&mut self, position: SeekFrom) -> io::Result<u64> {
+        self.temp.seek(position)
+    }
+}
+
+/// Writes `bytes` to `path` atomically with [`DEFAULT_MODE`].
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PathError> {
+    write_atomic_with_mode(path, bytes, DEFAULT_MODE)
+}
+
+/// Writes `bytes` to `path` atomically with `mode` (under the umask).
+pub fn write_atomic_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PathError> {
+    let mut file = AtomicFile::with_mode(path, mode)?;
+    file.write_all(bytes).map_err(PathError::at(path))?;
+    file.commit()
+}
+
+/// Syncs a directory, so that renames and new entries in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<(), PathError> {
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(PathError::at(dir))
+}
+
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// The process umask, from `/proc/self/status` (setting and restoring it
+    /// would race with the other tests' file creation).
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+        u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+    }
+
+    #[test]
+    fn new_files_are_readable_by_others_under_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/dir/index.toml");
+        write_atomic(&path, b"data").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"data");
+        assert_eq!(mode(&path), 0o666 & !umask());
+        assert_ne!(mode(&path) & 0o044, 0, "readable by group or others");
+    }
+
+    #[test]
+    fn a_given_mode_is_kept_under_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tool");
+        write_atomic_with_mode(&path, b"#!/bin/sh\n", 0o755).unwrap();
+        assert_eq!(mode(&path), 0o755 & !umask());
+    }
+
+    #[test]
+    fn an_uncommitted_file_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.kpack");
+        std::fs::write(&path, b"old").unwrap();
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"new").unwrap();
+        drop(file);
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, b"").unwrap();
+        let error = write_atomic(&blocker.join("below"), b"x").unwrap_err();
+        assert_eq!(error.path, blocker);
+    }
+}

@@ -1,0 +1,126 @@
+//! minisign secret keys, loaded the way an operator's keys come: encrypted,
+//! unencrypted by `kpack-repo keygen --unencrypted`, or unencrypted by the
+//! stock tool (`minisign -G -W`, which leaves the key's checksum zero, so
+//! the minisign crate calls it corrupted). Such a key is checked instead by
+//! what it does: a signature made with its secret half must verify with
+//! its public half, and a public key file beside it must be the same key.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use ct_codecs::{Base64, Decoder};
+use minisign::{PublicKey, PublicKeyBox, SecretKey, SecretKeyBox};
+
+/// Why a secret key file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct KeyError {
+    pub path: PathBuf,
+    pub problem: KeyProblem,
+}
+
+/// What is wrong with a secret key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyProblem {
+    #[error("cannot read the key")]
+    Read(#[source] std::io::Error),
+    #[error("not a minisign secret key ({0})")]
+    Malformed(&'static str),
+    #[error("the secret key is password-protected and no password was given")]
+    NeedsPassword,
+    #[error("cannot load the secret key: {0}")]
+    Minisign(#[source] minisign::PError),
+    #[error("the key is corrupted: its secret and public halves do not belong together")]
+    Mismatched,
+    #[error("the key does not match the public key beside it, {}", .0.display())]
+    NotThePublicKey(PathBuf),
+}
+
+/// The size of a decoded secret key: algorithms, KDF parameters, key id,
+/// secret key (seed and public half) and checksum.
+const SECRET_KEY_BYTES: usize = 2 + 2 + 2 + 32 + 8 + 8 + 8 + 64 + 32;
+/// Where the KDF algorithm and the checksum sit in it.
+const KDF_ALG: std::ops::Range<usize> = 2..4;
+const CHECKSUM: std::ops::Range<usize> = SECRET_KEY_BYTES - 32..SECRET_KEY_BYTES;
+
+/// Loads the secret key at `path`; `password` unlocks an encrypted one and
+/// is ignored for an unencrypted one.
+pub fn load_secret_key(path: &Path, password: Option<String>) -> Result<SecretKey, KeyError> {
+    let error = |problem| KeyError {
+        path: path.to_owned(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| error(KeyProblem::Read(e)))?;
+    let bytes = decode(&text).map_err(error)?;
+    let key = if bytes[KDF_ALG] == [0, 0] {
+        load_unencrypted(&text, &bytes).map_err(error)?
+    } else {
+        let password = password.ok_or_else(|| error(KeyProblem::NeedsPassword))?;
+        SecretKeyBox::from_string(&text)
+            .and_then(|boxed| boxed.into_secret_key(Some(password)))
+            .map_err(|e| error(KeyProblem::Minisign(e)))?
+    };
+    check_public_key_beside(path, &key).map_err(error)?;
+    Ok(key)
+}
+
+/// The key line of a secret key file, decoded.
+fn decode(text: &str) -> Result<Vec<u8>, KeyProblem> {
+    let line = text
+        .lines()
+        .nth(1)
+        .ok_or(KeyProblem::Malformed("no key line"))?;
+    let bytes = Base64::decode_to_vec(line.trim(), None)
+        .map_err(|_| KeyProblem::Malformed("the key line is not base64"))?;
+    if bytes.len() != SECRET_KEY_BYTES || &bytes[..2] != b"Ed" {
+        return Err(KeyProblem::Malformed(
+            "not an Ed25519 key of the right size",
+        ));
+    }
+    Ok(bytes)
+}
+
+fn load_unencrypted(text: &str, bytes: &[u8]) -> Result<SecretKey, KeyProblem> {
+    let checked = SecretKeyBox::from_string(text).and_then(|b| b.into_unencrypted_secret_key());
+    match checked {
+        Ok(key) => Ok(key),
+        // The stock tool's unencrypted keys carry no checksum.
+        Err(_) if bytes[CHECKSUM].iter().all(|&b| b == 0) => {
+            let key = SecretKey::from_bytes(bytes).map_err(KeyProblem::Minisign)?;
+            check_halves(&key)?;
+            Ok(key)
+        }
+        Err(e) => Err(KeyProblem::Minisign(e)),
+    }
+}
+
+/// Signs a probe with the secret half and verifies it with the public half.
+fn check_halves(key: &SecretKey) -> Result<(), KeyProblem> {
+    let public = PublicKey::from_secret_key(key).map_err(|_| KeyProblem::Mismatched)?;
+    let probe = b"kpack key check";
+    let signature = minisign::sign(None, key, Cursor::new(probe), None, None)
+        .map_err(|_| KeyProblem::Mismatched)?;
+    minisign::verify(&public, &signature, Cursor::new(probe), true, false, false)
+        .map_err(|_| KeyProblem::Mismatched)
+}
+
+/// A public key file beside the secret key (`NAME.pub` for `NAME.key` or
+/// `NAME.sec`), when there is one, must hold the same key and key id.
+fn check_public_key_beside(path: &Path, key: &SecretKey) -> Result<(), KeyProblem> {
+    let beside = path.with_extension("pub");
+    if beside == path {
+        return Ok(());
+    }
+    let Ok(text) = std::fs::read_to_string(&beside) else {
+        return Ok(());
+    };
+    let expected = PublicKeyBox::from_string(&text)
+        .and_then(|boxed| boxed.into_public_key())
+        .map_err(|_| KeyProblem::NotThePublicKey(beside.clone()))?;
+    let derived = PublicKey::from_secret_key(key).map_err(|_| KeyProblem::Mismatched)?;
+    if derived.to_bytes() != expected.to_bytes() {
+        return Err(KeyProblem::NotThePublicKey(beside));
+    }
+    Ok(())
+}
