@@ -98,7 +98,7 @@ fn main() {
         families: BTreeMap::new(),
         packages,
     };
-    let text = root.to_toml();
+    let text = root.to_toml().unwrap();
     keygen(&dir.path().join("k.key"), &dir.path().join("k.pub"), None).unwrap();
     let key = SecretKey::load(&dir.path().join("k.key"), None).unwrap();
     let public =

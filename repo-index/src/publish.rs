@@ -251,7 +251,7 @@ impl Repo {
         shard: Shard,
         summary: String,
     ) -> Result<(), PublishError> {
-        let text = shard.to_toml();
+        let text = shard.to_toml()?;
         let path: RelativePath = Shard::path_for(&shard.name, text.as_bytes())
             .parse()
             .map_err(|e: crate::types::InvalidValue| PublishError::Artifact {
@@ -283,31 +283,28 @@ impl Repo {
         Ok(())
     }
 
-    /// Regenerates every shard from the pool's artifacts as the current
-    /// shards describe them, re-hashing each file, and publishes a new
-    /// root: for operators who sync pools by other means.
+    /// Checks every published artifact against its shard and publishes a
+    /// new root (a new version, fresh dates, signed): for operators who
+    /// sync pools by other means. Published versions are immutable: bytes
+    /// that changed at a published path are refused, naming the path.
     pub fn reindex(&self, key: Option<&SecretKey>) -> Result<RootIndex, PublishError> {
-        let Some(mut root) = self.root_index()? else {
+        let Some(root) = self.root_index()? else {
             return Err(PublishError::Io {
                 path: self.root.join("index.toml"),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no index to regenerate"),
             });
         };
-        let names: Vec<PackageName> = root.packages.keys().cloned().collect();
-        for name in names {
-            let Some(mut shard) = self.shard(&root, &name)? else {
+        for name in root.packages.keys() {
+            let Some(shard) = self.shard(&root, name)? else {
                 continue;
             };
-            for version in &mut shard.versions {
-                for artifact in &mut version.artifacts {
-                    let path = self.root.join(artifact.path.as_str());
-                    let bytes = fs::read(&path).map_err(io(&path))?;
-                    artifact.sha256 = Sha256::of(&bytes);
-                    artifact.size = bytes.len() as u64;
+            for artifact in shard.versions.iter().flat_map(|v| &v.artifacts) {
+                let path = self.root.join(artifact.path.as_str());
+                let (sha256, size) = Sha256::of_file(&path).map_err(io(&path))?;
+                if sha256 != artifact.sha256 || size != artifact.size {
+                    return Err(PublishError::Immutable { path });
                 }
             }
-            let summary = root.packages[&name].summary.clone();
-            self.publish_shard(&mut root, shard, summary)?;
         }
         self.publish_root(root, key)
     }
@@ -324,7 +321,7 @@ impl Repo {
         root.repo.generated = Timestamp::from_second(now.as_second()).unwrap_or(now);
         root.repo.expires =
             Timestamp::from_second(now.as_second() + DEFAULT_VALIDITY_DAYS * 86_400).unwrap_or(now);
-        let text = root.to_toml();
+        let text = root.to_toml()?;
         let index = self.root.join("index.toml");
         let signature_path = self.root.join("index.toml.minisig");
         match key {

@@ -130,6 +130,21 @@ pub enum SchemaError {
         key: String,
         message: String,
     },
+    #[error("{file}: cannot be written as TOML")]
+    Serialize {
+        file: String,
+        #[source]
+        source: toml::ser::Error,
+    },
+}
+
+/// The canonical TOML text of an index document; an error, never an empty
+/// document that would then be signed.
+fn to_toml_text<T: Serialize>(file: &str, value: &T) -> Result<String, SchemaError> {
+    toml::to_string(value).map_err(|source| SchemaError::Serialize {
+        file: file.to_owned(),
+        source,
+    })
 }
 
 fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, SchemaError> {
@@ -200,9 +215,8 @@ impl RootIndex {
     }
 
     /// The canonical text: the same index always writes the same bytes.
-    pub fn to_toml(&self) -> String {
-        // Serialising plain data with string keys cannot fail.
-        toml::to_string(self).unwrap_or_default()
+    pub fn to_toml(&self) -> Result<String, SchemaError> {
+        to_toml_text("index.toml", self)
     }
 }
 
@@ -224,8 +238,8 @@ impl Shard {
     }
 
     /// The canonical text.
-    pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+    pub fn to_toml(&self) -> Result<String, SchemaError> {
+        to_toml_text(&format!("shard of {}", self.name), self)
     }
 
     /// Path of the shard with these bytes for `name`.

@@ -138,6 +138,15 @@ impl Sha256 {
         Sha256(sha2::Sha256::digest(data).into())
     }
 
+    /// The digest and size of the file at `path`, read once in blocks.
+    pub fn of_file(path: &std::path::Path) -> std::io::Result<(Sha256, u64)> {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        let mut file = std::fs::File::open(path)?;
+        let size = std::io::copy(&mut file, &mut hasher)?;
+        Ok((Sha256(hasher.finalize().into()), size))
+    }
+
     pub fn from_bytes(bytes: [u8; 32]) -> Sha256 {
         Sha256(bytes)
     }

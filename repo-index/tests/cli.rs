@@ -226,6 +226,58 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
 }
 
 #[test]
+fn reindex_refuses_changed_bytes_at_a_published_path() {
+    let Workspace {
+        dir: _dir,
+        key,
+        repo,
+        inputs,
+    } = Workspace::new();
+    run(kpack_repo()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-rand", "5.3.3"])
+        .arg(host_tree(&inputs))
+        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
+        .arg("--key")
+        .arg(key.with_extension("key")));
+    // Unchanged bytes: a new root, signed, that still verifies.
+    let indexed = kpack_repo()
+        .arg("index")
+        .arg(&repo)
+        .arg("--key")
+        .arg(key.with_extension("key"))
+        .output()
+        .unwrap();
+    assert!(indexed.status.success());
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&repo)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub")));
+    assert!(verified.contains("rocm version 2"), "{verified}");
+
+    let root_before = std::fs::read(repo.join("index.toml")).unwrap();
+    let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack");
+    std::fs::write(&pool_file, b"other bytes").unwrap();
+    let refused = kpack_repo()
+        .arg("index")
+        .arg(&repo)
+        .arg("--key")
+        .arg(key.with_extension("key"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
+            && stderr.contains("published files never change"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(repo.join("index.toml")).unwrap(), root_before);
+}
+
+#[test]
 fn a_password_protected_key_needs_its_password() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("repo");

@@ -174,7 +174,7 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
     };
     for i in 0..packages {
         let shard = shard(i, versions)?;
-        let text = shard.to_toml();
+        let text = shard.to_toml()?;
         let sha256 = Sha256::of(text.as_bytes());
         let path = RelativePath::usual_shard(&shard.name, &sha256);
         let file = dir.join(path.as_str());

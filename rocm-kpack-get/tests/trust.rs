@@ -227,13 +227,12 @@ fn expire_root(private: &Private) -> Timestamp {
     root.repo.version += 1;
     root.repo.generated = Timestamp::from_second(now - 31 * 86_400).unwrap();
     root.repo.expires = Timestamp::from_second(now - 86_400).unwrap();
-    let text = root.to_toml();
+    let text = root.to_toml().unwrap();
     let key = SecretKey::load(&private.repo.secret_key, None).unwrap();
     let signature = sign_root(&key, text.as_bytes()).unwrap();
     let dir = &private.repo.dir;
-    kpack_repo_index::publish::write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())
-        .unwrap();
-    kpack_repo_index::publish::write_atomic(&dir.join("index.toml"), text.as_bytes()).unwrap();
+    kpack_fs::write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes()).unwrap();
+    kpack_fs::write_atomic(&dir.join("index.toml"), text.as_bytes()).unwrap();
     root.repo.expires
 }
 
@@ -372,7 +371,7 @@ fn a_root_and_signature_out_of_step_are_fetched_again_once() {
         assert!(Instant::now() < deadline, "{:?}", server.requests());
         std::thread::sleep(Duration::from_millis(5));
     }
-    kpack_repo_index::publish::write_atomic(&private.repo.dir.join("index.toml"), &newer).unwrap();
+    kpack_fs::write_atomic(&private.repo.dir.join("index.toml"), &newer).unwrap();
     server.clear_faults();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", describe(&out));
