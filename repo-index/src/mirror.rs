@@ -2,15 +2,16 @@
 //! mirror verifies with the upstream key), and only the artifacts chosen
 //! packages need for chosen GPU targets.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use rocm_kpack::Target;
 
 use crate::families::Families;
 use crate::fetch::{FetchError, Source};
-use crate::schema::{RootIndex, SchemaError, Shard};
-use crate::types::PackageName;
+use crate::schema::{Artifact, SchemaError};
+use crate::sign::PublicKey;
+use crate::types::{PackageName, Timestamp};
+use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 
 /// Why a mirror cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,8 @@ pub enum MirrorError {
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Fetch(#[from] FetchError),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
     #[error("no package {0} upstream")]
     UnknownPackage(PackageName),
 }
@@ -59,26 +62,31 @@ pub struct MirrorReport {
     pub bytes: u64,
 }
 
-/// Mirrors the repository directory `upstream` into `dest`: metadata
-/// verbatim; artifacts of `packages` (all when empty), host artifacts
-/// always and device artifacts only for `targets` (all when empty).
+/// Mirrors the repository `upstream` into `dest`: metadata verbatim;
+/// artifacts of `packages` (all when empty), host artifacts always and
+/// device artifacts only for `targets` (all when empty).
+///
+/// Nothing is trusted before it is checked: the root's signature with the
+/// upstream's `key` (and its expiry at `now`) before it is parsed, every
+/// shard against the hash the root pins, every artifact against the hash
+/// and size its shard pins, each before it is written. A file that fails
+/// stops the mirror before the root is written, so the mirror's published
+/// state never names it.
 pub fn mirror(
     upstream: &Source,
+    key: &PublicKey,
+    now: Timestamp,
     dest: &Path,
-    targets: &[Target],
-    packages: &[PackageName],
+    selection: &Selection,
 ) -> Result<MirrorReport, MirrorError> {
-    let read = |relative: &str| upstream.read(relative);
     let copy = |relative: &str, bytes: &[u8]| {
         kpack_fs::write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
             path: e.path,
             source: e.source,
         })
     };
-    let root_bytes = read("index.toml")?;
-    let signature = read("index.toml.minisig")?;
-    let root = RootIndex::parse("index.toml", &String::from_utf8_lossy(&root_bytes))?;
-    for name in packages {
+    let (root, root_bytes) = verified_root(upstream, key, now, None)?;
+    for name in &selection.packages {
         if !root.packages.contains_key(name) {
             return Err(MirrorError::UnknownPackage(name.clone()));
         }
@@ -86,35 +94,20 @@ pub fn mirror(
     let families = Families::builtin().with_overrides(&root.families);
     let mut report = MirrorReport::default();
     for (name, entry) in &root.packages {
-        let shard_path = entry.shard_path(name);
-        let shard_bytes = read(shard_path.as_str())?;
+        let (shard_path, shard, shard_bytes) = verified_shard(upstream, name, entry)?;
         copy(shard_path.as_str(), &shard_bytes)?;
         report.shards += 1;
-        if !packages.is_empty() && !packages.contains(name) {
+        if !selection.packages.is_empty() && !selection.packages.contains(name) {
             continue;
         }
-        let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
         for version in &shard.versions {
-            let wanted: BTreeSet<&str> = version
-                .artifacts
-                .iter()
-                .filter(|a| {
-                    targets.is_empty()
-                        || !a.is_device()
-                        || a.targets.iter().flatten().any(|listed| {
-                            targets
-                                .iter()
-                                .any(|target| wants(&families, listed, target))
-                        })
-                })
-                .map(|a| a.path.as_str())
-                .collect();
             for artifact in version
                 .artifacts
                 .iter()
-                .filter(|a| wanted.contains(a.path.as_str()))
+                .filter(|a| selection.wants_artifact(&families, a))
             {
-                let bytes = read(artifact.path.as_str())?;
+                let bytes = upstream.read(artifact.path.as_str())?;
+                check_artifact(&shard_path, artifact, &bytes)?;
                 copy(artifact.path.as_str(), &bytes)?;
                 report.artifacts.push(artifact.path.to_string());
                 report.bytes += bytes.len() as u64;
@@ -122,7 +115,28 @@ pub fn mirror(
         }
     }
     // The signed root last, signature first, as a publish does.
-    copy("index.toml.minisig", &signature)?;
-    copy("index.toml", &root_bytes)?;
+    copy("index.toml.minisig", &root_bytes.signature)?;
+    copy("index.toml", &root_bytes.bytes)?;
     Ok(report)
+}
+
+/// What a mirror carries: some packages (all when empty), device code for
+/// some GPU targets (all when empty).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub packages: Vec<PackageName>,
+    pub targets: Vec<Target>,
+}
+
+impl Selection {
+    /// Host artifacts always; device artifacts for a selected target.
+    fn wants_artifact(&self, families: &Families, artifact: &Artifact) -> bool {
+        self.targets.is_empty()
+            || !artifact.is_device()
+            || artifact.targets.iter().flatten().any(|listed| {
+                self.targets
+                    .iter()
+                    .any(|target| wants(families, listed, target))
+            })
+    }
 }

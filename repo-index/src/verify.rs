@@ -6,9 +6,9 @@ use std::path::Path;
 
 use crate::fetch::{FetchError, Source};
 
-use crate::schema::{RootIndex, SchemaError, Shard};
+use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
 use crate::sign::{verify_root, PublicKey, SignError};
-use crate::types::{Sha256, Timestamp};
+use crate::types::{PackageName, RelativePath, Sha256, Timestamp};
 
 /// What is wrong with a repository.
 #[derive(Debug, thiserror::Error)]
@@ -78,44 +78,10 @@ pub fn verify_repository_with(
     min_version: Option<u64>,
     partial: bool,
 ) -> Result<(RootIndex, VerifyReport), VerifyError> {
-    let read = |relative: &str| source.read(relative);
-    let bytes = read("index.toml")?;
-    let signature = String::from_utf8_lossy(&read("index.toml.minisig")?).into_owned();
-    let root = verify_root(key, "index.toml", &bytes, &signature)?;
-    if root.repo.expires < now {
-        return Err(VerifyError::Expired {
-            expires: root.repo.expires,
-            now,
-        });
-    }
-    if let Some(seen) = min_version {
-        if root.repo.version < seen {
-            return Err(VerifyError::Rollback {
-                name: root.repo.name.to_string(),
-                found: root.repo.version,
-                seen,
-            });
-        }
-    }
+    let (root, _) = verified_root(source, key, now, min_version)?;
     let mut report = VerifyReport::default();
     for (name, entry) in &root.packages {
-        let shard_path = entry.shard_path(name);
-        let shard_bytes = read(shard_path.as_str())?;
-        check(
-            shard_path.as_str(),
-            "index.toml",
-            &shard_bytes,
-            entry.sha256,
-            None,
-        )?;
-        let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&shard_bytes))?;
-        if &shard.name != name {
-            return Err(VerifyError::WrongShard {
-                path: shard_path.to_string(),
-                expected: name.to_string(),
-                found: shard.name.to_string(),
-            });
-        }
+        let (shard_path, shard, _) = verified_shard(source, name, entry)?;
         report.packages += 1;
         for version in &shard.versions {
             report.versions += 1;
@@ -133,19 +99,97 @@ pub fn verify_repository_with(
                         .into())
                     }
                 };
-                check(
-                    artifact.path.as_str(),
-                    shard_path.as_str(),
-                    &data,
-                    artifact.sha256,
-                    Some(artifact.size),
-                )?;
+                check_artifact(&shard_path, artifact, &data)?;
                 report.artifacts += 1;
                 report.bytes += artifact.size;
             }
         }
     }
     Ok((root, report))
+}
+
+/// The root index of `source`, its signature checked with `key` before it
+/// is parsed, then its expiry at `now` and its version against
+/// `min_version`; with the signature's bytes.
+pub(crate) fn verified_root(
+    source: &Source,
+    key: &PublicKey,
+    now: Timestamp,
+    min_version: Option<u64>,
+) -> Result<(RootIndex, RootBytes), VerifyError> {
+    let bytes = source.read("index.toml")?;
+    let signature = source.read("index.toml.minisig")?;
+    let root = verify_root(
+        key,
+        "index.toml",
+        &bytes,
+        &String::from_utf8_lossy(&signature),
+    )?;
+    if root.repo.expires < now {
+        return Err(VerifyError::Expired {
+            expires: root.repo.expires,
+            now,
+        });
+    }
+    if let Some(seen) = min_version {
+        if root.repo.version < seen {
+            return Err(VerifyError::Rollback {
+                name: root.repo.name.to_string(),
+                found: root.repo.version,
+                seen,
+            });
+        }
+    }
+    Ok((root, RootBytes { bytes, signature }))
+}
+
+/// The exact bytes of a verified root and of its signature.
+#[derive(Debug, Clone)]
+pub(crate) struct RootBytes {
+    pub bytes: Vec<u8>,
+    pub signature: Vec<u8>,
+}
+
+/// The shard of `name` from `source`, checked against the hash the root's
+/// `entry` pins and the package it names; with its path and bytes.
+pub(crate) fn verified_shard(
+    source: &Source,
+    name: &PackageName,
+    entry: &PackageEntry,
+) -> Result<(RelativePath, Shard, Vec<u8>), VerifyError> {
+    let shard_path = entry.shard_path(name);
+    let bytes = source.read(shard_path.as_str())?;
+    check(
+        shard_path.as_str(),
+        "index.toml",
+        &bytes,
+        entry.sha256,
+        None,
+    )?;
+    let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&bytes))?;
+    if &shard.name != name {
+        return Err(VerifyError::WrongShard {
+            path: shard_path.to_string(),
+            expected: name.to_string(),
+            found: shard.name.to_string(),
+        });
+    }
+    Ok((shard_path, shard, bytes))
+}
+
+/// Checks an artifact's bytes against the size and hash its shard pins.
+pub(crate) fn check_artifact(
+    shard_path: &RelativePath,
+    artifact: &Artifact,
+    data: &[u8],
+) -> Result<(), VerifyError> {
+    check(
+        artifact.path.as_str(),
+        shard_path.as_str(),
+        data,
+        artifact.sha256,
+        Some(artifact.size),
+    )
 }
 
 fn check(

@@ -400,6 +400,8 @@ fn builds_the_rocrand_manifest() {
         .arg("mirror")
         .arg(&repo)
         .arg(&mirror)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
         .args(["--targets", "gfx90a"]));
     assert!(
         mirrored.contains("mirrored 1 shards and 2 artifacts"),
@@ -523,6 +525,8 @@ fn verifies_and_mirrors_over_http() {
         .arg("mirror")
         .arg(&server.url)
         .arg(&mirror)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
         .args(["--targets", "gfx1030"]));
     assert!(mirrored.contains("2 artifacts"), "{mirrored}");
     assert!(mirror
@@ -556,6 +560,74 @@ fn verifies_and_mirrors_over_http() {
         stderr.contains("sha256") && stderr.contains("rocm_gfx1030.kpack"),
         "{stderr}"
     );
+
+    // A mirror of the tampered upstream refuses the archive before writing
+    // it, and publishes nothing: no root names it.
+    let refused_mirror = dir.path().join("refused");
+    let refused = kpack_repo()
+        .arg("mirror")
+        .arg(&server.url)
+        .arg(&refused_mirror)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
+        .args(["--targets", "gfx1030"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("sha256") && stderr.contains("rocm_gfx1030.kpack"),
+        "{stderr}"
+    );
+    assert!(!refused_mirror.join("index.toml").exists());
+    assert!(!refused_mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .exists());
+
+    // An upstream signed by another key is refused before anything is
+    // read past its root.
+    let other = dir.path().join("other");
+    run(kpack_repo().arg("keygen").arg(&other).arg("--unencrypted"));
+    let wrong_key = dir.path().join("wrong-key");
+    let refused = kpack_repo()
+        .arg("mirror")
+        .arg(&server.url)
+        .arg(&wrong_key)
+        .arg("--pubkey")
+        .arg(other.with_extension("pub"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("signature"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!wrong_key.exists());
+
+    // A shard that does not match the hash the root pins is refused too,
+    // before any artifact is looked at.
+    let shard = walk(&repo.join("packages"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "toml"))
+        .unwrap();
+    let text = std::fs::read_to_string(&shard).unwrap();
+    std::fs::write(&shard, text.replace("summary", "summary ")).unwrap();
+    let refused = kpack_repo()
+        .arg("mirror")
+        .arg(&server.url)
+        .arg(dir.path().join("shard-refused"))
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("sha256") && stderr.contains("packages/rocm-rand"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("shard-refused/index.toml").exists());
 }
 
 /// Two `kpack-repo add` processes on one repository at once: the lock

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use crate::fetch::Source;
 use crate::manifest::{build, write_host_tree, Manifest};
-use crate::mirror::mirror;
+use crate::mirror::{mirror, Selection};
 use crate::publish::{NewArtifact, Repo};
 use crate::sign::{keygen, PublicKey, SecretKey};
 use crate::types::{Dependency, PackageName, Timestamp};
@@ -93,11 +93,15 @@ enum Command {
         partial: bool,
     },
     /// Copy a repository: metadata verbatim, artifacts only for the chosen
-    /// packages and GPU targets.
+    /// packages and GPU targets; everything checked against the upstream's
+    /// key and pinned hashes before it is written.
     Mirror {
         /// The upstream repository: a directory or URL.
         upstream: String,
         dest: PathBuf,
+        /// The upstream's public key file, or the key itself.
+        #[arg(long)]
+        pubkey: String,
         #[arg(long, value_delimiter = ',')]
         targets: Vec<String>,
         #[arg(long, value_delimiter = ',')]
@@ -261,14 +265,20 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Mirror {
             upstream,
             dest,
+            pubkey,
             targets,
             packages,
         } => {
-            let targets = targets
-                .iter()
-                .map(|t| Target::parse(t))
-                .collect::<Result<Vec<_>, _>>()?;
-            let report = mirror(&Source::parse(&upstream)?, &dest, &targets, &packages)
+            let selection = Selection {
+                targets: targets
+                    .iter()
+                    .map(|t| Target::parse(t))
+                    .collect::<Result<Vec<_>, _>>()?,
+                packages,
+            };
+            let key = PublicKey::load(&pubkey)?;
+            let source = Source::parse(&upstream)?;
+            let report = mirror(&source, &key, Timestamp::now(), &dest, &selection)
                 .with_context(|| format!("cannot mirror {upstream}"))?;
             for artifact in &report.artifacts {
                 println!("  {artifact}");
