@@ -25,7 +25,7 @@ pub enum BundleError {
     },
     #[error("offset {offset}: bundle entry {entry} has a triple that is not UTF-8")]
     TripleNotUtf8 { offset: usize, entry: usize },
-    #[error("offset {offset}: bundle entry {entry}: {source}")]
+    #[error("offset {offset}: bundle entry {entry}: bad target")]
     BadTarget {
         offset: usize,
         entry: usize,
@@ -88,13 +88,13 @@ pub enum ElfError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: bad offload bundle", path.display())]
     Bundle {
         path: PathBuf,
         #[source]
         source: BundleError,
     },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: cannot split", path.display())]
     Elf {
         path: PathBuf,
         #[source]

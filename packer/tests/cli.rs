@@ -314,7 +314,12 @@ fn a_truncated_compressed_bundle_is_reported_with_the_file() {
     let library = fat_library(work.path(), &whole[..whole.len() - 7]);
     let stderr = split_fails(&library, &work.path().join("out"));
     assert!(stderr.contains("libfat.so"), "{stderr}");
-    assert!(stderr.contains("compressed bundle claims"), "{stderr}");
+    // The cause is printed once, as a cause, not also inside the message.
+    assert_eq!(
+        stderr.matches("compressed bundle claims").count(),
+        1,
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -325,5 +330,9 @@ fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
     let library = fat_library(work.path(), &whole[..whole.len() - 100]);
     let stderr = split_fails(&library, &work.path().join("out"));
     assert!(stderr.contains("libfat.so"), "{stderr}");
-    assert!(stderr.contains("past the end of its data"), "{stderr}");
+    assert_eq!(
+        stderr.matches("past the end of its data").count(),
+        1,
+        "{stderr}"
+    );
 }

@@ -126,7 +126,7 @@ pub enum FormatProblem {
     UnknownScheme { scheme: String },
     #[error("unknown entry type {found:?} for {what}, expected \"hsaco\"")]
     UnknownEntryType { what: String, found: String },
-    #[error("{what}: {source}")]
+    #[error("{what}: bad target")]
     BadTarget {
         what: String,
         #[source]
@@ -248,3 +248,37 @@ fn display_available(available: &[(PathBuf, Vec<Target>)]) -> String {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and its causes on one line (`error: cause: cause`), for the
+/// loader's debug log: messages never repeat their cause themselves.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_names_each_cause_once() {
+        let error = FormatProblem::BadTarget {
+            what: "arch 0".into(),
+            source: Target::parse("gfx90a:bogus").unwrap_err(),
+        };
+        let cause = Target::parse("gfx90a:bogus").unwrap_err().to_string();
+        let report = Report(&error).to_string();
+        assert_eq!(report, format!("arch 0: bad target: {cause}"));
+        assert_eq!(report.matches(&cause).count(), 1);
+    }
+}

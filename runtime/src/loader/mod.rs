@@ -17,7 +17,7 @@ pub use config::{
 };
 pub use marker::{Marker, GFXARCH_PLACEHOLDER, MAX_MARKER_SIZE};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Report, Result};
 use crate::read::{Archive, Kernel};
 use crate::target::{join_targets, Target};
 
@@ -181,7 +181,7 @@ impl Loader {
                 available,
             }
         };
-        self.log(|| error.to_string());
+        self.log(|| Report(&error).to_string());
         Err(error)
     }
 
@@ -216,7 +216,7 @@ impl Loader {
                     };
                     // Once an archive matched, its lookup result is final.
                     if let Err(error) = located.kernel() {
-                        self.log(|| format!("lookup failed: {error}"));
+                        self.log(|| format!("lookup failed: {}", Report(&error)));
                         return Err(error);
                     }
                     return Ok(Some(located));
@@ -329,7 +329,7 @@ impl Loader {
                     Error::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                         format!("{}: not found", path.display())
                     }
-                    _ => format!("{error}"),
+                    _ => Report(&error).to_string(),
                 });
                 None
             }
