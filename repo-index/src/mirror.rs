@@ -77,7 +77,7 @@ pub fn mirror(
     key: &PublicKey,
     now: Timestamp,
     dest: &Path,
-    selection: &Selection,
+    scope: &Scope,
 ) -> Result<MirrorReport, MirrorError> {
     let copy = |relative: &str, bytes: &[u8]| {
         kpack_fs::write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
@@ -86,7 +86,7 @@ pub fn mirror(
         })
     };
     let (root, root_bytes) = verified_root(upstream, key, now, None)?;
-    for name in &selection.packages {
+    for name in &scope.packages {
         if !root.packages.contains_key(name) {
             return Err(MirrorError::UnknownPackage(name.clone()));
         }
@@ -97,14 +97,14 @@ pub fn mirror(
         let (shard_path, shard, shard_bytes) = verified_shard(upstream, name, entry)?;
         copy(shard_path.as_str(), &shard_bytes)?;
         report.shards += 1;
-        if !selection.packages.is_empty() && !selection.packages.contains(name) {
+        if !scope.packages.is_empty() && !scope.packages.contains(name) {
             continue;
         }
         for version in &shard.versions {
             for artifact in version
                 .artifacts
                 .iter()
-                .filter(|a| selection.wants_artifact(&families, a))
+                .filter(|a| scope.wants_artifact(&families, a))
             {
                 let bytes = upstream.read(artifact.path.as_str())?;
                 check_artifact(&shard_path, artifact, &bytes)?;
@@ -123,12 +123,12 @@ pub fn mirror(
 /// What a mirror carries: some packages (all when empty), device code for
 /// some GPU targets (all when empty).
 #[derive(Debug, Clone, Default)]
-pub struct Selection {
+pub struct Scope {
     pub packages: Vec<PackageName>,
     pub targets: Vec<Target>,
 }
 
-impl Selection {
+impl Scope {
     /// Host artifacts always; device artifacts for a selected target.
     fn wants_artifact(&self, families: &Families, artifact: &Artifact) -> bool {
         self.targets.is_empty()

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use crate::fetch::Source;
 use crate::manifest::{build, write_host_tree, Manifest};
-use crate::mirror::{mirror, Selection};
+use crate::mirror::{mirror, Scope};
 use crate::publish::{NewArtifact, Repo};
 use crate::sign::{keygen, PublicKey, SecretKey};
 use crate::types::{Dependency, PackageName, Timestamp};
@@ -269,7 +269,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             targets,
             packages,
         } => {
-            let selection = Selection {
+            let scope = Scope {
                 targets: targets
                     .iter()
                     .map(|t| Target::parse(t))
@@ -278,7 +278,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             };
             let key = PublicKey::load(&pubkey)?;
             let source = Source::parse(&upstream)?;
-            let report = mirror(&source, &key, Timestamp::now(), &dest, &selection)
+            let report = mirror(&source, &key, Timestamp::now(), &dest, &scope)
                 .with_context(|| format!("cannot mirror {upstream}"))?;
             for artifact in &report.artifacts {
                 println!("  {artifact}");

@@ -1,0 +1,13 @@
+#![no_main]
+//! Arbitrary bytes as a `.hip_fatbin` section: `parse_fatbin` returns bundles or an error, never panics; every bundle it returns lies inside the section.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(bundles) = kpack_packer::bundle::parse_fatbin(data) else {
+        return;
+    };
+    for bundle in &bundles {
+        assert!(bundle.offset + bundle.len <= data.len());
+    }
+});
