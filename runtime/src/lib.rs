@@ -14,6 +14,7 @@
 pub mod error;
 pub mod family;
 pub mod format;
+pub mod gpus;
 pub mod loader;
 mod msgpack;
 mod read;

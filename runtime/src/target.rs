@@ -227,39 +227,9 @@ pub fn join_targets(targets: &[Target]) -> String {
         .join(", ")
 }
 
-/// Members of each generic target (07-gpu-targets.md).
-const GENERIC_TARGETS: &[(&str, &[&str])] = &[
-    (
-        "gfx9-generic",
-        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
-    ),
-    ("gfx9-4-generic", &["gfx942", "gfx950"]),
-    (
-        "gfx10-1-generic",
-        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
-    ),
-    (
-        "gfx10-3-generic",
-        &[
-            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
-        ],
-    ),
-    (
-        "gfx11-generic",
-        &[
-            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
-        ],
-    ),
-    ("gfx12-generic", &["gfx1200", "gfx1201"]),
-    ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
-];
-
 /// The generic processor a processor belongs to.
 pub fn generic_processor(processor: &str) -> Option<&'static str> {
-    GENERIC_TARGETS
-        .iter()
-        .find(|(_, members)| members.contains(&processor))
-        .map(|(generic, _)| *generic)
+    crate::gpus::processor(processor).and_then(|p| p.generic)
 }
 
 impl fmt::Display for Target {

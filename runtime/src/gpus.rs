@@ -1,0 +1,141 @@
+//! The one table of GPU facts (07-gpu-targets.md): every processor the
+//! tools know, its product, the TheRock families it belongs to, its generic
+//! target and whether it has the xnack and sramecc features. Families,
+//! generic targets and detection all read this table.
+
+/// What is known about one GPU processor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Processor {
+    /// `gfx90a`.
+    pub name: &'static str,
+    /// The products it ships in, for people (`MI210 / MI250`).
+    pub product: &'static str,
+    /// TheRock's families, most specific packaging family first; empty for
+    /// processors TheRock does not build (gfx803, gfx902, ...).
+    pub families: &'static [&'static str],
+    /// The generic target whose code runs on it.
+    pub generic: Option<&'static str>,
+    /// Whether it has the xnack feature (retry on page faults).
+    pub xnack: bool,
+    /// Whether it has the sramecc feature (ECC on SRAM).
+    pub sramecc: bool,
+}
+
+const fn gpu(
+    name: &'static str,
+    product: &'static str,
+    families: &'static [&'static str],
+    generic: Option<&'static str>,
+    (xnack, sramecc): (bool, bool),
+) -> Processor {
+    Processor {
+        name,
+        product,
+        families,
+        generic,
+        xnack,
+        sramecc,
+    }
+}
+
+const NONE: (bool, bool) = (false, false);
+const XNACK: (bool, bool) = (true, false);
+const BOTH: (bool, bool) = (true, true);
+const GFX9: Option<&str> = Some("gfx9-generic");
+const GFX9_4: Option<&str> = Some("gfx9-4-generic");
+const GFX10_1: Option<&str> = Some("gfx10-1-generic");
+const GFX10_3: Option<&str> = Some("gfx10-3-generic");
+const GFX11: Option<&str> = Some("gfx11-generic");
+const GFX12: Option<&str> = Some("gfx12-generic");
+const GFX12_5: Option<&str> = Some("gfx12-5-generic");
+
+/// Every known processor (one row each: a table, kept one line a row).
+#[rustfmt::skip]
+pub const PROCESSORS: &[Processor] = &[
+    gpu("gfx803", "Fiji / Polaris (RX 480/580)", &[], None, NONE),
+    gpu("gfx900", "Vega 10 / MI25", &["gfx900-dgpu", "dgpu-all"], GFX9, XNACK),
+    gpu("gfx902", "Raven Ridge iGPU", &[], GFX9, XNACK),
+    gpu("gfx904", "Vega 12", &[], GFX9, XNACK),
+    gpu("gfx906", "Radeon VII / MI50", &["gfx906-dgpu", "dgpu-all"], GFX9, BOTH),
+    gpu("gfx908", "MI100", &["gfx908-dcgpu", "dcgpu-all"], None, BOTH),
+    gpu("gfx909", "Raven 2 iGPU", &[], GFX9, XNACK),
+    gpu("gfx90a", "MI210 / MI250", &["gfx90a-dcgpu", "dcgpu-all"], None, BOTH),
+    gpu("gfx90c", "Renoir/Lucienne/Cezanne iGPU", &["gfx90c-igpu", "igpu-all"], GFX9, XNACK),
+    gpu("gfx940", "MI300 (early)", &[], None, BOTH),
+    gpu("gfx941", "MI300 (early)", &[], None, BOTH),
+    gpu("gfx942", "MI300A / MI300X", &["gfx94X-all", "gfx94X-dcgpu", "dcgpu-all"], GFX9_4, BOTH),
+    gpu("gfx950", "MI350X / MI355X", &["gfx950-all", "gfx950-dcgpu", "dcgpu-all"], GFX9_4, BOTH),
+    gpu("gfx1010", "RX 5700", &["gfx101X-all", "gfx101X-dgpu", "dgpu-all"], GFX10_1, XNACK),
+    gpu("gfx1011", "Radeon Pro V520", &["gfx101X-all", "gfx101X-dgpu", "dgpu-all"], GFX10_1, XNACK),
+    gpu("gfx1012", "RX 5500", &["gfx101X-all", "gfx101X-dgpu", "dgpu-all"], GFX10_1, XNACK),
+    gpu("gfx1013", "Cyan Skillfish", &[], GFX10_1, XNACK),
+    gpu("gfx1030", "RX 6800 / XT", &["gfx103X-all", "gfx103X-dgpu", "dgpu-all"], GFX10_3, NONE),
+    gpu("gfx1031", "RX 6700 / XT", &["gfx103X-all", "gfx103X-dgpu", "dgpu-all"], GFX10_3, NONE),
+    gpu("gfx1032", "RX 6600", &["gfx103X-all", "gfx103X-dgpu", "dgpu-all"], GFX10_3, NONE),
+    gpu("gfx1033", "Van Gogh iGPU", &["gfx103X-all", "gfx103X-igpu", "igpu-all"], GFX10_3, NONE),
+    gpu("gfx1034", "RX 6500 XT", &["gfx103X-all", "gfx103X-dgpu", "dgpu-all"], GFX10_3, NONE),
+    gpu("gfx1035", "Radeon 680M iGPU", &["gfx103X-all", "gfx103X-igpu", "igpu-all"], GFX10_3, NONE),
+    gpu("gfx1036", "Raphael iGPU", &["gfx103X-all", "gfx103X-igpu", "igpu-all"], GFX10_3, NONE),
+    gpu("gfx1100", "RX 7900 XTX", &["gfx110X-all", "gfx110X-dgpu", "dgpu-all"], GFX11, NONE),
+    gpu("gfx1101", "RX 7800 XT", &["gfx110X-all", "gfx110X-dgpu", "dgpu-all"], GFX11, NONE),
+    gpu("gfx1102", "RX 7700S", &["gfx110X-all", "gfx110X-dgpu", "dgpu-all"], GFX11, NONE),
+    gpu("gfx1103", "Radeon 780M iGPU", &["gfx110X-all", "gfx110X-igpu", "igpu-all"], GFX11, NONE),
+    gpu("gfx1150", "Strix Point iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE),
+    gpu("gfx1151", "Strix Halo iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE),
+    gpu("gfx1152", "Krackan iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE),
+    gpu("gfx1153", "Radeon 820M iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE),
+    gpu("gfx1200", "RX 9060 / XT", &["gfx120X-all", "dgpu-all"], GFX12, NONE),
+    gpu("gfx1201", "RX 9070 / XT", &["gfx120X-all", "dgpu-all"], GFX12, NONE),
+    gpu("gfx1250", "MI450 series", &["gfx125X-all", "gfx125X-dcgpu", "dcgpu-all"], GFX12_5, NONE),
+    gpu("gfx1251", "", &[], GFX12_5, NONE),
+];
+
+/// The facts about processor `name`, if it is known.
+pub fn processor(name: &str) -> Option<&'static Processor> {
+    PROCESSORS.iter().find(|p| p.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_processor_is_listed_once() {
+        for (i, p) in PROCESSORS.iter().enumerate() {
+            assert!(
+                PROCESSORS[i + 1..].iter().all(|q| q.name != p.name),
+                "{}",
+                p.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_xnack_processor_the_spec_names_is_known_to_have_it() {
+        // The processors that disagreed across earlier tables.
+        for name in ["gfx902", "gfx904", "gfx909", "gfx940", "gfx941", "gfx1013"] {
+            let p = processor(name).unwrap();
+            assert!(p.xnack, "{name}");
+        }
+        assert!(processor("gfx90a").unwrap().sramecc);
+        assert!(!processor("gfx1100").unwrap().xnack);
+    }
+
+    #[test]
+    fn generic_targets_have_the_members_the_spec_lists() {
+        let members = |generic: &str| -> Vec<&str> {
+            PROCESSORS
+                .iter()
+                .filter(|p| p.generic == Some(generic))
+                .map(|p| p.name)
+                .collect()
+        };
+        assert_eq!(
+            members("gfx9-generic"),
+            ["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"]
+        );
+        assert_eq!(members("gfx9-4-generic"), ["gfx942", "gfx950"]);
+        assert_eq!(members("gfx12-5-generic"), ["gfx1250", "gfx1251"]);
+        assert_eq!(members("gfx11-generic").len(), 8);
+    }
+}
