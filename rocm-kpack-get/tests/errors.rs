@@ -242,6 +242,66 @@ fn permission_denied_on_the_prefix() {
     assert_eq!(snapshot(&env.prefix), before);
 }
 
+#[test]
+fn list_and_verify_read_a_prefix_they_may_not_write() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    success(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    // A root-owned prefix, as /opt/rocm is: readable by everyone, writable
+    // by root only; no lock file yet, and a change an interrupted run left.
+    std::fs::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(env.prefix.join(".kpack/.lock")).unwrap();
+    std::fs::create_dir_all(env.prefix.join(".kpack/staging/4242-1/root")).unwrap();
+    std::fs::write(
+        env.prefix.join(".kpack/transaction.toml"),
+        "format = 1\nid = \"4242-1\"\n",
+    )
+    .unwrap();
+    let before = snapshot(&env.prefix);
+
+    for (command, says) in [
+        ("list", "rocm-rand 5.3.3"),
+        ("verify", "3 installed files match the record"),
+    ] {
+        let out = output(&mut as_nobody(env.command().arg(command)));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{command}:\n{stdout}\n{stderr}");
+        assert!(stdout.contains(says), "{command}: {stdout}");
+        let warning = stderr
+            .lines()
+            .find(|l| l.starts_with("warning: ") && l.contains("interrupted change (4242-1)"))
+            .unwrap_or_else(|| panic!("{command}: a warning about the pending change:\n{stderr}"));
+        assert!(
+            warning.contains("the next `kpack-get install`, `remove` or `upgrade` completes it"),
+            "{warning}"
+        );
+        assert_eq!(
+            snapshot(&env.prefix),
+            before,
+            "{command} wrote in the prefix"
+        );
+    }
+    // Even with the right to write, a reading command leaves the change to
+    // one that may write.
+    success(env.command().arg("list"));
+    assert!(env.prefix.join(".kpack/transaction.toml").exists());
+    let out = output(env.command().args(["--no-progress", "remove", "rocm-rand"]));
+    assert!(out.status.success(), "{}", common::describe(&out));
+    assert!(
+        common::stderr(&out).contains("completed an interrupted change (4242-1)"),
+        "{}",
+        common::describe(&out)
+    );
+    assert!(!env.prefix.join(".kpack/transaction.toml").exists());
+}
+
 /// A tmpfs mounted at a directory for the length of a test.
 struct Mount(PathBuf);
 
