@@ -303,6 +303,37 @@ fn publish_host_only(repo: &common::RocrandRepo, name: &str, version: &str, depe
 }
 
 #[test]
+fn info_lists_versions_in_semver_order() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = common::build_rocrand_repo(&work.path().join("published"));
+    for version in ["5.10.0", "5.9.0", "10.0.0", "5.9.1"] {
+        publish_host_only(&repo, "rocm-core", version, &[]);
+    }
+    let env = Env::new();
+    let url = repo.dir.display().to_string();
+    let stdout = success(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &["--target", "gfx1030", "info", "rocm-core"],
+    ));
+    assert!(
+        stdout.contains("versions: 5.9.0, 5.9.1, 5.10.0, 10.0.0\n"),
+        "{stdout}"
+    );
+    assert!(stdout.starts_with("rocm-core 10.0.0 "), "{stdout}");
+    let stdout = success(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &["--target", "gfx1030", "--json", "info", "rocm-core"],
+    ));
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        info["versions"],
+        serde_json::json!(["5.9.0", "5.9.1", "5.10.0", "10.0.0"])
+    );
+}
+
+#[test]
 fn dependencies_resolve_to_the_highest_version_every_requirement_allows() {
     let work = tempfile::tempdir().unwrap();
     let repo = common::build_rocrand_repo(&work.path().join("published"));
