@@ -47,6 +47,7 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
     printer.json(&json!({
         "gpus": detection.gpus,
         "notes": detection.notes,
+        "warnings": detection.warnings,
         "selections": selections,
     }));
     Ok(())
@@ -63,8 +64,19 @@ fn print_gpus(printer: &Printer, detection: &Detection) {
             "GPU", "TARGET", "PRODUCT", "SOURCE"
         ));
         for (index, gpu) in detection.gpus.iter().enumerate() {
+            // The chip behind an override, and the variable that is why.
+            let overridden = gpu
+                .overridden
+                .as_ref()
+                .map(|o| {
+                    format!(
+                        ", chip {} run as {} by {}={}",
+                        o.chip, gpu.target, o.variable, o.value
+                    )
+                })
+                .unwrap_or_default();
             printer.line(format!(
-                "{:<4} {:<26} {:<32} {}",
+                "{:<4} {:<26} {:<32} {}{overridden}",
                 index,
                 gpu.target.to_string(),
                 gpu.product.as_deref().unwrap_or("-"),

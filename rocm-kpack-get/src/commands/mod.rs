@@ -293,6 +293,9 @@ impl Context {
         if let Some(root) = &self.global.sysfs_root {
             options.sysfs_root = root.clone();
         }
+        if let Some(pci_ids) = &self.global.pci_ids {
+            options.pci_ids = vec![pci_ids.clone()];
+        }
         Ok(options)
     }
 
@@ -310,6 +313,9 @@ impl Context {
     pub fn gpus(&self) -> Result<(Vec<Target>, Detection), Failure> {
         let options = self.detect_options()?;
         let detection = rocm_kpack_get::detect::detect(&options);
+        for warning in &detection.warnings {
+            self.printer.warn(warning);
+        }
         for note in &detection.notes {
             self.printer.detail(format!("detect: {note}"));
         }
