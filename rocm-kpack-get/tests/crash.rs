@@ -330,8 +330,32 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
             })
             .or_default() += 1;
 
-        // The next command recovers: the change is completed or discarded.
-        must(&mut rig.kpack_get(&["list"]), &context);
+        // A reading command reports a decided change and leaves it; the
+        // next command that may write recovers: the change is completed or
+        // discarded (this one then finds nothing to remove).
+        let listed = rig.kpack_get(&["list"]).output().unwrap();
+        assert!(listed.status.success(), "{context}: list: {listed:?}");
+        assert_eq!(
+            prefix.join(JOURNAL).exists(),
+            committed,
+            "{context}: list changed the journal"
+        );
+        assert_eq!(
+            stderr(&listed).contains("interrupted change"),
+            committed,
+            "{context}: list: {}",
+            stderr(&listed)
+        );
+        let recovering = rig
+            .kpack_get(&["remove", "no-such-package"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            recovering.status.code(),
+            Some(6),
+            "{context}: remove: {}",
+            stderr(&recovering)
+        );
         let tree = rig.tree();
         assert!(
             !tree.contains_key(".kpack/staging") && !tree.contains_key(JOURNAL),
