@@ -106,13 +106,17 @@ impl Cache {
         Ok(blob)
     }
 
-    /// Stores bytes already verified against `sha256` (shards).
+    /// Stores bytes already verified against `sha256` (shards): durable
+    /// before it is named by its hash, and the name durable once it is, as
+    /// for every other file kpack-get writes.
     pub fn put(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<PathBuf> {
         self.create_dirs()?;
         let blob = self.blob(sha256);
         let mut temp = tempfile::NamedTempFile::new_in(self.root.join("partial"))?;
         io::Write::write_all(&mut temp, bytes)?;
+        temp.as_file().sync_all()?;
         temp.persist(&blob).map_err(|e| e.error)?;
+        File::open(self.root.join("blobs"))?.sync_all()?;
         Ok(blob)
     }
 

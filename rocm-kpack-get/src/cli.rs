@@ -96,6 +96,16 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub sysfs_root: Option<PathBuf>,
+    /// The PCI id database naming GPUs found in the KFD topology (else
+    /// /usr/share/misc/pci.ids or /usr/share/hwdata/pci.ids).
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_PCI_IDS",
+        value_name = "FILE",
+        hide = true
+    )]
+    pub pci_ids: Option<PathBuf>,
     /// The HSA runtime library to load instead of searching for it.
     #[arg(
         long,

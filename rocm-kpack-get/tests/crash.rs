@@ -330,8 +330,32 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
             })
             .or_default() += 1;
 
-        // The next command recovers: the change is completed or discarded.
-        must(&mut rig.kpack_get(&["list"]), &context);
+        // A reading command reports a decided change and leaves it; the
+        // next command that may write recovers: the change is completed or
+        // discarded (this one then finds nothing to remove).
+        let listed = rig.kpack_get(&["list"]).output().unwrap();
+        assert!(listed.status.success(), "{context}: list: {listed:?}");
+        assert_eq!(
+            prefix.join(JOURNAL).exists(),
+            committed,
+            "{context}: list changed the journal"
+        );
+        assert_eq!(
+            stderr(&listed).contains("interrupted change"),
+            committed,
+            "{context}: list: {}",
+            stderr(&listed)
+        );
+        let recovering = rig
+            .kpack_get(&["remove", "no-such-package"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            recovering.status.code(),
+            Some(6),
+            "{context}: remove: {}",
+            stderr(&recovering)
+        );
         let tree = rig.tree();
         assert!(
             !tree.contains_key(".kpack/staging") && !tree.contains_key(JOURNAL),
@@ -558,4 +582,74 @@ fn a_remove_started_during_an_install_waits_and_then_removes() {
     assert!(left.is_empty(), "{left:#?}");
     let list = success(env.command().arg("list"));
     assert!(list.contains("nothing installed"), "{list}");
+}
+
+/// Builds `tests/c/fsync_log.c` into a library to preload (once per test
+/// process, to a private name and then renamed).
+fn fsync_logger() -> &'static Path {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fsync_log.c");
+        let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fsync-log");
+        std::fs::create_dir_all(&directory).unwrap();
+        let building = directory.join(format!("libfsync_log.so.{}", std::process::id()));
+        let out = kpack_test_support::tool("cc")
+            .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+            .arg(&building)
+            .arg(&source)
+            .arg("-ldl")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cc failed on {}:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let library = directory.join("libfsync_log.so");
+        std::fs::rename(&building, &library).unwrap();
+        library
+    })
+}
+
+#[test]
+fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let log = env.home.path().join("fsync.log");
+    // `info` fetches the package's shard, which the cache stores with `put`.
+    success(
+        env.with_repo(
+            &server.url(),
+            &repo.public_key,
+            &["--target", TARGET, "info", "rocm-rand"],
+        )
+        .env("LD_PRELOAD", fsync_logger())
+        .env("KPACK_TEST_FSYNC_LOG", &log),
+    );
+    let shards: Vec<std::path::PathBuf> = std::fs::read_dir(env.cache.join("blobs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(shards.len(), 1, "one shard cached: {shards:?}");
+    let synced = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("{}: the preloaded logger wrote nothing: {e}", log.display()));
+    let synced: Vec<&str> = synced
+        .lines()
+        .filter_map(|l| l.strip_prefix("fsync "))
+        .collect();
+    let cache = env.cache.canonicalize().unwrap();
+    let partial = format!("{}/", cache.join("partial").display());
+    let blobs = cache.join("blobs").display().to_string();
+    // The file is synced while it still has its temporary name (before the
+    // rename), and the directory holding its final name after.
+    let file = synced
+        .iter()
+        .position(|path| path.starts_with(&partial))
+        .unwrap_or_else(|| panic!("the shard synced before its rename: {synced:#?}"));
+    assert!(
+        synced[file..].iter().any(|path| *path == blobs),
+        "{blobs} synced after the shard: {synced:#?}"
+    );
 }

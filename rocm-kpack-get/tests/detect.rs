@@ -54,6 +54,8 @@ fn options(hsa_library: Option<&Path>, sysfs_root: &Path) -> DetectOptions {
     options.hsa_library = hsa_library.map(Path::to_owned);
     options.hsa_timeout = Duration::from_secs(20);
     options.sysfs_root = sysfs_root.to_owned();
+    options.pci_ids = Vec::new();
+    options.gfx_version_overrides.clear();
     options
 }
 
@@ -368,6 +370,7 @@ fn sysfs_dgpu_with_sram_ecc_gets_sramecc_on() {
             target: target("gfx90a:sramecc+:xnack-"),
             product: Some("MI210".to_owned()),
             sramecc: true,
+            pci_device: Some(0x740f),
         }]
     );
     assert_eq!(notes, Vec::<String>::new());
@@ -755,5 +758,272 @@ fn detect_falls_back_to_sysfs_when_hsa_hangs() {
     assert_eq!(
         detection.notes,
         ["hsa: the HSA probe did not answer within 2 s and was killed (HSA initialisation hung)"]
+    );
+}
+
+// HSA_OVERRIDE_GFX_VERSION on GPUs read from sysfs, and product names from
+// pci.ids.
+
+/// An RX 6700 XT (gfx1031) and a 780M iGPU (gfx1103) behind a CPU node.
+fn rx6700xt_and_780m(root: &Path) -> PathBuf {
+    fake_sysfs(
+        root,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(100301, 0, "ip discovery"),
+            FakeNode::gpu(110003, 0, "ip discovery"),
+        ],
+    )
+}
+
+#[test]
+fn sysfs_gpus_run_as_hsa_override_gfx_version_says_per_node_first() {
+    let dir = TempDir::new().unwrap();
+    let mut options = options(None, &rx6700xt_and_780m(dir.path()));
+    options.hsa_enabled = false;
+    options.gfx_version_overrides = [
+        ("HSA_OVERRIDE_GFX_VERSION".to_owned(), "10.3.0".to_owned()),
+        ("HSA_OVERRIDE_GFX_VERSION_2".to_owned(), "11.0.0".to_owned()),
+    ]
+    .into();
+
+    let detection = detect(&options);
+
+    assert_eq!(detection.targets(), [target("gfx1030"), target("gfx1100")]);
+    assert_eq!(detection.warnings, Vec::<String>::new());
+    assert_eq!(
+        serde_json::to_value(&detection.gpus).unwrap(),
+        serde_json::json!([
+            {
+                "target": "gfx1030",
+                "product": null,
+                "source": "sysfs",
+                "id": "sysfs node 1",
+                "overridden": {
+                    "chip": "gfx1031",
+                    "variable": "HSA_OVERRIDE_GFX_VERSION",
+                    "value": "10.3.0",
+                },
+            },
+            {
+                "target": "gfx1100",
+                "product": null,
+                "source": "sysfs",
+                "id": "sysfs node 2",
+                "overridden": {
+                    "chip": "gfx1103",
+                    "variable": "HSA_OVERRIDE_GFX_VERSION_2",
+                    "value": "11.0.0",
+                },
+            },
+        ])
+    );
+}
+
+#[test]
+fn hsa_override_gfx_version_keeps_the_modes_sysfs_knows() {
+    let dir = TempDir::new().unwrap();
+    let root = fake_sysfs(
+        dir.path(),
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90008, CAPABILITY_SRAMECC, ""),
+        ],
+    );
+    let mut options = options(None, &root);
+    options.hsa_enabled = false;
+    options.gfx_version_overrides =
+        [("HSA_OVERRIDE_GFX_VERSION_1".to_owned(), "9.0.10".to_owned())].into();
+
+    let detection = detect(&options);
+
+    assert_eq!(detection.targets(), [target("gfx90a:sramecc+:xnack-")]);
+    let chip = &detection.gpus[0].overridden.as_ref().unwrap().chip;
+    assert_eq!(chip, &target("gfx908:sramecc+:xnack-"));
+}
+
+#[test]
+fn a_malformed_hsa_override_gfx_version_is_a_warning_naming_it() {
+    let dir = TempDir::new().unwrap();
+    let mut options = options(None, &rx6700xt_and_780m(dir.path()));
+    options.hsa_enabled = false;
+    options.gfx_version_overrides =
+        [("HSA_OVERRIDE_GFX_VERSION".to_owned(), "gfx1030".to_owned())].into();
+
+    let detection = detect(&options);
+
+    assert_eq!(detection.targets(), [target("gfx1031"), target("gfx1103")]);
+    assert!(detection.gpus.iter().all(|gpu| gpu.overridden.is_none()));
+    assert_eq!(
+        detection.warnings,
+        [
+            "HSA_OVERRIDE_GFX_VERSION=\"gfx1030\" is not major.minor.stepping in decimal \
+             (like 10.3.0); ignored: sysfs node 1 is taken as its chip's own target gfx1031",
+            "HSA_OVERRIDE_GFX_VERSION=\"gfx1030\" is not major.minor.stepping in decimal \
+             (like 10.3.0); ignored: sysfs node 2 is taken as its chip's own target gfx1103",
+        ]
+    );
+}
+
+#[test]
+fn hsa_gpus_are_not_overridden_twice() {
+    let dir = TempDir::new().unwrap();
+    // HSA applied the override itself: it reports gfx1030 for the gfx1031.
+    let library = fake_hsa(
+        &dir.path().join("hsa"),
+        &FakeHsaConfig::with_agents(vec![FakeAgent::gpu(
+            "gfx1030",
+            "AMD Radeon RX 6700 XT",
+            &["amdgcn-amd-amdhsa--gfx1030"],
+        )]),
+    );
+    let root = fake_sysfs(
+        &dir.path().join("nodes"),
+        &[FakeNode::cpu(), FakeNode::gpu(100301, 0, "")],
+    );
+    let mut options = options(Some(&library), &root);
+    options.gfx_version_overrides =
+        [("HSA_OVERRIDE_GFX_VERSION".to_owned(), "10.3.0".to_owned())].into();
+
+    let detection = detect(&options);
+
+    assert_eq!(detection.targets(), [target("gfx1030")]);
+    let gpu = &detection.gpus[0];
+    assert_eq!(gpu.source, GpuSource::Hsa);
+    assert_eq!(gpu.overridden.as_ref().unwrap().chip, target("gfx1031"));
+}
+
+/// A small pci.ids: another vendor, AMD's section with a subsystem line,
+/// then another vendor.
+const PCI_IDS: &str = "# pci.ids for tests\n\
+    1000  Broadcom / LSI\n\
+    \t744c  Not an AMD device\n\
+    1002  Advanced Micro Devices, Inc. [AMD/ATI]\n\
+    \t73df  Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M/6850M XT]\n\
+    \t744c  Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]\n\
+    \t\t1002 0e3b  Radeon RX 7900 XTX\n\
+    1003  ULSI Systems\n";
+
+/// A GPU node with PCI device id `device`.
+fn gpu_with_device(gfx_target_version: u32, device: u16, name: &str) -> FakeNode {
+    let mut node = FakeNode::gpu(gfx_target_version, 0, name);
+    node.properties = node
+        .properties
+        .replace("device_id 29711", &format!("device_id {device}"));
+    node
+}
+
+#[test]
+fn sysfs_gpus_are_named_from_pci_ids_when_it_is_there() {
+    let dir = TempDir::new().unwrap();
+    let root = fake_sysfs(
+        &dir.path().join("nodes"),
+        &[
+            FakeNode::cpu(),
+            gpu_with_device(110000, 0x744c, "ip discovery"),
+            gpu_with_device(100301, 0x73df, "ip discovery"),
+            gpu_with_device(110000, 0x7fff, "ip discovery"),
+        ],
+    );
+    let pci_ids = dir.path().join("pci.ids");
+    std::fs::write(&pci_ids, PCI_IDS).unwrap();
+    let mut options = options(None, &root);
+    options.hsa_enabled = false;
+    options.pci_ids = vec![dir.path().join("missing.ids"), pci_ids];
+
+    let products: Vec<Option<String>> = detect(&options)
+        .gpus
+        .into_iter()
+        .map(|gpu| gpu.product)
+        .collect();
+    assert_eq!(
+        products,
+        [
+            Some("Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]".to_owned()),
+            Some("Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M/6850M XT]".to_owned()),
+            None,
+        ]
+    );
+
+    // Without a database, the kernel's phrase is no name either.
+    options.pci_ids = vec![dir.path().join("missing.ids")];
+    assert!(detect(&options)
+        .gpus
+        .iter()
+        .all(|gpu| gpu.product.is_none()));
+}
+
+#[test]
+fn detect_says_which_variable_made_a_gpu_run_as_another_target() {
+    let dir = TempDir::new().unwrap();
+    let root = fake_sysfs(
+        &dir.path().join("nodes"),
+        &[
+            FakeNode::cpu(),
+            gpu_with_device(100301, 0x73df, "ip discovery"),
+        ],
+    );
+    let pci_ids = dir.path().join("pci.ids");
+    std::fs::write(&pci_ids, PCI_IDS).unwrap();
+    let run = |value: &str, json: bool| {
+        let mut command = std::process::Command::new(kpack_get());
+        command
+            .env("HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("KPACK_GET_SYSFS_ROOT", &root)
+            .env("KPACK_GET_PCI_IDS", &pci_ids)
+            .env("HSA_OVERRIDE_GFX_VERSION", value)
+            .env_remove("HSA_OVERRIDE_GFX_VERSION_1")
+            .env_remove("KPACK_GET_TARGETS")
+            .args(["--no-hsa", "detect"]);
+        if json {
+            command.arg("--json");
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+
+    let (stdout, _) = run("10.3.0", false);
+    let line = stdout.lines().find(|l| l.starts_with("0 ")).unwrap();
+    assert!(line.contains(" gfx1030 "), "{stdout}");
+    assert!(line.contains("Navi 22 [Radeon RX 6700/6700 XT"), "{stdout}");
+    assert!(
+        line.ends_with(
+            "sysfs node 1, chip gfx1031 run as gfx1030 by HSA_OVERRIDE_GFX_VERSION=10.3.0"
+        ),
+        "{stdout}"
+    );
+    let (stdout, _) = run("10.3.0", true);
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detected["gpus"][0]["target"], "gfx1030");
+    assert_eq!(
+        detected["gpus"][0]["overridden"],
+        serde_json::json!({
+            "chip": "gfx1031",
+            "variable": "HSA_OVERRIDE_GFX_VERSION",
+            "value": "10.3.0",
+        })
+    );
+
+    let (stdout, stderr) = run("10.3", false);
+    assert!(stdout.contains(" gfx1031 "), "{stdout}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("warning: HSA_OVERRIDE_GFX_VERSION=\"10.3\" ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let (stdout, _) = run("10.3", true);
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detected["gpus"][0]["target"], "gfx1031");
+    assert_eq!(
+        detected["warnings"].as_array().unwrap().len(),
+        1,
+        "{stdout}"
     );
 }

@@ -197,21 +197,31 @@ fn as_nobody(command: &Command) -> Command {
     wrapped
 }
 
-fn setpriv_works() -> bool {
-    kpack_test_support::tool("setpriv")
+/// Whether this process runs as root (the owner of `/proc/self` is its
+/// effective user).
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid() == 0
+}
+
+/// Fails the test, saying why, unless setpriv can drop root's rights.
+fn require_setpriv() {
+    let out = kpack_test_support::tool("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "setpriv cannot run a command as uid 65534 here, so this test cannot check \
+         what an unprivileged user sees ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
 }
 
 #[test]
 fn permission_denied_on_the_prefix() {
-    if !setpriv_works() {
-        eprintln!("skipped: setpriv cannot run a command as uid 65534 here");
-        return;
-    }
     let repo = shared_rocrand_repo();
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
@@ -222,15 +232,22 @@ fn permission_denied_on_the_prefix() {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
     std::fs::create_dir_all(&env.prefix).unwrap();
-    std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = install(&env, &server.url(), &repo.public_key, &["--target", TARGET]);
+    // As root (CI), run as nobody against a root-owned prefix; as another
+    // user, against a prefix that user may not write.
+    let mut command = if running_as_root() {
+        require_setpriv();
+        std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
+        as_nobody(&command)
+    } else {
+        std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o555)).unwrap();
+        command.stdin(Stdio::null());
+        command
+    };
     let before = snapshot(&env.prefix);
 
-    let out = output(&mut as_nobody(&install(
-        &env,
-        &server.url(),
-        &repo.public_key,
-        &["--target", TARGET],
-    )));
+    let out = output(&mut command);
+    std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
     let stderr = failed(&out, 8);
     let error = error_text(&stderr);
     assert!(
@@ -240,6 +257,66 @@ fn permission_denied_on_the_prefix() {
     assert!(error.contains("ermission denied"), "{stderr}");
     assert!(hint_text(&stderr).contains("--prefix"), "{stderr}");
     assert_eq!(snapshot(&env.prefix), before);
+}
+
+#[test]
+fn list_and_verify_read_a_prefix_they_may_not_write() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    success(&mut install(
+        &env,
+        &server.url(),
+        &repo.public_key,
+        &["--target", TARGET],
+    ));
+    // A root-owned prefix, as /opt/rocm is: readable by everyone, writable
+    // by root only; no lock file yet, and a change an interrupted run left.
+    std::fs::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(env.prefix.join(".kpack/.lock")).unwrap();
+    std::fs::create_dir_all(env.prefix.join(".kpack/staging/4242-1/root")).unwrap();
+    std::fs::write(
+        env.prefix.join(".kpack/transaction.toml"),
+        "format = 1\nid = \"4242-1\"\n",
+    )
+    .unwrap();
+    let before = snapshot(&env.prefix);
+
+    for (command, says) in [
+        ("list", "rocm-rand 5.3.3"),
+        ("verify", "3 installed files match the record"),
+    ] {
+        let out = output(&mut as_nobody(env.command().arg(command)));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{command}:\n{stdout}\n{stderr}");
+        assert!(stdout.contains(says), "{command}: {stdout}");
+        let warning = stderr
+            .lines()
+            .find(|l| l.starts_with("warning: ") && l.contains("interrupted change (4242-1)"))
+            .unwrap_or_else(|| panic!("{command}: a warning about the pending change:\n{stderr}"));
+        assert!(
+            warning.contains("the next `kpack-get install`, `remove` or `upgrade` completes it"),
+            "{warning}"
+        );
+        assert_eq!(
+            snapshot(&env.prefix),
+            before,
+            "{command} wrote in the prefix"
+        );
+    }
+    // Even with the right to write, a reading command leaves the change to
+    // one that may write.
+    success(env.command().arg("list"));
+    assert!(env.prefix.join(".kpack/transaction.toml").exists());
+    let out = output(env.command().args(["--no-progress", "remove", "rocm-rand"]));
+    assert!(out.status.success(), "{}", common::describe(&out));
+    assert!(
+        common::stderr(&out).contains("completed an interrupted change (4242-1)"),
+        "{}",
+        common::describe(&out)
+    );
+    assert!(!env.prefix.join(".kpack/transaction.toml").exists());
 }
 
 /// A tmpfs mounted at a directory for the length of a test.
@@ -279,13 +356,12 @@ fn disk_full_in_the_prefix() {
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
     // The library alone is 13 MB; the downloads go to the cache, elsewhere.
-    let mount = match Mount::tmpfs(&env.prefix, "2m") {
-        Ok(mount) => mount,
-        Err(reason) => {
-            eprintln!("skipped: cannot mount a small tmpfs for the prefix: {reason}");
-            return;
-        }
-    };
+    assert!(
+        running_as_root(),
+        "this test mounts a small tmpfs as the prefix, which needs root (CI runs the tests as root)"
+    );
+    let mount = Mount::tmpfs(&env.prefix, "2m")
+        .unwrap_or_else(|reason| panic!("cannot mount a small tmpfs for the prefix: {reason}"));
     let out = output(&mut install(
         &env,
         &server.url(),

@@ -280,6 +280,70 @@ fn json_output_describes_the_plan_and_the_gpus() {
         detected["selections"][0]["artifacts"],
         serde_json::json!([])
     );
+    assert_eq!(
+        detected["selections"][0]["no_device_code"],
+        serde_json::json!(["gfx1100"])
+    );
+}
+
+#[test]
+fn detect_names_each_source_once_and_every_gpu_a_package_does_not_serve() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(
+        &server.url(),
+        &repo.public_key,
+        &["--target", "gfx1030", "detect"],
+    ));
+    let gpu_line = stdout
+        .lines()
+        .find(|l| l.starts_with("0 "))
+        .unwrap_or_else(|| panic!("a line for GPU 0:\n{stdout}"));
+    assert_eq!(
+        gpu_line.split_whitespace().collect::<Vec<_>>(),
+        ["0", "gfx1030", "-", "override"],
+        "{stdout}"
+    );
+
+    // An MI210 rocm-rand has code for, and an RX 7900 XTX it has none for.
+    let sysfs = env.home.path().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90010, CAPABILITY_SRAMECC, "MI210"),
+            FakeNode::gpu(110000, 0, "Radeon RX 7900 XTX"),
+        ],
+    );
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    assert!(stdout.contains(" sysfs node 1\n"), "{stdout}");
+    assert!(!stdout.contains("sysfs (sysfs"), "{stdout}");
+    let package = stdout
+        .lines()
+        .find(|l| l.starts_with("rocm/rocm-rand "))
+        .unwrap_or_else(|| panic!("a line for rocm-rand:\n{stdout}"));
+    assert!(
+        package.contains("rocrand_gfx90a.kpack")
+            && package.ends_with("; no device code for gfx1100"),
+        "{package}"
+    );
+    let stdout = success(
+        env.with_repo(&server.url(), &repo.public_key, &["--json", "detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        detected["selections"][0]["no_device_code"],
+        serde_json::json!(["gfx1100"])
+    );
+    assert_eq!(
+        detected["selections"][0]["artifacts"],
+        serde_json::json!([pool("rocrand_gfx90a.kpack")])
+    );
 }
 
 /// Publishes a host-only package version from a directory holding `file`.
@@ -300,6 +364,37 @@ fn publish_host_only(repo: &common::RocrandRepo, name: &str, version: &str, depe
         command.args(["--depends", dependency]);
     }
     hip::run(&mut command);
+}
+
+#[test]
+fn info_lists_versions_in_semver_order() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = common::build_rocrand_repo(&work.path().join("published"));
+    for version in ["5.10.0", "5.9.0", "10.0.0", "5.9.1"] {
+        publish_host_only(&repo, "rocm-core", version, &[]);
+    }
+    let env = Env::new();
+    let url = repo.dir.display().to_string();
+    let stdout = success(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &["--target", "gfx1030", "info", "rocm-core"],
+    ));
+    assert!(
+        stdout.contains("versions: 5.9.0, 5.9.1, 5.10.0, 10.0.0\n"),
+        "{stdout}"
+    );
+    assert!(stdout.starts_with("rocm-core 10.0.0 "), "{stdout}");
+    let stdout = success(&mut env.with_repo(
+        &url,
+        &repo.public_key,
+        &["--target", "gfx1030", "--json", "info", "rocm-core"],
+    ));
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        info["versions"],
+        serde_json::json!(["5.9.0", "5.9.1", "5.10.0", "10.0.0"])
+    );
 }
 
 #[test]

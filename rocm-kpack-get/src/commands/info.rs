@@ -30,12 +30,11 @@ pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
             .get(&request.name)
             .map(|p| p.summary.clone())
             .unwrap_or_default();
-        let mut versions: Vec<String> = shard
-            .versions
-            .iter()
-            .map(|v| v.version.to_string())
-            .collect();
+        // By semver, so 5.10.0 comes after 5.9.0.
+        let mut versions: Vec<&semver::Version> =
+            shard.versions.iter().map(|v| &v.version).collect();
         versions.sort();
+        let versions: Vec<String> = versions.iter().map(ToString::to_string).collect();
         let selection = select_artifacts(entry, &gpus, &repo.families);
         let chosen = |path: &str| selection.artifacts.iter().any(|a| a.path.as_str() == path);
         let printer = &context.printer;

@@ -6,12 +6,9 @@ use super::{Context, Failure};
 
 pub fn list(context: &Context) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
-    // Finish an interrupted change first, so the list is the truth.
-    let _lock = if prefix.root().join(".kpack").is_dir() {
-        Some(context.lock(&prefix)?)
-    } else {
-        None
-    };
+    // Read-only: a shared lock keeps a change from starting while the
+    // record is read, and writes nothing (a root-owned prefix lists).
+    let _lock = context.read_lock(&prefix)?;
     let record = prefix.record()?;
     if record.packages.is_empty() {
         context

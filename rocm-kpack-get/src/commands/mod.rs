@@ -22,7 +22,7 @@ use rocm_kpack_get::client::{Client, ClientError, ClientOptions};
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::{DetectOptions, Detection};
 use rocm_kpack_get::install::plan::PlanError;
-use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, Recovered};
+use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock, Recovered};
 use rocm_kpack_get::repo::{Repo, RepoError, RepoStore, Trust};
 
 use crate::cli::GlobalArgs;
@@ -293,6 +293,9 @@ impl Context {
         if let Some(root) = &self.global.sysfs_root {
             options.sysfs_root = root.clone();
         }
+        if let Some(pci_ids) = &self.global.pci_ids {
+            options.pci_ids = vec![pci_ids.clone()];
+        }
         Ok(options)
     }
 
@@ -310,6 +313,9 @@ impl Context {
     pub fn gpus(&self) -> Result<(Vec<Target>, Detection), Failure> {
         let options = self.detect_options()?;
         let detection = rocm_kpack_get::detect::detect(&options);
+        for warning in &detection.warnings {
+            self.printer.warn(warning);
+        }
         for note in &detection.notes {
             self.printer.detail(format!("detect: {note}"));
         }
@@ -318,6 +324,26 @@ impl Context {
 
     pub fn prefix(&self, create: bool) -> Result<Prefix, Failure> {
         Ok(Prefix::open(&self.settings.prefix, create)?)
+    }
+
+    /// Takes the prefix's lock shared, for a command that only reads it
+    /// (`list`, `verify`): nothing in the prefix is written, and a change an
+    /// interrupted run left is reported, not completed.
+    pub fn read_lock(&self, prefix: &Prefix) -> Result<Option<PrefixReadLock>, Failure> {
+        let lock = prefix.read_lock(!self.global.no_wait, || {
+            self.printer.note(format!(
+                "waiting for another kpack-get to finish with {}",
+                prefix.root().display()
+            ))
+        })?;
+        if let Some(id) = prefix.pending_change()? {
+            self.printer.warn(format!(
+                "an interrupted change ({id}) in {} is not finished, so what is shown is the state before it; \
+                 the next `kpack-get install`, `remove` or `upgrade` completes it",
+                prefix.root().display()
+            ));
+        }
+        Ok(lock)
     }
 
     /// Takes the prefix's lock and finishes what an interrupted run left.

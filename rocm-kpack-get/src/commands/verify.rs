@@ -15,8 +15,9 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
             .json(&json!({ "checked": 0, "mismatches": [] }));
         return Ok(());
     }
-    let lock = context.lock(&prefix)?;
-    let (checked, mismatches) = prefix.verify(&lock)?;
+    // Read-only, like `list`: nothing in the prefix is written.
+    let _lock = context.read_lock(&prefix)?;
+    let (checked, mismatches) = prefix.verify()?;
     for mismatch in &mismatches {
         context.printer.warn(format!(
             "{}: {} ({})",

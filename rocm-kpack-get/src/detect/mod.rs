@@ -8,9 +8,12 @@
 //! answers when HSA cannot. Finding no GPU is not an error: the
 //! [`Detection`] then says in its notes why each source found nothing.
 
+pub mod gfx_override;
 pub mod hsa;
+pub mod pci_ids;
 pub mod sysfs;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -47,6 +50,22 @@ pub struct Gpu {
     pub source: GpuSource,
     /// Which agent or node it is: `hsa agent 0`, `sysfs node 1`, `override`.
     pub id: String,
+    /// Set when an `HSA_OVERRIDE_GFX_VERSION` variable makes the runtime
+    /// run this GPU as `target` rather than as the chip it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overridden: Option<TargetOverride>,
+}
+
+/// The chip's own target and the variable that replaced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetOverride {
+    /// What the kernel driver says the chip is.
+    #[serde(serialize_with = "serialize_display")]
+    pub chip: Target,
+    /// `HSA_OVERRIDE_GFX_VERSION` or `HSA_OVERRIDE_GFX_VERSION_<node>`.
+    pub variable: String,
+    /// Its value (`10.3.0`).
+    pub value: String,
 }
 
 fn serialize_display<S: Serializer>(target: &Target, serializer: S) -> Result<S::Ok, S::Error> {
@@ -72,6 +91,12 @@ pub struct DetectOptions {
     pub probe_exe: PathBuf,
     /// The directory of topology nodes.
     pub sysfs_root: PathBuf,
+    /// PCI id databases to name sysfs GPUs from; the first that can be read
+    /// is used.
+    pub pci_ids: Vec<PathBuf>,
+    /// `HSA_OVERRIDE_GFX_VERSION` and `HSA_OVERRIDE_GFX_VERSION_<node>`, by
+    /// name, applied to sysfs GPUs as the runtime applies them.
+    pub gfx_version_overrides: BTreeMap<String, String>,
 }
 
 impl DetectOptions {
@@ -85,6 +110,8 @@ impl DetectOptions {
             hsa_timeout: DEFAULT_HSA_TIMEOUT,
             probe_exe,
             sysfs_root: PathBuf::from(DEFAULT_SYSFS_ROOT),
+            pci_ids: pci_ids::DEFAULT_PATHS.iter().map(PathBuf::from).collect(),
+            gfx_version_overrides: gfx_override::from_environment(),
         }
     }
 }
@@ -97,6 +124,9 @@ pub struct Detection {
     /// One line for people per source that found nothing or had trouble,
     /// starting with the source (`hsa: ...`, `sysfs: ...`).
     pub notes: Vec<String>,
+    /// What the user set wrong and should hear about even without -v (a
+    /// malformed `HSA_OVERRIDE_GFX_VERSION`).
+    pub warnings: Vec<String>,
 }
 
 impl Detection {
@@ -124,11 +154,12 @@ pub fn detect(options: &DetectOptions) -> Detection {
                 product: None,
                 source: GpuSource::Override,
                 id: "override".to_owned(),
+                overridden: None,
             })
             .collect();
         return Detection {
             gpus,
-            notes: Vec::new(),
+            ..Detection::default()
         };
     }
 
@@ -148,18 +179,15 @@ pub fn detect(options: &DetectOptions) -> Detection {
             options.sysfs_root.display()
         ));
     }
+    let mut warnings = Vec::new();
+    let sysfs_gpus = sysfs_as_run(options, sysfs_gpus, &mut warnings);
 
     if hsa_gpus.is_empty() {
-        let gpus = sysfs_gpus
-            .into_iter()
-            .map(|gpu| Gpu {
-                target: gpu.target,
-                product: gpu.product,
-                source: GpuSource::Sysfs,
-                id: format!("sysfs node {}", gpu.node),
-            })
-            .collect();
-        return Detection { gpus, notes };
+        return Detection {
+            gpus: sysfs_gpus,
+            notes,
+            warnings,
+        };
     }
 
     if sysfs_gpus.len() > hsa_gpus.len() {
@@ -170,9 +198,10 @@ pub fn detect(options: &DetectOptions) -> Detection {
             sysfs_gpus.len()
         ));
     }
-    // Pair each HSA GPU with the next sysfs node of the same processor, for
-    // the product name when HSA has none.
-    let mut unpaired: Vec<Option<sysfs::SysfsGpu>> = sysfs_gpus.into_iter().map(Some).collect();
+    // Pair each HSA GPU with the next sysfs node of the same processor (as
+    // the runtime runs it), for the product name when HSA has none and the
+    // chip behind an override HSA applied itself.
+    let mut unpaired: Vec<Option<Gpu>> = sysfs_gpus.into_iter().map(Some).collect();
     let gpus = hsa_gpus
         .into_iter()
         .map(|mut gpu| {
@@ -184,11 +213,72 @@ pub fn detect(options: &DetectOptions) -> Detection {
                 if gpu.product.is_none() {
                     gpu.product = node.product;
                 }
+                gpu.overridden = node.overridden;
             }
             gpu
         })
         .collect();
-    Detection { gpus, notes }
+    Detection {
+        gpus,
+        notes,
+        warnings,
+    }
+}
+
+/// The sysfs GPUs as the runtime will run them: named from `pci.ids` (read
+/// only when a GPU has a PCI id), their targets replaced where an
+/// `HSA_OVERRIDE_GFX_VERSION` variable says; a value that names no target
+/// is a warning, and the chip's own target stays.
+fn sysfs_as_run(
+    options: &DetectOptions,
+    sysfs_gpus: Vec<sysfs::SysfsGpu>,
+    warnings: &mut Vec<String>,
+) -> Vec<Gpu> {
+    let names = if sysfs_gpus.iter().any(|gpu| gpu.pci_device.is_some()) {
+        pci_ids::load_amd_devices(&options.pci_ids)
+    } else {
+        None
+    };
+    sysfs_gpus
+        .into_iter()
+        .map(|gpu| {
+            let name = gpu
+                .pci_device
+                .and_then(|device| names.as_ref()?.get(&device).cloned());
+            let mut found = Gpu {
+                target: gpu.target.clone(),
+                product: name.or(gpu.product),
+                source: GpuSource::Sysfs,
+                id: format!("sysfs node {}", gpu.node),
+                overridden: None,
+            };
+            let Some((variable, value)) =
+                gfx_override::for_node(&options.gfx_version_overrides, gpu.node)
+            else {
+                return found;
+            };
+            let target = gfx_override::processor(variable, value)
+                .map_err(|error| error.to_string())
+                .and_then(|processor| {
+                    sysfs::target_for(&processor, gpu.sramecc).map_err(|error| error.to_string())
+                });
+            match target {
+                Ok(target) => {
+                    found.target = target;
+                    found.overridden = Some(TargetOverride {
+                        chip: gpu.target,
+                        variable: variable.to_owned(),
+                        value: value.trim().to_owned(),
+                    });
+                }
+                Err(error) => warnings.push(format!(
+                    "{error}; ignored: sysfs node {} is taken as its chip's own target {}",
+                    gpu.node, gpu.target
+                )),
+            }
+            found
+        })
+        .collect()
 }
 
 /// The GPUs HSA reports, with a note when it reports none.
@@ -212,6 +302,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
                 product: agent.product,
                 source: GpuSource::Hsa,
                 id: format!("hsa agent {}", agent.index),
+                overridden: None,
             }),
             Err(error) => notes.push(format!(
                 "hsa: agent {} ({}): {error}, skipped",

@@ -31,6 +31,9 @@ pub struct SysfsGpu {
     pub product: Option<String>,
     /// Whether the capability bit for SRAM ECC is set.
     pub sramecc: bool,
+    /// The PCI device id of an AMD GPU (`vendor_id` 4098), for its name in
+    /// `pci.ids`.
+    pub pci_device: Option<u16>,
 }
 
 /// The processor name for a `gfx_target_version`
@@ -110,30 +113,45 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
         ));
     };
     let sramecc = property(&properties, "capability").unwrap_or(0) & CAPABILITY_SRAMECC != 0;
-    let mut id = processor.clone();
-    if has_sramecc_feature(&processor) {
-        id.push_str(if sramecc { ":sramecc+" } else { ":sramecc-" });
-    }
-    // sysfs does not know the xnack mode. The HSA runtime turns it on only
-    // when HSA_XNACK=1 asks for it (the kernel's default is off), so
-    // that is the mode code will run in.
-    if has_xnack_feature(&processor) {
-        let on = std::env::var("HSA_XNACK").is_ok_and(|v| v.trim() == "1");
-        id.push_str(if on { ":xnack+" } else { ":xnack-" });
-    }
-    let target =
-        Target::parse(&id).map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
+    let target = target_for(&processor, sramecc)
+        .map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
     // The name is a nicety; a node without a readable one still counts.
+    // Kernels with IP discovery write that phrase there, not a name.
     let product = std::fs::read_to_string(directory.join("name"))
         .ok()
         .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty());
+        .filter(|name| !name.is_empty() && name != "ip discovery");
+    let pci_device = (property(&properties, "vendor_id") == Some(super::pci_ids::AMD_VENDOR_ID))
+        .then(|| property(&properties, "device_id"))
+        .flatten()
+        .and_then(|id| u16::try_from(id).ok());
     Ok(Node::Gpu(SysfsGpu {
         node,
         target,
         product,
         sramecc,
+        pci_device,
     }))
+}
+
+/// The target a processor runs as, with the modes sysfs can tell: sramecc
+/// from the capability bit, xnack as the HSA runtime will set it.
+pub fn target_for(
+    processor: &str,
+    sramecc: bool,
+) -> Result<Target, rocm_kpack::target::ParseTargetError> {
+    let mut id = processor.to_owned();
+    if has_sramecc_feature(processor) {
+        id.push_str(if sramecc { ":sramecc+" } else { ":sramecc-" });
+    }
+    // sysfs does not know the xnack mode. The HSA runtime turns it on only
+    // when HSA_XNACK=1 asks for it (the kernel's default is off), so
+    // that is the mode code will run in.
+    if has_xnack_feature(processor) {
+        let on = std::env::var("HSA_XNACK").is_ok_and(|v| v.trim() == "1");
+        id.push_str(if on { ":xnack+" } else { ":xnack-" });
+    }
+    Target::parse(&id)
 }
 
 /// Reads the GPU nodes under `root` (`/sys/class/kfd/kfd/topology/nodes`),

@@ -75,6 +75,13 @@ pub struct PrefixLock {
     _file: File,
 }
 
+/// Holds the prefix's lock shared, for reading, until dropped: no change
+/// starts while it is held, and taking it writes nothing.
+#[derive(Debug)]
+pub struct PrefixReadLock {
+    _file: File,
+}
+
 /// A package version to put into the prefix, with its artifacts already
 /// verified in the cache.
 #[derive(Debug, Clone)]
@@ -174,6 +181,53 @@ impl Prefix {
             }
         }
         Ok(PrefixLock { _file: file })
+    }
+
+    /// Takes the prefix's lock shared, to read it while no change is under
+    /// way, without writing anything: `None` when there is no lock file
+    /// (nothing was ever installed) or it may not be opened (then a change
+    /// could not be under way by this user either, and reading goes on).
+    pub fn read_lock(
+        &self,
+        wait: bool,
+        waiting: impl FnOnce(),
+    ) -> Result<Option<PrefixReadLock>, InstallError> {
+        let path = self.layout.lock();
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(source) => return Err(InstallError::Io { path, source }),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !wait {
+                    return Err(InstallError::Locked {
+                        prefix: self.layout.prefix.clone(),
+                        lock: path,
+                    });
+                }
+                waiting();
+                file.lock_shared().map_err(io(&path))?;
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(InstallError::Io { path, source })
+            }
+        }
+        Ok(Some(PrefixReadLock { _file: file }))
+    }
+
+    /// The id of a committed change an interrupted run left unfinished, if
+    /// any; only a command that may write completes it ([`Prefix::recover`]).
+    pub fn pending_change(&self) -> Result<Option<String>, InstallError> {
+        Ok(Journal::load(&self.layout)?.map(|journal| journal.id))
     }
 
     /// Finishes or discards what an interrupted run left.
@@ -430,8 +484,8 @@ impl Prefix {
         }
     }
 
-    /// Re-hashes every installed file against the record.
-    pub fn verify(&self, _lock: &PrefixLock) -> Result<(usize, Vec<Mismatch>), InstallError> {
+    /// Re-hashes every installed file against the record; reads only.
+    pub fn verify(&self) -> Result<(usize, Vec<Mismatch>), InstallError> {
         let record = self.record()?;
         let mut checked = 0;
         let mut mismatches = Vec::new();

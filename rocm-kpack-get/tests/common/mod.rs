@@ -152,10 +152,20 @@ impl Env {
             .env("KPACK_GET_PREFIX", &self.prefix)
             .env("KPACK_GET_SYSFS_ROOT", &self.sysfs)
             .env("KPACK_GET_HSA_LIBRARY", self.home.path().join("no-hsa.so"))
+            .env("KPACK_GET_PCI_IDS", self.home.path().join("no-pci.ids"))
             .env_remove("KPACK_GET_TARGETS")
             .env_remove("KPACK_GET_CONFIG")
             .env_remove("ROCM_PATH")
             .stdin(std::process::Stdio::null());
+        // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) stay out.
+        for (name, _) in std::env::vars_os() {
+            if name
+                .to_string_lossy()
+                .starts_with("HSA_OVERRIDE_GFX_VERSION")
+            {
+                command.env_remove(name);
+            }
+        }
         command
     }
 
