@@ -413,16 +413,10 @@ impl Repo {
     }
 }
 
-/// Writes `bytes` to `path` through a synced temporary file and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RepoError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(state_error(dir))?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(state_error(dir))?;
-    std::io::Write::write_all(&mut temp, bytes).map_err(state_error(path))?;
-    temp.as_file().sync_all().map_err(state_error(path))?;
-    temp.persist(path).map_err(|e| RepoError::State {
-        path: path.to_owned(),
-        source: e.error,
-    })?;
-    Ok(())
+/// Writes repository state atomically and durably.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RepoError> {
+    kpack_fs::write_atomic(path, bytes).map_err(|e| RepoError::State {
+        path: e.path,
+        source: e.source,
+    })
 }

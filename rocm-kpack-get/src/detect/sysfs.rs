@@ -14,11 +14,6 @@ use rocm_kpack::Target;
 /// The `capability` bit saying SRAM ECC is enabled (`HSA_CAP_SRAM_EDCSUPPORTED`).
 pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
 
-/// Processors that have the sramecc feature.
-const SRAMECC_PROCESSORS: &[&str] = &[
-    "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
-];
-
 /// A GPU node of the topology.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SysfsGpu {
@@ -50,20 +45,14 @@ pub fn processor_for_gfx_target_version(version: u64) -> Option<String> {
     Some(format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
-/// Processors with the xnack feature (retry on page faults).
-const XNACK_PROCESSORS: &[&str] = &[
-    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940",
-    "gfx941", "gfx942", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
-];
-
-/// Whether a processor has the xnack feature.
+/// Whether a processor has the xnack feature (the GPU table says).
 pub fn has_xnack_feature(processor: &str) -> bool {
-    XNACK_PROCESSORS.contains(&processor)
+    rocm_kpack::gpus::processor(processor).is_some_and(|p| p.xnack)
 }
 
-/// Whether a processor has the sramecc feature.
+/// Whether a processor has the sramecc feature (the GPU table says).
 pub fn has_sramecc_feature(processor: &str) -> bool {
-    SRAMECC_PROCESSORS.contains(&processor)
+    rocm_kpack::gpus::processor(processor).is_some_and(|p| p.sramecc)
 }
 
 /// The value of a `key value` line of a `properties` file, if it is there
