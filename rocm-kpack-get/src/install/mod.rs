@@ -164,22 +164,7 @@ impl Prefix {
             .truncate(false)
             .open(&path)
             .map_err(io(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                if !wait {
-                    return Err(InstallError::Locked {
-                        prefix: self.layout.prefix.clone(),
-                        lock: path,
-                    });
-                }
-                waiting();
-                file.lock().map_err(io(&path))?;
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(InstallError::Io { path, source })
-            }
-        }
+        self.acquire(&file, path, LockKind::Exclusive, wait, waiting)?;
         Ok(PrefixLock { _file: file })
     }
 
@@ -205,23 +190,40 @@ impl Prefix {
             }
             Err(source) => return Err(InstallError::Io { path, source }),
         };
-        match file.try_lock_shared() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                if !wait {
-                    return Err(InstallError::Locked {
-                        prefix: self.layout.prefix.clone(),
-                        lock: path,
-                    });
-                }
-                waiting();
-                file.lock_shared().map_err(io(&path))?;
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(InstallError::Io { path, source })
-            }
-        }
+        self.acquire(&file, path, LockKind::Shared, wait, waiting)?;
         Ok(Some(PrefixReadLock { _file: file }))
+    }
+
+    /// Takes `file`'s lock; when another process holds it, waits (after
+    /// calling `waiting`) or, without `wait`, fails with `Locked`.
+    fn acquire(
+        &self,
+        file: &File,
+        path: PathBuf,
+        kind: LockKind,
+        wait: bool,
+        waiting: impl FnOnce(),
+    ) -> Result<(), InstallError> {
+        let tried = match kind {
+            LockKind::Exclusive => file.try_lock(),
+            LockKind::Shared => file.try_lock_shared(),
+        };
+        match tried {
+            Ok(()) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if !wait => Err(InstallError::Locked {
+                prefix: self.layout.prefix.clone(),
+                lock: path,
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                match kind {
+                    LockKind::Exclusive => file.lock(),
+                    LockKind::Shared => file.lock_shared(),
+                }
+                .map_err(|source| InstallError::Io { path, source })
+            }
+            Err(std::fs::TryLockError::Error(source)) => Err(InstallError::Io { path, source }),
+        }
     }
 
     /// The id of a committed change an interrupted run left unfinished, if
@@ -521,4 +523,13 @@ impl Prefix {
         }
         Ok((checked, mismatches))
     }
+}
+
+/// Which lock a command takes on the prefix.
+#[derive(Debug, Clone, Copy)]
+enum LockKind {
+    /// Changes the prefix.
+    Exclusive,
+    /// Only reads it.
+    Shared,
 }
