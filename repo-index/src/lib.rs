@@ -26,4 +26,4 @@ pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError,
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
 };
-pub use types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};
+pub use types::{Dependency, HashingReader, PackageName, RelativePath, Sha256, Timestamp};

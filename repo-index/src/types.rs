@@ -140,11 +140,14 @@ impl Sha256 {
 
     /// The digest and size of the file at `path`, read once in blocks.
     pub fn of_file(path: &std::path::Path) -> std::io::Result<(Sha256, u64)> {
-        use sha2::Digest;
-        let mut hasher = sha2::Sha256::new();
-        let mut file = std::fs::File::open(path)?;
-        let size = std::io::copy(&mut file, &mut hasher)?;
-        Ok((Sha256(hasher.finalize().into()), size))
+        Sha256::of_reader(std::fs::File::open(path)?)
+    }
+
+    /// The digest and size of everything `reader` yields.
+    pub fn of_reader(reader: impl std::io::Read) -> std::io::Result<(Sha256, u64)> {
+        let mut hashing = HashingReader::new(reader);
+        std::io::copy(&mut hashing, &mut std::io::sink())?;
+        Ok(hashing.finish())
     }
 
     pub fn from_bytes(bytes: [u8; 32]) -> Sha256 {
@@ -153,6 +156,42 @@ impl Sha256 {
 
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
+    }
+}
+
+/// A reader that hashes and counts the bytes that pass through it, so a
+/// copy and its check are one read.
+#[derive(Debug)]
+pub struct HashingReader<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+    size: u64,
+}
+
+impl<R> HashingReader<R> {
+    pub fn new(inner: R) -> Self {
+        use sha2::Digest;
+        HashingReader {
+            inner,
+            hasher: sha2::Sha256::new(),
+            size: 0,
+        }
+    }
+
+    /// The digest and size of what was read.
+    pub fn finish(self) -> (Sha256, u64) {
+        use sha2::Digest;
+        (Sha256(self.hasher.finalize().into()), self.size)
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
     }
 }
 
@@ -294,6 +333,20 @@ impl<'de> Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hashing_reader_sees_what_a_copy_moves() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let mut hashing = HashingReader::new(&data[..]);
+        let mut copied = Vec::new();
+        std::io::copy(&mut hashing, &mut copied).unwrap();
+        assert_eq!(copied, data);
+        assert_eq!(hashing.finish(), (Sha256::of(&data), data.len() as u64));
+        assert_eq!(
+            Sha256::of_reader(&data[..]).unwrap(),
+            (Sha256::of(&data), 300_000)
+        );
+    }
 
     #[test]
     fn package_names_are_path_safe() {

@@ -8,11 +8,10 @@
 //! ```
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use kpack_repo_index::Sha256;
-use sha2::Digest;
 
 /// Where the cache lives.
 #[derive(Debug, Clone)]
@@ -70,7 +69,7 @@ impl Cache {
     /// removed, to be fetched again.
     pub fn get_verified(&self, sha256: &Sha256, size: u64) -> Option<PathBuf> {
         let path = self.get(sha256, size)?;
-        match hash_file(&path) {
+        match Sha256::of_file(&path) {
             Ok((actual, _)) if actual == *sha256 => Some(path),
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -143,21 +142,4 @@ impl Cache {
         }
         Ok(report)
     }
-}
-
-/// The sha256 and size of a file, read once.
-pub fn hash_file(path: &Path) -> io::Result<(Sha256, u64)> {
-    let mut file = File::open(path)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buffer = vec![0u8; 1 << 18];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-        size += n as u64;
-    }
-    Ok((Sha256::from_bytes(hasher.finalize().into()), size))
 }

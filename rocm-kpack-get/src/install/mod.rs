@@ -503,7 +503,7 @@ impl Prefix {
                         }
                         Err(e) => Some(e.to_string()),
                     },
-                    (None, Some(sha256)) => match crate::cache::hash_file(&path) {
+                    (None, Some(sha256)) => match Sha256::of_file(&path) {
                         Ok((actual, _)) if actual == sha256 => None,
                         Ok((actual, size)) => {
                             Some(format!("sha256 {actual} ({size} bytes), recorded {sha256}"))

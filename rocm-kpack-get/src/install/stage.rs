@@ -4,12 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use kpack_repo_index::Sha256;
-use sha2::Digest;
+use kpack_repo_index::{HashingReader, Sha256};
 
 use super::record::InstalledFile;
 use super::InstallError;
@@ -214,19 +213,9 @@ fn write_hashed(reader: &mut impl Read, destination: &Path) -> Result<(Sha256, u
         source,
     };
     let mut out = File::create(destination).map_err(io)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buffer = vec![0u8; 1 << 16];
-    let mut size = 0u64;
-    loop {
-        let n = reader.read(&mut buffer).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        out.write_all(&buffer[..n]).map_err(io)?;
-        hasher.update(&buffer[..n]);
-        size += n as u64;
-    }
-    Ok((Sha256::from_bytes(hasher.finalize().into()), size))
+    let mut hashing = HashingReader::new(reader);
+    std::io::copy(&mut hashing, &mut out).map_err(io)?;
+    Ok(hashing.finish())
 }
 
 /// Removes a file or link, or nothing.
