@@ -4,8 +4,11 @@
 //! the Python tools of the project's test environment). A missing program
 //! fails the test with a message naming it, its package and the set-up
 //! command, never a bare "No such file or directory" and never a skip.
-#![allow(clippy::panic)]
+// Test support: a failed step fails the test that called it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod elf_checks;
+pub mod hip;
 mod tools;
 
 pub use tools::{
@@ -13,7 +16,8 @@ pub use tools::{
     SETUP_COMMAND,
 };
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -28,4 +32,28 @@ pub fn fixtures() -> PathBuf {
     std::env::var_os("KPACK_FIXTURES")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("../shared/fixtures"))
+}
+
+/// Runs a command, failing the test with its output if it fails.
+pub fn run(command: &mut Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Unpacks the Debian rocRAND package into `dir`; returns the library.
+pub fn unpack_rocrand(dir: &Path) -> PathBuf {
+    run(crate::tool("dpkg-deb")
+        .arg("-x")
+        .arg(crate::fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb"))
+        .arg(dir));
+    dir.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1")
 }

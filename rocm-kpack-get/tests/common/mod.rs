@@ -6,9 +6,12 @@
 pub mod gpus;
 pub mod server;
 
-/// The packer's stand-in HIP runtime and its helpers.
-#[path = "../../../packer/tests/common/mod.rs"]
-pub mod hip;
+/// The stand-in HIP runtime and the helpers it needs.
+#[allow(unused_imports)]
+pub mod hip {
+    pub use kpack_test_support::hip::*;
+    pub use kpack_test_support::{fixtures, run};
+}
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,1 +1,0 @@
-../../../packer/tests/c/hip_standin.c
