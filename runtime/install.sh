@@ -12,7 +12,7 @@ prefix=${1:?usage: runtime/install.sh PREFIX [BUILD_DIR]}
 here=$(cd "$(dirname "$0")" && pwd)
 build_dir=${2:-}
 if [ -z "$build_dir" ]; then
-    cargo build --release -p kpack-runtime --manifest-path "$here/../Cargo.toml"
+    cargo build --release -p rocm-kpack --manifest-path "$here/../Cargo.toml"
     build_dir="$here/../target/release"
 fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/../Cargo.toml" | head -n 1)

@@ -2,8 +2,8 @@
 //! on timings; the figures are printed, with the goals they are compared to.
 //!
 //! ```text
-//! cargo bench -p kpack-runtime --bench archive               # every open benchmark
-//! cargo bench -p kpack-runtime --bench archive -- 100k       # parts whose name contains "100k"
+//! cargo bench -p rocm-kpack --bench archive               # every open benchmark
+//! cargo bench -p rocm-kpack --bench archive -- 100k       # parts whose name contains "100k"
 //! bash runtime/benches/decompress.sh                         # the rocRAND decompression part
 //! ```
 //!
@@ -70,7 +70,7 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs bench
     // targets without it, and this is not a test: do nothing there.
     if !args.iter().any(|a| a == "--bench") {
-        println!("archive benchmarks: run with `cargo bench -p kpack-runtime --bench archive`");
+        println!("archive benchmarks: run with `cargo bench -p rocm-kpack --bench archive`");
         return;
     }
     let options = Options::parse(args);

@@ -48,7 +48,7 @@ objcopy -O binary --only-section=.hip_fatbin "$so" "$work/fatbin.bin"
 echo "$(basename "$so"): .hip_fatbin is $(stat -c %s "$work/fatbin.bin") bytes"
 
 cd "$root"
-nice -n 0 cargo bench -p kpack-runtime --bench archive -- decompress \
+nice -n 0 cargo bench -p rocm-kpack --bench archive -- decompress \
     --bundle "$work/fatbin.bin" --frames-out "$work/frames.zst" --results "$work/results.txt"
 
 result() { sed -n "s/^$1=//p" "$work/results.txt"; }

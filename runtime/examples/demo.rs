@@ -4,7 +4,7 @@
 //! a HIP runtime would, with the loader's debug log.
 //!
 //! ```text
-//! cargo run -p kpack-runtime --example demo -- [--target gfx1101] [ARCHIVE]
+//! cargo run -p rocm-kpack --example demo -- [--target gfx1101] [ARCHIVE]
 //! ```
 #![allow(clippy::print_stdout)]
 

@@ -31,7 +31,7 @@ fn build_dir() -> PathBuf {
                 "build",
                 "--quiet",
                 "-p",
-                "kpack-runtime",
+                "rocm-kpack",
                 "--lib",
                 "--target-dir",
             ])

@@ -26,7 +26,7 @@ pub fn runtime_lib_dir() -> PathBuf {
                 "build",
                 "--quiet",
                 "-p",
-                "kpack-runtime",
+                "rocm-kpack",
                 "--lib",
                 "--target-dir",
             ])
