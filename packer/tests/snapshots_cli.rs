@@ -9,6 +9,8 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use kpack_test_support::transcript;
+
 use common::unpack_rocrand;
 
 fn kpack_pack(dir: &Path, args: &[&str]) -> Output {
@@ -20,16 +22,6 @@ fn kpack_pack(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Exit code, stdout and stderr, as one snapshot.
-fn transcript(output: &Output) -> String {
-    format!(
-        "exit: {}\n--- stdout\n{}--- stderr\n{}",
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 #[test]
 fn split_inspect_and_verify_of_rocrand() {
     let work = tempfile::tempdir().unwrap();
@@ -37,19 +29,22 @@ fn split_inspect_and_verify_of_rocrand() {
     let relative = library.strip_prefix(work.path()).unwrap().to_str().unwrap();
 
     let split = kpack_pack(work.path(), &["split", relative, "-o", "out"]);
-    insta::assert_snapshot!("split", transcript(&split));
+    insta::assert_snapshot!("split", transcript(&split, &[]));
     let archive = "out/.kpack/rocm_gfx90a.kpack";
     insta::assert_snapshot!(
         "inspect",
-        transcript(&kpack_pack(work.path(), &["inspect", archive]))
+        transcript(&kpack_pack(work.path(), &["inspect", archive]), &[])
     );
     insta::assert_snapshot!(
         "inspect_json",
-        transcript(&kpack_pack(work.path(), &["inspect", archive, "--json"]))
+        transcript(
+            &kpack_pack(work.path(), &["inspect", archive, "--json"]),
+            &[]
+        )
     );
     insta::assert_snapshot!(
         "verify",
-        transcript(&kpack_pack(work.path(), &["verify", "out"]))
+        transcript(&kpack_pack(work.path(), &["verify", "out"]), &[])
     );
 }
 
@@ -60,14 +55,17 @@ fn errors_say_what_and_where() {
     std::fs::write(work.path().join("broken.kpack"), b"KPAK garbage").unwrap();
     insta::assert_snapshot!(
         "split_not_elf",
-        transcript(&kpack_pack(
-            work.path(),
-            &["split", "notes.txt", "-o", "out"]
-        ))
+        transcript(
+            &kpack_pack(work.path(), &["split", "notes.txt", "-o", "out"]),
+            &[]
+        )
     );
     insta::assert_snapshot!(
         "inspect_corrupt",
-        transcript(&kpack_pack(work.path(), &["inspect", "broken.kpack"]))
+        transcript(&kpack_pack(work.path(), &["inspect", "broken.kpack"]), &[])
     );
-    insta::assert_snapshot!("usage", transcript(&kpack_pack(work.path(), &["split"])));
+    insta::assert_snapshot!(
+        "usage",
+        transcript(&kpack_pack(work.path(), &["split"]), &[])
+    );
 }

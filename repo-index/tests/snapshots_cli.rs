@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use kpack_test_support::transcript;
+
 fn kpack_repo(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kpack-repo"))
         .args(args)
@@ -15,49 +17,13 @@ fn kpack_repo(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Exit code, stdout and stderr, as one snapshot, with every
-/// `YYYY-MM-DDTHH:MM:SSZ` time replaced by `<TIME>`.
-fn transcript(output: &Output) -> String {
-    mask_times(&format!(
-        "exit: {}\n--- stdout\n{}--- stderr\n{}",
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    ))
-}
-
-fn mask_times(text: &str) -> String {
-    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
-    let bytes = text.as_bytes();
-    let fits = |at: usize| {
-        bytes.len() >= at + SHAPE.len()
-            && SHAPE.iter().zip(&bytes[at..]).all(|(s, b)| match s {
-                b'd' => b.is_ascii_digit(),
-                _ => s == b,
-            })
-    };
-    let mut out = String::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        if fits(at) {
-            out.push_str("<TIME>");
-            at += SHAPE.len();
-        } else {
-            let ch = text[at..].chars().next().unwrap();
-            out.push(ch);
-            at += ch.len_utf8();
-        }
-    }
-    out
-}
-
 #[test]
 fn build_verify_and_mirror_of_rocrand() {
     let work = tempfile::tempdir().unwrap();
     let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
     let sources = kpack_test_support::fixtures().join("debian");
     let keygen = kpack_repo(work.path(), &["keygen", "key", "--unencrypted"]);
-    insta::assert_snapshot!("keygen", transcript(&keygen));
+    insta::assert_snapshot!("keygen", transcript(&keygen, &[]));
 
     let build = kpack_repo(
         work.path(),
@@ -71,9 +37,9 @@ fn build_verify_and_mirror_of_rocrand() {
             "key.key",
         ],
     );
-    insta::assert_snapshot!("build", transcript(&build));
+    insta::assert_snapshot!("build", transcript(&build, &[]));
     let verify = kpack_repo(work.path(), &["verify", "repo", "--pubkey", "key.pub"]);
-    insta::assert_snapshot!("verify", transcript(&verify));
+    insta::assert_snapshot!("verify", transcript(&verify, &[]));
     let mirror = kpack_repo(
         work.path(),
         &[
@@ -86,12 +52,12 @@ fn build_verify_and_mirror_of_rocrand() {
             "gfx1030",
         ],
     );
-    insta::assert_snapshot!("mirror", transcript(&mirror));
+    insta::assert_snapshot!("mirror", transcript(&mirror, &[]));
     let partial = kpack_repo(
         work.path(),
         &["verify", "mirror", "--pubkey", "key.pub", "--partial"],
     );
-    insta::assert_snapshot!("verify_partial", transcript(&partial));
+    insta::assert_snapshot!("verify_partial", transcript(&partial, &[]));
 }
 
 #[test]
@@ -99,12 +65,12 @@ fn errors_say_what_and_where() {
     let work = tempfile::tempdir().unwrap();
     kpack_repo(work.path(), &["keygen", "key", "--unencrypted"]);
     let missing = kpack_repo(work.path(), &["verify", "nowhere", "--pubkey", "key.pub"]);
-    insta::assert_snapshot!("verify_missing", transcript(&missing));
+    insta::assert_snapshot!("verify_missing", transcript(&missing, &[]));
     std::fs::write(
         work.path().join("bad.key"),
         "untrusted comment: x\nnot a key\n",
     )
     .unwrap();
     let bad_key = kpack_repo(work.path(), &["sign", "repo", "--key", "bad.key"]);
-    insta::assert_snapshot!("sign_bad_key", transcript(&bad_key));
+    insta::assert_snapshot!("sign_bad_key", transcript(&bad_key, &[]));
 }

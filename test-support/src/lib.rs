@@ -10,11 +10,13 @@
 pub mod elf_checks;
 pub mod hip;
 mod tools;
+mod transcript;
 
 pub use tools::{
     find_tool, provided_files, provided_programs, tool, tool_path, MissingTool, Origin, SearchPath,
     SETUP_COMMAND,
 };
+pub use transcript::{mask_times, transcript};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,56 @@
+//! A command's output as one text for a snapshot: exit code, stdout and
+//! stderr, with what differs between runs (temporary paths, ports, times)
+//! replaced by placeholders.
+
+use std::process::Output;
+
+/// Exit code, stdout and stderr; each `(text, placeholder)` of `masks`
+/// replaced, then every `YYYY-MM-DDTHH:MM:SSZ` time by `<TIME>`.
+pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
+    let mut text = format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for (from, to) in masks {
+        text = text.replace(from, to);
+    }
+    mask_times(&text)
+}
+
+/// Replaces every `YYYY-MM-DDTHH:MM:SSZ` time with `<TIME>`.
+pub fn mask_times(text: &str) -> String {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
+    let bytes = text.as_bytes();
+    let fits = |at: usize| {
+        bytes.len() >= at + SHAPE.len()
+            && SHAPE.iter().zip(&bytes[at..]).all(|(s, b)| match s {
+                b'd' => b.is_ascii_digit(),
+                _ => s == b,
+            })
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(ch) = text[at..].chars().next() {
+        if fits(at) {
+            out.push_str("<TIME>");
+            at += SHAPE.len();
+        } else {
+            out.push(ch);
+            at += ch.len_utf8();
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_are_masked_and_the_rest_kept() {
+        assert_eq!(
+            super::mask_times("expires 2026-12-23T13:43:42Z) é 2026-12-23"),
+            "expires <TIME>) é 2026-12-23"
+        );
+    }
+}
