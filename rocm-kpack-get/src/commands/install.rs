@@ -66,6 +66,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         Some(context.lock(&prefix)?)
     };
     let record = prefix.record()?;
+    let upgrading = matches!(wanted, Wanted::Upgrades(_));
     let (requests, verb) = match wanted {
         Wanted::Requests(requests) => (requests, "installed"),
         Wanted::Upgrades(names) => (
@@ -81,7 +82,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let client = context.client()?;
     let repos = context.repos(&client)?;
     let (gpus, detection) = context.gpus()?;
-    let gpus = if gpus.is_empty() && verb == "upgraded" {
+    let gpus = if gpus.is_empty() && upgrading {
         // Upgrading on a machine without a detected GPU keeps the targets
         // the packages were installed for.
         recorded_targets(&record)

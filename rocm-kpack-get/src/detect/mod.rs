@@ -172,8 +172,9 @@ pub fn detect(options: &DetectOptions) -> Detection {
     };
 
     let (sysfs_gpus, sysfs_notes) = sysfs::read_topology(&options.sysfs_root);
+    let sysfs_silent = sysfs_notes.is_empty();
     notes.extend(sysfs_notes);
-    if sysfs_gpus.is_empty() && !notes.iter().any(|note| note.starts_with("sysfs: ")) {
+    if sysfs_gpus.is_empty() && sysfs_silent {
         notes.push(format!(
             "sysfs: no GPU nodes under {}",
             options.sysfs_root.display()

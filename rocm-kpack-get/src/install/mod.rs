@@ -349,7 +349,7 @@ impl Prefix {
                                 InstallError::UnsafeEntry {
                                     artifact: artifact.path.clone(),
                                     entry: relative.clone(),
-                                    reason: reason.to_owned(),
+                                    reason: reason.to_string(),
                                 }
                             })?;
                         stage::place_file(

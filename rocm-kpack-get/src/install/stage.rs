@@ -13,23 +13,36 @@ use kpack_repo_index::{HashingReader, Sha256};
 use super::record::InstalledFile;
 use super::InstallError;
 
+/// Why a path from an archive cannot be placed in the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum UnsafePath {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error("contains '..'")]
+    ParentDir,
+    #[error("is absolute")]
+    Absolute,
+    #[error("is empty")]
+    Empty,
+}
+
 /// A relative path inside the prefix, checked: no absolute part, no `..`,
 /// no empty or `.` components, no NUL.
-pub fn safe_relative(path: &Path) -> Result<String, &'static str> {
+pub fn safe_relative(path: &Path) -> Result<String, UnsafePath> {
     let mut parts = Vec::new();
     for component in path.components() {
         match component {
             Component::Normal(part) => {
-                let part = part.to_str().ok_or("not UTF-8")?;
+                let part = part.to_str().ok_or(UnsafePath::NotUtf8)?;
                 parts.push(part);
             }
             Component::CurDir => {}
-            Component::ParentDir => return Err("contains '..'"),
-            Component::RootDir | Component::Prefix(_) => return Err("is absolute"),
+            Component::ParentDir => return Err(UnsafePath::ParentDir),
+            Component::RootDir | Component::Prefix(_) => return Err(UnsafePath::Absolute),
         }
     }
     if parts.is_empty() {
-        return Err("is empty");
+        return Err(UnsafePath::Empty);
     }
     Ok(parts.join("/"))
 }
@@ -91,10 +104,10 @@ pub fn extract_tree(
             .into_owned();
         let shown = raw.display().to_string();
         let kind = entry.header().entry_type();
-        if kind.is_dir() && safe_relative(&raw) == Err("is empty") {
+        if kind.is_dir() && safe_relative(&raw) == Err(UnsafePath::Empty) {
             continue;
         }
-        let relative = safe_relative(&raw).map_err(|reason| bad(&shown, reason))?;
+        let relative = safe_relative(&raw).map_err(|reason| bad(&shown, &reason.to_string()))?;
         if relative == ".kpack" || relative.starts_with(".kpack/.") {
             return Err(bad(&shown, "is kpack-get's own bookkeeping"));
         }
