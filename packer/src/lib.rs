@@ -9,7 +9,6 @@
 
 pub mod archive;
 pub mod bundle;
-pub mod cli;
 pub mod elf;
 pub mod error;
 pub mod input;

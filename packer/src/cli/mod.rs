@@ -47,11 +47,11 @@ enum GroupByArg {
     Family,
 }
 
-impl From<GroupByArg> for crate::archive::Grouping {
+impl From<GroupByArg> for kpack_packer::archive::Grouping {
     fn from(arg: GroupByArg) -> Self {
         match arg {
-            GroupByArg::Processor => crate::archive::Grouping::Processor,
-            GroupByArg::Family => crate::archive::Grouping::Family,
+            GroupByArg::Processor => kpack_packer::archive::Grouping::Processor,
+            GroupByArg::Family => kpack_packer::archive::Grouping::Family,
         }
     }
 }

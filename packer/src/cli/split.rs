@@ -6,11 +6,11 @@ use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
 use super::{shown, CompressionArg, GroupByArg};
-use crate::archive::{write_archives, Grouping, WrittenArchive};
-use crate::input::MappedFile;
-use crate::sign::Signer;
-use crate::split::{split_binary_with, write_like};
-use crate::tree::split_tree;
+use kpack_packer::archive::{write_archives, Grouping, WrittenArchive};
+use kpack_packer::input::MappedFile;
+use kpack_packer::sign::Signer;
+use kpack_packer::split::{split_binary_with, write_like};
+use kpack_packer::tree::split_tree;
 
 #[derive(Debug, clap::Args)]
 pub struct SplitArgs {

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use super::shown;
 use rocm_kpack::Target;
 
-use crate::verify::verify_tree;
+use kpack_packer::verify::verify_tree;
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
