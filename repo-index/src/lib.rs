@@ -4,15 +4,11 @@
 //!
 //! Keys and signatures are in `sign`, writing repositories in `publish`,
 //! checking them in `verify`, reading them from directories or HTTP in
-//! `fetch`, copying them in `mirror`, and packing manifests in `manifest`
-//! (feature `build`, which also builds `kpack-repo`).
+//! `fetch`, and copying them in `mirror`. The `kpack-repo` binary (feature
+//! `build`) also packs manifests with the packer; the library does not.
 
-#[cfg(feature = "build")]
-pub mod cli;
 pub mod families;
 pub mod fetch;
-#[cfg(feature = "build")]
-pub mod manifest;
 pub mod mirror;
 pub mod publish;
 pub mod resolve;

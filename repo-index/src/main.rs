@@ -1,5 +1,7 @@
 //! `kpack-repo`: the mirror operator's tool.
 
+mod cli;
+
 fn main() -> std::process::ExitCode {
-    kpack_repo_index::cli::main()
+    cli::main()
 }

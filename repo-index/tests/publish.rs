@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use kpack_repo_index::manifest::{build, Manifest};
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
@@ -26,19 +25,22 @@ fn publish() -> Fixture {
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = Manifest::load(&here.join("../manifests/rocm-rand.toml")).unwrap();
-    let fixtures = std::env::var_os("KPACK_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| here.join("../../shared/fixtures"));
-    let root = build(
-        &manifest,
-        &fixtures.join("debian"),
-        &dir.path().join("repo"),
-        Some(&key),
-    )
-    .unwrap();
-    assert_eq!(root.repo.version, 1);
+    let built = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-repo"))
+        .arg("build")
+        .arg(dir.path().join("repo"))
+        .arg(kpack_test_support::workspace().join("manifests/rocm-rand.toml"))
+        .arg("--sources")
+        .arg(kpack_test_support::fixtures().join("debian"))
+        .arg("--key")
+        .arg(&secret)
+        .env_remove("KPACK_REPO_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     Fixture { dir, key, public }
 }
 

@@ -2,19 +2,21 @@
 //! failed, 2 bad usage.
 #![allow(clippy::print_stdout)]
 
+mod manifest;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::fetch::Source;
-use crate::manifest::{build, write_host_tree, Manifest};
-use crate::mirror::{mirror, Scope};
-use crate::publish::{NewArtifact, Repo};
-use crate::sign::{keygen, PublicKey, SecretKey};
-use crate::types::{Dependency, PackageName, Timestamp};
-use crate::verify::verify_repository_with;
+use kpack_repo_index::fetch::Source;
+use kpack_repo_index::mirror::{mirror, Scope};
+use kpack_repo_index::publish::{NewArtifact, Repo};
+use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
+use kpack_repo_index::types::{Dependency, PackageName, Timestamp};
+use kpack_repo_index::verify::verify_repository_with;
+use manifest::{build, write_host_tree, Manifest};
 use rocm_kpack::Target;
 
 /// Builds, signs and checks kpack repositories.

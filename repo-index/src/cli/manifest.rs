@@ -12,10 +12,10 @@ use kpack_packer::tree::{split_tree, KPACK_DIR};
 use rocm_kpack::Compression;
 use serde::Deserialize;
 
-use crate::publish::{NewArtifact, PublishError, Repo};
-use crate::schema::RootIndex;
-use crate::sign::SecretKey;
-use crate::types::{Dependency, PackageName};
+use kpack_repo_index::publish::{NewArtifact, PublishError, Repo};
+use kpack_repo_index::schema::RootIndex;
+use kpack_repo_index::sign::SecretKey;
+use kpack_repo_index::types::{Dependency, PackageName};
 
 /// A manifest.
 #[derive(Debug, Clone, Deserialize)]
