@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use kpack_repo_index::fetch::Source;
 use kpack_repo_index::mirror::{mirror, Scope};
@@ -30,85 +30,107 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Make a minisign key pair (KEY.key, KEY.pub).
-    Keygen {
-        /// Path of the key pair without extension.
-        key: PathBuf,
-        /// Store the secret key without a password (for CI); otherwise the
-        /// password comes from KPACK_REPO_PASSWORD.
-        #[arg(long)]
-        unencrypted: bool,
-    },
+    Keygen(KeygenArgs),
     /// Add a package version's artifacts (.kpack archives, .tar.zst trees)
     /// and publish.
-    Add {
-        repo: PathBuf,
-        package: PackageName,
-        version: semver::Version,
-        /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
-        /// into <name>.tar.zst trees).
-        #[arg(required = true)]
-        artifacts: Vec<PathBuf>,
-        /// A dependency, e.g. "rocm-core >=5.3, <6" (repeatable).
-        #[arg(long = "depends")]
-        depends: Vec<Dependency>,
-        /// Marks the .tar.zst trees as device code for these targets.
-        #[arg(long, value_delimiter = ',')]
-        targets: Option<Vec<String>>,
-        #[arg(long)]
-        summary: Option<String>,
-        /// Secret key to sign the new root with.
-        #[arg(long)]
-        key: Option<PathBuf>,
-    },
+    Add(AddArgs),
     /// Pack a manifest's package with the packer and publish it.
-    Build {
-        repo: PathBuf,
-        manifest: PathBuf,
-        /// Directory holding the package the manifest names (default: the
-        /// manifest's directory).
-        #[arg(long)]
-        sources: Option<PathBuf>,
-        #[arg(long)]
-        key: Option<PathBuf>,
-    },
-    /// Regenerate shards and root from the pool, bumping the version.
-    Index {
-        repo: PathBuf,
-        #[arg(long)]
-        key: Option<PathBuf>,
-    },
+    Build(BuildArgs),
+    /// Check every published file against its shard and publish a new
+    /// root (version bumped, dates refreshed).
+    Index(IndexArgs),
     /// Sign the current root.
-    Sign {
-        repo: PathBuf,
-        #[arg(long)]
-        key: PathBuf,
-    },
+    Sign(SignArgs),
     /// Check signature, expiry and every pinned hash and size.
-    Verify {
-        /// A repository directory or URL.
-        repo: String,
-        /// Public key file, or the key itself.
-        #[arg(long)]
-        pubkey: String,
-        /// A partial mirror: artifacts that are absent are not errors.
-        #[arg(long)]
-        partial: bool,
-    },
+    Verify(VerifyArgs),
     /// Copy a repository: metadata verbatim, artifacts only for the chosen
     /// packages and GPU targets; everything checked against the upstream's
     /// key and pinned hashes before it is written.
-    Mirror {
-        /// The upstream repository: a directory or URL.
-        upstream: String,
-        dest: PathBuf,
-        /// The upstream's public key file, or the key itself.
-        #[arg(long)]
-        pubkey: String,
-        #[arg(long, value_delimiter = ',')]
-        targets: Vec<String>,
-        #[arg(long, value_delimiter = ',')]
-        packages: Vec<PackageName>,
-    },
+    Mirror(MirrorArgs),
+}
+
+#[derive(Debug, Args)]
+struct KeygenArgs {
+    /// Path of the key pair without extension.
+    key: PathBuf,
+    /// Store the secret key without a password (for CI); otherwise the
+    /// password comes from KPACK_REPO_PASSWORD.
+    #[arg(long)]
+    unencrypted: bool,
+}
+
+#[derive(Debug, Args)]
+struct AddArgs {
+    repo: PathBuf,
+    package: PackageName,
+    version: semver::Version,
+    /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
+    /// into <name>.tar.zst trees).
+    #[arg(required = true)]
+    artifacts: Vec<PathBuf>,
+    /// A dependency, e.g. "rocm-core >=5.3, <6" (repeatable).
+    #[arg(long = "depends")]
+    depends: Vec<Dependency>,
+    /// Marks the .tar.zst trees as device code for these targets.
+    #[arg(long, value_delimiter = ',')]
+    targets: Option<Vec<String>>,
+    #[arg(long)]
+    summary: Option<String>,
+    /// Secret key to sign the new root with.
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct BuildArgs {
+    repo: PathBuf,
+    manifest: PathBuf,
+    /// Directory holding the package the manifest names (default: the
+    /// manifest's directory).
+    #[arg(long)]
+    sources: Option<PathBuf>,
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct IndexArgs {
+    repo: PathBuf,
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SignArgs {
+    repo: PathBuf,
+    #[arg(long)]
+    key: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// A repository directory or URL.
+    repo: String,
+    /// Public key file, or the key itself.
+    #[arg(long)]
+    pubkey: String,
+    /// A partial mirror: artifacts that are absent are not errors.
+    #[arg(long)]
+    partial: bool,
+}
+
+#[derive(Debug, Args)]
+struct MirrorArgs {
+    /// The upstream repository: a directory or URL.
+    upstream: String,
+    dest: PathBuf,
+    /// The upstream's public key file, or the key itself.
+    #[arg(long)]
+    pubkey: String,
+    #[arg(long, value_delimiter = ',')]
+    targets: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    packages: Vec<PackageName>,
 }
 
 fn secret(path: &Path) -> anyhow::Result<SecretKey> {
@@ -135,164 +157,190 @@ pub fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Keygen { key, unencrypted } => {
-            let password = if unencrypted {
-                None
-            } else {
-                Some(std::env::var("KPACK_REPO_PASSWORD").context(
-                    "set KPACK_REPO_PASSWORD to the secret key's password, or pass --unencrypted",
-                )?)
-            };
-            let (secret_path, public_path) = (key.with_extension("key"), key.with_extension("pub"));
-            keygen(&secret_path, &public_path, password)?;
-            println!(
-                "wrote {} and {}",
-                secret_path.display(),
-                public_path.display()
-            );
-        }
-        Command::Add {
-            repo,
-            package,
-            version,
-            artifacts,
-            depends,
-            targets,
-            summary,
-            key,
-        } => {
-            let key = key.as_deref().map(secret).transpose()?;
-            let packed = tempfile::tempdir()?;
-            let mut files = Vec::new();
-            for artifact in artifacts {
-                if artifact.is_dir() {
-                    let name = artifact
-                        .canonicalize()?
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| "tree".into());
-                    let file = packed.path().join(format!("{name}.tar.zst"));
-                    write_host_tree(&artifact, &file)?;
-                    files.push(file);
-                } else {
-                    files.push(artifact);
-                }
-            }
-            let artifacts: Vec<NewArtifact> = files
-                .into_iter()
-                .map(|file| NewArtifact {
-                    file,
-                    targets: targets.clone(),
-                })
-                .collect();
-            let root = Repo::open(&repo)?.add(
-                &package,
-                &version,
-                depends,
-                &artifacts,
-                summary,
-                key.as_ref(),
-            )?;
-            println!(
-                "published {package} {version} in {} (repo {} version {}{})",
-                repo.display(),
-                root.repo.name,
-                root.repo.version,
-                if key.is_some() {
-                    ", signed"
-                } else {
-                    ", unsigned"
-                }
-            );
-        }
-        Command::Build {
-            repo,
-            manifest,
-            sources,
-            key,
-        } => {
-            let key = key.as_deref().map(secret).transpose()?;
-            let parsed = Manifest::load(&manifest)?;
-            let sources =
-                sources.unwrap_or_else(|| manifest.parent().unwrap_or(Path::new(".")).to_owned());
-            let root = build(&parsed, &sources, &repo, key.as_ref())
-                .with_context(|| format!("cannot build {}", manifest.display()))?;
-            let entry = &root.packages[&parsed.package.name];
-            println!(
-                "built and published {} {} in {} (repo version {}, shard {})",
-                parsed.package.name,
-                parsed.package.version,
-                repo.display(),
-                root.repo.version,
-                entry.shard_path(&parsed.package.name)
-            );
-        }
-        Command::Index { repo, key } => {
-            let key = key.as_deref().map(secret).transpose()?;
-            let root = Repo::open(&repo)?.reindex(key.as_ref())?;
-            println!(
-                "reindexed {}: version {}",
-                repo.display(),
-                root.repo.version
-            );
-        }
-        Command::Sign { repo, key } => {
-            Repo::open(&repo)?.sign(&secret(&key)?)?;
-            println!("signed {}", repo.join("index.toml").display());
-        }
-        Command::Verify {
-            repo,
-            pubkey,
-            partial,
-        } => {
-            let key = PublicKey::load(&pubkey)?;
-            let source = Source::parse(&repo)?;
-            let (root, report) =
-                verify_repository_with(&source, &key, Timestamp::now(), None, partial)
-                    .with_context(|| format!("{repo} does not verify"))?;
-            println!(
-                "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
-                root.repo.name,
-                root.repo.version,
-                root.repo.expires,
-                report.packages,
-                report.versions,
-                report.artifacts,
-                report.bytes
-            );
-            if report.missing > 0 {
-                println!("{} artifacts not mirrored here", report.missing);
-            }
-        }
-        Command::Mirror {
-            upstream,
-            dest,
-            pubkey,
-            targets,
-            packages,
-        } => {
-            let scope = Scope {
-                targets: targets
-                    .iter()
-                    .map(|t| Target::parse(t))
-                    .collect::<Result<Vec<_>, _>>()?,
-                packages,
-            };
-            let key = PublicKey::load(&pubkey)?;
-            let source = Source::parse(&upstream)?;
-            let report = mirror(&source, &key, Timestamp::now(), &dest, &scope)
-                .with_context(|| format!("cannot mirror {upstream}"))?;
-            for artifact in &report.artifacts {
-                println!("  {artifact}");
-            }
-            println!(
-                "mirrored {} shards and {} artifacts ({} bytes) into {}",
-                report.shards,
-                report.artifacts.len(),
-                report.bytes,
-                dest.display()
-            );
+        Command::Keygen(args) => keygen_command(args),
+        Command::Add(args) => add_command(args),
+        Command::Build(args) => build_command(args),
+        Command::Index(args) => index_command(args),
+        Command::Sign(args) => sign_command(args),
+        Command::Verify(args) => verify_command(args),
+        Command::Mirror(args) => mirror_command(args),
+    }
+}
+
+fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result<()> {
+    let password = if unencrypted {
+        None
+    } else {
+        Some(std::env::var("KPACK_REPO_PASSWORD").context(
+            "set KPACK_REPO_PASSWORD to the secret key's password, or pass --unencrypted",
+        )?)
+    };
+    let (secret_path, public_path) = (key.with_extension("key"), key.with_extension("pub"));
+    keygen(&secret_path, &public_path, password)?;
+    println!(
+        "wrote {} and {}",
+        secret_path.display(),
+        public_path.display()
+    );
+    Ok(())
+}
+
+fn add_command(
+    AddArgs {
+        repo,
+        package,
+        version,
+        artifacts,
+        depends,
+        targets,
+        summary,
+        key,
+    }: AddArgs,
+) -> anyhow::Result<()> {
+    let key = key.as_deref().map(secret).transpose()?;
+    let packed = tempfile::tempdir()?;
+    let mut files = Vec::new();
+    for artifact in artifacts {
+        if artifact.is_dir() {
+            let name = artifact
+                .canonicalize()?
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "tree".into());
+            let file = packed.path().join(format!("{name}.tar.zst"));
+            write_host_tree(&artifact, &file)?;
+            files.push(file);
+        } else {
+            files.push(artifact);
         }
     }
+    let artifacts: Vec<NewArtifact> = files
+        .into_iter()
+        .map(|file| NewArtifact {
+            file,
+            targets: targets.clone(),
+        })
+        .collect();
+    let root = Repo::open(&repo)?.add(
+        &package,
+        &version,
+        depends,
+        &artifacts,
+        summary,
+        key.as_ref(),
+    )?;
+    println!(
+        "published {package} {version} in {} (repo {} version {}{})",
+        repo.display(),
+        root.repo.name,
+        root.repo.version,
+        if key.is_some() {
+            ", signed"
+        } else {
+            ", unsigned"
+        }
+    );
+    Ok(())
+}
+
+fn build_command(
+    BuildArgs {
+        repo,
+        manifest,
+        sources,
+        key,
+    }: BuildArgs,
+) -> anyhow::Result<()> {
+    let key = key.as_deref().map(secret).transpose()?;
+    let parsed = Manifest::load(&manifest)?;
+    let sources = sources.unwrap_or_else(|| manifest.parent().unwrap_or(Path::new(".")).to_owned());
+    let root = build(&parsed, &sources, &repo, key.as_ref())
+        .with_context(|| format!("cannot build {}", manifest.display()))?;
+    let entry = &root.packages[&parsed.package.name];
+    println!(
+        "built and published {} {} in {} (repo version {}, shard {})",
+        parsed.package.name,
+        parsed.package.version,
+        repo.display(),
+        root.repo.version,
+        entry.shard_path(&parsed.package.name)
+    );
+    Ok(())
+}
+
+fn index_command(IndexArgs { repo, key }: IndexArgs) -> anyhow::Result<()> {
+    let key = key.as_deref().map(secret).transpose()?;
+    let root = Repo::open(&repo)?.reindex(key.as_ref())?;
+    println!(
+        "reindexed {}: version {}",
+        repo.display(),
+        root.repo.version
+    );
+    Ok(())
+}
+
+fn sign_command(SignArgs { repo, key }: SignArgs) -> anyhow::Result<()> {
+    Repo::open(&repo)?.sign(&secret(&key)?)?;
+    println!("signed {}", repo.join("index.toml").display());
+    Ok(())
+}
+
+fn verify_command(
+    VerifyArgs {
+        repo,
+        pubkey,
+        partial,
+    }: VerifyArgs,
+) -> anyhow::Result<()> {
+    let key = PublicKey::load(&pubkey)?;
+    let source = Source::parse(&repo)?;
+    let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
+        .with_context(|| format!("{repo} does not verify"))?;
+    println!(
+        "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
+        root.repo.name,
+        root.repo.version,
+        root.repo.expires,
+        report.packages,
+        report.versions,
+        report.artifacts,
+        report.bytes
+    );
+    if report.missing > 0 {
+        println!("{} artifacts not mirrored here", report.missing);
+    }
+    Ok(())
+}
+
+fn mirror_command(
+    MirrorArgs {
+        upstream,
+        dest,
+        pubkey,
+        targets,
+        packages,
+    }: MirrorArgs,
+) -> anyhow::Result<()> {
+    let scope = Scope {
+        targets: targets
+            .iter()
+            .map(|t| Target::parse(t))
+            .collect::<Result<Vec<_>, _>>()?,
+        packages,
+    };
+    let key = PublicKey::load(&pubkey)?;
+    let source = Source::parse(&upstream)?;
+    let report = mirror(&source, &key, Timestamp::now(), &dest, &scope)
+        .with_context(|| format!("cannot mirror {upstream}"))?;
+    for artifact in &report.artifacts {
+        println!("  {artifact}");
+    }
+    println!(
+        "mirrored {} shards and {} artifacts ({} bytes) into {}",
+        report.shards,
+        report.artifacts.len(),
+        report.bytes,
+        dest.display()
+    );
     Ok(())
 }
