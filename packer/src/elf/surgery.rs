@@ -66,129 +66,23 @@ pub fn split_elf(
 ) -> Result<(Vec<u8>, SplitLayout), ElfError> {
     let page = fat.page_size;
     let malformed = |message: String| ElfError::Malformed(message);
-
-    let phoff = read_u64(data, E_PHOFF)? as usize;
-    let phnum = read_u16(data, E_PHNUM)? as usize;
-    let shoff = read_u64(data, E_SHOFF)? as usize;
-    let shnum = read_u16(data, E_SHNUM)? as usize;
-    let shstrndx = read_u16(data, E_SHSTRNDX)? as usize;
-    if read_u16(data, E_PHENTSIZE)? as usize != PHDR_SIZE
-        || read_u16(data, E_SHENTSIZE)? as usize != SHDR_SIZE
-    {
-        return Err(malformed(
-            "unexpected program or section header entry size".into(),
-        ));
-    }
-    let phdrs = (0..phnum)
-        .map(|i| Phdr::read(data, phoff + i * PHDR_SIZE))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut shdrs = (0..shnum)
-        .map(|i| Shdr::read(data, shoff + i * SHDR_SIZE))
-        .collect::<Result<Vec<_>, _>>()?;
+    let Tables {
+        phoff,
+        shstrndx,
+        phdrs,
+        mut shdrs,
+    } = Tables::read(data)?;
     let shstrtab = *shdrs
         .get(shstrndx)
         .ok_or_else(|| malformed("no section name table".into()))?;
 
-    // The fat binary section and its load segment.
     let fatbin = fat.fatbin;
-    let (f0, f1) = (fatbin.address, fatbin.address + fatbin.size);
     let off_f0 = fatbin.offset;
-    let segment_index = phdrs
-        .iter()
-        .position(|p| p.p_type == PT_LOAD && p.p_vaddr <= f0 && f1 <= p.p_vaddr + p.p_filesz)
-        .ok_or_else(|| {
-            malformed(".hip_fatbin is not inside the file image of a load segment".into())
-        })?;
-    let segment = phdrs[segment_index];
-    if off_f0 - segment.p_offset != f0 - segment.p_vaddr {
-        return Err(malformed(
-            ".hip_fatbin's offset does not match its address".into(),
-        ));
-    }
-
-    // The whole pages inside [f0, f1) leave the file.
-    let (a0, a1) = (round_up(f0, page), round_down(f1, page));
-    // With no whole page inside (a small section, or pages larger than it)
-    // nothing is cut; the section still becomes memory-only.
-    let removed = a1.saturating_sub(a0);
-    let cut_start = if removed > 0 {
-        off_f0 + (a0 - f0)
-    } else {
-        off_f0 + fatbin.size
-    };
-    let cut_end = cut_start + removed;
-    let shift = |offset: u64| {
-        if offset >= cut_end {
-            offset - removed
-        } else {
-            offset
-        }
-    };
-
-    // Nothing else may live in the cut.
-    for (index, section) in shdrs.iter().enumerate() {
-        if removed == 0 || index == fatbin.index || !section.has_file_data() || section.sh_size == 0
-        {
-            continue;
-        }
-        let (start, end) = (section.sh_offset, section.sh_offset + section.sh_size);
-        if start < cut_end && end > cut_start {
-            return Err(malformed(format!(
-                "section {index} overlaps the device code being removed"
-            )));
-        }
-    }
-
-    // Program headers: the fat segment ends with `.hip_fatbin` as memory
-    // only; whatever followed it gets a segment of its own.
-    let next_start = shdrs
-        .iter()
-        .filter(|s| {
-            s.sh_flags & SHF_ALLOC != 0
-                && s.sh_addr >= f1
-                && s.sh_addr < segment.memory_end()
-                && s.sh_size > 0
-        })
-        .map(|s| s.sh_addr)
-        .min();
-    let mut new_phdrs: Vec<Phdr> = Vec::with_capacity(phnum + 2);
-    for (index, phdr) in phdrs.iter().enumerate() {
-        if index == segment_index {
-            let head = Phdr {
-                p_filesz: f0 - segment.p_vaddr,
-                p_memsz: match next_start {
-                    Some(_) => f1 - segment.p_vaddr,
-                    None => segment.p_memsz.max(f1 - segment.p_vaddr),
-                },
-                ..segment
-            };
-            new_phdrs.push(head);
-            if let Some(start) = next_start {
-                let delta = start - segment.p_vaddr;
-                new_phdrs.push(Phdr {
-                    p_offset: shift(segment.p_offset + delta),
-                    p_vaddr: start,
-                    p_paddr: segment.p_paddr + delta,
-                    p_filesz: segment.p_filesz.saturating_sub(delta),
-                    p_memsz: segment.p_memsz - delta,
-                    ..segment
-                });
-            }
-            continue;
-        }
-        if removed > 0
-            && phdr.p_filesz > 0
-            && phdr.p_offset < cut_end
-            && phdr.file_end() > cut_start
-        {
-            return Err(malformed(format!(
-                "segment {index} overlaps the device code being removed"
-            )));
-        }
-        let mut phdr = *phdr;
-        phdr.p_offset = shift(phdr.p_offset);
-        new_phdrs.push(phdr);
-    }
+    let segment_index = fat_segment(&phdrs, fat)?;
+    let cut = Cut::plan(fat, page);
+    cut.check_free(&shdrs, fatbin.index)?;
+    let (removed, cut_start, cut_end) = (cut.removed, cut.start, cut.end);
+    let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
 
     // The new load segment goes after the last one, page-aligned in memory
     // and in the file.
@@ -208,46 +102,11 @@ pub fn split_elf(
         .rposition(|p| p.p_type == PT_LOAD)
         .unwrap_or(new_phdrs.len() - 1);
     let table_len = ((new_phdrs.len() + 1) * PHDR_SIZE) as u64;
-    let phoff64 = phoff as u64;
-    let first_load = *phdrs
-        .iter()
-        .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff64 && phoff64 < p.file_end())
-        .ok_or_else(|| malformed("no load segment maps the program headers".into()))?;
-    // Room to grow in place: up to the first byte anything else uses.
-    let first_content = shdrs
-        .iter()
-        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff64)
-        .map(|s| s.sh_offset)
-        .chain(
-            phdrs
-                .iter()
-                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff64)
-                .map(|p| p.p_offset),
-        )
-        .min()
-        .unwrap_or(u64::MAX);
     let names_start = shstrtab.sh_offset as usize;
     let old_names = data
         .get(names_start..names_start + shstrtab.sh_size as usize)
         .ok_or_else(|| malformed("section name table past the end of the file".into()))?;
-    let layout = if phoff64 + table_len <= first_content {
-        Layout::InPlace
-    } else {
-        match Eviction::plan(
-            &shdrs,
-            old_names,
-            &dynamic_addresses(data, &shdrs),
-            phoff64,
-            phoff64 + table_len,
-        ) {
-            Some(eviction)
-                if eviction.end <= first_load.file_end() && eviction.start >= phoff64 =>
-            {
-                Layout::Evict(eviction)
-            }
-            _ => Layout::MoveTable,
-        }
-    };
+    let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
 
     // The new segment's start (congruent with the moved block, if any) and
     // where the marker goes in it.
@@ -294,36 +153,11 @@ pub fn split_elf(
             section.sh_type = SHT_NOBITS;
             section.sh_offset = off_f0;
         } else if section.sh_type != SHT_NULL {
-            section.sh_offset = shift(section.sh_offset);
+            section.sh_offset = cut.shift(section.sh_offset);
         }
     }
 
-    // Wrappers and their relocations.
-    for wrapper in &fat.wrappers {
-        let at = shift(wrapper.file_offset) as usize;
-        write_u32(&mut out, at, HIPK_MAGIC);
-        write_u64(&mut out, at + 8, marker_address);
-        write_u64(&mut out, at + 16, wrapper.bundle as u64);
-        match wrapper.pointer {
-            PointerSource::Rela {
-                section,
-                index,
-                symbol,
-                ..
-            } => {
-                let rela = shdrs
-                    .get(section)
-                    .ok_or_else(|| malformed(format!("relocation section {section} vanished")))?;
-                let entry = rela.sh_offset as usize + index * RELA_SIZE;
-                let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
-                write_u64(&mut out, entry + 16, addend);
-            }
-            // The value in the file is the implicit addend (REL, RELR) or
-            // the address itself (ET_EXEC): both were written above.
-            PointerSource::Rel { .. } | PointerSource::Relr { .. } | PointerSource::Absolute => {}
-        }
-    }
-    debug_assert_eq!(WRAPPER_SIZE, 24);
+    point_wrappers_at(&mut out, fat, &shdrs, &cut, marker_address)?;
 
     // Sections moved out of the table's way: references first (in the
     // body, where the tables still are), then the bytes.
@@ -352,10 +186,9 @@ pub fn split_elf(
 
     // Program headers, in place or in the new segment.
     let (table_offset, table_vaddr) = match layout {
-        Layout::InPlace | Layout::Evict(_) => (
-            phoff64,
-            first_load.p_vaddr + (phoff64 - first_load.p_offset),
-        ),
+        Layout::InPlace | Layout::Evict(_) => {
+            (phoff, first_load.p_vaddr + (phoff - first_load.p_offset))
+        }
         Layout::MoveTable => (segment_offset, segment_vaddr),
     };
     for phdr in new_phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
@@ -376,39 +209,30 @@ pub fn split_elf(
         Layout::InPlace | Layout::Evict(_) => {
             out.extend_from_slice(&block);
             out.resize((segment_offset + marker_at) as usize, 0);
-            out[phoff..phoff + table.len()].copy_from_slice(&table);
+            let at = phoff as usize;
+            out[at..at + table.len()].copy_from_slice(&table);
         }
         Layout::MoveTable => out.extend_from_slice(&table),
     }
     out.extend_from_slice(marker);
 
-    // Section headers: the marker section is appended, names go to a new
-    // table at the end.
-    let mut names = old_names.to_vec();
-    let marker_name = names.len() as u32;
-    names.extend_from_slice(MARKER_SECTION.as_bytes());
-    names.push(0);
-    let names_offset = out.len() as u64;
-    out.extend_from_slice(&names);
-    shdrs[shstrndx].sh_offset = names_offset;
-    shdrs[shstrndx].sh_size = names.len() as u64;
-    shdrs.push(Shdr {
-        sh_name: marker_name,
-        sh_type: SHT_PROGBITS,
-        sh_flags: SHF_ALLOC,
-        sh_addr: marker_address,
-        sh_offset: segment_offset + marker_at,
-        sh_size: marker.len() as u64,
-        sh_link: 0,
-        sh_info: 0,
-        sh_addralign: 1,
-        sh_entsize: 0,
-    });
-    out.resize(round_up(out.len() as u64, 8) as usize, 0);
-    let new_shoff = out.len() as u64;
-    for section in &shdrs {
-        section.encode(&mut out);
-    }
+    let new_shoff = append_section_headers(
+        &mut out,
+        &mut shdrs,
+        (shstrndx, old_names),
+        Shdr {
+            sh_name: 0,
+            sh_type: SHT_PROGBITS,
+            sh_flags: SHF_ALLOC,
+            sh_addr: marker_address,
+            sh_offset: segment_offset + marker_at,
+            sh_size: marker.len() as u64,
+            sh_link: 0,
+            sh_info: 0,
+            sh_addralign: 1,
+            sh_entsize: 0,
+        },
+    );
 
     let phnum_new =
         u16::try_from(new_phdrs.len()).map_err(|_| malformed("too many program headers".into()))?;
@@ -425,7 +249,289 @@ pub fn split_elf(
         SplitLayout {
             removed,
             marker_address,
-            moved_program_headers: table_offset != phoff64,
+            moved_program_headers: table_offset != phoff,
         },
     ))
+}
+
+/// The load segment whose file image holds `.hip_fatbin`, at an offset
+/// congruent with its address.
+fn fat_segment(phdrs: &[Phdr], fat: &FatElf<'_>) -> Result<usize, ElfError> {
+    let fatbin = fat.fatbin;
+    let (f0, f1) = (fatbin.address, fatbin.address + fatbin.size);
+    let index = phdrs
+        .iter()
+        .position(|p| p.p_type == PT_LOAD && p.p_vaddr <= f0 && f1 <= p.p_vaddr + p.p_filesz)
+        .ok_or_else(|| {
+            ElfError::Malformed(".hip_fatbin is not inside the file image of a load segment".into())
+        })?;
+    let segment = phdrs[index];
+    if fatbin.offset - segment.p_offset != f0 - segment.p_vaddr {
+        return Err(ElfError::Malformed(
+            ".hip_fatbin's offset does not match its address".into(),
+        ));
+    }
+    Ok(index)
+}
+
+/// The program headers after the cut: the fat segment ends with
+/// `.hip_fatbin` as memory only; whatever followed it gets a segment of its
+/// own; every other segment shifts with the file.
+fn split_segments(
+    phdrs: &[Phdr],
+    shdrs: &[Shdr],
+    segment_index: usize,
+    fat: &FatElf<'_>,
+    cut: &Cut,
+) -> Result<Vec<Phdr>, ElfError> {
+    let segment = phdrs[segment_index];
+    let (f0, f1) = (fat.fatbin.address, fat.fatbin.address + fat.fatbin.size);
+    let next_start = shdrs
+        .iter()
+        .filter(|s| {
+            s.sh_flags & SHF_ALLOC != 0
+                && s.sh_addr >= f1
+                && s.sh_addr < segment.memory_end()
+                && s.sh_size > 0
+        })
+        .map(|s| s.sh_addr)
+        .min();
+    let mut new_phdrs: Vec<Phdr> = Vec::with_capacity(phdrs.len() + 2);
+    for (index, phdr) in phdrs.iter().enumerate() {
+        if index == segment_index {
+            new_phdrs.push(Phdr {
+                p_filesz: f0 - segment.p_vaddr,
+                p_memsz: match next_start {
+                    Some(_) => f1 - segment.p_vaddr,
+                    None => segment.p_memsz.max(f1 - segment.p_vaddr),
+                },
+                ..segment
+            });
+            if let Some(start) = next_start {
+                let delta = start - segment.p_vaddr;
+                new_phdrs.push(Phdr {
+                    p_offset: cut.shift(segment.p_offset + delta),
+                    p_vaddr: start,
+                    p_paddr: segment.p_paddr + delta,
+                    p_filesz: segment.p_filesz.saturating_sub(delta),
+                    p_memsz: segment.p_memsz - delta,
+                    ..segment
+                });
+            }
+            continue;
+        }
+        if cut.removed > 0
+            && phdr.p_filesz > 0
+            && phdr.p_offset < cut.end
+            && phdr.file_end() > cut.start
+        {
+            return Err(ElfError::Malformed(format!(
+                "segment {index} overlaps the device code being removed"
+            )));
+        }
+        let mut phdr = *phdr;
+        phdr.p_offset = cut.shift(phdr.p_offset);
+        new_phdrs.push(phdr);
+    }
+    Ok(new_phdrs)
+}
+
+/// Where the program header table, grown to `table_len`, goes; with the
+/// load segment that maps it.
+fn choose_layout(
+    data: &[u8],
+    phdrs: &[Phdr],
+    shdrs: &[Shdr],
+    old_names: &[u8],
+    phoff: u64,
+    table_len: u64,
+) -> Result<(Layout, Phdr), ElfError> {
+    let first_load = *phdrs
+        .iter()
+        .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff && phoff < p.file_end())
+        .ok_or_else(|| ElfError::Malformed("no load segment maps the program headers".into()))?;
+    // Room to grow in place: up to the first byte anything else uses.
+    let first_content = shdrs
+        .iter()
+        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff)
+        .map(|s| s.sh_offset)
+        .chain(
+            phdrs
+                .iter()
+                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff)
+                .map(|p| p.p_offset),
+        )
+        .min()
+        .unwrap_or(u64::MAX);
+    if phoff + table_len <= first_content {
+        return Ok((Layout::InPlace, first_load));
+    }
+    let layout = match Eviction::plan(
+        shdrs,
+        old_names,
+        &dynamic_addresses(data, shdrs),
+        phoff,
+        phoff + table_len,
+    ) {
+        Some(eviction) if eviction.end <= first_load.file_end() && eviction.start >= phoff => {
+            Layout::Evict(eviction)
+        }
+        _ => Layout::MoveTable,
+    };
+    Ok((layout, first_load))
+}
+
+/// The program and section header tables of the input.
+struct Tables {
+    phoff: u64,
+    shstrndx: usize,
+    phdrs: Vec<Phdr>,
+    shdrs: Vec<Shdr>,
+}
+
+impl Tables {
+    fn read(data: &[u8]) -> Result<Tables, ElfError> {
+        let phoff = read_u64(data, E_PHOFF)?;
+        let phnum = read_u16(data, E_PHNUM)? as usize;
+        let shoff = read_u64(data, E_SHOFF)? as usize;
+        let shnum = read_u16(data, E_SHNUM)? as usize;
+        let shstrndx = read_u16(data, E_SHSTRNDX)? as usize;
+        if read_u16(data, E_PHENTSIZE)? as usize != PHDR_SIZE
+            || read_u16(data, E_SHENTSIZE)? as usize != SHDR_SIZE
+        {
+            return Err(ElfError::Malformed(
+                "unexpected program or section header entry size".into(),
+            ));
+        }
+        let phdrs = (0..phnum)
+            .map(|i| Phdr::read(data, phoff as usize + i * PHDR_SIZE))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shdrs = (0..shnum)
+            .map(|i| Shdr::read(data, shoff + i * SHDR_SIZE))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Tables {
+            phoff,
+            shstrndx,
+            phdrs,
+            shdrs,
+        })
+    }
+}
+
+/// The file bytes that leave: the whole pages inside `.hip_fatbin`.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    start: u64,
+    end: u64,
+    removed: u64,
+}
+
+impl Cut {
+    fn plan(fat: &FatElf<'_>, page: u64) -> Cut {
+        let fatbin = fat.fatbin;
+        let (f0, f1) = (fatbin.address, fatbin.address + fatbin.size);
+        let (a0, a1) = (round_up(f0, page), round_down(f1, page));
+        // With no whole page inside (a small section, or pages larger than
+        // it) nothing is cut; the section still becomes memory-only.
+        let removed = a1.saturating_sub(a0);
+        let start = if removed > 0 {
+            fatbin.offset + (a0 - f0)
+        } else {
+            fatbin.offset + fatbin.size
+        };
+        Cut {
+            start,
+            end: start + removed,
+            removed,
+        }
+    }
+
+    /// Where a file offset of the input lands in the output.
+    fn shift(&self, offset: u64) -> u64 {
+        if offset >= self.end {
+            offset - self.removed
+        } else {
+            offset
+        }
+    }
+
+    /// Nothing but `.hip_fatbin` (section `fatbin`) may live in the cut.
+    fn check_free(&self, shdrs: &[Shdr], fatbin: usize) -> Result<(), ElfError> {
+        if self.removed == 0 {
+            return Ok(());
+        }
+        for (index, section) in shdrs.iter().enumerate() {
+            if index == fatbin || !section.has_file_data() || section.sh_size == 0 {
+                continue;
+            }
+            let (start, end) = (section.sh_offset, section.sh_offset + section.sh_size);
+            if start < self.end && end > self.start {
+                return Err(ElfError::Malformed(format!(
+                    "section {index} overlaps the device code being removed"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes every wrapper `HIPK` with the marker's address and its bundle
+/// index, and rewrites its relocation's addend where it has one.
+fn point_wrappers_at(
+    out: &mut [u8],
+    fat: &FatElf<'_>,
+    shdrs: &[Shdr],
+    cut: &Cut,
+    marker_address: u64,
+) -> Result<(), ElfError> {
+    debug_assert_eq!(WRAPPER_SIZE, 24);
+    for wrapper in &fat.wrappers {
+        let at = cut.shift(wrapper.file_offset) as usize;
+        write_u32(out, at, HIPK_MAGIC);
+        write_u64(out, at + 8, marker_address);
+        write_u64(out, at + 16, wrapper.bundle as u64);
+        match wrapper.pointer {
+            PointerSource::Rela {
+                section,
+                index,
+                symbol,
+                ..
+            } => {
+                let rela = shdrs.get(section).ok_or_else(|| {
+                    ElfError::Malformed(format!("relocation section {section} vanished"))
+                })?;
+                let entry = rela.sh_offset as usize + index * RELA_SIZE;
+                let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
+                write_u64(out, entry + 16, addend);
+            }
+            // The value in the file is the implicit addend (REL, RELR) or
+            // the address itself (ET_EXEC): both were written above.
+            PointerSource::Rel { .. } | PointerSource::Relr { .. } | PointerSource::Absolute => {}
+        }
+    }
+    Ok(())
+}
+
+/// Appends a new section name table (the old names plus the marker's) and
+/// the section headers with `marker` last; returns the headers' offset.
+fn append_section_headers(
+    out: &mut Vec<u8>,
+    shdrs: &mut Vec<Shdr>,
+    (shstrndx, old_names): (usize, &[u8]),
+    mut marker: Shdr,
+) -> u64 {
+    let mut names = old_names.to_vec();
+    marker.sh_name = names.len() as u32;
+    names.extend_from_slice(MARKER_SECTION.as_bytes());
+    names.push(0);
+    shdrs[shstrndx].sh_offset = out.len() as u64;
+    shdrs[shstrndx].sh_size = names.len() as u64;
+    out.extend_from_slice(&names);
+    shdrs.push(marker);
+    out.resize(round_up(out.len() as u64, 8) as usize, 0);
+    let offset = out.len() as u64;
+    for section in shdrs.iter() {
+        section.encode(out);
+    }
+    offset
 }
