@@ -76,27 +76,11 @@ pub fn split_elf(
         .get(shstrndx)
         .ok_or_else(|| malformed("no section name table".into()))?;
 
-    let fatbin = fat.fatbin;
-    let off_f0 = fatbin.offset;
     let segment_index = fat_segment(&phdrs, fat)?;
     let cut = Cut::plan(fat, page);
-    cut.check_free(&shdrs, fatbin.index)?;
-    let (removed, cut_start, cut_end) = (cut.removed, cut.start, cut.end);
+    cut.check_free(&shdrs, fat.fatbin.index)?;
     let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
 
-    // The new load segment goes after the last one, page-aligned in memory
-    // and in the file.
-    let body_len = data.len() as u64 - removed;
-    let new_vaddr = round_up(
-        phdrs
-            .iter()
-            .filter(|p| p.p_type == PT_LOAD)
-            .map(Phdr::memory_end)
-            .max()
-            .unwrap_or(0),
-        page,
-    );
-    let new_offset = round_up(body_len, page);
     let last_load = new_phdrs
         .iter()
         .rposition(|p| p.p_type == PT_LOAD)
@@ -108,20 +92,13 @@ pub fn split_elf(
         .ok_or_else(|| malformed("section name table past the end of the file".into()))?;
     let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
 
-    // The new segment's start (congruent with the moved block, if any) and
-    // where the marker goes in it.
-    let (segment_vaddr, segment_offset, marker_at) = match &layout {
-        Layout::InPlace => (new_vaddr, new_offset, 0),
-        Layout::Evict(eviction) => {
-            let skew = eviction.address % page;
-            (
-                new_vaddr + skew,
-                new_offset + skew,
-                round_up(eviction.end - eviction.start, 8),
-            )
-        }
-        Layout::MoveTable => (new_vaddr, new_offset, table_len),
-    };
+    let (segment_vaddr, segment_offset, marker_at) = place_new_segment(
+        &phdrs,
+        &layout,
+        data.len() as u64 - cut.removed,
+        page,
+        table_len,
+    );
     let marker_address = segment_vaddr + marker_at;
     let segment_len = marker_at + marker.len() as u64;
     new_phdrs.insert(
@@ -138,50 +115,25 @@ pub fn split_elf(
         },
     );
 
-    // The body without the cut, device bytes around it zeroed.
-    let mut out = Vec::with_capacity((segment_offset + segment_len) as usize + 4096);
-    out.extend_from_slice(&data[..cut_start as usize]);
-    out.extend_from_slice(&data[cut_end as usize..]);
-    let zero_start = off_f0 as usize;
-    let zero_end = (off_f0 + fatbin.size - removed) as usize;
-    out[zero_start..zero_end].fill(0);
-
-    // Section offsets in the body: `.hip_fatbin` becomes memory-only and
-    // later sections shift.
-    for (index, section) in shdrs.iter_mut().enumerate() {
-        if index == fatbin.index {
-            section.sh_type = SHT_NOBITS;
-            section.sh_offset = off_f0;
-        } else if section.sh_type != SHT_NULL {
-            section.sh_offset = cut.shift(section.sh_offset);
-        }
-    }
+    let mut out = cut_body(
+        data,
+        fat,
+        &cut,
+        (segment_offset + segment_len) as usize + 4096,
+    );
+    shift_sections(&mut shdrs, fat, &cut);
 
     point_wrappers_at(&mut out, fat, &shdrs, &cut, marker_address)?;
 
-    // Sections moved out of the table's way: references first (in the
-    // body, where the tables still are), then the bytes.
-    let block = if let Layout::Evict(eviction) = &layout {
-        let delta = segment_vaddr - eviction.address;
-        let file_delta = segment_offset - eviction.start;
-        relocate_references(
+    let block = match &layout {
+        Layout::Evict(eviction) => evict(
             &mut out,
-            &shdrs,
+            &mut shdrs,
             &mut new_phdrs,
             eviction,
-            delta,
-            file_delta,
-        )?;
-        let range = eviction.start as usize..eviction.end as usize;
-        let bytes = out[range.clone()].to_vec();
-        out[range].fill(0);
-        for &index in &eviction.sections {
-            shdrs[index].sh_addr += delta;
-            shdrs[index].sh_offset += file_delta;
-        }
-        bytes
-    } else {
-        Vec::new()
+            (segment_vaddr, segment_offset),
+        )?,
+        Layout::InPlace | Layout::MoveTable => Vec::new(),
     };
 
     // Program headers, in place or in the new segment.
@@ -191,17 +143,7 @@ pub fn split_elf(
         }
         Layout::MoveTable => (segment_offset, segment_vaddr),
     };
-    for phdr in new_phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
-        phdr.p_offset = table_offset;
-        phdr.p_vaddr = table_vaddr;
-        phdr.p_paddr = table_vaddr;
-        phdr.p_filesz = table_len;
-        phdr.p_memsz = table_len;
-    }
-    let mut table = Vec::with_capacity(table_len as usize);
-    for phdr in &new_phdrs {
-        phdr.encode(&mut table);
-    }
+    let table = program_header_table(&mut new_phdrs, table_offset, table_vaddr);
 
     // The new segment: the moved block or the table, then the marker.
     out.resize(segment_offset as usize, 0);
@@ -234,24 +176,139 @@ pub fn split_elf(
         },
     );
 
-    let phnum_new =
-        u16::try_from(new_phdrs.len()).map_err(|_| malformed("too many program headers".into()))?;
-    let shnum_new =
-        u16::try_from(shdrs.len()).map_err(|_| malformed("too many sections".into()))?;
-    write_u64(&mut out, E_PHOFF, table_offset);
-    write_u16(&mut out, E_PHNUM, phnum_new);
-    write_u64(&mut out, E_SHOFF, new_shoff);
-    write_u16(&mut out, E_SHNUM, shnum_new);
-    debug_assert!(EHDR_SIZE <= out.len());
+    write_table_places(
+        &mut out,
+        (table_offset, new_phdrs.len()),
+        (new_shoff, shdrs.len()),
+    )?;
 
     Ok((
         out,
         SplitLayout {
-            removed,
+            removed: cut.removed,
             marker_address,
             moved_program_headers: table_offset != phoff,
         },
     ))
+}
+
+/// The new segment's address, file offset and where the marker goes in
+/// it: past every other load segment, page-aligned in memory and in the
+/// file (congruent with the moved block, if any), after the moved block or
+/// the table when it holds one.
+fn place_new_segment(
+    phdrs: &[Phdr],
+    layout: &Layout,
+    body_len: u64,
+    page: u64,
+    table_len: u64,
+) -> (u64, u64, u64) {
+    let vaddr = round_up(
+        phdrs
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD)
+            .map(Phdr::memory_end)
+            .max()
+            .unwrap_or(0),
+        page,
+    );
+    let offset = round_up(body_len, page);
+    match layout {
+        Layout::InPlace => (vaddr, offset, 0),
+        Layout::Evict(eviction) => {
+            let skew = eviction.address % page;
+            (
+                vaddr + skew,
+                offset + skew,
+                round_up(eviction.end - eviction.start, 8),
+            )
+        }
+        Layout::MoveTable => (vaddr, offset, table_len),
+    }
+}
+
+/// The file without the cut, the device bytes around it zeroed.
+fn cut_body(data: &[u8], fat: &FatElf<'_>, cut: &Cut, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    out.extend_from_slice(&data[..cut.start as usize]);
+    out.extend_from_slice(&data[cut.end as usize..]);
+    let zero_start = fat.fatbin.offset as usize;
+    let zero_end = (fat.fatbin.offset + fat.fatbin.size - cut.removed) as usize;
+    out[zero_start..zero_end].fill(0);
+    out
+}
+
+/// Section offsets in the body: `.hip_fatbin` becomes memory-only and
+/// later sections shift.
+fn shift_sections(shdrs: &mut [Shdr], fat: &FatElf<'_>, cut: &Cut) {
+    for (index, section) in shdrs.iter_mut().enumerate() {
+        if index == fat.fatbin.index {
+            section.sh_type = SHT_NOBITS;
+            section.sh_offset = fat.fatbin.offset;
+        } else if section.sh_type != SHT_NULL {
+            section.sh_offset = cut.shift(section.sh_offset);
+        }
+    }
+}
+
+/// Moves the sections in the table's way to the new segment at
+/// `(vaddr, offset)`: references first (in the body, where the tables
+/// still are), then the bytes, which are returned and zeroed where they
+/// were.
+fn evict(
+    out: &mut [u8],
+    shdrs: &mut [Shdr],
+    new_phdrs: &mut [Phdr],
+    eviction: &Eviction,
+    (vaddr, offset): (u64, u64),
+) -> Result<Vec<u8>, ElfError> {
+    let delta = vaddr - eviction.address;
+    let file_delta = offset - eviction.start;
+    relocate_references(out, shdrs, new_phdrs, eviction, delta, file_delta)?;
+    let range = eviction.start as usize..eviction.end as usize;
+    let bytes = out[range.clone()].to_vec();
+    out[range].fill(0);
+    for &index in &eviction.sections {
+        shdrs[index].sh_addr += delta;
+        shdrs[index].sh_offset += file_delta;
+    }
+    Ok(bytes)
+}
+
+/// The encoded program header table, its `PT_PHDR` entry pointing at
+/// where it goes.
+fn program_header_table(phdrs: &mut [Phdr], offset: u64, vaddr: u64) -> Vec<u8> {
+    let len = (phdrs.len() * PHDR_SIZE) as u64;
+    for phdr in phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
+        phdr.p_offset = offset;
+        phdr.p_vaddr = vaddr;
+        phdr.p_paddr = vaddr;
+        phdr.p_filesz = len;
+        phdr.p_memsz = len;
+    }
+    let mut table = Vec::with_capacity(len as usize);
+    for phdr in phdrs.iter() {
+        phdr.encode(&mut table);
+    }
+    table
+}
+
+/// Points the ELF header at the program and section header tables.
+fn write_table_places(
+    out: &mut [u8],
+    (phoff, phnum): (u64, usize),
+    (shoff, shnum): (u64, usize),
+) -> Result<(), ElfError> {
+    let phnum =
+        u16::try_from(phnum).map_err(|_| ElfError::Malformed("too many program headers".into()))?;
+    let shnum =
+        u16::try_from(shnum).map_err(|_| ElfError::Malformed("too many sections".into()))?;
+    write_u64(out, E_PHOFF, phoff);
+    write_u16(out, E_PHNUM, phnum);
+    write_u64(out, E_SHOFF, shoff);
+    write_u16(out, E_SHNUM, shnum);
+    debug_assert!(EHDR_SIZE <= out.len());
+    Ok(())
 }
 
 /// The load segment whose file image holds `.hip_fatbin`, at an offset
