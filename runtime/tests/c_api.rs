@@ -9,37 +9,14 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::*;
 use rocm_kpack::Compression;
 
-/// Where `librocm_kpack.{so,a}` are, freshly built from this source.
-///
-/// `cargo test` builds the library only as an rlib, so the shared and
-/// static libraries are built here by a nested cargo with a target
-/// directory of its own (the outer cargo holds the lock on the main one).
+/// Where `librocm_kpack.{so,a}` are, freshly built from this source (by a
+/// nested cargo: `cargo test` builds the library only as an rlib).
 fn build_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<profile>/deps/<test> -> target/capi
-        let target_dir = exe.ancestors().nth(3).unwrap().join("capi");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        run(Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "rocm-kpack",
-                "--lib",
-                "--target-dir",
-            ])
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR")));
-        target_dir.join("debug")
-    })
-    .clone()
+    kpack_test_support::hip::runtime_lib_dir()
 }
 
 fn include_dir() -> PathBuf {
