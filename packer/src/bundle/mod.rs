@@ -2,6 +2,7 @@
 //! back to back with zero padding between them, each either a clang
 //! offload bundle or a compressed bundle (CCOB) holding one.
 
+#[cfg(feature = "test-fixtures")]
 pub mod build;
 mod ccob;
 mod offload;
