@@ -329,40 +329,11 @@ impl Prefix {
         let mut journal = Journal::new(id.to_owned());
         let mut claimed: BTreeMap<String, String> = BTreeMap::new();
         for package in packages {
-            let mut files = StagedFiles::new();
             // Each package stages into its own directory first, so two
             // packages claiming one path are caught rather than merged.
             let own = staging.join("package");
             let _ = std::fs::remove_dir_all(&own);
-            for artifact in &package.artifacts {
-                match artifact.kind {
-                    ArtifactKind::Tree => {
-                        stage::extract_tree(&artifact.blob, &artifact.path, &own, &mut files)?
-                    }
-                    ArtifactKind::Kpack => {
-                        let relative = artifact.install_as.clone().unwrap_or_else(|| {
-                            let name = artifact.path.rsplit('/').next().unwrap_or("archive.kpack");
-                            format!(".kpack/{name}")
-                        });
-                        let relative =
-                            stage::safe_relative(Path::new(&relative)).map_err(|reason| {
-                                InstallError::UnsafeEntry {
-                                    artifact: artifact.path.clone(),
-                                    entry: relative.clone(),
-                                    reason: reason.to_string(),
-                                }
-                            })?;
-                        stage::place_file(
-                            &artifact.blob,
-                            &relative,
-                            artifact.sha256,
-                            artifact.size,
-                            &own,
-                            &mut files,
-                        )?
-                    }
-                }
-            }
+            let files = stage_package(package, &own)?;
             for path in files.keys() {
                 if let Some(other) = claimed.insert(path.clone(), package.name.clone()) {
                     return Err(InstallError::OwnedByOther {
@@ -382,39 +353,9 @@ impl Prefix {
                 applied.bytes_added += files[path].size.unwrap_or(0);
             }
             let _ = std::fs::remove_dir_all(&own);
-            let mut dirs: BTreeSet<String> = BTreeSet::new();
-            for path in files.keys() {
-                for dir in stage::parent_dirs(path) {
-                    let text = dir.to_string_lossy().into_owned();
-                    if text != ".kpack" && !self.layout.prefix.join(&dir).exists() {
-                        dirs.insert(text);
-                    }
-                }
-            }
-            // Directories an earlier version created stay owned.
-            if let Some(previous) = old.packages.get(&package.name) {
-                dirs.extend(previous.dirs.iter().cloned());
-            }
-            new.packages.insert(
-                package.name.clone(),
-                InstalledPackage {
-                    version: package.version.clone(),
-                    repo: package.repo.clone(),
-                    targets: package.targets.clone(),
-                    artifacts: package
-                        .artifacts
-                        .iter()
-                        .map(|a| InstalledArtifact {
-                            path: a.path.clone(),
-                            sha256: a.sha256,
-                            size: a.size,
-                            targets: a.targets.clone(),
-                        })
-                        .collect(),
-                    dirs: dirs.into_iter().collect(),
-                    files: files.into_values().collect(),
-                },
-            );
+            let dirs = self.created_dirs(&files, old.packages.get(&package.name));
+            new.packages
+                .insert(package.name.clone(), installed(package, dirs, files));
         }
         journal.moves = claimed.keys().cloned().collect();
         // Files of replaced or removed versions that the new state no
@@ -449,6 +390,29 @@ impl Prefix {
         journal.commit(&self.layout)?;
         journal.apply(&self.layout)?;
         Ok(applied)
+    }
+
+    /// The directories `files` need that the prefix does not have yet,
+    /// plus those an earlier version (`previous`) created: the package owns
+    /// them and removing it prunes them.
+    fn created_dirs(
+        &self,
+        files: &StagedFiles,
+        previous: Option<&InstalledPackage>,
+    ) -> Vec<String> {
+        let mut dirs: BTreeSet<String> = BTreeSet::new();
+        for path in files.keys() {
+            for dir in stage::parent_dirs(path) {
+                let text = dir.to_string_lossy().into_owned();
+                if text != ".kpack" && !self.layout.prefix.join(&dir).exists() {
+                    dirs.insert(text);
+                }
+            }
+        }
+        if let Some(previous) = previous {
+            dirs.extend(previous.dirs.iter().cloned());
+        }
+        dirs.into_iter().collect()
     }
 
     fn check_overwrite(
@@ -532,4 +496,61 @@ enum LockKind {
     Exclusive,
     /// Only reads it.
     Shared,
+}
+
+/// Stages `package`'s artifacts under `own`: trees extracted, archives
+/// placed under `.kpack/` (or where the artifact says).
+fn stage_package(package: &PackageInstall, own: &Path) -> Result<StagedFiles, InstallError> {
+    let mut files = StagedFiles::new();
+    for artifact in &package.artifacts {
+        match artifact.kind {
+            ArtifactKind::Tree => {
+                stage::extract_tree(&artifact.blob, &artifact.path, own, &mut files)?
+            }
+            ArtifactKind::Kpack => {
+                let relative = artifact.install_as.clone().unwrap_or_else(|| {
+                    let name = artifact.path.rsplit('/').next().unwrap_or("archive.kpack");
+                    format!(".kpack/{name}")
+                });
+                let relative = stage::safe_relative(Path::new(&relative)).map_err(|reason| {
+                    InstallError::UnsafeEntry {
+                        artifact: artifact.path.clone(),
+                        entry: relative.clone(),
+                        reason: reason.to_string(),
+                    }
+                })?;
+                stage::place_file(
+                    &artifact.blob,
+                    &relative,
+                    artifact.sha256,
+                    artifact.size,
+                    own,
+                    &mut files,
+                )?
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The install record of `package` with its staged `files` and the
+/// directories it owns.
+fn installed(package: &PackageInstall, dirs: Vec<String>, files: StagedFiles) -> InstalledPackage {
+    InstalledPackage {
+        version: package.version.clone(),
+        repo: package.repo.clone(),
+        targets: package.targets.clone(),
+        artifacts: package
+            .artifacts
+            .iter()
+            .map(|a| InstalledArtifact {
+                path: a.path.clone(),
+                sha256: a.sha256,
+                size: a.size,
+                targets: a.targets.clone(),
+            })
+            .collect(),
+        dirs,
+        files: files.into_values().collect(),
+    }
 }
