@@ -97,10 +97,12 @@ impl Cache {
         Ok(file)
     }
 
-    /// Moves a verified partial file into place.
+    /// Moves a verified (and synced) partial file into place, and syncs the
+    /// directory so the new name survives a crash.
     pub fn commit(&self, sha256: &Sha256) -> io::Result<PathBuf> {
         let blob = self.blob(sha256);
         std::fs::rename(self.partial(sha256), &blob)?;
+        File::open(self.root.join("blobs"))?.sync_all()?;
         let _ = std::fs::remove_file(self.partial_origin(sha256));
         Ok(blob)
     }

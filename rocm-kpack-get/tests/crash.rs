@@ -653,3 +653,39 @@ fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
         "{blobs} synced after the shard: {synced:#?}"
     );
 }
+
+#[test]
+fn a_downloaded_artifact_is_named_durably_in_the_cache() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let log = env.home.path().join("fsync.log");
+    success(
+        env.with_repo(
+            &server.url(),
+            &repo.public_key,
+            &["--target", TARGET, "install", "rocm-rand"],
+        )
+        .env("LD_PRELOAD", fsync_logger())
+        .env("KPACK_TEST_FSYNC_LOG", &log),
+    );
+    let synced = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("{}: the preloaded logger wrote nothing: {e}", log.display()));
+    let synced: Vec<&str> = synced
+        .lines()
+        .filter_map(|l| l.strip_prefix("fsync "))
+        .collect();
+    let cache = env.cache.canonicalize().unwrap();
+    let partial = format!("{}/", cache.join("partial").display());
+    let blobs = cache.join("blobs").display().to_string();
+    // The last download synced in `partial/` is renamed into `blobs/`, and
+    // that directory is synced after it.
+    let last_download = synced
+        .iter()
+        .rposition(|path| path.starts_with(&partial))
+        .unwrap_or_else(|| panic!("no download synced: {synced:#?}"));
+    assert!(
+        synced[last_download..].iter().any(|path| *path == blobs),
+        "{blobs} synced after the last download: {synced:#?}"
+    );
+}
