@@ -612,36 +612,35 @@ fn fsync_logger() -> &'static Path {
     })
 }
 
-#[test]
-fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
+/// What `kpack-get ARGS` fsyncs, in order (through the preloaded logger),
+/// with the cache's `partial/` prefix and its `blobs` directory.
+fn fsyncs_of(args: &[&str]) -> (Vec<String>, String, String) {
     let repo = shared_rocrand_repo();
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
     let log = env.home.path().join("fsync.log");
-    // `info` fetches the package's shard, which the cache stores with `put`.
     success(
-        env.with_repo(
-            &server.url(),
-            &repo.public_key,
-            &["--target", TARGET, "info", "rocm-rand"],
-        )
-        .env("LD_PRELOAD", fsync_logger())
-        .env("KPACK_TEST_FSYNC_LOG", &log),
+        env.with_repo(&server.url(), &repo.public_key, args)
+            .env("LD_PRELOAD", fsync_logger())
+            .env("KPACK_TEST_FSYNC_LOG", &log),
     );
-    let shards: Vec<std::path::PathBuf> = std::fs::read_dir(env.cache.join("blobs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    assert_eq!(shards.len(), 1, "one shard cached: {shards:?}");
-    let synced = std::fs::read_to_string(&log)
+    let text = std::fs::read_to_string(&log)
         .unwrap_or_else(|e| panic!("{}: the preloaded logger wrote nothing: {e}", log.display()));
-    let synced: Vec<&str> = synced
+    let synced = text
         .lines()
         .filter_map(|l| l.strip_prefix("fsync "))
+        .map(str::to_owned)
         .collect();
     let cache = env.cache.canonicalize().unwrap();
     let partial = format!("{}/", cache.join("partial").display());
     let blobs = cache.join("blobs").display().to_string();
+    (synced, partial, blobs)
+}
+
+#[test]
+fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
+    // `info` fetches the package's shard, which the cache stores with `put`.
+    let (synced, partial, blobs) = fsyncs_of(&["--target", TARGET, "info", "rocm-rand"]);
     // The file is synced while it still has its temporary name (before the
     // rename), and the directory holding its final name after.
     let file = synced
@@ -649,35 +648,14 @@ fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
         .position(|path| path.starts_with(&partial))
         .unwrap_or_else(|| panic!("the shard synced before its rename: {synced:#?}"));
     assert!(
-        synced[file..].iter().any(|path| *path == blobs),
+        synced[file..].contains(&blobs),
         "{blobs} synced after the shard: {synced:#?}"
     );
 }
 
 #[test]
 fn a_downloaded_artifact_is_named_durably_in_the_cache() {
-    let repo = shared_rocrand_repo();
-    let server = TestServer::start(&repo.dir);
-    let env = Env::new();
-    let log = env.home.path().join("fsync.log");
-    success(
-        env.with_repo(
-            &server.url(),
-            &repo.public_key,
-            &["--target", TARGET, "install", "rocm-rand"],
-        )
-        .env("LD_PRELOAD", fsync_logger())
-        .env("KPACK_TEST_FSYNC_LOG", &log),
-    );
-    let synced = std::fs::read_to_string(&log)
-        .unwrap_or_else(|e| panic!("{}: the preloaded logger wrote nothing: {e}", log.display()));
-    let synced: Vec<&str> = synced
-        .lines()
-        .filter_map(|l| l.strip_prefix("fsync "))
-        .collect();
-    let cache = env.cache.canonicalize().unwrap();
-    let partial = format!("{}/", cache.join("partial").display());
-    let blobs = cache.join("blobs").display().to_string();
+    let (synced, partial, blobs) = fsyncs_of(&["--target", TARGET, "install", "rocm-rand"]);
     // The last download synced in `partial/` is renamed into `blobs/`, and
     // that directory is synced after it.
     let last_download = synced
@@ -685,7 +663,7 @@ fn a_downloaded_artifact_is_named_durably_in_the_cache() {
         .rposition(|path| path.starts_with(&partial))
         .unwrap_or_else(|| panic!("no download synced: {synced:#?}"));
     assert!(
-        synced[last_download..].iter().any(|path| *path == blobs),
+        synced[last_download..].contains(&blobs),
         "{blobs} synced after the last download: {synced:#?}"
     );
 }
