@@ -22,4 +22,6 @@ pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError,
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
 };
-pub use types::{Dependency, HashingReader, PackageName, RelativePath, Sha256, Timestamp};
+pub use types::{
+    Dependency, HashingReader, HashingWriter, PackageName, RelativePath, Sha256, Timestamp,
+};

@@ -195,6 +195,67 @@ impl<R: std::io::Read> std::io::Read for HashingReader<R> {
     }
 }
 
+/// A writer that hashes and counts the bytes written through it, so a
+/// download is written and checked in one pass.
+#[derive(Debug)]
+pub struct HashingWriter<W> {
+    inner: W,
+    hasher: sha2::Sha256,
+    size: u64,
+}
+
+impl<W> HashingWriter<W> {
+    pub fn new(inner: W) -> Self {
+        use sha2::Digest;
+        HashingWriter {
+            inner,
+            hasher: sha2::Sha256::new(),
+            size: 0,
+        }
+    }
+
+    /// Continues a file whose first bytes are already in place (a resumed
+    /// download): what `existing` yields is hashed and counted, not written.
+    pub fn resume(inner: W, existing: impl std::io::Read) -> std::io::Result<Self> {
+        let mut reader = HashingReader::new(existing);
+        std::io::copy(&mut reader, &mut std::io::sink())?;
+        Ok(HashingWriter {
+            inner,
+            hasher: reader.hasher,
+            size: reader.size,
+        })
+    }
+
+    /// The bytes hashed so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn get_ref(&self) -> &W {
+        &self.inner
+    }
+
+    /// The digest and size of what was written, and the writer.
+    pub fn finish(self) -> (Sha256, u64, W) {
+        use sha2::Digest;
+        (Sha256(self.hasher.finalize().into()), self.size, self.inner)
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 impl FromStr for Sha256 {
     type Err = InvalidValue;
 
@@ -346,6 +407,18 @@ mod tests {
             Sha256::of_reader(&data[..]).unwrap(),
             (Sha256::of(&data), 300_000)
         );
+    }
+
+    #[test]
+    fn a_resumed_hashing_writer_hashes_the_whole_file_but_writes_only_the_rest() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (existing, rest) = data.split_at(123_457);
+        let mut writer = HashingWriter::resume(Vec::new(), existing).unwrap();
+        std::io::Write::write_all(&mut writer, rest).unwrap();
+        assert_eq!(writer.size(), 300_000);
+        let (sha256, size, written) = writer.finish();
+        assert_eq!((sha256, size), (Sha256::of(&data), 300_000));
+        assert_eq!(written, rest);
     }
 
     #[test]

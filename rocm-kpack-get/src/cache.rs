@@ -7,9 +7,10 @@
 //! partial/<sha256>.from   the URL and validator it came from, for resume
 //! ```
 
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+
+use fs_err::File;
 
 use kpack_repo_index::Sha256;
 
@@ -57,7 +58,7 @@ impl Cache {
     /// again so a truncated file is never used.
     pub fn get(&self, sha256: &Sha256, size: u64) -> Option<PathBuf> {
         let path = self.blob(sha256);
-        match std::fs::metadata(&path) {
+        match fs_err::metadata(&path) {
             Ok(meta) if meta.is_file() && meta.len() == size => Some(path),
             _ => None,
         }
@@ -72,7 +73,7 @@ impl Cache {
         match Sha256::of_file(&path) {
             Ok((actual, _)) if actual == *sha256 => Some(path),
             _ => {
-                let _ = std::fs::remove_file(&path);
+                let _ = fs_err::remove_file(&path);
                 None
             }
         }
@@ -80,8 +81,8 @@ impl Cache {
 
     /// Creates the cache's directories.
     pub fn create_dirs(&self) -> io::Result<()> {
-        std::fs::create_dir_all(self.root.join("blobs"))?;
-        std::fs::create_dir_all(self.root.join("partial"))
+        fs_err::create_dir_all(self.root.join("blobs"))?;
+        fs_err::create_dir_all(self.root.join("partial"))
     }
 
     /// Opens (creating) the partial file for `sha256` and locks it, waiting
@@ -101,9 +102,9 @@ impl Cache {
     /// directory so the new name survives a crash.
     pub fn commit(&self, sha256: &Sha256) -> io::Result<PathBuf> {
         let blob = self.blob(sha256);
-        std::fs::rename(self.partial(sha256), &blob)?;
-        File::open(self.root.join("blobs"))?.sync_all()?;
-        let _ = std::fs::remove_file(self.partial_origin(sha256));
+        fs_err::rename(self.partial(sha256), &blob)?;
+        kpack_fs::sync_dir(&self.root.join("blobs")).map_err(path_error)?;
+        let _ = fs_err::remove_file(self.partial_origin(sha256));
         Ok(blob)
     }
 
@@ -111,13 +112,8 @@ impl Cache {
     /// before it is named by its hash, and the name durable once it is, as
     /// for every other file kpack-get writes.
     pub fn put(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<PathBuf> {
-        self.create_dirs()?;
         let blob = self.blob(sha256);
-        let mut temp = tempfile::NamedTempFile::new_in(self.root.join("partial"))?;
-        io::Write::write_all(&mut temp, bytes)?;
-        temp.as_file().sync_all()?;
-        temp.persist(&blob).map_err(|e| e.error)?;
-        File::open(self.root.join("blobs"))?.sync_all()?;
+        kpack_fs::write_atomic(&blob, bytes).map_err(path_error)?;
         Ok(blob)
     }
 
@@ -127,7 +123,7 @@ impl Cache {
         let mut report = CleanReport::default();
         for dir in ["blobs", "partial"] {
             let dir = self.root.join(dir);
-            let entries = match std::fs::read_dir(&dir) {
+            let entries = match fs_err::read_dir(&dir) {
                 Ok(entries) => entries,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
@@ -136,7 +132,7 @@ impl Cache {
                 let entry = entry?;
                 let meta = entry.metadata()?;
                 if meta.is_file() {
-                    std::fs::remove_file(entry.path())?;
+                    fs_err::remove_file(entry.path())?;
                     report.files += 1;
                     report.bytes += meta.len();
                 }
@@ -144,4 +140,9 @@ impl Cache {
         }
         Ok(report)
     }
+}
+
+/// A write of kpack-fs's as an I/O error that still names its path.
+pub(crate) fn path_error(error: kpack_fs::PathError) -> io::Error {
+    io::Error::new(error.source.kind(), error)
 }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::client::{InvalidMirror, Mirror};
+
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -22,6 +24,12 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("repository {name:?}: {message}")]
     Repo { name: String, message: String },
+    #[error("repository {name:?}")]
+    Mirror {
+        name: String,
+        #[source]
+        source: InvalidMirror,
+    },
     #[error("no home directory: set HOME, or XDG_CACHE_HOME and XDG_STATE_HOME")]
     NoHome,
 }
@@ -32,7 +40,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields)]
 pub struct RepoConfig {
     pub name: String,
-    pub mirrors: Vec<String>,
+    pub mirrors: Vec<Mirror>,
     /// A key (`RWQ...`) or the path of a minisign public key file.
     pub key: String,
 }
@@ -111,9 +119,17 @@ impl RepoConfig {
             Some((name, url)) if !name.contains('/') && !name.contains(':') => (name, url),
             _ => ("default", value),
         };
+        let mirrors = url
+            .split(',')
+            .map(Mirror::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|source| ConfigError::Mirror {
+                name: name.to_owned(),
+                source,
+            })?;
         let repo = RepoConfig {
             name: name.to_owned(),
-            mirrors: url.split(',').map(str::to_owned).collect(),
+            mirrors,
             key: key.to_owned(),
         };
         repo.check()?;
@@ -264,10 +280,34 @@ mod tests {
     }
 
     #[test]
+    fn a_mirror_that_is_neither_url_nor_directory_is_refused_where_it_is_written() {
+        let err = ConfigFile::parse(
+            Path::new("c.toml"),
+            "[[repo]]\nname = \"r\"\nmirrors = [\"ftp://m.example/r\"]\nkey = \"k\"\n",
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("c.toml") && text.contains("ftp://m.example/r"),
+            "{text}"
+        );
+        let err =
+            RepoConfig::from_flag("r=https://a.example/r,ftp://b.example/r", "k").unwrap_err();
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(
+            chain.contains("\"r\"") && chain.contains("ftp://b.example/r"),
+            "{chain}"
+        );
+    }
+
+    #[test]
     fn repo_flag_takes_an_optional_name() {
         let repo = RepoConfig::from_flag("rocm=http://127.0.0.1:8000/r", "RWQ").unwrap();
         assert_eq!(repo.name, "rocm");
-        assert_eq!(repo.mirrors, ["http://127.0.0.1:8000/r"]);
+        assert_eq!(
+            repo.mirrors,
+            [Mirror::Http("http://127.0.0.1:8000/r/".into())]
+        );
         let repo = RepoConfig::from_flag("http://127.0.0.1:8000/r", "RWQ").unwrap();
         assert_eq!(repo.name, "default");
     }

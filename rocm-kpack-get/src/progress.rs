@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kpack_repo_index::Sha256;
 use rocm_kpack_get::client::Progress;
 
 use crate::printer::{size, write_err, Printer};
@@ -14,7 +15,7 @@ use crate::printer::{size, write_err, Printer};
 pub struct Bars {
     multi: MultiProgress,
     total: ProgressBar,
-    files: Mutex<HashMap<usize, ProgressBar>>,
+    files: Mutex<HashMap<Sha256, ProgressBar>>,
 }
 
 impl Bars {
@@ -42,11 +43,11 @@ impl Bars {
 }
 
 impl Progress for Bars {
-    fn start(&self, id: usize, name: &str, total: u64, position: u64) {
+    fn start(&self, id: &Sha256, name: &str, total: u64, position: u64) {
         let Ok(mut files) = self.files.lock() else {
             return;
         };
-        let bar = files.entry(id).or_insert_with(|| {
+        let bar = files.entry(*id).or_insert_with(|| {
             let bar = self
                 .multi
                 .insert_before(&self.total, ProgressBar::new(total));
@@ -65,18 +66,18 @@ impl Progress for Bars {
             .set_position((self.total.position() + position).saturating_sub(previous));
     }
 
-    fn advance(&self, id: usize, bytes: u64) {
+    fn advance(&self, id: &Sha256, bytes: u64) {
         if let Ok(files) = self.files.lock() {
-            if let Some(bar) = files.get(&id) {
+            if let Some(bar) = files.get(id) {
                 bar.inc(bytes);
             }
         }
         self.total.inc(bytes);
     }
 
-    fn finish(&self, id: usize, _cached: bool) {
+    fn finish(&self, id: &Sha256, _cached: bool) {
         if let Ok(mut files) = self.files.lock() {
-            if let Some(bar) = files.remove(&id) {
+            if let Some(bar) = files.remove(id) {
                 bar.finish_and_clear();
             }
         }
@@ -91,7 +92,7 @@ impl Progress for Bars {
 #[derive(Debug)]
 pub struct Lines {
     printer: Printer,
-    names: Mutex<HashMap<usize, (String, u64)>>,
+    names: Mutex<HashMap<Sha256, (String, u64)>>,
 }
 
 impl Lines {
@@ -104,16 +105,16 @@ impl Lines {
 }
 
 impl Progress for Lines {
-    fn start(&self, id: usize, name: &str, total: u64, _position: u64) {
+    fn start(&self, id: &Sha256, name: &str, total: u64, _position: u64) {
         if let Ok(mut names) = self.names.lock() {
-            names.insert(id, (name.to_owned(), total));
+            names.insert(*id, (name.to_owned(), total));
         }
     }
 
-    fn advance(&self, _id: usize, _bytes: u64) {}
+    fn advance(&self, _id: &Sha256, _bytes: u64) {}
 
-    fn finish(&self, id: usize, cached: bool) {
-        let entry = self.names.lock().ok().and_then(|mut n| n.remove(&id));
+    fn finish(&self, id: &Sha256, cached: bool) {
+        let entry = self.names.lock().ok().and_then(|mut n| n.remove(id));
         if let Some((name, total)) = entry {
             if !self.printer.quiet && !self.printer.json {
                 let how = if cached { "cached" } else { "downloaded" };

@@ -17,8 +17,8 @@ use std::time::SystemTime;
 use kpack_repo_index::sign::{verify_root, PublicKey, SignError};
 use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
 
-use crate::cache::Cache;
-use crate::client::{mirror_location, Client, ClientError};
+use crate::cache::{path_error, Cache};
+use crate::client::{Client, ClientError, Mirror};
 use crate::config::RepoConfig;
 
 /// What is wrong with a repository or its local state.
@@ -56,18 +56,14 @@ pub enum RepoError {
     NotUpdated { repo: String },
     #[error(transparent)]
     Fetch(#[from] ClientError),
-    #[error("{path}")]
-    State {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    State(std::io::Error),
     #[error("{path}: {message}")]
     BadState { path: PathBuf, message: String },
     #[error("repository {repo}: shard of {package}: {message}")]
     Shard {
         repo: String,
-        package: String,
+        package: PackageName,
         message: String,
     },
 }
@@ -119,13 +115,6 @@ pub struct Updated {
     pub warnings: Vec<String>,
 }
 
-fn state_error(path: &Path) -> impl FnOnce(std::io::Error) -> RepoError + '_ {
-    move |source| RepoError::State {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 impl RepoStore {
     pub fn new(state_dir: &Path) -> RepoStore {
         RepoStore {
@@ -144,13 +133,13 @@ impl RepoStore {
     /// The highest root version seen per repository name.
     pub fn highest_versions(&self) -> Result<BTreeMap<String, u64>, RepoError> {
         let path = self.versions_path();
-        match std::fs::read_to_string(&path) {
+        match fs_err::read_to_string(&path) {
             Ok(text) => toml::from_str(&text).map_err(|e| RepoError::BadState {
                 path,
                 message: e.to_string(),
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(source) => Err(RepoError::State { path, source }),
+            Err(error) => Err(RepoError::State(error)),
         }
     }
 
@@ -198,18 +187,18 @@ impl RepoStore {
         client: &Client,
         config: &RepoConfig,
         key: &PublicKey,
-        mirror: &str,
+        mirror: &Mirror,
         seen: &BTreeMap<String, u64>,
         trust: Trust,
     ) -> Result<Updated, RepoError> {
-        let mirrors = [mirror.to_owned()];
-        let url = mirror_location(mirror, "index.toml");
+        let mirrors = std::slice::from_ref(mirror);
+        let url = mirror.locate("index.toml").to_string();
         // A publish renames the signature, then the root: a reader between
         // the two sees them out of step, so fetch both once more.
         let mut verified = None;
         for _ in 0..2 {
-            let (bytes, _) = client.fetch_unpinned(&mirrors, "index.toml")?;
-            let (signature, _) = client.fetch_unpinned(&mirrors, "index.toml.minisig")?;
+            let bytes = client.fetch_unpinned(mirrors, "index.toml")?;
+            let signature = client.fetch_unpinned(mirrors, "index.toml.minisig")?;
             let signature = String::from_utf8_lossy(&signature).into_owned();
             match verify_root(key, "index.toml", &bytes, &signature) {
                 Ok(root) => {
@@ -246,7 +235,7 @@ impl RepoStore {
         }
         check_expiry(config, &root, &url, trust, &mut warnings)?;
         let dir = self.repo_dir(config);
-        std::fs::create_dir_all(&dir).map_err(state_error(&dir))?;
+        fs_err::create_dir_all(&dir).map_err(RepoError::State)?;
         // Signature last: a reader that finds a root finds its signature.
         write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())?;
         write_atomic(&dir.join("index.toml"), &bytes)?;
@@ -276,19 +265,13 @@ impl RepoStore {
     ) -> Result<Option<Repo>, RepoError> {
         let dir = self.repo_dir(config);
         let index_path = dir.join("index.toml");
-        let bytes = match std::fs::read(&index_path) {
+        let bytes = match fs_err::read(&index_path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(RepoError::State {
-                    path: index_path,
-                    source,
-                })
-            }
+            Err(error) => return Err(RepoError::State(error)),
         };
-        let signature_path = dir.join("index.toml.minisig");
         let signature =
-            std::fs::read_to_string(&signature_path).map_err(state_error(&signature_path))?;
+            fs_err::read_to_string(dir.join("index.toml.minisig")).map_err(RepoError::State)?;
         let key = load_key(config)?;
         let root = verify_root(&key, "index.toml", &bytes, &signature).map_err(|source| {
             RepoError::Signature {
@@ -304,7 +287,7 @@ impl RepoStore {
             trust,
             warnings,
         )?;
-        let fetched = std::fs::metadata(&index_path)
+        let fetched = fs_err::metadata(&index_path)
             .and_then(|m| m.modified())
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let families = Families::builtin().with_overrides(&root.families);
@@ -362,45 +345,18 @@ impl Repo {
         let path = entry.shard_path(name);
         let bad = |message: String| RepoError::Shard {
             repo: self.config.name.clone(),
-            package: name.to_string(),
+            package: name.clone(),
             message,
         };
-        let cached = std::fs::read(cache.blob(&entry.sha256))
+        let cached = fs_err::read(cache.blob(&entry.sha256))
             .ok()
             .filter(|bytes| Sha256::of(bytes) == entry.sha256);
         let bytes = match cached {
             Some(bytes) => bytes,
             None => {
-                let mut failures = Vec::new();
-                let mut found = None;
-                for mirror in &self.config.mirrors {
-                    match client.fetch_unpinned(std::slice::from_ref(mirror), path.as_str()) {
-                        Ok((bytes, _)) if Sha256::of(&bytes) == entry.sha256 => {
-                            found = Some(bytes);
-                            break;
-                        }
-                        Ok((bytes, url)) => failures.push(crate::client::MirrorFailure {
-                            url,
-                            error: format!(
-                                "sha256 {}, but index.toml pins {}",
-                                Sha256::of(&bytes),
-                                entry.sha256
-                            ),
-                            integrity: true,
-                        }),
-                        Err(ClientError::AllMirrorsFailed { failures: f, .. }) => {
-                            failures.extend(f)
-                        }
-                        Err(error) => return Err(error.into()),
-                    }
-                }
-                let bytes = found.ok_or_else(|| ClientError::AllMirrorsFailed {
-                    path: path.to_string(),
-                    failures,
-                })?;
-                cache
-                    .put(&entry.sha256, &bytes)
-                    .map_err(state_error(&cache.blob(&entry.sha256)))?;
+                let bytes =
+                    client.fetch_verified(&self.config.mirrors, path.as_str(), entry.sha256)?;
+                cache.put(&entry.sha256, &bytes).map_err(RepoError::State)?;
                 bytes
             }
         };
@@ -415,8 +371,5 @@ impl Repo {
 
 /// Writes repository state atomically and durably.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RepoError> {
-    kpack_fs::write_atomic(path, bytes).map_err(|e| RepoError::State {
-        path: e.path,
-        source: e.source,
-    })
+    kpack_fs::write_atomic(path, bytes).map_err(|e| RepoError::State(path_error(e)))
 }

@@ -640,12 +640,17 @@ fn fsyncs_of(args: &[&str]) -> (Vec<String>, String, String) {
 #[test]
 fn a_shard_put_in_the_cache_is_synced_before_and_after_its_rename() {
     // `info` fetches the package's shard, which the cache stores with `put`.
-    let (synced, partial, blobs) = fsyncs_of(&["--target", TARGET, "info", "rocm-rand"]);
+    let (synced, _, blobs) = fsyncs_of(&["--target", TARGET, "info", "rocm-rand"]);
     // The file is synced while it still has its temporary name (before the
     // rename), and the directory holding its final name after.
+    let blobs_dir = format!("{blobs}/");
+    let temporary = |path: &String| {
+        path.strip_prefix(&blobs_dir)
+            .is_some_and(|name| name.parse::<kpack_repo_index::Sha256>().is_err())
+    };
     let file = synced
         .iter()
-        .position(|path| path.starts_with(&partial))
+        .position(temporary)
         .unwrap_or_else(|| panic!("the shard synced before its rename: {synced:#?}"));
     assert!(
         synced[file..].contains(&blobs),

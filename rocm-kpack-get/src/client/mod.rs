@@ -2,6 +2,7 @@
 //! where offered), bounded concurrency, sha256 while streaming, resume,
 //! retries with backoff and failover to the next mirror.
 
+mod mirror;
 mod transfer;
 
 pub mod progress;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use kpack_repo_index::{RelativePath, Sha256};
 
 use crate::cache::Cache;
+pub use mirror::{InvalidMirror, Location, Mirror};
 pub use progress::{Progress, Silent};
 
 /// Why files could not be fetched.
@@ -26,12 +28,8 @@ pub enum ClientError {
         path: String,
         failures: Vec<MirrorFailure>,
     },
-    #[error("cannot write {path}")]
-    Local {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("the download cache")]
+    Cache(#[source] std::io::Error),
     #[error("cannot start the HTTP client: {message}")]
     Setup { message: String },
 }
@@ -94,7 +92,7 @@ pub struct Wanted {
     pub path: RelativePath,
     pub sha256: Sha256,
     pub size: u64,
-    pub mirrors: Arc<Vec<String>>,
+    pub mirrors: Arc<[Mirror]>,
 }
 
 /// The HTTP client and the runtime it runs on.
@@ -133,58 +131,66 @@ impl Client {
     }
 
     /// An unpinned small file (the root index, its signature) from the
-    /// first mirror that has it; returns the bytes and the URL they came
-    /// from.
-    pub fn fetch_unpinned(
+    /// first mirror that has it.
+    pub fn fetch_unpinned(&self, mirrors: &[Mirror], path: &str) -> Result<Vec<u8>, ClientError> {
+        self.fetch_small(mirrors, path, None)
+    }
+
+    /// A small pinned file (a shard) from the first mirror whose copy has
+    /// the pinned hash.
+    pub fn fetch_verified(
         &self,
-        mirrors: &[String],
+        mirrors: &[Mirror],
         path: &str,
-    ) -> Result<(Vec<u8>, String), ClientError> {
+        sha256: Sha256,
+    ) -> Result<Vec<u8>, ClientError> {
+        self.fetch_small(mirrors, path, Some(sha256))
+    }
+
+    fn fetch_small(
+        &self,
+        mirrors: &[Mirror],
+        path: &str,
+        pin: Option<Sha256>,
+    ) -> Result<Vec<u8>, ClientError> {
         if self.options.offline {
             return Err(ClientError::Offline {
                 path: path.to_owned(),
             });
         }
-        self.runtime.block_on(transfer::fetch_unpinned(
+        self.runtime.block_on(transfer::fetch_small(
             &self.http,
             &self.options,
             mirrors,
             path,
+            pin,
         ))
     }
 
     /// Every file of `wanted` into `cache`, at most `concurrency` at once;
-    /// returns their cache paths in the same order. Files already cached
-    /// are not fetched. On the first failure the others stop (their
-    /// partial files stay for a resume) and that failure is returned.
+    /// afterwards each is in the cache under its hash
+    /// ([`Cache::blob`]). Files already cached are not fetched. On the
+    /// first failure the others stop (their partial files stay for a
+    /// resume) and that failure is returned.
     pub fn fetch_all(
         &self,
         cache: &Cache,
         wanted: &[Wanted],
         progress: Arc<dyn Progress>,
-    ) -> Result<Vec<std::path::PathBuf>, ClientError> {
-        cache.create_dirs().map_err(|source| ClientError::Local {
-            path: cache.root().to_owned(),
-            source,
-        })?;
+    ) -> Result<(), ClientError> {
+        cache.create_dirs().map_err(ClientError::Cache)?;
         let mut seen = BTreeSet::new();
-        let unique: Vec<(usize, Wanted)> = wanted
-            .iter()
-            .filter(|w| seen.insert(w.sha256))
-            .cloned()
-            .enumerate()
-            .collect();
         let mut missing = Vec::new();
-        for (id, item) in &unique {
+        for item in wanted.iter().filter(|w| seen.insert(w.sha256)) {
             if cache.get_verified(&item.sha256, item.size).is_some() {
-                progress.start(*id, item.path.as_str(), item.size, item.size);
-                progress.finish(*id, true);
+                progress.start(&item.sha256, item.path.as_str(), item.size, item.size);
+                progress.finish(&item.sha256, true);
             } else if self.options.offline {
                 return Err(ClientError::Offline {
                     path: item.path.to_string(),
                 });
             } else {
-                missing.push((*id, item.clone()));
+                missing.push(item.clone());
             }
         }
         if !missing.is_empty() {
@@ -196,33 +202,18 @@ impl Client {
                 progress,
             ))?;
         }
-        wanted
+        match wanted
             .iter()
-            .map(|w| {
-                cache
-                    .get(&w.sha256, w.size)
-                    .ok_or_else(|| ClientError::Local {
-                        path: cache.blob(&w.sha256),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            "removed from the cache while in use",
-                        ),
-                    })
-            })
-            .collect()
+            .find(|w| cache.get(&w.sha256, w.size).is_none())
+        {
+            Some(gone) => Err(ClientError::Cache(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} was removed from the cache while in use",
+                    cache.blob(&gone.sha256).display()
+                ),
+            ))),
+            None => Ok(()),
+        }
     }
-}
-
-/// The URL (or directory path) of `path` on `mirror`.
-pub fn mirror_location(mirror: &str, path: &str) -> String {
-    if mirror.ends_with('/') {
-        format!("{mirror}{path}")
-    } else {
-        format!("{mirror}/{path}")
-    }
-}
-
-/// Whether a mirror is served over HTTP (else it is a directory).
-pub fn is_http(mirror: &str) -> bool {
-    mirror.starts_with("http://") || mirror.starts_with("https://")
 }

@@ -1,17 +1,18 @@
-//! One file from one mirror: resume, streaming hash, and how each failure
-//! is handled (retry here, try the next mirror, or stop).
+//! Fetching one file: the one retry and failover loop over mirrors, and
+//! the attempts it runs (a small file into memory, a pinned file into the
+//! cache with resume and a streaming hash), each saying what its failure
+//! means (retry here, try the next mirror, or stop).
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
-use sha2::Digest;
+use fs_err::File;
+use kpack_repo_index::{HashingWriter, Sha256};
 use tokio::task::JoinSet;
 
-use super::{
-    is_http, mirror_location, ClientError, ClientOptions, MirrorFailure, Progress, Wanted,
-};
+use super::mirror::{Location, Mirror};
+use super::{ClientError, ClientOptions, MirrorFailure, Progress, Silent, Wanted};
 use crate::cache::Cache;
 
 /// What became of one attempt.
@@ -24,68 +25,186 @@ enum Failure {
     Fatal(ClientError),
 }
 
-fn local(path: PathBuf) -> impl FnOnce(std::io::Error) -> Failure {
-    move |source| Failure::Fatal(ClientError::Local { path, source })
+impl From<std::io::Error> for Failure {
+    /// A local file-system error: no mirror can help with it.
+    fn from(error: std::io::Error) -> Failure {
+        Failure::Fatal(ClientError::Cache(error))
+    }
 }
 
-pub(super) async fn fetch_unpinned(
-    http: &reqwest::Client,
-    options: &ClientOptions,
-    mirrors: &[String],
-    path: &str,
-) -> Result<(Vec<u8>, String), ClientError> {
-    let mut failures = Vec::new();
-    for mirror in mirrors {
-        let location = mirror_location(mirror, path);
-        let mut last = String::new();
-        for attempt in 0..options.attempts.max(1) {
-            if attempt > 0 {
-                tokio::time::sleep(options.backoff * 2u32.pow(attempt - 1)).await;
-            }
-            let result = if is_http(mirror) {
-                get_small(http, &location).await
-            } else {
-                let file = location.strip_prefix("file://").unwrap_or(&location);
-                match std::fs::read(file) {
-                    Ok(bytes) => Ok(bytes),
-                    Err(e) => Err((e.to_string(), false)),
+/// The one retry and failover policy: each mirror in order, retried with
+/// backoff while its failures say a retry may help; when every mirror has
+/// failed, the error lists each one's last failure.
+///
+/// ```text
+/// while let Some(location) = failover.next().await {
+///     match attempt(location).await { Ok(v) => return Ok(v), Err(f) => failover.failed(f)? }
+/// }
+/// Err(failover.into_error())
+/// ```
+struct Failover<'a> {
+    options: &'a ClientOptions,
+    mirrors: &'a [Mirror],
+    path: &'a str,
+    progress: &'a dyn Progress,
+    /// The mirror being tried, and the attempts made on it.
+    mirror: usize,
+    attempts: u32,
+    last: Option<(String, bool)>,
+    failures: Vec<MirrorFailure>,
+}
+
+impl<'a> Failover<'a> {
+    fn new(
+        options: &'a ClientOptions,
+        mirrors: &'a [Mirror],
+        path: &'a str,
+        progress: &'a dyn Progress,
+    ) -> Failover<'a> {
+        Failover {
+            options,
+            mirrors,
+            path,
+            progress,
+            mirror: 0,
+            attempts: 0,
+            last: None,
+            failures: Vec::new(),
+        }
+    }
+
+    fn allowed(&self) -> u32 {
+        self.options.attempts.max(1)
+    }
+
+    /// Where to try next (after the backoff a retry waits); `None` once
+    /// every mirror has failed.
+    async fn next(&mut self) -> Option<Location> {
+        loop {
+            let mirror = self.mirrors.get(self.mirror)?;
+            if self.attempts < self.allowed() {
+                if self.attempts > 0 {
+                    let delay = self.options.backoff * 2u32.pow(self.attempts - 1);
+                    tokio::time::sleep(delay).await;
                 }
-            };
-            match result {
-                Ok(bytes) => return Ok((bytes, location)),
-                Err((error, retry)) => {
-                    last = error;
-                    if !retry {
-                        break;
+                self.attempts += 1;
+                return Some(mirror.locate(self.path));
+            }
+            self.give_up_on_mirror(mirror);
+        }
+    }
+
+    /// Takes an attempt's failure: a fatal one ends the fetch.
+    fn failed(&mut self, failure: Failure) -> Result<(), ClientError> {
+        match failure {
+            Failure::Fatal(error) => return Err(error),
+            Failure::Retry(error) => {
+                if self.attempts < self.allowed() {
+                    if let Some(mirror) = self.mirrors.get(self.mirror) {
+                        let location = mirror.locate(self.path);
+                        self.progress
+                            .note(&format!("{location}: {error}; retrying"));
                     }
                 }
+                self.last = Some((error, false));
+            }
+            Failure::NextMirror { error, integrity } => {
+                self.last = Some((error, integrity));
+                self.attempts = self.allowed();
             }
         }
-        failures.push(MirrorFailure {
-            url: location,
-            error: last,
-            integrity: false,
-        });
+        Ok(())
     }
-    Err(ClientError::AllMirrorsFailed {
-        path: path.to_owned(),
-        failures,
-    })
+
+    fn give_up_on_mirror(&mut self, mirror: &Mirror) {
+        if let Some((error, integrity)) = self.last.take() {
+            let location = mirror.locate(self.path);
+            if self.mirror + 1 < self.mirrors.len() {
+                self.progress
+                    .note(&format!("{location}: {error}; trying the next mirror"));
+            }
+            self.failures.push(MirrorFailure {
+                url: location.to_string(),
+                error,
+                integrity,
+            });
+        }
+        self.mirror += 1;
+        self.attempts = 0;
+    }
+
+    fn into_error(self) -> ClientError {
+        ClientError::AllMirrorsFailed {
+            path: self.path.to_owned(),
+            failures: self.failures,
+        }
+    }
 }
 
-/// GET of a small file; the error says whether a retry may help.
-async fn get_small(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, (String, bool)> {
+/// A small file, into memory, from the first mirror that has it; with a
+/// pin, only bytes with that hash are taken.
+pub(super) async fn fetch_small(
+    http: &reqwest::Client,
+    options: &ClientOptions,
+    mirrors: &[Mirror],
+    path: &str,
+    pin: Option<Sha256>,
+) -> Result<Vec<u8>, ClientError> {
+    let mut failover = Failover::new(options, mirrors, path, &Silent);
+    while let Some(location) = failover.next().await {
+        match read_small(http, &location, pin).await {
+            Ok(bytes) => return Ok(bytes),
+            Err(failure) => failover.failed(failure)?,
+        }
+    }
+    Err(failover.into_error())
+}
+
+/// One attempt at a small file; with a pin, other bytes are refused.
+async fn read_small(
+    http: &reqwest::Client,
+    location: &Location,
+    pin: Option<Sha256>,
+) -> Result<Vec<u8>, Failure> {
+    let bytes = match location {
+        Location::Url(url) => get_small(http, url).await?,
+        Location::File(file) => fs_err::read(file).map_err(|e| Failure::NextMirror {
+            error: e.to_string(),
+            integrity: false,
+        })?,
+    };
+    match pin {
+        Some(pin) if Sha256::of(&bytes) != pin => Err(Failure::NextMirror {
+            error: format!("sha256 {}, but the index pins {pin}", Sha256::of(&bytes)),
+            integrity: true,
+        }),
+        _ => Ok(bytes),
+    }
+}
+
+/// GET of a small file.
+async fn get_small(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, Failure> {
     let response = http
         .get(url)
         .send()
         .await
-        .map_err(|e| (describe(&e), true))?;
+        .map_err(|e| Failure::Retry(describe(&e)))?;
     let status = response.status();
     if !status.is_success() {
-        let retry = status.is_server_error() || status.as_u16() == 429;
-        return Err((format!("HTTP {status}"), retry));
+        let error = format!("HTTP {status}");
+        return Err(if status.is_server_error() || status.as_u16() == 429 {
+            Failure::Retry(error)
+        } else {
+            Failure::NextMirror {
+                error,
+                integrity: false,
+            }
+        });
     }
-    let bytes = response.bytes().await.map_err(|e| (describe(&e), true))?;
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| Failure::Retry(describe(&e)))?;
     Ok(bytes.to_vec())
 }
 
@@ -109,12 +228,12 @@ pub(super) async fn fetch_many(
     http: &reqwest::Client,
     options: &ClientOptions,
     cache: &Cache,
-    items: Vec<(usize, Wanted)>,
+    items: Vec<Wanted>,
     progress: Arc<dyn Progress>,
 ) -> Result<(), ClientError> {
     let permits = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut tasks = JoinSet::new();
-    for (id, item) in items {
+    for item in items {
         let permits = permits.clone();
         let http = http.clone();
         let options = options.clone();
@@ -122,7 +241,7 @@ pub(super) async fn fetch_many(
         let progress = progress.clone();
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            fetch_one(&http, &options, &cache, id, &item, progress.as_ref()).await
+            fetch_pinned(&http, &options, &cache, &item, progress.as_ref()).await
         });
     }
     while let Some(joined) = tasks.join_next().await {
@@ -139,99 +258,50 @@ pub(super) async fn fetch_many(
     Ok(())
 }
 
-async fn fetch_one(
+/// One pinned file into the cache, resuming what an earlier attempt (or
+/// another process) left.
+async fn fetch_pinned(
     http: &reqwest::Client,
     options: &ClientOptions,
     cache: &Cache,
-    id: usize,
     item: &Wanted,
     progress: &dyn Progress,
 ) -> Result<(), ClientError> {
-    let partial_path = cache.partial(&item.sha256);
     let sha256 = item.sha256;
     let opener = cache.clone();
     // Another process may be fetching the same file: wait for its lock,
     // then take what it left (complete, or partial to resume).
-    let mut file = off_thread(&partial_path, move || opener.open_partial(&sha256)).await?;
+    let mut file = off_thread(move || opener.open_partial(&sha256)).await?;
     if cache.get(&item.sha256, item.size).is_some() {
-        progress.finish(id, true);
+        progress.finish(&item.sha256, true);
         return Ok(());
     }
-    let mut failures = Vec::new();
-    for (index, mirror) in item.mirrors.iter().enumerate() {
-        let url = mirror_location(mirror, item.path.as_str());
-        let mut last = None;
-        for attempt in 0..options.attempts.max(1) {
-            if attempt > 0 {
-                tokio::time::sleep(options.backoff * 2u32.pow(attempt - 1)).await;
-            }
-            let result = if is_http(mirror) {
-                let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
-                match attempt_http(http, cache, &url, id, item, &mut file, progress).await {
-                    // The bytes kept from before (another mirror's, or
-                    // damaged on disk) may be the wrong ones: fetch the
-                    // whole file once before blaming this mirror.
-                    Err(Failure::NextMirror {
-                        error,
-                        integrity: true,
-                    }) if resumed => {
-                        progress.note(&format!("{url}: {error}; fetching the whole file again"));
-                        attempt_http(http, cache, &url, id, item, &mut file, progress).await
-                    }
-                    result => result,
-                }
-            } else {
-                attempt_dir(cache, &url, id, item, &mut file, progress)
-            };
-            match result {
-                Ok(()) => {
-                    // Durable before it is named by its hash; the flush runs
-                    // on a blocking thread so other downloads keep going.
-                    let synced = file.try_clone();
-                    off_thread(&partial_path, move || synced.and_then(|f| f.sync_all())).await?;
-                    cache
-                        .commit(&item.sha256)
-                        .map_err(|source| ClientError::Local {
-                            path: cache.blob(&item.sha256),
-                            source,
-                        })?;
-                    progress.finish(id, false);
-                    return Ok(());
-                }
-                Err(Failure::Fatal(error)) => return Err(error),
-                Err(Failure::Retry(error)) => {
-                    if attempt + 1 < options.attempts {
-                        progress.note(&format!("{url}: {error}; retrying"));
-                    }
-                    last = Some((error, false));
-                }
-                Err(Failure::NextMirror { error, integrity }) => {
-                    last = Some((error, integrity));
-                    break;
-                }
-            }
-        }
-        if let Some((error, integrity)) = last {
-            if index + 1 < item.mirrors.len() {
-                progress.note(&format!("{url}: {error}; trying the next mirror"));
-            }
-            failures.push(MirrorFailure {
-                url,
-                error,
-                integrity,
-            });
+    let mut failover = Failover::new(options, &item.mirrors, item.path.as_str(), progress);
+    loop {
+        let Some(location) = failover.next().await else {
+            return Err(failover.into_error());
+        };
+        let attempt = match &location {
+            Location::Url(url) => attempt_http(http, cache, url, item, &mut file, progress).await,
+            Location::File(source) => attempt_file(source, item, &mut file, progress),
+        };
+        match attempt {
+            Ok(()) => break,
+            Err(failure) => failover.failed(failure)?,
         }
     }
-    Err(ClientError::AllMirrorsFailed {
-        path: item.path.to_string(),
-        failures,
-    })
+    // Durable before it is named by its hash; the flush runs on a
+    // blocking thread so other downloads keep going.
+    let synced = file.try_clone().map_err(ClientError::Cache)?;
+    off_thread(move || synced.sync_all()).await?;
+    cache.commit(&item.sha256).map_err(ClientError::Cache)?;
+    progress.finish(&item.sha256, false);
+    Ok(())
 }
 
 /// Runs blocking file work (waiting for a lock, flushing) on a thread of
 /// its own, so the other downloads keep going.
 async fn off_thread<T: Send + 'static>(
-    path: &std::path::Path,
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T, ClientError> {
     tokio::task::spawn_blocking(work)
@@ -239,153 +309,214 @@ async fn off_thread<T: Send + 'static>(
         .map_err(|e| ClientError::Setup {
             message: e.to_string(),
         })?
-        .map_err(|source| ClientError::Local {
-            path: path.to_owned(),
-            source,
-        })
+        .map_err(ClientError::Cache)
 }
 
-/// Where a partial file came from: the URL and the server's validator
-/// (ETag or Last-Modified), for `If-Range`.
-fn read_origin(cache: &Cache, item: &Wanted) -> Option<(String, String)> {
-    let text = std::fs::read_to_string(cache.partial_origin(&item.sha256)).ok()?;
-    let (url, validator) = text.split_once('\n')?;
-    Some((url.to_owned(), validator.trim_end().to_owned()))
-}
-
-/// Hashes the first `length` bytes already in the partial file.
-fn hash_prefix(file: &mut File, length: u64) -> std::io::Result<sha2::Sha256> {
-    let mut hasher = sha2::Sha256::new();
-    file.seek(SeekFrom::Start(0))?;
-    let mut reader = Read::by_ref(file).take(length);
-    let mut buffer = vec![0u8; 1 << 16];
-    loop {
-        let n = reader.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher)
-}
-
+/// An HTTP attempt; when it resumed from bytes kept from before (another
+/// mirror's, or damaged on disk) and the result does not match the pin,
+/// the whole file is fetched once more before this mirror is blamed.
 async fn attempt_http(
     http: &reqwest::Client,
     cache: &Cache,
     url: &str,
-    id: usize,
     item: &Wanted,
     file: &mut File,
     progress: &dyn Progress,
 ) -> Result<(), Failure> {
-    let partial = cache.partial(&item.sha256);
-    let mut have = file.metadata().map_err(local(partial.clone()))?.len();
+    let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
+    match download(http, cache, url, item, file, progress).await {
+        Err(Failure::NextMirror {
+            error,
+            integrity: true,
+        }) if resumed => {
+            progress.note(&format!("{url}: {error}; fetching the whole file again"));
+            download(http, cache, url, item, file, progress).await
+        }
+        result => result,
+    }
+}
+
+/// One GET of `url` into the partial file, resuming from what it holds.
+async fn download(
+    http: &reqwest::Client,
+    cache: &Cache,
+    url: &str,
+    item: &Wanted,
+    file: &mut File,
+    progress: &dyn Progress,
+) -> Result<(), Failure> {
+    let mut have = file.metadata()?.len();
     if have > item.size {
-        file.set_len(0).map_err(local(partial.clone()))?;
+        file.set_len(0)?;
         have = 0;
     }
-    let mut request = http.get(url);
-    if have > 0 {
-        request = request.header(reqwest::header::RANGE, format!("bytes={have}-"));
-        // The validator is only meaningful to the server that gave it; the
-        // bytes are pinned by hash either way.
-        if let Some((origin, validator)) = read_origin(cache, item) {
-            if origin == url && !validator.is_empty() {
-                request = request.header(reqwest::header::IF_RANGE, validator);
-            }
-        }
-    }
-    let mut response = request
+    let response = resume_request(http, cache, url, item, have)
         .send()
         .await
         .map_err(|e| Failure::Retry(describe(&e)))?;
+    let have = resume_point(&response, have, url, file, progress)?;
+    check_declared_size(&response, have, item)?;
+    record_origin(cache, item, url, &response)?;
+    let sink = Sink::start(file.try_clone()?, have)?;
+    progress.start(&item.sha256, item.path.as_str(), item.size, have);
+    let ((written, actual), stopped) = receive(response, sink, have, item, progress).await?;
+    if let Some(failure) = stopped {
+        if matches!(failure, Failure::NextMirror { .. }) {
+            file.set_len(0)?;
+        }
+        return Err(failure);
+    }
+    if written < item.size {
+        return Err(Failure::Retry(format!(
+            "the connection ended after {written} of {} bytes",
+            item.size
+        )));
+    }
+    check_pin(file, actual, item)
+}
+
+/// The GET, asking for the rest of the file when part of it is here; the
+/// validator goes only to the server that gave it (the bytes are pinned by
+/// hash either way).
+fn resume_request(
+    http: &reqwest::Client,
+    cache: &Cache,
+    url: &str,
+    item: &Wanted,
+    have: u64,
+) -> reqwest::RequestBuilder {
+    let request = http.get(url);
+    if have == 0 {
+        return request;
+    }
+    let request = request.header(reqwest::header::RANGE, format!("bytes={have}-"));
+    match read_origin(cache, item) {
+        Some((origin, validator)) if origin == url && !validator.is_empty() => {
+            request.header(reqwest::header::IF_RANGE, validator)
+        }
+        _ => request,
+    }
+}
+
+/// Where the response's bytes start in the file, from its status; a status
+/// that brings no bytes is the attempt's failure.
+fn resume_point(
+    response: &reqwest::Response,
+    have: u64,
+    url: &str,
+    file: &File,
+    progress: &dyn Progress,
+) -> Result<u64, Failure> {
     let status = response.status();
+    let failed = || format!("HTTP {status}");
     match status.as_u16() {
         206 if have > 0 => {
-            let start = response
-                .headers()
-                .get(reqwest::header::CONTENT_RANGE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("bytes "))
-                .and_then(|v| v.split('-').next())
-                .and_then(|v| v.parse::<u64>().ok());
+            let start = content_range(response).and_then(|(start, _)| start.parse::<u64>().ok());
             if start != Some(have) {
-                file.set_len(0).map_err(local(partial.clone()))?;
+                file.set_len(0)?;
                 return Err(Failure::Retry(format!(
                     "asked for bytes from {have}, got a range starting at {start:?}"
                 )));
             }
+            Ok(have)
         }
         200 | 206 => {
             if have > 0 {
                 progress.note(&format!(
                     "{url}: the server sent the whole file instead of resuming at byte {have}"
                 ));
-                have = 0;
             }
-        }
-        404 | 410 => {
-            return Err(Failure::NextMirror {
-                error: format!("HTTP {status}"),
-                integrity: false,
-            })
+            Ok(0)
         }
         416 => {
-            file.set_len(0).map_err(local(partial.clone()))?;
-            return Err(Failure::Retry(format!("HTTP {status}")));
+            file.set_len(0)?;
+            Err(Failure::Retry(failed()))
         }
-        429 | 500..=599 => return Err(Failure::Retry(format!("HTTP {status}"))),
-        _ => {
-            return Err(Failure::NextMirror {
-                error: format!("HTTP {status}"),
-                integrity: false,
-            })
-        }
+        429 | 500..=599 => Err(Failure::Retry(failed())),
+        _ => Err(Failure::NextMirror {
+            error: failed(),
+            integrity: false,
+        }),
     }
-    // The whole file's size as the server declares it: another size is
-    // not the pinned file, and no retry will make it so.
+}
+
+/// The start and the total of a `Content-Range: bytes START-END/TOTAL`.
+fn content_range(response: &reqwest::Response) -> Option<(&str, &str)> {
+    let value = response
+        .headers()
+        .get(reqwest::header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?
+        .strip_prefix("bytes ")?;
+    let (range, total) = value.split_once('/')?;
+    Some((range.split('-').next()?, total))
+}
+
+/// The whole file's size as the server declares it: another size is not
+/// the pinned file, and no retry will make it so.
+fn check_declared_size(
+    response: &reqwest::Response,
+    have: u64,
+    item: &Wanted,
+) -> Result<(), Failure> {
     let declared = if have > 0 {
-        response
-            .headers()
-            .get(reqwest::header::CONTENT_RANGE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit('/').next())
-            .and_then(|v| v.parse::<u64>().ok())
+        content_range(response).and_then(|(_, total)| total.parse::<u64>().ok())
     } else {
         response.content_length()
     };
-    if let Some(declared) = declared.filter(|declared| *declared != item.size) {
-        return Err(Failure::NextMirror {
+    match declared {
+        Some(declared) if declared != item.size => Err(Failure::NextMirror {
             error: format!("{declared} bytes, but the index pins {}", item.size),
             integrity: true,
-        });
+        }),
+        _ => Ok(()),
     }
+}
+
+/// Keeps the URL and the server's validator (ETag or Last-Modified) beside
+/// the partial file, for `If-Range` when it is resumed.
+fn record_origin(
+    cache: &Cache,
+    item: &Wanted,
+    url: &str,
+    response: &reqwest::Response,
+) -> Result<(), Failure> {
     let validator = [reqwest::header::ETAG, reqwest::header::LAST_MODIFIED]
         .iter()
         .find_map(|name| response.headers().get(name))
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    std::fs::write(
+        .unwrap_or("");
+    fs_err::write(
         cache.partial_origin(&item.sha256),
         format!("{url}\n{validator}\n"),
-    )
-    .map_err(local(cache.partial_origin(&item.sha256)))?;
-    file.set_len(have).map_err(local(partial.clone()))?;
-    let hasher = hash_prefix(file, have).map_err(local(partial.clone()))?;
-    file.seek(SeekFrom::Start(have))
-        .map_err(local(partial.clone()))?;
-    progress.start(id, item.path.as_str(), item.size, have);
-    // Receiving runs here; writing and hashing run on a thread of their
-    // own, so the two overlap (on two cores, the difference between
-    // keeping up with the network and not).
-    let sink_file = file.try_clone().map_err(local(partial.clone()))?;
-    let (chunks, received) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
+    )?;
+    Ok(())
+}
+
+/// Where a partial file came from: the URL and its validator.
+fn read_origin(cache: &Cache, item: &Wanted) -> Option<(String, String)> {
+    let text = fs_err::read_to_string(cache.partial_origin(&item.sha256)).ok()?;
+    let (url, validator) = text.split_once('\n')?;
+    Some((url.to_owned(), validator.trim_end().to_owned()))
+}
+
+/// Receives the body into `sink`, after the `have` bytes kept; returns where the file ends and its hash,
+/// and the failure that stopped the transfer early, if one did. Receiving
+/// runs here; writing and hashing run on a thread of their own, so the two
+/// overlap (on two cores, the difference between keeping up with the
+/// network and not).
+async fn receive(
+    mut response: reqwest::Response,
+    sink: Sink,
+    have: u64,
+    item: &Wanted,
+    progress: &dyn Progress,
+) -> Result<((u64, Sha256), Option<Failure>), Failure> {
+    let (chunks, batches) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
+    let writer = tokio::task::spawn_blocking(move || sink.drain(batches));
+    let mut arrived = have;
     let mut batch = Vec::new();
     let mut batched = 0usize;
-    let sink =
-        tokio::task::spawn_blocking(move || write_and_hash(sink_file, have, hasher, received));
-    let mut arrived = have;
     let mut stopped = None;
     loop {
         let chunk = match response.chunk().await {
@@ -401,15 +532,12 @@ async fn attempt_http(
                 break;
             }
         };
-        if arrived + chunk.len() as u64 > item.size {
-            stopped = Some(Failure::NextMirror {
-                error: format!("longer than the {} bytes the index pins", item.size),
-                integrity: true,
-            });
+        if let Err(failure) = item.check_length(arrived + chunk.len() as u64) {
+            stopped = Some(failure);
             break;
         }
         arrived += chunk.len() as u64;
-        progress.advance(id, chunk.len() as u64);
+        progress.advance(&item.sha256, chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
         // Handing over in batches keeps the writer's wake-ups few.
@@ -425,27 +553,12 @@ async fn attempt_http(
         let _ = chunks.send(batch).await;
     }
     drop(chunks);
-    let (written, hasher) = sink
-        .await
-        .map_err(|e| {
-            Failure::Fatal(ClientError::Setup {
-                message: e.to_string(),
-            })
-        })?
-        .map_err(local(partial.clone()))?;
-    if let Some(failure) = stopped {
-        if matches!(failure, Failure::NextMirror { .. }) {
-            file.set_len(0).map_err(local(partial.clone()))?;
-        }
-        return Err(failure);
-    }
-    if written < item.size {
-        return Err(Failure::Retry(format!(
-            "the connection ended after {written} of {} bytes",
-            item.size
-        )));
-    }
-    finish(file, &partial, hasher, item)
+    let written = writer.await.map_err(|e| {
+        Failure::Fatal(ClientError::Setup {
+            message: e.to_string(),
+        })
+    })??;
+    Ok((written, stopped))
 }
 
 /// Batches in flight between receiving and writing.
@@ -454,34 +567,63 @@ const SINK_QUEUE: usize = 4;
 /// Bytes received before they are handed to the writer.
 const SINK_BATCH: usize = 256 << 10;
 
-/// Writes and hashes chunks as they come, starting at `position`; returns
-/// where the file ends and the hash so far.
-fn write_and_hash(
-    file: File,
-    mut position: u64,
-    mut hasher: sha2::Sha256,
-    mut batches: tokio::sync::mpsc::Receiver<Vec<bytes::Bytes>>,
-) -> std::io::Result<(u64, sha2::Sha256)> {
-    let mut writer = std::io::BufWriter::with_capacity(1 << 18, file);
-    let mut written_back = position;
-    while let Some(batch) = batches.blocking_recv() {
-        for chunk in &batch {
-            writer.write_all(chunk)?;
-            hasher.update(chunk);
-            position += chunk.len() as u64;
-        }
-        if position - written_back >= WRITEBACK_STEP {
-            writer.flush()?;
-            start_writeback(writer.get_ref(), written_back, position);
-            written_back = position;
-        }
-    }
-    writer.flush()?;
-    Ok((position, hasher))
-}
-
 /// How often a download asks the kernel to start writing what arrived.
 const WRITEBACK_STEP: u64 = 8 << 20;
+
+/// The partial file being written: hashed as it is written (the bytes kept
+/// from an earlier attempt included), and handed to the disk as it grows.
+struct Sink {
+    writer: HashingWriter<std::io::BufWriter<File>>,
+    written_back: u64,
+}
+
+impl Sink {
+    /// Continues `file` after its first `have` bytes (hashed, not
+    /// rewritten); anything beyond them is cut.
+    fn start(mut file: File, have: u64) -> std::io::Result<Sink> {
+        file.set_len(have)?;
+        file.seek(SeekFrom::Start(0))?;
+        // A clone shares the file's offset: reading the kept bytes through
+        // it leaves the writer at `have`.
+        let existing = file.try_clone()?.take(have);
+        let buffered = std::io::BufWriter::with_capacity(1 << 18, file);
+        Ok(Sink {
+            writer: HashingWriter::resume(buffered, existing)?,
+            written_back: have,
+        })
+    }
+
+    fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+        self.writer.write_all(chunk)?;
+        let position = self.writer.size();
+        if position - self.written_back >= WRITEBACK_STEP {
+            self.writer.flush()?;
+            start_writeback(self.writer.get_ref().get_ref(), self.written_back, position);
+            self.written_back = position;
+        }
+        Ok(())
+    }
+
+    /// Writes what arrives until the sender is done.
+    fn drain(
+        mut self,
+        mut batches: tokio::sync::mpsc::Receiver<Vec<bytes::Bytes>>,
+    ) -> std::io::Result<(u64, Sha256)> {
+        while let Some(batch) = batches.blocking_recv() {
+            for chunk in &batch {
+                self.write(chunk)?;
+            }
+        }
+        self.finish()
+    }
+
+    /// Where the file ends and the hash of all of it.
+    fn finish(mut self) -> std::io::Result<(u64, Sha256)> {
+        self.writer.flush()?;
+        let (sha256, size, _) = self.writer.finish();
+        Ok((size, sha256))
+    }
+}
 
 /// Starts writing `from..to` of `file` to disk without waiting, so the
 /// final flush finds little left to do and the disk works while the
@@ -494,7 +636,7 @@ fn start_writeback(file: &File, from: u64, to: u64) {
     // SAFETY: a valid open descriptor and a byte range; no memory is passed.
     unsafe {
         libc::sync_file_range(
-            file.as_raw_fd(),
+            file.file().as_raw_fd(),
             offset,
             length,
             libc::SYNC_FILE_RANGE_WRITE,
@@ -502,17 +644,24 @@ fn start_writeback(file: &File, from: u64, to: u64) {
     }
 }
 
-/// Checks the completed partial file's hash; the caller syncs it and hands
-/// it to the cache.
-fn finish(
-    file: &mut File,
-    partial: &std::path::Path,
-    hasher: sha2::Sha256,
-    item: &Wanted,
-) -> Result<(), Failure> {
-    let actual = kpack_repo_index::Sha256::from_bytes(hasher.finalize().into());
+impl Wanted {
+    /// Whether `length` bytes can still be the pinned file.
+    fn check_length(&self, length: u64) -> Result<(), Failure> {
+        if length > self.size {
+            return Err(Failure::NextMirror {
+                error: format!("longer than the {} bytes the index pins", self.size),
+                integrity: true,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks the completed partial file's hash; a mismatch empties it. The
+/// caller syncs it and hands it to the cache.
+fn check_pin(file: &File, actual: Sha256, item: &Wanted) -> Result<(), Failure> {
     if actual != item.sha256 {
-        file.set_len(0).map_err(local(partial.to_owned()))?;
+        file.set_len(0)?;
         return Err(Failure::NextMirror {
             error: format!(
                 "sha256 {actual}, but the index pins {}; discarded",
@@ -525,62 +674,37 @@ fn finish(
 }
 
 /// A file from a directory mirror, copied and hashed in one pass.
-fn attempt_dir(
-    cache: &Cache,
-    location: &str,
-    id: usize,
+fn attempt_file(
+    source: &Path,
     item: &Wanted,
     file: &mut File,
     progress: &dyn Progress,
 ) -> Result<(), Failure> {
-    let partial = cache.partial(&item.sha256);
-    let source_path = location.strip_prefix("file://").unwrap_or(location);
-    let mut source = match File::open(source_path) {
-        Ok(source) => source,
-        Err(e) => {
-            return Err(Failure::NextMirror {
-                error: e.to_string(),
-                integrity: false,
-            })
-        }
+    let unreadable = |e: std::io::Error| Failure::NextMirror {
+        error: e.to_string(),
+        integrity: false,
     };
-    file.set_len(0).map_err(local(partial.clone()))?;
-    file.seek(SeekFrom::Start(0))
-        .map_err(local(partial.clone()))?;
-    progress.start(id, item.path.as_str(), item.size, 0);
-    let mut hasher = sha2::Sha256::new();
+    let mut source = File::open(source).map_err(unreadable)?;
+    let mut sink = Sink::start(file.try_clone()?, 0)?;
+    progress.start(&item.sha256, item.path.as_str(), item.size, 0);
     let mut buffer = vec![0u8; 1 << 18];
     let mut have = 0u64;
-    let mut written_back = 0u64;
     loop {
-        let n = source.read(&mut buffer).map_err(|e| Failure::NextMirror {
-            error: e.to_string(),
-            integrity: false,
-        })?;
-        if n == 0 {
+        let n = source.read(&mut buffer).map_err(unreadable)?;
+        let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
             break;
-        }
-        if have + n as u64 > item.size {
-            return Err(Failure::NextMirror {
-                error: format!("longer than the {} bytes the index pins", item.size),
-                integrity: true,
-            });
-        }
-        file.write_all(&buffer[..n])
-            .map_err(local(partial.clone()))?;
-        hasher.update(&buffer[..n]);
+        };
+        item.check_length(have + n as u64)?;
+        sink.write(chunk)?;
         have += n as u64;
-        progress.advance(id, n as u64);
-        if have - written_back >= WRITEBACK_STEP {
-            start_writeback(file, written_back, have);
-            written_back = have;
-        }
+        progress.advance(&item.sha256, n as u64);
     }
-    if have != item.size {
+    let (size, sha256) = sink.finish()?;
+    if size != item.size {
         return Err(Failure::NextMirror {
-            error: format!("{have} bytes, but the index pins {}", item.size),
+            error: format!("{size} bytes, but the index pins {}", item.size),
             integrity: true,
         });
     }
-    finish(file, &partial, hasher, item)
+    check_pin(file, sha256, item)
 }

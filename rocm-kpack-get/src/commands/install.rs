@@ -119,7 +119,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let downloads: Vec<Download> = pending
         .iter()
         .flat_map(|package| {
-            let mirrors = Arc::new(repos[package.repo].config.mirrors.clone());
+            let mirrors: Arc<[_]> = Arc::from(repos[package.repo].config.mirrors.as_slice());
             package.chosen.iter().map(move |artifact| Download {
                 path: artifact.path.clone(),
                 sha256: artifact.sha256,
@@ -134,26 +134,24 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         Some(bars) => bars.clone(),
         None => Arc::new(Lines::new(*printer)),
     };
-    let blobs = client.fetch_all(&context.cache, &downloads, progress);
+    let fetched = client.fetch_all(&context.cache, &downloads, progress);
     if let Some(bars) = &bars {
         bars.finish();
     }
-    let blobs = blobs?;
-    let mut blobs = blobs.into_iter();
+    fetched?;
     let mut installs = Vec::new();
     for package in &pending {
         let artifacts = package
             .chosen
             .iter()
-            .zip(blobs.by_ref())
-            .map(|(artifact, blob)| ReadyArtifact {
+            .map(|artifact| ReadyArtifact {
                 kind: artifact.kind,
                 path: artifact.path.to_string(),
                 install_as: artifact.install_as.as_ref().map(ToString::to_string),
                 targets: artifact.targets.clone(),
                 sha256: artifact.sha256,
                 size: artifact.size,
-                blob,
+                blob: context.cache.blob(&artifact.sha256),
             })
             .collect();
         installs.push(PackageInstall {

@@ -96,7 +96,7 @@ impl From<ClientError> for Failure {
                 Exit::Network,
                 Some("check the network and the repository URLs; nothing was installed"),
             ),
-            ClientError::Local { source, .. } => local_hint(Some(source.kind())),
+            ClientError::Cache(source) => local_hint(Some(source.kind())),
             _ => (Exit::Failure, None),
         };
         Failure::new(code, error).maybe_hint(hint)
