@@ -23,5 +23,6 @@ pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
 };
 pub use types::{
-    Dependency, HashingReader, HashingWriter, PackageName, RelativePath, Sha256, Timestamp,
+    Dependency, HashingReader, HashingWriter, InvalidValue, PackageName, RelativePath, Sha256,
+    Timestamp,
 };

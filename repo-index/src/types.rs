@@ -95,6 +95,20 @@ impl RelativePath {
     pub fn usual_shard(name: &PackageName, sha256: &Sha256) -> RelativePath {
         RelativePath(format!("packages/{name}/{sha256}.toml"))
     }
+
+    /// The directories above this path, outermost first (`a`, `a/b` for
+    /// `a/b/c`): valid, as parts of a valid path.
+    pub fn parents(&self) -> Vec<RelativePath> {
+        self.0
+            .match_indices('/')
+            .map(|(at, _)| RelativePath(self.0[..at].to_owned()))
+            .collect()
+    }
+
+    /// The last part: the file's own name.
+    pub fn file_name(&self) -> &str {
+        self.0.rsplit('/').next().unwrap_or(&self.0)
+    }
 }
 
 impl FromStr for RelativePath {
@@ -104,7 +118,9 @@ impl FromStr for RelativePath {
         if s.is_empty() {
             return Err(invalid(s, "empty path"));
         }
-        if s.starts_with('/') || s.contains('\\') || s.contains(':') {
+        // A colon in the first part could read as a URL scheme or a drive.
+        let first = s.split('/').next().unwrap_or(s);
+        if s.starts_with('/') || s.contains('\\') || first.contains(':') {
             return Err(invalid(s, "must be a relative path with / separators"));
         }
         if s.split('/')
@@ -433,7 +449,9 @@ mod tests {
 
     #[test]
     fn relative_paths_stay_inside() {
-        assert!("pool/rocm/5.5.1/a.kpack".parse::<RelativePath>().is_ok());
+        for good in ["pool/rocm/5.5.1/a.kpack", "share/man/man3/Foo::Bar.3pm"] {
+            assert!(good.parse::<RelativePath>().is_ok(), "{good}");
+        }
         for bad in [
             "",
             "/etc/passwd",
@@ -442,10 +460,22 @@ mod tests {
             "./a",
             "a\\b",
             "c:/x",
+            "https:/x",
             "a/",
         ] {
             assert!(bad.parse::<RelativePath>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_relative_path_knows_its_parents_and_name() {
+        let path: RelativePath = "lib/rocm/librocrand.so".parse().unwrap();
+        let parents: Vec<String> = path.parents().iter().map(ToString::to_string).collect();
+        assert_eq!(parents, ["lib", "lib/rocm"]);
+        assert_eq!(path.file_name(), "librocrand.so");
+        let top: RelativePath = "README".parse().unwrap();
+        assert!(top.parents().is_empty());
+        assert_eq!(top.file_name(), "README");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use kpack_repo_index::PackageName;
 
 /// Installs only the GPU device code this machine's AMD GPUs need.
 ///
@@ -152,7 +153,7 @@ pub enum Command {
     /// Remove installed packages and their files.
     Remove {
         #[arg(required = true)]
-        packages: Vec<String>,
+        packages: Vec<PackageName>,
         #[arg(long)]
         dry_run: bool,
     },
@@ -160,7 +161,7 @@ pub enum Command {
     List,
     /// Install newer versions of installed packages (all, or those named).
     Upgrade {
-        packages: Vec<String>,
+        packages: Vec<PackageName>,
         #[arg(long)]
         dry_run: bool,
     },

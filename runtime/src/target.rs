@@ -250,6 +250,22 @@ impl FromStr for Target {
     }
 }
 
+/// A target is written as its canonical text (`gfx90a:sramecc+:xnack-`).
+#[cfg(feature = "serde")]
+impl serde::Serialize for Target {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Target {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Target, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Target::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

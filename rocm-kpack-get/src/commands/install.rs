@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kpack_repo_index::{Explanation, Request};
+use kpack_repo_index::{Explanation, PackageName, Request};
 use rocm_kpack::Target;
 use rocm_kpack_get::client::{Progress, Wanted as Download};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
@@ -20,7 +20,7 @@ use crate::progress::{Bars, Lines};
 /// ones (all, or those named), decided from the record read under the lock.
 enum Wanted {
     Requests(Vec<Request>),
-    Upgrades(Vec<String>),
+    Upgrades(Vec<PackageName>),
 }
 
 pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
@@ -31,14 +31,14 @@ pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<
     run(context, Wanted::Requests(requests), dry_run)
 }
 
-pub fn upgrade(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
+pub fn upgrade(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
     run(context, Wanted::Upgrades(packages.to_vec()), dry_run)
 }
 
 /// The requests an upgrade makes: every installed package named (or all).
 fn upgrade_requests(
     record: &InstalledRecord,
-    packages: &[String],
+    packages: &[PackageName],
     prefix: &Path,
 ) -> Result<Vec<Request>, Failure> {
     if let Some(name) = packages.iter().find(|n| !record.packages.contains_key(*n)) {
@@ -48,12 +48,15 @@ fn upgrade_requests(
         }
         .into());
     }
-    record
+    Ok(record
         .packages
         .keys()
         .filter(|name| packages.is_empty() || packages.contains(name))
-        .map(|name| parse_request(name))
-        .collect()
+        .map(|name| Request {
+            name: name.clone(),
+            requirement: semver::VersionReq::STAR,
+        })
+        .collect())
 }
 
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
@@ -146,8 +149,8 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             .iter()
             .map(|artifact| ReadyArtifact {
                 kind: artifact.kind,
-                path: artifact.path.to_string(),
-                install_as: artifact.install_as.as_ref().map(ToString::to_string),
+                path: artifact.path.clone(),
+                install_as: artifact.install_as.clone(),
                 targets: artifact.targets.clone(),
                 sha256: artifact.sha256,
                 size: artifact.size,
@@ -155,10 +158,10 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             })
             .collect();
         installs.push(PackageInstall {
-            name: package.name.to_string(),
+            name: package.name.clone(),
             version: package.version.clone(),
             repo: repos[package.repo].config.name.clone(),
-            targets: plan.gpus.iter().map(ToString::to_string).collect(),
+            targets: plan.gpus.clone(),
             artifacts,
         });
     }
@@ -184,8 +187,7 @@ fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
     let mut targets: Vec<Target> = record
         .packages
         .values()
-        .flat_map(|p| p.targets.iter())
-        .filter_map(|t| Target::parse(t).ok())
+        .flat_map(|p| p.targets.iter().cloned())
         .collect();
     targets.sort();
     targets.dedup();

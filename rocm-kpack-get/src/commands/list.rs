@@ -26,7 +26,7 @@ pub fn list(context: &Context) -> Result<(), Failure> {
             if package.targets.is_empty() {
                 "no GPU: host parts only".to_owned()
             } else {
-                package.targets.join(", ")
+                rocm_kpack::target::join_targets(&package.targets)
             }
         ));
     }

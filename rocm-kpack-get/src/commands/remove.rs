@@ -2,10 +2,13 @@
 
 use serde_json::json;
 
-use super::{Context, Failure};
+use kpack_repo_index::PackageName;
+use rocm_kpack_get::install::record::InstalledPackage;
 use rocm_kpack_get::install::InstallError;
 
-pub fn remove(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
+use super::{Context, Failure};
+
+pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
     // The record is read under the lock, after an interrupted or concurrent
     // change is finished; a dry run only reads it. Without `.kpack` nothing
@@ -16,18 +19,18 @@ pub fn remove(context: &Context, packages: &[String], dry_run: bool) -> Result<(
         None
     };
     let record = prefix.record()?;
-    for name in packages {
-        if !record.packages.contains_key(name) {
-            return Err(InstallError::NotInstalled {
+    let installed = packages
+        .iter()
+        .map(|name| match record.packages.get(name) {
+            Some(package) => Ok((name, package)),
+            None => Err(InstallError::NotInstalled {
                 name: name.clone(),
                 prefix: prefix.root().to_owned(),
-            }
-            .into());
-        }
-    }
+            }),
+        })
+        .collect::<Result<Vec<(&PackageName, &InstalledPackage)>, _>>()?;
     if dry_run {
-        for name in packages {
-            let package = &record.packages[name];
+        for (name, package) in &installed {
             context.printer.line(format!(
                 "would remove {name} {} ({} files)",
                 package.version,
@@ -44,10 +47,10 @@ pub fn remove(context: &Context, packages: &[String], dry_run: bool) -> Result<(
         None => context.lock(&prefix)?,
     };
     let applied = prefix.apply(&lock, &[], packages)?;
-    for name in packages {
+    for (name, package) in &installed {
         context
             .printer
-            .line(format!("removed {name} {}", record.packages[name].version));
+            .line(format!("removed {name} {}", package.version));
     }
     context.printer.line(format!(
         "{} files removed from {}",

@@ -27,7 +27,7 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
     context.printer.json(&json!({
         "checked": checked,
         "mismatches": mismatches.iter().map(|m| json!({
-            "package": m.package, "path": m.path, "problem": m.problem,
+            "package": m.package, "path": m.path, "problem": m.problem.to_string(),
         })).collect::<Vec<_>>(),
     }));
     if mismatches.is_empty() {

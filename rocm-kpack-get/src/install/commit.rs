@@ -11,11 +11,12 @@
 //! .kpack/staging/<id>/installed.toml  the new record
 //! ```
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use kpack_repo_index::RelativePath;
 use serde::{Deserialize, Serialize};
 
-use super::stage::parent_dirs;
 use super::InstallError;
 
 /// The journal's format version.
@@ -29,13 +30,13 @@ pub struct Journal {
     pub id: String,
     /// Relative paths moved from the staging root into the prefix.
     #[serde(default)]
-    pub moves: Vec<String>,
+    pub moves: Vec<RelativePath>,
     /// Relative paths removed from the prefix (files and links).
     #[serde(default)]
-    pub deletes: Vec<String>,
+    pub deletes: Vec<RelativePath>,
     /// Directories to remove when they end up empty, deepest first.
     #[serde(default)]
-    pub prune: Vec<String>,
+    pub prune: Vec<RelativePath>,
 }
 
 /// The paths of a prefix's bookkeeping.
@@ -65,13 +66,6 @@ impl Layout {
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
-    move |source| InstallError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 impl Journal {
     pub fn new(id: String) -> Journal {
         Journal {
@@ -89,19 +83,19 @@ impl Journal {
         if self.moves.len() > MANY_FILES {
             sync_filesystem(&staging)?;
         } else {
-            let mut dirs = std::collections::BTreeSet::new();
+            let mut dirs = BTreeSet::new();
             for relative in &self.moves {
-                let path = staged_root.join(relative);
-                let meta = std::fs::symlink_metadata(&path).map_err(io(&path))?;
-                if meta.is_file() {
+                let path = staged_root.join(relative.as_str());
+                if fs_err::symlink_metadata(&path)?.is_file() {
                     // Cheap for archives linked from the cache: their bytes
                     // were flushed when they were downloaded.
                     sync_file(&path)?;
                 }
                 dirs.extend(
-                    parent_dirs(relative)
+                    relative
+                        .parents()
                         .into_iter()
-                        .map(|d| staged_root.join(d)),
+                        .map(|d| staged_root.join(d.as_str())),
                 );
             }
             dirs.insert(staged_root);
@@ -123,16 +117,11 @@ impl Journal {
         let meta = layout.meta();
         // Written in the staging directory, which recovery deletes, so a
         // crash before the rename leaves no stray file in `.kpack/`.
-        let mut temp = tempfile::NamedTempFile::new_in(&staging).map_err(io(&staging))?;
-        std::io::Write::write_all(&mut temp, text.as_bytes()).map_err(io(&staging))?;
-        temp.as_file().sync_all().map_err(io(&staging))?;
-        let journal = layout.journal();
-        temp.persist(&journal).map_err(|e| InstallError::Io {
-            path: journal.clone(),
-            source: e.error,
-        })?;
-        sync_dir(&meta)?;
-        Ok(())
+        let temp = staging.join("transaction.toml");
+        fs_err::write(&temp, text.as_bytes())?;
+        sync_file(&temp)?;
+        fs_err::rename(&temp, layout.journal())?;
+        sync_dir(&meta)
     }
 
     /// Carries out a committed change; safe to run again after a crash.
@@ -140,61 +129,49 @@ impl Journal {
         let staging = layout.staging(&self.id);
         let staged_root = staging.join("root");
         for relative in &self.deletes {
-            let path = layout.prefix.join(relative);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(InstallError::Io { path, source }),
-            }
+            remove_if_there(&layout.prefix.join(relative.as_str()))?;
         }
         for relative in &self.moves {
-            let from = staged_root.join(relative);
-            let to = layout.prefix.join(relative);
-            if std::fs::symlink_metadata(&from).is_err() {
+            let from = staged_root.join(relative.as_str());
+            if fs_err::symlink_metadata(&from).is_err() {
                 // Moved before a crash.
                 continue;
             }
-            for dir in parent_dirs(relative) {
-                let dir = layout.prefix.join(dir);
-                match std::fs::create_dir(&dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(source) => return Err(InstallError::Io { path: dir, source }),
+            for dir in relative.parents() {
+                match fs_err::create_dir(layout.prefix.join(dir.as_str())) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
+                    _ => {}
                 }
             }
-            std::fs::rename(&from, &to).map_err(io(&to))?;
+            fs_err::rename(&from, layout.prefix.join(relative.as_str()))?;
         }
         for relative in &self.prune {
             // Only empty directories go; anything else is kept.
-            let _ = std::fs::remove_dir(layout.prefix.join(relative));
+            let _ = fs_err::remove_dir(layout.prefix.join(relative.as_str()));
         }
         let new_record = staging.join("installed.toml");
-        let record = layout.record();
         if new_record.exists() {
-            std::fs::rename(&new_record, &record).map_err(io(&record))?;
+            fs_err::rename(&new_record, layout.record())?;
         } else if staging.join("no-packages").exists() {
             // The last package went: no record at all, as before any install.
-            match std::fs::remove_file(&record) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(InstallError::Io {
-                        path: record,
-                        source,
-                    })
-                }
-            }
+            remove_if_there(&layout.record())?;
         }
         // The renames must be on disk before the journal that would redo
         // them goes.
         if self.moves.len() > MANY_FILES {
             sync_filesystem(&layout.meta())?;
         } else {
-            let mut dirs: std::collections::BTreeSet<PathBuf> = self
+            let mut dirs: BTreeSet<PathBuf> = self
                 .moves
                 .iter()
                 .chain(&self.deletes)
-                .filter_map(|relative| layout.prefix.join(relative).parent().map(Path::to_owned))
+                .filter_map(|relative| {
+                    layout
+                        .prefix
+                        .join(relative.as_str())
+                        .parent()
+                        .map(Path::to_owned)
+                })
                 .collect();
             dirs.insert(layout.meta());
             for dir in &dirs {
@@ -203,21 +180,20 @@ impl Journal {
                 }
             }
         }
-        let journal = layout.journal();
-        std::fs::remove_file(&journal).map_err(io(&journal))?;
-        std::fs::remove_dir_all(&staging).map_err(io(&staging))?;
+        fs_err::remove_file(layout.journal())?;
+        fs_err::remove_dir_all(&staging)?;
         // Left only while a change is under way.
-        let _ = std::fs::remove_dir(layout.staging_root());
+        let _ = fs_err::remove_dir(layout.staging_root());
         Ok(())
     }
 
     /// Reads the journal left in a prefix, if any.
     pub fn load(layout: &Layout) -> Result<Option<Journal>, InstallError> {
         let path = layout.journal();
-        let text = match std::fs::read_to_string(&path) {
+        let text = match fs_err::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(InstallError::Io { path, source }),
+            Err(error) => return Err(error.into()),
         };
         let journal: Journal = toml::from_str(&text).map_err(|e| InstallError::BadRecord {
             path: path.clone(),
@@ -245,28 +221,37 @@ impl Journal {
 const MANY_FILES: usize = 512;
 
 fn sync_file(path: &Path) -> Result<(), InstallError> {
-    std::fs::File::open(path)
-        .and_then(|file| file.sync_all())
-        .map_err(io(path))
+    Ok(fs_err::File::open(path)?.sync_all()?)
+}
+
+/// Removes a file or link; one already gone is fine.
+fn remove_if_there(path: &Path) -> Result<(), InstallError> {
+    match fs_err::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Flushes the file system holding `path` (one call instead of a sync per
 /// staged file).
 fn sync_filesystem(path: &Path) -> Result<(), InstallError> {
-    let file = std::fs::File::open(path).map_err(io(path))?;
+    let file = fs_err::File::open(path)?;
     // SAFETY: syncfs takes a valid open file descriptor and nothing else.
-    let result = unsafe { libc::syncfs(std::os::unix::io::AsRawFd::as_raw_fd(&file)) };
+    let result = unsafe { libc::syncfs(std::os::unix::io::AsRawFd::as_raw_fd(file.file())) };
     if result != 0 {
-        return Err(InstallError::Io {
-            path: path.to_owned(),
-            source: std::io::Error::last_os_error(),
-        });
+        let error = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(
+            error.kind(),
+            format!(
+                "cannot flush the file system of {}: {error}",
+                path.display()
+            ),
+        )
+        .into());
     }
     Ok(())
 }
 
 fn sync_dir(path: &Path) -> Result<(), InstallError> {
-    std::fs::File::open(path)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io(path))
+    kpack_fs::sync_dir(path).map_err(|e| InstallError::Io(crate::cache::path_error(e)))
 }

@@ -8,56 +8,62 @@ pub mod record;
 pub mod stage;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
-use kpack_repo_index::{ArtifactKind, Sha256};
+use fs_err::File;
+use kpack_repo_index::{ArtifactKind, PackageName, RelativePath, Sha256};
+use rocm_kpack::Target;
 
 use commit::{Journal, Layout};
 use record::{InstalledArtifact, InstalledPackage, InstalledRecord};
-use stage::StagedFiles;
+use stage::{EntryProblem, StageDir, StagedFiles};
 
 /// Why a change to a prefix failed. The prefix is left as it was.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InstallError {
-    #[error("{path}")]
-    Io {
+    /// The prefix's bookkeeping or the cache (the error names the path).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A file of the change, named as it will be in the prefix.
+    #[error("cannot write {}", path.display())]
+    Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{artifact}: entry {entry:?} {reason}; refused")]
+    #[error("{artifact}: entry {entry:?} {problem}; refused")]
     UnsafeEntry {
-        artifact: String,
+        artifact: RelativePath,
         entry: String,
-        reason: String,
+        problem: EntryProblem,
     },
     #[error("{path} is installed by {owner}; {package} would overwrite it")]
     OwnedByOther {
-        path: String,
-        owner: String,
-        package: String,
+        path: RelativePath,
+        owner: PackageName,
+        package: PackageName,
     },
     #[error("{path} exists in {prefix} and was not installed by kpack-get; {package} would overwrite it")]
     Unowned {
-        path: String,
+        path: RelativePath,
         prefix: PathBuf,
-        package: String,
+        package: PackageName,
     },
     #[error("{path}: {message}")]
     BadRecord { path: PathBuf, message: String },
     #[error("another kpack-get is changing {prefix} (lock {lock})")]
     Locked { prefix: PathBuf, lock: PathBuf },
     #[error("{name} is not installed in {prefix}")]
-    NotInstalled { name: String, prefix: PathBuf },
+    NotInstalled { name: PackageName, prefix: PathBuf },
 }
 
 impl InstallError {
     /// The underlying I/O error, for exit codes and hints.
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
-            InstallError::Io { source, .. } => Some(source.kind()),
+            InstallError::Io(source) | InstallError::Write { source, .. } => Some(source.kind()),
             _ => None,
         }
     }
@@ -86,10 +92,10 @@ pub struct PrefixReadLock {
 /// verified in the cache.
 #[derive(Debug, Clone)]
 pub struct PackageInstall {
-    pub name: String,
+    pub name: PackageName,
     pub version: semver::Version,
     pub repo: String,
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
     pub artifacts: Vec<ReadyArtifact>,
 }
 
@@ -97,8 +103,8 @@ pub struct PackageInstall {
 #[derive(Debug, Clone)]
 pub struct ReadyArtifact {
     pub kind: ArtifactKind,
-    pub path: String,
-    pub install_as: Option<String>,
+    pub path: RelativePath,
+    pub install_as: Option<RelativePath>,
     pub targets: Option<Vec<String>>,
     pub sha256: Sha256,
     pub size: u64,
@@ -125,15 +131,39 @@ pub enum Recovered {
 /// A file whose contents differ from the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
-    pub package: String,
-    pub path: String,
-    pub problem: String,
+    pub package: PackageName,
+    pub path: RelativePath,
+    pub problem: Problem,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
-    move |source| InstallError::Io {
-        path: path.to_owned(),
-        source,
+/// How an installed file differs from the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// A symbolic link points elsewhere.
+    Link { actual: PathBuf, recorded: String },
+    /// A file's contents changed.
+    Contents {
+        actual: Sha256,
+        size: u64,
+        recorded: Sha256,
+    },
+    /// It cannot be read (missing, unreadable).
+    Unreadable(String),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Link { actual, recorded } => {
+                write!(f, "links to {}, recorded {recorded}", actual.display())
+            }
+            Problem::Contents {
+                actual,
+                size,
+                recorded,
+            } => write!(f, "sha256 {actual} ({size} bytes), recorded {recorded}"),
+            Problem::Unreadable(error) => f.write_str(error),
+        }
     }
 }
 
@@ -144,7 +174,7 @@ impl Prefix {
             prefix: root.to_owned(),
         };
         if create {
-            std::fs::create_dir_all(layout.meta()).map_err(io(&layout.meta()))?;
+            fs_err::create_dir_all(layout.meta())?;
         }
         Ok(Prefix { layout })
     }
@@ -157,13 +187,12 @@ impl Prefix {
     /// `waiting` and then waits, or fails with `wait` false.
     pub fn lock(&self, wait: bool, waiting: impl FnOnce()) -> Result<PrefixLock, InstallError> {
         let path = self.layout.lock();
-        let file = File::options()
+        let file = fs_err::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .map_err(io(&path))?;
+            .open(&path)?;
         self.acquire(&file, path, LockKind::Exclusive, wait, waiting)?;
         Ok(PrefixLock { _file: file })
     }
@@ -188,7 +217,7 @@ impl Prefix {
             {
                 return Ok(None)
             }
-            Err(source) => return Err(InstallError::Io { path, source }),
+            Err(error) => return Err(error.into()),
         };
         self.acquire(&file, path, LockKind::Shared, wait, waiting)?;
         Ok(Some(PrefixReadLock { _file: file }))
@@ -216,13 +245,12 @@ impl Prefix {
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
                 waiting();
-                match kind {
+                Ok(match kind {
                     LockKind::Exclusive => file.lock(),
                     LockKind::Shared => file.lock_shared(),
-                }
-                .map_err(|source| InstallError::Io { path, source })
+                }?)
             }
-            Err(std::fs::TryLockError::Error(source)) => Err(InstallError::Io { path, source }),
+            Err(std::fs::TryLockError::Error(error)) => Err(error.into()),
         }
     }
 
@@ -241,13 +269,12 @@ impl Prefix {
         }
         let staging_root = self.layout.staging_root();
         let mut discarded = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(&staging_root) {
+        if let Ok(entries) = fs_err::read_dir(&staging_root) {
             for entry in entries.flatten() {
-                let path = entry.path();
-                std::fs::remove_dir_all(&path).map_err(io(&path))?;
+                fs_err::remove_dir_all(entry.path())?;
                 discarded.push(entry.file_name().to_string_lossy().into_owned());
             }
-            let _ = std::fs::remove_dir(&staging_root);
+            let _ = fs_err::remove_dir(&staging_root);
         }
         Ok(match (completed, discarded.is_empty()) {
             (Some(id), _) => Some(Recovered::Completed { id }),
@@ -266,16 +293,14 @@ impl Prefix {
         &self,
         _lock: &PrefixLock,
         packages: &[PackageInstall],
-        remove: &[String],
+        remove: &[PackageName],
     ) -> Result<Applied, InstallError> {
         let old = self.record()?;
-        for name in remove {
-            if !old.packages.contains_key(name) {
-                return Err(InstallError::NotInstalled {
-                    name: name.clone(),
-                    prefix: self.layout.prefix.clone(),
-                });
-            }
+        if let Some(name) = remove.iter().find(|n| !old.packages.contains_key(*n)) {
+            return Err(InstallError::NotInstalled {
+                name: name.clone(),
+                prefix: self.layout.prefix.clone(),
+            });
         }
         let id = format!(
             "{}-{}",
@@ -286,55 +311,45 @@ impl Prefix {
                 .unwrap_or(0)
         );
         let staging = self.layout.staging(&id);
-        let staged_root = staging.join("root");
-        std::fs::create_dir_all(&staged_root).map_err(io(&staged_root))?;
+        fs_err::create_dir_all(staging.join("root"))?;
         let result = self.stage_and_commit(&old, packages, remove, &id);
         if result.is_err() && Journal::load(&self.layout).ok().flatten().is_none() {
             // Not committed: nothing of it reaches the prefix.
-            let _ = std::fs::remove_dir_all(&staging);
-            let _ = std::fs::remove_dir(self.layout.staging_root());
+            let _ = fs_err::remove_dir_all(&staging);
+            let _ = fs_err::remove_dir(self.layout.staging_root());
         }
-        result.map_err(|error| match error {
-            // Name the file as the user knows it, not its staging copy.
-            InstallError::Io { path, source } => {
-                let relative = [staging.join("package"), staging.join("root")]
-                    .iter()
-                    .find_map(|dir| path.strip_prefix(dir).ok().map(Path::to_owned));
-                InstallError::Io {
-                    path: match relative {
-                        Some(relative) => self.layout.prefix.join(relative),
-                        None => path,
-                    },
-                    source,
-                }
-            }
-            other => other,
-        })
+        result
     }
 
     fn stage_and_commit(
         &self,
         old: &InstalledRecord,
         packages: &[PackageInstall],
-        remove: &[String],
+        remove: &[PackageName],
         id: &str,
     ) -> Result<Applied, InstallError> {
         let staging = self.layout.staging(id);
-        let staged_root = staging.join("root");
+        let staged_root = StageDir {
+            dir: &staging.join("root"),
+            prefix: self.root(),
+        };
         let mut new = old.clone();
         for name in remove {
             new.packages.remove(name);
         }
         let mut applied = Applied::default();
         let mut journal = Journal::new(id.to_owned());
-        let mut claimed: BTreeMap<String, String> = BTreeMap::new();
+        let mut claimed: BTreeMap<RelativePath, PackageName> = BTreeMap::new();
         for package in packages {
             // Each package stages into its own directory first, so two
             // packages claiming one path are caught rather than merged.
-            let own = staging.join("package");
-            let _ = std::fs::remove_dir_all(&own);
-            let files = stage_package(package, &own)?;
-            for path in files.keys() {
+            let own = StageDir {
+                dir: &staging.join("package"),
+                prefix: self.root(),
+            };
+            let _ = fs_err::remove_dir_all(own.dir);
+            let files = stage_package(package, own)?;
+            for (path, file) in &files {
                 if let Some(other) = claimed.insert(path.clone(), package.name.clone()) {
                     return Err(InstallError::OwnedByOther {
                         path: path.clone(),
@@ -343,53 +358,63 @@ impl Prefix {
                     });
                 }
                 self.check_overwrite(old, remove, packages, path, &package.name)?;
-                let from = own.join(path);
-                let to = staged_root.join(path);
-                if let Some(parent) = to.parent() {
-                    std::fs::create_dir_all(parent).map_err(io(parent))?;
-                }
-                std::fs::rename(&from, &to).map_err(io(&to))?;
+                move_staged(own, staged_root, path)?;
                 applied.files_added += 1;
-                applied.bytes_added += files[path].size.unwrap_or(0);
+                applied.bytes_added += file.size.unwrap_or(0);
             }
-            let _ = std::fs::remove_dir_all(&own);
+            let _ = fs_err::remove_dir_all(own.dir);
             let dirs = self.created_dirs(&files, old.packages.get(&package.name));
             new.packages
                 .insert(package.name.clone(), installed(package, dirs, files));
         }
         journal.moves = claimed.keys().cloned().collect();
-        // Files of replaced or removed versions that the new state no
-        // longer has.
+        applied.files_removed = self.plan_removals(old, &new, packages, remove, &mut journal);
+        if new.packages.is_empty() {
+            fs_err::write(staging.join("no-packages"), b"")?;
+        } else {
+            fs_err::write(staging.join("installed.toml"), new.to_toml()?)?;
+        }
+        journal.commit(&self.layout)?;
+        journal.apply(&self.layout)?;
+        Ok(applied)
+    }
+
+    /// Puts into `journal` the files of replaced or removed versions that
+    /// the new state no longer has, and the directories of removed packages
+    /// (deepest first, so a parent is empty by the time its turn comes);
+    /// returns how many files go.
+    fn plan_removals(
+        &self,
+        old: &InstalledRecord,
+        new: &InstalledRecord,
+        packages: &[PackageInstall],
+        remove: &[PackageName],
+        journal: &mut Journal,
+    ) -> usize {
+        let moved: BTreeSet<&RelativePath> = journal.moves.iter().collect();
+        let mut deletes = Vec::new();
         let mut prune = BTreeSet::new();
         for (name, package) in &old.packages {
             let replaced = remove.contains(name) || packages.iter().any(|p| &p.name == name);
             if !replaced {
                 continue;
             }
-            for file in &package.files {
-                if !claimed.contains_key(&file.path) {
-                    journal.deletes.push(file.path.clone());
-                    applied.files_removed += 1;
-                }
-            }
+            deletes.extend(
+                package
+                    .files
+                    .iter()
+                    .filter(|file| !moved.contains(&file.path))
+                    .map(|file| file.path.clone()),
+            );
             if !new.packages.contains_key(name) {
                 prune.extend(package.dirs.iter().cloned());
             }
         }
-        // Deepest first, so a parent is empty by the time its turn comes.
-        let mut prune: Vec<String> = prune.into_iter().collect();
-        prune.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+        let mut prune: Vec<RelativePath> = prune.into_iter().collect();
+        prune.sort_by_key(|dir| std::cmp::Reverse(dir.parents().len()));
         journal.prune = prune;
-        if new.packages.is_empty() {
-            let marker = staging.join("no-packages");
-            std::fs::write(&marker, b"").map_err(io(&marker))?;
-        } else {
-            let record = staging.join("installed.toml");
-            std::fs::write(&record, new.to_toml()?).map_err(io(&record))?;
-        }
-        journal.commit(&self.layout)?;
-        journal.apply(&self.layout)?;
-        Ok(applied)
+        journal.deletes = deletes;
+        journal.deletes.len()
     }
 
     /// The directories `files` need that the prefix does not have yet,
@@ -399,16 +424,13 @@ impl Prefix {
         &self,
         files: &StagedFiles,
         previous: Option<&InstalledPackage>,
-    ) -> Vec<String> {
-        let mut dirs: BTreeSet<String> = BTreeSet::new();
-        for path in files.keys() {
-            for dir in stage::parent_dirs(path) {
-                let text = dir.to_string_lossy().into_owned();
-                if text != ".kpack" && !self.layout.prefix.join(&dir).exists() {
-                    dirs.insert(text);
-                }
-            }
-        }
+    ) -> Vec<RelativePath> {
+        let mut dirs: BTreeSet<RelativePath> = files
+            .keys()
+            .flat_map(RelativePath::parents)
+            .filter(|dir| dir.as_str() != ".kpack")
+            .filter(|dir| !self.layout.prefix.join(dir.as_str()).exists())
+            .collect();
         if let Some(previous) = previous {
             dirs.extend(previous.dirs.iter().cloned());
         }
@@ -418,35 +440,29 @@ impl Prefix {
     fn check_overwrite(
         &self,
         old: &InstalledRecord,
-        remove: &[String],
+        remove: &[PackageName],
         packages: &[PackageInstall],
-        path: &str,
-        package: &str,
+        path: &RelativePath,
+        package: &PackageName,
     ) -> Result<(), InstallError> {
         match old.owner(path) {
             Some(owner) if owner == package => Ok(()),
-            Some(owner)
-                if remove.iter().any(|r| r == owner)
-                    || packages.iter().any(|p| p.name == owner) =>
-            {
+            Some(owner) if remove.contains(owner) || packages.iter().any(|p| &p.name == owner) => {
                 Ok(())
             }
             Some(owner) => Err(InstallError::OwnedByOther {
-                path: path.to_owned(),
-                owner: owner.to_owned(),
-                package: package.to_owned(),
+                path: path.clone(),
+                owner: owner.clone(),
+                package: package.clone(),
             }),
-            None => {
-                if std::fs::symlink_metadata(self.layout.prefix.join(path)).is_ok() {
-                    Err(InstallError::Unowned {
-                        path: path.to_owned(),
-                        prefix: self.layout.prefix.clone(),
-                        package: package.to_owned(),
-                    })
-                } else {
-                    Ok(())
-                }
+            None if fs_err::symlink_metadata(self.layout.prefix.join(path.as_str())).is_ok() => {
+                Err(InstallError::Unowned {
+                    path: path.clone(),
+                    prefix: self.layout.prefix.clone(),
+                    package: package.clone(),
+                })
             }
+            None => Ok(()),
         }
     }
 
@@ -458,25 +474,7 @@ impl Prefix {
         for (name, package) in &record.packages {
             for file in &package.files {
                 checked += 1;
-                let path = self.layout.prefix.join(&file.path);
-                let problem = match (&file.link, file.sha256) {
-                    (Some(link), _) => match std::fs::read_link(&path) {
-                        Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
-                        Ok(actual) => {
-                            Some(format!("links to {}, recorded {link}", actual.display()))
-                        }
-                        Err(e) => Some(e.to_string()),
-                    },
-                    (None, Some(sha256)) => match Sha256::of_file(&path) {
-                        Ok((actual, _)) if actual == sha256 => None,
-                        Ok((actual, size)) => {
-                            Some(format!("sha256 {actual} ({size} bytes), recorded {sha256}"))
-                        }
-                        Err(e) => Some(e.to_string()),
-                    },
-                    (None, None) => None,
-                };
-                if let Some(problem) = problem {
+                if let Some(problem) = self.check_file(file) {
                     mismatches.push(Mismatch {
                         package: name.clone(),
                         path: file.path.clone(),
@@ -487,6 +485,48 @@ impl Prefix {
         }
         Ok((checked, mismatches))
     }
+
+    /// How an installed file differs from its record, if it does.
+    fn check_file(&self, file: &record::InstalledFile) -> Option<Problem> {
+        let path = self.layout.prefix.join(file.path.as_str());
+        let unreadable = |error: std::io::Error| Some(Problem::Unreadable(error.to_string()));
+        match (&file.link, file.sha256) {
+            (Some(link), _) => match fs_err::read_link(&path) {
+                Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
+                Ok(actual) => Some(Problem::Link {
+                    actual,
+                    recorded: link.clone(),
+                }),
+                Err(error) => unreadable(error),
+            },
+            (None, Some(recorded)) => match fs_err::File::open(&path).and_then(Sha256::of_reader) {
+                Ok((actual, _)) if actual == recorded => None,
+                Ok((actual, size)) => Some(Problem::Contents {
+                    actual,
+                    size,
+                    recorded,
+                }),
+                Err(error) => unreadable(error),
+            },
+            (None, None) => None,
+        }
+    }
+}
+
+/// Moves a staged file from the package's own directory to the change's
+/// root, at the same relative path.
+fn move_staged(
+    own: StageDir<'_>,
+    root: StageDir<'_>,
+    path: &RelativePath,
+) -> Result<(), InstallError> {
+    let failed = || root.failed(path.as_str());
+    let to = root.path(path.as_str());
+    if let Some(parent) = to.parent() {
+        fs_err::create_dir_all(parent).map_err(failed())?;
+    }
+    fs_err::rename(own.path(path.as_str()), &to).map_err(failed())?;
+    Ok(())
 }
 
 /// Which lock a command takes on the prefix.
@@ -498,9 +538,9 @@ enum LockKind {
     Shared,
 }
 
-/// Stages `package`'s artifacts under `own`: trees extracted, archives
+/// Stages `package`'s artifacts in `own`: trees extracted, archives
 /// placed under `.kpack/` (or where the artifact says).
-fn stage_package(package: &PackageInstall, own: &Path) -> Result<StagedFiles, InstallError> {
+fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFiles, InstallError> {
     let mut files = StagedFiles::new();
     for artifact in &package.artifacts {
         match artifact.kind {
@@ -508,17 +548,16 @@ fn stage_package(package: &PackageInstall, own: &Path) -> Result<StagedFiles, In
                 stage::extract_tree(&artifact.blob, &artifact.path, own, &mut files)?
             }
             ArtifactKind::Kpack => {
-                let relative = artifact.install_as.clone().unwrap_or_else(|| {
-                    let name = artifact.path.rsplit('/').next().unwrap_or("archive.kpack");
-                    format!(".kpack/{name}")
-                });
-                let relative = stage::safe_relative(Path::new(&relative)).map_err(|reason| {
-                    InstallError::UnsafeEntry {
-                        artifact: artifact.path.clone(),
-                        entry: relative.clone(),
-                        reason: reason.to_string(),
-                    }
-                })?;
+                let relative = match &artifact.install_as {
+                    Some(path) => path.clone(),
+                    None => format!(".kpack/{}", artifact.path.file_name())
+                        .parse()
+                        .map_err(|reason| InstallError::UnsafeEntry {
+                            artifact: artifact.path.clone(),
+                            entry: artifact.path.file_name().to_owned(),
+                            problem: stage::UnsafePath::Unusable(reason).into(),
+                        })?,
+                };
                 stage::place_file(
                     &artifact.blob,
                     &relative,
@@ -535,7 +574,11 @@ fn stage_package(package: &PackageInstall, own: &Path) -> Result<StagedFiles, In
 
 /// The install record of `package` with its staged `files` and the
 /// directories it owns.
-fn installed(package: &PackageInstall, dirs: Vec<String>, files: StagedFiles) -> InstalledPackage {
+fn installed(
+    package: &PackageInstall,
+    dirs: Vec<RelativePath>,
+    files: StagedFiles,
+) -> InstalledPackage {
     InstalledPackage {
         version: package.version.clone(),
         repo: package.repo.clone(),

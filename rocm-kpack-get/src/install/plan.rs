@@ -22,12 +22,16 @@ pub enum PlanError {
     Repo(#[from] RepoError),
     #[error(transparent)]
     Resolve(#[from] ResolveError),
-    #[error("{package} {version} has no device code for {gpus}; it offers code for {offered}")]
+    #[error(
+        "{package} {version} has no device code for {}; it offers code for {}",
+        rocm_kpack::target::join_targets(gpus),
+        offered.join(", ")
+    )]
     NoDeviceCode {
-        package: String,
+        package: PackageName,
         version: semver::Version,
-        gpus: String,
-        offered: String,
+        gpus: Vec<Target>,
+        offered: Vec<String>,
     },
 }
 
@@ -166,14 +170,14 @@ pub fn make_plan(
             offered.sort();
             offered.dedup();
             return Err(PlanError::NoDeviceCode {
-                package: name.to_string(),
+                package: name,
                 version,
-                gpus: rocm_kpack::target::join_targets(gpus),
-                offered: offered.join(", "),
+                gpus: gpus.to_vec(),
+                offered,
             });
         }
         let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
-        let current = installed.packages.get(name.as_str());
+        let current = installed.packages.get(&name);
         let up_to_date = current.is_some_and(|c| {
             c.version == version && {
                 let mut have: Vec<_> = c.artifacts.iter().map(|a| a.sha256).collect();

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kpack_repo_index::Sha256;
+use kpack_repo_index::{PackageName, RelativePath, Sha256};
+use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
 use super::InstallError;
@@ -18,7 +19,7 @@ pub const RECORD_FORMAT: u32 = 1;
 pub struct InstalledRecord {
     pub format: u32,
     #[serde(default)]
-    pub packages: BTreeMap<String, InstalledPackage>,
+    pub packages: BTreeMap<PackageName, InstalledPackage>,
 }
 
 /// One installed package version.
@@ -28,12 +29,12 @@ pub struct InstalledPackage {
     pub repo: String,
     /// The GPU targets its device code was chosen for.
     #[serde(default)]
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
     #[serde(default)]
     pub artifacts: Vec<InstalledArtifact>,
     /// Directories the install created (removed again when empty).
     #[serde(default)]
-    pub dirs: Vec<String>,
+    pub dirs: Vec<RelativePath>,
     #[serde(default)]
     pub files: Vec<InstalledFile>,
 }
@@ -41,7 +42,7 @@ pub struct InstalledPackage {
 /// An artifact a package was installed from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstalledArtifact {
-    pub path: String,
+    pub path: RelativePath,
     pub sha256: Sha256,
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,7 +52,7 @@ pub struct InstalledArtifact {
 /// A file or symbolic link in the prefix, by relative path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstalledFile {
-    pub path: String,
+    pub path: RelativePath,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<Sha256>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,17 +72,12 @@ impl InstalledRecord {
 
     /// Reads the record at `path`; a missing file is an empty record.
     pub fn load(path: &Path) -> Result<InstalledRecord, InstallError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match fs_err::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(InstalledRecord::empty())
             }
-            Err(source) => {
-                return Err(InstallError::Io {
-                    path: path.to_owned(),
-                    source,
-                })
-            }
+            Err(error) => return Err(InstallError::Io(error)),
         };
         InstalledRecord::parse(path, &text)
     }
@@ -109,11 +105,11 @@ impl InstalledRecord {
     }
 
     /// The package that installed `path`, if any.
-    pub fn owner(&self, path: &str) -> Option<&str> {
+    pub fn owner(&self, path: &RelativePath) -> Option<&PackageName> {
         self.packages
             .iter()
-            .find(|(_, package)| package.files.iter().any(|f| f.path == path))
-            .map(|(name, _)| name.as_str())
+            .find(|(_, package)| package.files.iter().any(|f| &f.path == path))
+            .map(|(name, _)| name)
     }
 }
 
@@ -124,23 +120,25 @@ mod tests {
     #[test]
     fn round_trips_and_refuses_a_newer_format() {
         let mut record = InstalledRecord::empty();
+        let path = |text: &str| text.parse::<RelativePath>().unwrap();
+        let name = "rocm-rand".parse::<PackageName>().unwrap();
         record.packages.insert(
-            "rocm-rand".into(),
+            name.clone(),
             InstalledPackage {
                 version: "5.3.3".parse().unwrap(),
                 repo: "rocm".into(),
-                targets: vec!["gfx90a:sramecc+:xnack-".into()],
+                targets: vec![Target::parse("gfx90a:sramecc+:xnack-").unwrap()],
                 artifacts: vec![],
-                dirs: vec!["lib".into()],
+                dirs: vec![path("lib")],
                 files: vec![
                     InstalledFile {
-                        path: "lib/librocrand.so.1.1".into(),
+                        path: path("lib/librocrand.so.1.1"),
                         sha256: Some(Sha256::of(b"x")),
                         size: Some(1),
                         link: None,
                     },
                     InstalledFile {
-                        path: "lib/librocrand.so.1".into(),
+                        path: path("lib/librocrand.so.1"),
                         sha256: None,
                         size: None,
                         link: Some("librocrand.so.1.1".into()),
@@ -153,9 +151,30 @@ mod tests {
             InstalledRecord::parse(Path::new("r"), &text).unwrap(),
             record
         );
-        assert_eq!(record.owner("lib/librocrand.so.1"), Some("rocm-rand"));
+        assert!(
+            text.contains(r#"targets = ["gfx90a:sramecc+:xnack-"]"#),
+            "{text}"
+        );
+        assert_eq!(record.owner(&path("lib/librocrand.so.1")), Some(&name));
         let newer = text.replace("format = 1", "format = 2");
         let err = InstalledRecord::parse(Path::new("r"), &newer).unwrap_err();
         assert!(err.to_string().contains("format 2"), "{err}");
+    }
+
+    #[test]
+    fn a_record_naming_a_file_outside_the_prefix_is_refused() {
+        let text = r#"
+            format = 1
+            [packages.rocm-rand]
+            version = "5.3.3"
+            repo = "rocm"
+            files = [{ path = "../../etc/passwd", size = 1 }]
+        "#;
+        let err = InstalledRecord::parse(Path::new("installed.toml"), text).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("installed.toml") && message.contains("../../etc/passwd"),
+            "{message}"
+        );
     }
 }
