@@ -255,3 +255,28 @@ fn sync_filesystem(path: &Path) -> Result<(), InstallError> {
 fn sync_dir(path: &Path) -> Result<(), InstallError> {
     kpack_fs::sync_dir(path).map_err(|e| InstallError::Io(crate::cache::path_error(e)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_naming_a_path_outside_the_prefix_is_refused_not_carried_out() {
+        let prefix = tempfile::tempdir().unwrap();
+        let layout = Layout {
+            prefix: prefix.path().to_owned(),
+        };
+        fs_err::create_dir_all(layout.meta()).unwrap();
+        fs_err::write(
+            layout.journal(),
+            "format = 1\nid = \"1-2\"\ndeletes = [\"../../etc/passwd\"]\n",
+        )
+        .unwrap();
+        let error = Journal::load(&layout).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, InstallError::BadRecord { .. }) && message.contains("../../etc/passwd"),
+            "{message}"
+        );
+    }
+}
