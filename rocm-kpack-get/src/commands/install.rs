@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kpack_repo_index::{Explanation, PackageName, Request};
 use rocm_kpack::Target;
-use rocm_kpack_get::client::{Progress, Wanted as Download};
+use rocm_kpack_get::client::{Client, Progress, Wanted as Download};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
@@ -70,12 +70,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     };
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades(_));
-    let (requests, verb) = match wanted {
-        Wanted::Requests(requests) => (requests, "installed"),
-        Wanted::Upgrades(names) => (
-            upgrade_requests(&record, &names, prefix.root())?,
-            "upgraded",
-        ),
+    let requests = match wanted {
+        Wanted::Requests(requests) => requests,
+        Wanted::Upgrades(names) => upgrade_requests(&record, &names, prefix.root())?,
     };
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
@@ -84,34 +81,11 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     }
     let client = context.client()?;
     let repos = context.repos(&client)?;
-    let (gpus, detection) = context.gpus()?;
-    let gpus = if gpus.is_empty() && upgrading {
-        // Upgrading on a machine without a detected GPU keeps the targets
-        // the packages were installed for.
-        recorded_targets(&record)
-    } else {
-        gpus
-    };
-    if gpus.is_empty() {
-        printer.warn(format!(
-            "no GPU found ({}): installing host parts only; --target chooses GPU targets",
-            if detection.notes.is_empty() {
-                "no source reported one".to_owned()
-            } else {
-                detection.notes.join("; ")
-            }
-        ));
-    } else {
-        printer.detail(format!("GPUs: {}", rocm_kpack::target::join_targets(&gpus)));
-    }
+    let gpus = choose_gpus(context, &record, upgrading)?;
     let plan = make_plan(&client, &context.cache, &repos, &requests, &gpus, &record)?;
     show_plan(context, &repos, &plan, dry_run);
-    if dry_run {
-        return Ok(());
-    }
     let Some(lock) = lock else { return Ok(()) };
-    let pending: Vec<_> = plan.pending().collect();
-    if pending.is_empty() {
+    if plan.pending().next().is_none() {
         printer.line(format!(
             "nothing to do: already installed in {}",
             prefix.root().display()
@@ -119,54 +93,10 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         printer.json(&plan_json(context, &repos, &plan, true));
         return Ok(());
     }
-    let downloads: Vec<Download> = pending
-        .iter()
-        .flat_map(|package| {
-            let mirrors: Arc<[_]> = Arc::from(repos[package.repo].config.mirrors.as_slice());
-            package.chosen.iter().map(move |artifact| Download {
-                path: artifact.path.clone(),
-                sha256: artifact.sha256,
-                size: artifact.size,
-                mirrors: mirrors.clone(),
-            })
-        })
-        .collect();
-    let to_download = plan.download_size(&context.cache);
-    let bars = printer.bars.then(|| Arc::new(Bars::new(to_download)));
-    let progress: Arc<dyn Progress> = match &bars {
-        Some(bars) => bars.clone(),
-        None => Arc::new(Lines::new(*printer)),
-    };
-    let fetched = client.fetch_all(&context.cache, &downloads, progress);
-    if let Some(bars) = &bars {
-        bars.finish();
-    }
-    fetched?;
-    let mut installs = Vec::new();
-    for package in &pending {
-        let artifacts = package
-            .chosen
-            .iter()
-            .map(|artifact| ReadyArtifact {
-                kind: artifact.kind,
-                path: artifact.path.clone(),
-                install_as: artifact.install_as.clone(),
-                targets: artifact.targets.clone(),
-                sha256: artifact.sha256,
-                size: artifact.size,
-                blob: context.cache.blob(&artifact.sha256),
-            })
-            .collect();
-        installs.push(PackageInstall {
-            name: package.name.clone(),
-            version: package.version.clone(),
-            repo: repos[package.repo].config.name.clone(),
-            targets: plan.gpus.clone(),
-            artifacts,
-        });
-    }
-    let applied = prefix.apply(&lock, &installs, &[])?;
-    for package in &pending {
+    download(context, &client, &repos, &plan)?;
+    let applied = prefix.apply(&lock, &package_installs(context, &repos, &plan), &[])?;
+    let verb = if upgrading { "upgraded" } else { "installed" };
+    for package in plan.pending() {
         let from = match &package.installed {
             Some(old) if *old != package.version => format!(" (was {old})"),
             _ => String::new(),
@@ -181,6 +111,96 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     ));
     printer.json(&plan_json(context, &repos, &plan, true));
     Ok(())
+}
+
+/// The GPUs to install for: those detected (or given), else, when
+/// upgrading, the targets the packages were installed for; none is said.
+fn choose_gpus(
+    context: &Context,
+    record: &InstalledRecord,
+    upgrading: bool,
+) -> Result<Vec<Target>, Failure> {
+    let (gpus, detection) = context.gpus()?;
+    let gpus = if gpus.is_empty() && upgrading {
+        recorded_targets(record)
+    } else {
+        gpus
+    };
+    if gpus.is_empty() {
+        context.printer.warn(format!(
+            "no GPU found ({}): installing host parts only; --target chooses GPU targets",
+            if detection.notes.is_empty() {
+                "no source reported one".to_owned()
+            } else {
+                detection.notes.join("; ")
+            }
+        ));
+    } else {
+        context
+            .printer
+            .detail(format!("GPUs: {}", rocm_kpack::target::join_targets(&gpus)));
+    }
+    Ok(gpus)
+}
+
+/// Fetches the chosen artifacts of the pending packages into the cache,
+/// with bars on a terminal and lines otherwise.
+fn download(
+    context: &Context,
+    client: &Client,
+    repos: &[Repo],
+    plan: &Plan,
+) -> Result<(), Failure> {
+    let downloads: Vec<Download> = plan
+        .pending()
+        .flat_map(|package| {
+            let mirrors: Arc<[_]> = Arc::from(repos[package.repo].config.mirrors.as_slice());
+            package.chosen.iter().map(move |artifact| Download {
+                path: artifact.path.clone(),
+                sha256: artifact.sha256,
+                size: artifact.size,
+                mirrors: mirrors.clone(),
+            })
+        })
+        .collect();
+    let printer = &context.printer;
+    let bars = printer
+        .bars
+        .then(|| Arc::new(Bars::new(plan.download_size(&context.cache))));
+    let progress: Arc<dyn Progress> = match &bars {
+        Some(bars) => bars.clone(),
+        None => Arc::new(Lines::new(*printer)),
+    };
+    let fetched = client.fetch_all(&context.cache, &downloads, progress);
+    if let Some(bars) = &bars {
+        bars.finish();
+    }
+    Ok(fetched?)
+}
+
+/// The pending packages with their artifacts, now in the cache.
+fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<PackageInstall> {
+    plan.pending()
+        .map(|package| PackageInstall {
+            name: package.name.clone(),
+            version: package.version.clone(),
+            repo: repos[package.repo].config.name.clone(),
+            targets: plan.gpus.clone(),
+            artifacts: package
+                .chosen
+                .iter()
+                .map(|artifact| ReadyArtifact {
+                    kind: artifact.kind,
+                    path: artifact.path.clone(),
+                    install_as: artifact.install_as.clone(),
+                    targets: artifact.targets.clone(),
+                    sha256: artifact.sha256,
+                    size: artifact.size,
+                    blob: context.cache.blob(&artifact.sha256),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
