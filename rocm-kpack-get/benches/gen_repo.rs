@@ -17,8 +17,8 @@
 //! Without a command it does nothing, so a plain `cargo bench` is harmless.
 #![allow(clippy::print_stdout)]
 
+use fs_err::File;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -83,7 +83,7 @@ fn write_archive(out: &Path, target: &str, bytes: u64, seed: u64) -> Result<()> 
     }
     let mut sink = writer.finish()?;
     sink.flush()?;
-    let size = std::fs::metadata(out)?.len();
+    let size = fs_err::metadata(out)?.len();
     println!(
         "{}: {target}, {index} code objects, {size} bytes",
         out.display()
@@ -179,10 +179,10 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
         let path = RelativePath::usual_shard(&shard.name, &sha256);
         let file = dir.join(path.as_str());
         if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent)?;
+            fs_err::create_dir_all(parent)?;
         }
         // Shards are content-addressed: plain writes, the signed root last.
-        std::fs::write(&file, &text).with_context(|| file.display().to_string())?;
+        fs_err::write(&file, &text).with_context(|| file.display().to_string())?;
         root.packages.insert(
             shard.name.clone(),
             PackageEntry {
@@ -194,7 +194,7 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
         );
     }
     let root = repo.publish_root(root, Some(&key))?;
-    let root_size = std::fs::metadata(dir.join("index.toml"))?.len();
+    let root_size = fs_err::metadata(dir.join("index.toml"))?.len();
     println!(
         "{}: {packages} packages x {versions} versions, root version {}, index.toml {root_size} bytes, in {:.1} s",
         dir.display(),

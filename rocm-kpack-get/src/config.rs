@@ -14,12 +14,8 @@ use crate::client::{InvalidMirror, Mirror};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    #[error("cannot read the configuration {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read the configuration")]
+    Read(#[source] std::io::Error),
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("repository {name:?}: {message}")]
@@ -80,10 +76,10 @@ impl ConfigFile {
             None => default_locations(),
         };
         for path in candidates {
-            match std::fs::read_to_string(&path) {
+            match fs_err::read_to_string(&path) {
                 Ok(text) => return Ok((ConfigFile::parse(&path, &text)?, Some(path))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {}
-                Err(source) => return Err(ConfigError::Read { path, source }),
+                Err(error) => return Err(ConfigError::Read(error)),
             }
         }
         Ok((ConfigFile::default(), None))

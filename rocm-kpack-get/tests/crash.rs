@@ -132,7 +132,7 @@ impl Rig {
     }
 
     fn clean_cache(&self) {
-        let _ = std::fs::remove_dir_all(&self.env.cache);
+        let _ = fs_err::remove_dir_all(&self.env.cache);
     }
 
     /// Runs `op` to the end; how long it took.
@@ -222,8 +222,8 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
         key: repo.public_key.clone(),
     };
     let prefix = &rig.env.prefix;
-    std::fs::create_dir_all(prefix.join("lib")).unwrap();
-    std::fs::write(prefix.join("lib/user-library.so"), b"not kpack-get's").unwrap();
+    fs_err::create_dir_all(prefix.join("lib")).unwrap();
+    fs_err::write(prefix.join("lib/user-library.so"), b"not kpack-get's").unwrap();
 
     // Uninterrupted runs: the states to compare with, and how long each
     // kind of run takes, to spread the kills over.
@@ -409,7 +409,7 @@ fn installed_once(env: &Env) {
         1,
         "{list}"
     );
-    let record = std::fs::read_to_string(env.prefix.join(RECORD)).unwrap();
+    let record = fs_err::read_to_string(env.prefix.join(RECORD)).unwrap();
     assert_eq!(
         record.matches("[packages.rocm-rand]").count(),
         1,
@@ -591,7 +591,7 @@ fn fsync_logger() -> &'static Path {
     BUILT.get_or_init(|| {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fsync_log.c");
         let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fsync-log");
-        std::fs::create_dir_all(&directory).unwrap();
+        fs_err::create_dir_all(&directory).unwrap();
         let building = directory.join(format!("libfsync_log.so.{}", std::process::id()));
         let out = kpack_test_support::tool("cc")
             .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
@@ -607,7 +607,7 @@ fn fsync_logger() -> &'static Path {
             String::from_utf8_lossy(&out.stderr)
         );
         let library = directory.join("libfsync_log.so");
-        std::fs::rename(&building, &library).unwrap();
+        fs_err::rename(&building, &library).unwrap();
         library
     })
 }
@@ -624,14 +624,14 @@ fn fsyncs_of(args: &[&str]) -> (Vec<String>, String, String) {
             .env("LD_PRELOAD", fsync_logger())
             .env("KPACK_TEST_FSYNC_LOG", &log),
     );
-    let text = std::fs::read_to_string(&log)
+    let text = fs_err::read_to_string(&log)
         .unwrap_or_else(|e| panic!("{}: the preloaded logger wrote nothing: {e}", log.display()));
     let synced = text
         .lines()
         .filter_map(|l| l.strip_prefix("fsync "))
         .map(str::to_owned)
         .collect();
-    let cache = env.cache.canonicalize().unwrap();
+    let cache = fs_err::canonicalize(&env.cache).unwrap();
     let partial = format!("{}/", cache.join("partial").display());
     let blobs = cache.join("blobs").display().to_string();
     (synced, partial, blobs)

@@ -245,7 +245,7 @@ fn hsa_library_that_cannot_be_loaded_is_named_with_the_loader_message() {
 fn hsa_library_without_the_hsa_functions_names_the_missing_one() {
     let dir = TempDir::new().unwrap();
     let source = dir.path().join("empty.c");
-    std::fs::write(&source, "int not_hsa = 1;\n").unwrap();
+    fs_err::write(&source, "int not_hsa = 1;\n").unwrap();
     let library = dir.path().join("libhsa-runtime64.so.1");
     let status = kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
@@ -317,7 +317,7 @@ fn probe_kills_a_hanging_hsa_after_the_timeout() {
         "the HSA probe did not answer within 2 s and was killed (HSA initialisation hung)"
     );
     // The child got as far as hsa_init, and is gone.
-    let pid: i32 = std::fs::read_to_string(dir.path().join(HSA_PID_NAME))
+    let pid: i32 = fs_err::read_to_string(dir.path().join(HSA_PID_NAME))
         .unwrap()
         .trim()
         .parse()
@@ -442,7 +442,14 @@ fn sysfs_unreadable_node_is_skipped_with_a_note() {
     let (gpus, notes) = sysfs::read_topology(&root);
 
     assert_eq!(gpus.iter().map(|gpu| gpu.node).collect::<Vec<_>>(), [2]);
-    assert_eq!(notes, ["sysfs: node 1 unreadable: Is a directory, skipped"]);
+    let properties = root.join("1/properties");
+    assert_eq!(
+        notes,
+        [format!(
+            "sysfs: node 1 skipped: failed to read from file `{}`: Is a directory",
+            properties.display()
+        )]
+    );
 }
 
 #[test]
@@ -452,7 +459,7 @@ fn sysfs_nodes_sort_numerically_and_other_entries_are_ignored() {
         .map(|i| FakeNode::gpu(110000 + i, 0, &format!("gpu {i}")))
         .collect();
     let root = fake_sysfs(dir.path(), &nodes);
-    std::fs::create_dir(root.join("README")).unwrap();
+    fs_err::create_dir(root.join("README")).unwrap();
 
     let (gpus, notes) = sysfs::read_topology(&root);
 
@@ -926,7 +933,7 @@ fn sysfs_gpus_are_named_from_pci_ids_when_it_is_there() {
         ],
     );
     let pci_ids = dir.path().join("pci.ids");
-    std::fs::write(&pci_ids, PCI_IDS).unwrap();
+    fs_err::write(&pci_ids, PCI_IDS).unwrap();
     let mut options = options(None, &root);
     options.hsa_enabled = false;
     options.pci_ids = vec![dir.path().join("missing.ids"), pci_ids];
@@ -964,7 +971,7 @@ fn detect_says_which_variable_made_a_gpu_run_as_another_target() {
         ],
     );
     let pci_ids = dir.path().join("pci.ids");
-    std::fs::write(&pci_ids, PCI_IDS).unwrap();
+    fs_err::write(&pci_ids, PCI_IDS).unwrap();
     let run = |value: &str, json: bool| {
         let mut command = std::process::Command::new(kpack_get());
         command

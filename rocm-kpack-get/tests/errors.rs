@@ -201,7 +201,7 @@ fn as_nobody(command: &Command) -> Command {
 /// effective user).
 fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").unwrap().uid() == 0
+    fs_err::metadata("/proc/self").unwrap().uid() == 0
 }
 
 /// Fails the test, saying why, unless setpriv can drop root's rights.
@@ -226,28 +226,28 @@ fn permission_denied_on_the_prefix() {
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
     // Everything but the prefix is open to the unprivileged user.
-    std::fs::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs_err::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     for dir in [&env.cache, &env.state] {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        fs_err::create_dir_all(dir).unwrap();
+        fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
-    std::fs::create_dir_all(&env.prefix).unwrap();
+    fs_err::create_dir_all(&env.prefix).unwrap();
     let mut command = install(&env, &server.url(), &repo.public_key, &["--target", TARGET]);
     // As root (CI), run as nobody against a root-owned prefix; as another
     // user, against a prefix that user may not write.
     let mut command = if running_as_root() {
         require_setpriv();
-        std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
+        fs_err::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
         as_nobody(&command)
     } else {
-        std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o555)).unwrap();
+        fs_err::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o555)).unwrap();
         command.stdin(Stdio::null());
         command
     };
     let before = snapshot(&env.prefix);
 
     let out = output(&mut command);
-    std::fs::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs_err::set_permissions(&env.prefix, std::fs::Permissions::from_mode(0o755)).unwrap();
     let stderr = failed(&out, 8);
     let error = error_text(&stderr);
     assert!(
@@ -272,10 +272,10 @@ fn list_and_verify_read_a_prefix_they_may_not_write() {
     ));
     // A root-owned prefix, as /opt/rocm is: readable by everyone, writable
     // by root only; no lock file yet, and a change an interrupted run left.
-    std::fs::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::remove_file(env.prefix.join(".kpack/.lock")).unwrap();
-    std::fs::create_dir_all(env.prefix.join(".kpack/staging/4242-1/root")).unwrap();
-    std::fs::write(
+    fs_err::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs_err::remove_file(env.prefix.join(".kpack/.lock")).unwrap();
+    fs_err::create_dir_all(env.prefix.join(".kpack/staging/4242-1/root")).unwrap();
+    fs_err::write(
         env.prefix.join(".kpack/transaction.toml"),
         "format = 1\nid = \"4242-1\"\n",
     )
@@ -324,7 +324,7 @@ struct Mount(PathBuf);
 
 impl Mount {
     fn tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
-        std::fs::create_dir_all(dir).unwrap();
+        fs_err::create_dir_all(dir).unwrap();
         let out = kpack_test_support::tool("mount")
             .args(["-t", "tmpfs", "-o"])
             .arg(format!("size={size}"))
@@ -441,14 +441,14 @@ fn tree(entries: &[Entry<'_>]) -> Vec<u8> {
 /// A copy of the shared rocRAND repository, to publish more into.
 fn private_repo(dir: &Path) -> RocrandRepo {
     fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
+        fs_err::create_dir_all(to).unwrap();
+        for entry in fs_err::read_dir(from).unwrap() {
             let entry = entry.unwrap();
             let target = to.join(entry.file_name());
             if entry.file_type().unwrap().is_dir() {
                 copy(&entry.path(), &target);
             } else {
-                std::fs::copy(entry.path(), &target).unwrap();
+                fs_err::copy(entry.path(), &target).unwrap();
             }
         }
     }
@@ -464,7 +464,7 @@ fn private_repo(dir: &Path) -> RocrandRepo {
 /// Publishes `name` 1.0.0 with one host tree, with the real `kpack-repo`.
 fn publish_tree(repo: &RocrandRepo, work: &Path, name: &str, bytes: &[u8]) -> String {
     let file = work.join(format!("{name}-1.0.0-host.tar.zst"));
-    std::fs::write(&file, bytes).unwrap();
+    fs_err::write(&file, bytes).unwrap();
     common::hip::run(
         Command::new(kpack_repo_exe())
             .arg("add")
@@ -482,10 +482,10 @@ fn tar_entries_escaping_the_prefix_are_refused() {
     use tar::EntryType;
     let env = Env::new();
     let work = env.home.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
+    fs_err::create_dir_all(&work).unwrap();
     let repo = private_repo(&work);
     let outside = env.home.path().join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
+    fs_err::create_dir_all(&outside).unwrap();
     let absolute = outside.join("absolute-escape").display().to_string();
     // From the staging directory, five levels up is above the prefix.
     let parent = "../../../../../parent-escape";
@@ -577,7 +577,7 @@ fn tar_entries_escaping_the_prefix_are_refused() {
     ] {
         assert!(!escaped.exists(), "{} written", escaped.display());
     }
-    let outside_now: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    let outside_now: Vec<_> = fs_err::read_dir(&outside).unwrap().collect();
     assert!(outside_now.is_empty(), "{outside_now:?}");
     success(env.command().arg("verify"));
 }
@@ -587,8 +587,8 @@ fn a_file_kpack_get_did_not_install_is_not_overwritten() {
     let repo = shared_rocrand_repo();
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
-    std::fs::create_dir_all(env.prefix.join("lib")).unwrap();
-    std::fs::write(env.prefix.join(LIBRARY), b"the user's own build").unwrap();
+    fs_err::create_dir_all(env.prefix.join("lib")).unwrap();
+    fs_err::write(env.prefix.join(LIBRARY), b"the user's own build").unwrap();
     let before = snapshot(&env.prefix);
     let out = output(&mut install(
         &env,
@@ -608,7 +608,7 @@ fn a_file_kpack_get_did_not_install_is_not_overwritten() {
     assert!(hint.contains("--prefix"), "{hint}");
     assert_eq!(settled(&env.prefix), before);
     assert_eq!(
-        std::fs::read(env.prefix.join(LIBRARY)).unwrap(),
+        fs_err::read(env.prefix.join(LIBRARY)).unwrap(),
         b"the user's own build"
     );
 }
@@ -625,11 +625,11 @@ fn verify_names_a_corrupted_and_a_missing_file() {
         &["--target", TARGET],
     ));
     let library = env.prefix.join(LIBRARY);
-    let mut bytes = std::fs::read(&library).unwrap();
+    let mut bytes = fs_err::read(&library).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
-    std::fs::write(&library, &bytes).unwrap();
-    std::fs::remove_file(env.prefix.join(ARCHIVE)).unwrap();
+    fs_err::write(&library, &bytes).unwrap();
+    fs_err::remove_file(env.prefix.join(ARCHIVE)).unwrap();
 
     let out = output(env.command().arg("verify"));
     let stderr = failed(&out, 5);

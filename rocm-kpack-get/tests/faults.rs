@@ -21,11 +21,11 @@ const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const ARCHIVE: &str = "rocrand_gfx90a.kpack";
 
 fn repo_bytes(file: &str) -> Vec<u8> {
-    std::fs::read(shared_rocrand_repo().dir.join(pool(file))).unwrap()
+    fs_err::read(shared_rocrand_repo().dir.join(pool(file))).unwrap()
 }
 
 fn repo_size(file: &str) -> u64 {
-    std::fs::metadata(shared_rocrand_repo().dir.join(pool(file)))
+    fs_err::metadata(shared_rocrand_repo().dir.join(pool(file)))
         .unwrap()
         .len()
 }
@@ -67,19 +67,19 @@ fn two_mirrors(env: &Env) -> (TestServer, TestServer) {
 /// A copy of the repository with one pool file's bytes replaced.
 fn mirror_with(file: &str, bytes: &[u8]) -> tempfile::TempDir {
     fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
+        fs_err::create_dir_all(to).unwrap();
+        for entry in fs_err::read_dir(from).unwrap() {
             let entry = entry.unwrap();
             if entry.file_type().unwrap().is_dir() {
                 copy(&entry.path(), &to.join(entry.file_name()));
             } else {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+                fs_err::copy(entry.path(), to.join(entry.file_name())).unwrap();
             }
         }
     }
     let dir = tempfile::tempdir().unwrap();
     copy(&shared_rocrand_repo().dir, dir.path());
-    std::fs::write(dir.path().join(pool(file)), bytes).unwrap();
+    fs_err::write(dir.path().join(pool(file)), bytes).unwrap();
     dir
 }
 
@@ -88,7 +88,7 @@ fn mirror_with(file: &str, bytes: &[u8]) -> tempfile::TempDir {
 fn assert_installed(env: &Env) {
     assert!(env.prefix.join("lib/librocrand.so.1.1").is_file());
     assert_eq!(
-        std::fs::read(env.prefix.join(".kpack").join(ARCHIVE)).unwrap(),
+        fs_err::read(env.prefix.join(".kpack").join(ARCHIVE)).unwrap(),
         repo_bytes(ARCHIVE)
     );
     success(env.command().arg("verify"));
@@ -179,7 +179,7 @@ fn a_server_ignoring_the_range_restarts_the_file_from_the_start() {
     assert_nothing_installed(&env);
     let sha256 = format!("{:x}", sha2::Sha256::digest(repo_bytes(HOST_TREE)));
     let partial = env.cache.join("partial").join(&sha256);
-    assert_eq!(std::fs::metadata(&partial).unwrap().len(), 3_000_000);
+    assert_eq!(fs_err::metadata(&partial).unwrap().len(), 3_000_000);
 
     server.clear_faults();
     server.clear_requests();
@@ -195,7 +195,7 @@ fn a_server_ignoring_the_range_restarts_the_file_from_the_start() {
     assert!(stderr.contains("instead of resuming"), "{stderr}");
     assert!(!partial.exists());
     assert_eq!(
-        std::fs::read(env.cache.join("blobs").join(&sha256)).unwrap(),
+        fs_err::read(env.cache.join("blobs").join(&sha256)).unwrap(),
         repo_bytes(HOST_TREE)
     );
     assert_installed(&env);
@@ -329,8 +329,8 @@ fn a_resumed_download_that_fails_its_hash_is_fetched_whole_before_the_mirror_is_
     let mut kept = repo_bytes(HOST_TREE)[..3_000_000].to_vec();
     kept[1_000_000] ^= 0xff;
     let sha256 = format!("{:x}", sha2::Sha256::digest(repo_bytes(HOST_TREE)));
-    std::fs::create_dir_all(env.cache.join("partial")).unwrap();
-    std::fs::write(env.cache.join("partial").join(&sha256), kept).unwrap();
+    fs_err::create_dir_all(env.cache.join("partial")).unwrap();
+    fs_err::write(env.cache.join("partial").join(&sha256), kept).unwrap();
 
     let out = install(&env, &server, &["--attempts", "1"]);
     assert!(out.status.success(), "{}", describe(&out));

@@ -51,8 +51,8 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
     let repo = shared_rocrand_repo();
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
-    std::fs::create_dir_all(env.prefix.join("share")).unwrap();
-    std::fs::write(env.prefix.join("share/user-file"), b"mine").unwrap();
+    fs_err::create_dir_all(env.prefix.join("share")).unwrap();
+    fs_err::write(env.prefix.join("share/user-file"), b"mine").unwrap();
     let before = snapshot(&env.prefix);
 
     let stdout = installs_for(&env, &server, &["--target", "gfx90a:sramecc+:xnack-"]);
@@ -62,10 +62,10 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
         pool_gets(&server),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
-    let host_size = std::fs::metadata(repo.dir.join(pool(HOST_TREE)))
+    let host_size = fs_err::metadata(repo.dir.join(pool(HOST_TREE)))
         .unwrap()
         .len();
-    let archive_size = std::fs::metadata(repo.dir.join(pool("rocrand_gfx90a.kpack")))
+    let archive_size = fs_err::metadata(repo.dir.join(pool("rocrand_gfx90a.kpack")))
         .unwrap()
         .len();
     assert_eq!(server.bytes_sent("pool/"), host_size + archive_size);
@@ -132,7 +132,7 @@ fn installs_gfx90a_detected_through(variable: &str, value: &Path, env: &Env) {
 fn installs_for_the_gpu_the_hsa_runtime_reports() {
     let env = Env::new();
     let hsa_dir = env.home.path().join("hsa");
-    std::fs::create_dir_all(&hsa_dir).unwrap();
+    fs_err::create_dir_all(&hsa_dir).unwrap();
     let library = fake_hsa(
         &hsa_dir,
         &FakeHsaConfig::with_agents(vec![
@@ -191,10 +191,10 @@ fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
 
     // 5.4.0: a different host tree and the same gfx1030 archive.
     let host = work.path().join("rocm-rand-host");
-    std::fs::create_dir_all(host.join("lib")).unwrap();
-    std::fs::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
+    fs_err::create_dir_all(host.join("lib")).unwrap();
+    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
     let archive = work.path().join("rocrand_gfx1030.kpack");
-    std::fs::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
+    fs_err::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
     hip::run(
         std::process::Command::new(common::kpack_repo_exe())
             .arg("add")
@@ -219,7 +219,7 @@ fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
     );
     assert!(!env.prefix.join(LIBRARY).exists());
     assert_eq!(
-        std::fs::read(env.prefix.join("lib/librocrand.so.2")).unwrap(),
+        fs_err::read(env.prefix.join("lib/librocrand.so.2")).unwrap(),
         b"the next version"
     );
     assert!(env.prefix.join(".kpack/rocrand_gfx1030.kpack").is_file());
@@ -350,8 +350,8 @@ fn detect_names_each_source_once_and_every_gpu_a_package_does_not_serve() {
 fn publish_host_only(repo: &common::RocrandRepo, name: &str, version: &str, depends: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     let tree = work.path().join(format!("{name}-host"));
-    std::fs::create_dir_all(tree.join("share").join(name)).unwrap();
-    std::fs::write(tree.join("share").join(name).join("VERSION"), version).unwrap();
+    fs_err::create_dir_all(tree.join("share").join(name)).unwrap();
+    fs_err::write(tree.join("share").join(name).join("VERSION"), version).unwrap();
     let mut command = std::process::Command::new(common::kpack_repo_exe());
     command
         .arg("add")
@@ -415,7 +415,7 @@ fn dependencies_resolve_to_the_highest_version_every_requirement_allows() {
     assert!(stdout.contains("installed rocm-app 1.0.0"), "{stdout}");
     assert!(stdout.contains("installed rocm-core 5.7.1"), "{stdout}");
     assert_eq!(
-        std::fs::read_to_string(env.prefix.join("share/rocm-core/VERSION")).unwrap(),
+        fs_err::read_to_string(env.prefix.join("share/rocm-core/VERSION")).unwrap(),
         "5.7.1"
     );
 
@@ -447,10 +447,10 @@ fn a_damaged_cached_archive_is_fetched_again_not_installed() {
     // Installed archives share their bytes with the cache: damaging one in
     // a prefix (root may write read-only files) damages the cached copy.
     let installed = env.prefix.join(".kpack/rocrand_gfx1030.kpack");
-    let mut bytes = std::fs::read(&installed).unwrap();
+    let mut bytes = fs_err::read(&installed).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
-    std::fs::write(&installed, &bytes).unwrap();
+    fs_err::write(&installed, &bytes).unwrap();
     server.clear_requests();
     let other = env.home.path().join("other-prefix");
     success(
@@ -461,8 +461,8 @@ fn a_damaged_cached_archive_is_fetched_again_not_installed() {
     );
     assert_eq!(pool_gets(&server), [pool("rocrand_gfx1030.kpack")]);
     assert_eq!(
-        std::fs::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
-        std::fs::read(repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()
+        fs_err::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
+        fs_err::read(repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()
     );
     success(env.command().arg("--prefix").arg(&other).arg("verify"));
 }

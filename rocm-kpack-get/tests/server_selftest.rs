@@ -32,7 +32,7 @@ struct Fixture(PathBuf);
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = fs_err::remove_dir_all(&self.0);
     }
 }
 
@@ -43,11 +43,11 @@ fn fixture() -> Fixture {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("sub dir")).unwrap();
-    std::fs::write(dir.join("a.bin"), content()).unwrap();
-    std::fs::write(dir.join("sub dir/b.txt"), b"hello world").unwrap();
-    std::fs::write(dir.join("empty"), b"").unwrap();
+    let _ = fs_err::remove_dir_all(&dir);
+    fs_err::create_dir_all(dir.join("sub dir")).unwrap();
+    fs_err::write(dir.join("a.bin"), content()).unwrap();
+    fs_err::write(dir.join("sub dir/b.txt"), b"hello world").unwrap();
+    fs_err::write(dir.join("empty"), b"").unwrap();
     Fixture(dir)
 }
 

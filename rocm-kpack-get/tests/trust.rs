@@ -36,7 +36,7 @@ fn private_repo() -> Private {
     let (built_dir, built) = BUILT.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("trust-repo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = fs_err::remove_dir_all(&dir);
         let repo = build_rocrand_repo(&dir);
         (dir, repo)
     });
@@ -84,20 +84,20 @@ impl Private {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
+    fs_err::create_dir_all(to).unwrap();
+    for entry in fs_err::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
             copy_dir(&entry.path(), &target);
         } else {
-            std::fs::copy(entry.path(), &target).unwrap();
+            fs_err::copy(entry.path(), &target).unwrap();
         }
     }
 }
 
 fn root_at(path: &Path) -> RootIndex {
-    RootIndex::parse("index.toml", &std::fs::read_to_string(path).unwrap()).unwrap()
+    RootIndex::parse("index.toml", &fs_err::read_to_string(path).unwrap()).unwrap()
 }
 
 /// The root the client keeps for the repository `rocm`, if any.
@@ -108,7 +108,7 @@ fn stored_version(env: &Env) -> Option<u64> {
 
 /// The highest version the client remembers for the repository named `name`.
 fn remembered_version(env: &Env, name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(env.state.join("versions.toml")).ok()?;
+    let text = fs_err::read_to_string(env.state.join("versions.toml")).ok()?;
     let table: toml::Table = toml::from_str(&text).unwrap();
     table.get(name).map(|v| v.as_integer().unwrap() as u64)
 }
@@ -140,8 +140,8 @@ fn assert_nothing_installed(env: &Env) {
 fn configure_always_update(env: &Env, mirror: &str, key: &Path) {
     env.configure(&[mirror.to_owned()], key);
     let path = env.home.path().join("config/kpack-get/config.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, format!("max-index-age = 0\n{text}")).unwrap();
+    let text = fs_err::read_to_string(&path).unwrap();
+    fs_err::write(&path, format!("max-index-age = 0\n{text}")).unwrap();
 }
 
 #[test]
@@ -336,10 +336,10 @@ fn gets_of(server: &TestServer, path: &str) -> usize {
 /// (signature first, then root). Returns the root of version N+1.
 fn half_published(private: &Private) -> Vec<u8> {
     let index = private.repo.dir.join("index.toml");
-    let before = std::fs::read(&index).unwrap();
+    let before = fs_err::read(&index).unwrap();
     private.reindex();
-    let after = std::fs::read(&index).unwrap();
-    std::fs::write(&index, &before).unwrap();
+    let after = fs_err::read(&index).unwrap();
+    fs_err::write(&index, &before).unwrap();
     after
 }
 
@@ -399,14 +399,14 @@ fn a_root_and_signature_that_stay_out_of_step_are_refused_after_one_more_fetch()
 /// returns its path inside the repository.
 fn tamper_shard(repo: &Path) -> String {
     let dir = repo.join("packages/rocm-rand");
-    let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    let entries: Vec<_> = fs_err::read_dir(&dir).unwrap().collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let path = entries[0].as_ref().unwrap().path();
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = fs_err::read_to_string(&path).unwrap();
     // Still a valid shard, with the host tree's size changed.
     let tampered = text.replacen("size = ", "size = 1", 1);
     assert_ne!(tampered, text);
-    std::fs::write(&path, tampered).unwrap();
+    fs_err::write(&path, tampered).unwrap();
     path.strip_prefix(repo).unwrap().display().to_string()
 }
 
@@ -435,7 +435,7 @@ fn a_tampered_shard_is_refused() {
     );
     assert_nothing_installed(&env);
     // Discarded, not kept in the cache.
-    let cached = std::fs::read_dir(env.cache.join("blobs")).map_or(0, |d| d.count());
+    let cached = fs_err::read_dir(env.cache.join("blobs")).map_or(0, |d| d.count());
     assert_eq!(cached, 0);
 }
 

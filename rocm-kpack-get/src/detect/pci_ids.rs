@@ -17,7 +17,7 @@ pub const AMD_VENDOR_ID: u64 = 0x1002;
 pub fn load_amd_devices(paths: &[PathBuf]) -> Option<BTreeMap<u16, String>> {
     paths
         .iter()
-        .find_map(|path| std::fs::read(Path::new(path)).ok())
+        .find_map(|path| fs_err::read(Path::new(path)).ok())
         .map(|bytes| amd_devices(&String::from_utf8_lossy(&bytes)))
 }
 

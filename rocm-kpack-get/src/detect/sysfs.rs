@@ -83,12 +83,8 @@ enum Node {
 }
 
 fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
-    let properties = std::fs::read_to_string(directory.join("properties")).map_err(|error| {
-        format!(
-            "sysfs: node {node} unreadable: {}, skipped",
-            describe_io(&error)
-        )
-    })?;
+    let properties = fs_err::read_to_string(directory.join("properties"))
+        .map_err(|error| format!("sysfs: node {node} skipped: {}", describe_io(&error)))?;
     let Some(simd_count) = property(&properties, "simd_count") else {
         return Err(format!("sysfs: node {node} has no simd_count, skipped"));
     };
@@ -106,7 +102,7 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
         .map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
     // The name is a nicety; a node without a readable one still counts.
     // Kernels with IP discovery write that phrase there, not a name.
-    let product = std::fs::read_to_string(directory.join("name"))
+    let product = fs_err::read_to_string(directory.join("name"))
         .ok()
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty() && name != "ip discovery");
@@ -147,13 +143,14 @@ pub fn target_for(
 /// in node order.
 ///
 /// CPU nodes are left out. A node that cannot be read or makes no sense is
-/// skipped with a note (`sysfs: node 3 unreadable: Permission denied,
-/// skipped`); so is a root that cannot be listed. A missing root (no amdgpu
-/// driver) gives no GPUs and one note. Notes start with `sysfs: `.
+/// skipped with a note naming the file and the error (`sysfs: node 3
+/// skipped: failed to open file ...: Permission denied`); so is a root
+/// that cannot be listed. A missing root (no amdgpu driver) gives no GPUs
+/// and one note. Notes start with `sysfs: `.
 pub fn read_topology(root: &Path) -> (Vec<SysfsGpu>, Vec<String>) {
     let mut gpus = Vec::new();
     let mut notes = Vec::new();
-    let entries = match std::fs::read_dir(root) {
+    let entries = match fs_err::read_dir(root) {
         Ok(entries) => entries,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             notes.push(format!(

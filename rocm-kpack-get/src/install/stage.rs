@@ -4,7 +4,7 @@
 
 // Errors here name a file as it will be in the prefix, not its staging
 // copy, so they pair the path with the error by hand instead of fs-err.
-#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::fs::File;

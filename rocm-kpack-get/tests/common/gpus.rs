@@ -28,7 +28,7 @@ fn built_fake_hsa() -> &'static Path {
     BUILT.get_or_init(|| {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fake_hsa.c");
         let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-hsa");
-        std::fs::create_dir_all(&directory).unwrap();
+        fs_err::create_dir_all(&directory).unwrap();
         let building = directory.join(format!("{HSA_LIBRARY_NAME}.{}", std::process::id()));
         let output = kpack_test_support::tool("cc")
             .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
@@ -44,7 +44,7 @@ fn built_fake_hsa() -> &'static Path {
             String::from_utf8_lossy(&output.stderr)
         );
         let library = directory.join(HSA_LIBRARY_NAME);
-        std::fs::rename(&building, &library).unwrap();
+        fs_err::rename(&building, &library).unwrap();
         library
     })
 }
@@ -54,9 +54,9 @@ fn built_fake_hsa() -> &'static Path {
 /// copy is a separate file, so loading several in one process gives each its
 /// own state.
 pub fn install_fake_hsa(directory: &Path) -> PathBuf {
-    std::fs::create_dir_all(directory).unwrap();
+    fs_err::create_dir_all(directory).unwrap();
     let library = directory.join(HSA_LIBRARY_NAME);
-    std::fs::copy(built_fake_hsa(), &library).unwrap();
+    fs_err::copy(built_fake_hsa(), &library).unwrap();
     std::path::absolute(library).unwrap()
 }
 
@@ -142,7 +142,7 @@ impl FakeHsaConfig {
 
     /// Writes the configuration beside the fake library in `directory`.
     pub fn write(&self, directory: &Path) {
-        std::fs::write(directory.join(HSA_CONFIG_NAME), self.render()).unwrap();
+        fs_err::write(directory.join(HSA_CONFIG_NAME), self.render()).unwrap();
     }
 }
 
@@ -155,7 +155,7 @@ pub fn fake_hsa(directory: &Path, config: &FakeHsaConfig) -> PathBuf {
 
 /// The calls the fake runtime in `directory` logged.
 pub fn fake_hsa_calls(directory: &Path) -> Vec<String> {
-    std::fs::read_to_string(directory.join(HSA_LOG_NAME))
+    fs_err::read_to_string(directory.join(HSA_LOG_NAME))
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)
@@ -203,13 +203,13 @@ pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
 /// Writes a kfd topology under `root`: node directories `0`, `1`, ... in
 /// the order given. Returns `root`.
 pub fn fake_sysfs(root: &Path, nodes: &[FakeNode]) -> PathBuf {
-    std::fs::create_dir_all(root).unwrap();
+    fs_err::create_dir_all(root).unwrap();
     for (index, node) in nodes.iter().enumerate() {
         let directory = root.join(index.to_string());
-        std::fs::create_dir_all(&directory).unwrap();
-        std::fs::write(directory.join("properties"), &node.properties).unwrap();
-        std::fs::write(directory.join("name"), &node.name).unwrap();
-        std::fs::write(
+        fs_err::create_dir_all(&directory).unwrap();
+        fs_err::write(directory.join("properties"), &node.properties).unwrap();
+        fs_err::write(directory.join("name"), &node.name).unwrap();
+        fs_err::write(
             directory.join("gpu_id"),
             if node.name.is_empty() {
                 "0\n"
@@ -226,6 +226,6 @@ pub fn fake_sysfs(root: &Path, nodes: &[FakeNode]) -> PathBuf {
 /// becomes a directory.
 pub fn make_node_unreadable(root: &Path, node: u32) {
     let properties = root.join(node.to_string()).join("properties");
-    let _ = std::fs::remove_file(&properties);
-    std::fs::create_dir_all(&properties).unwrap();
+    let _ = fs_err::remove_file(&properties);
+    fs_err::create_dir_all(&properties).unwrap();
 }

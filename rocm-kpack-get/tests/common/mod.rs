@@ -76,7 +76,7 @@ pub struct RocrandRepo {
 /// Builds the repository under `dir` (`dir/repo`, `dir/key.key`, `dir/key.pub`).
 pub fn build_rocrand_repo(dir: &Path) -> RocrandRepo {
     let repo = kpack_repo_exe();
-    std::fs::create_dir_all(dir).unwrap();
+    fs_err::create_dir_all(dir).unwrap();
     hip::run(
         Command::new(&repo)
             .args(["keygen", "key", "--unencrypted"])
@@ -106,7 +106,7 @@ pub fn shared_rocrand_repo() -> &'static RocrandRepo {
     REPO.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("rocrand-repo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = fs_err::remove_dir_all(&dir);
         build_rocrand_repo(&dir)
     })
 }
@@ -187,9 +187,9 @@ impl Env {
     /// Writes a configuration file with one repository of several mirrors.
     pub fn configure(&self, mirrors: &[String], key: &Path) {
         let dir = self.home.path().join("config/kpack-get");
-        std::fs::create_dir_all(&dir).unwrap();
+        fs_err::create_dir_all(&dir).unwrap();
         let mirrors: Vec<String> = mirrors.iter().map(|m| format!("{m:?}")).collect();
-        std::fs::write(
+        fs_err::write(
             dir.join("config.toml"),
             format!(
                 "[[repo]]\nname = \"rocm\"\nmirrors = [{}]\nkey = {:?}\n",
@@ -227,24 +227,24 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
     use sha2::Digest;
     let mut map = std::collections::BTreeMap::new();
     fn walk(root: &Path, dir: &Path, map: &mut std::collections::BTreeMap<String, String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = fs_err::read_dir(dir) else {
             return;
         };
         for entry in entries {
             let entry = entry.unwrap();
             let path = entry.path();
             let relative = path.strip_prefix(root).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let meta = fs_err::symlink_metadata(&path).unwrap();
             if meta.file_type().is_symlink() {
                 map.insert(
                     relative,
-                    format!("-> {}", std::fs::read_link(&path).unwrap().display()),
+                    format!("-> {}", fs_err::read_link(&path).unwrap().display()),
                 );
             } else if meta.is_dir() {
                 map.insert(relative, "dir".into());
                 walk(root, &path, map);
             } else {
-                let bytes = std::fs::read(&path).unwrap();
+                let bytes = fs_err::read(&path).unwrap();
                 map.insert(relative, format!("{:x}", sha2::Sha256::digest(&bytes)));
             }
         }
