@@ -50,61 +50,9 @@ pub(super) struct BlobEntry {
 pub(super) fn parse(bytes: &[u8]) -> Result<Toc, TocError> {
     let mut c = Cursor::new(bytes);
     let top = read(&mut c, || "the table of contents", Cursor::map_len)?;
-
-    let mut format_version = None;
-    let mut group = None;
-    let mut family = None;
-    let mut arches = None;
-    let mut toc = None;
-    let mut scheme = None;
-    let mut blobs = None;
-    let mut zstd_offset = None;
-    let mut zstd_size = None;
-
+    let mut fields = TopLevel::default();
     for _ in 0..top {
-        let at = c.pos();
-        let name = read(&mut c, || "a top-level key", Cursor::str)?;
-        let duplicate = || {
-            (
-                at,
-                FormatProblem::DuplicateKey {
-                    key: name.to_owned(),
-                    context: "the table of contents".to_owned(),
-                },
-            )
-        };
-        macro_rules! once {
-            ($slot:ident, $value:expr) => {{
-                if $slot.is_some() {
-                    return Err(duplicate());
-                }
-                $slot = Some($value);
-            }};
-        }
-        match name {
-            key::FORMAT_VERSION => once!(format_version, read(&mut c, || name, Cursor::uint)?),
-            key::GROUP_NAME => once!(group, read(&mut c, || name, Cursor::str)?.to_owned()),
-            key::GFX_ARCH_FAMILY => once!(family, read(&mut c, || name, Cursor::str)?.to_owned()),
-            key::GFX_ARCHES => once!(arches, parse_arches(&mut c)?),
-            key::TOC => once!(toc, parse_binaries(&mut c)?),
-            key::COMPRESSION_SCHEME => {
-                let at = c.pos();
-                let value = read(&mut c, || name, Cursor::str)?;
-                let parsed = Scheme::from_name(value).ok_or_else(|| {
-                    (
-                        at,
-                        FormatProblem::UnknownScheme {
-                            scheme: value.to_owned(),
-                        },
-                    )
-                })?;
-                once!(scheme, (at, parsed))
-            }
-            key::BLOBS => once!(blobs, parse_blobs(&mut c)?),
-            key::ZSTD_OFFSET => once!(zstd_offset, read(&mut c, || name, Cursor::uint)?),
-            key::ZSTD_SIZE => once!(zstd_size, read(&mut c, || name, Cursor::uint)?),
-            _ => skip(&mut c)?,
-        }
+        fields.read_one(&mut c)?;
     }
     if c.remaining() != 0 {
         return Err((
@@ -114,43 +62,127 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Toc, TocError> {
             },
         ));
     }
+    fields.finish(c.pos())
+}
 
-    let end = c.pos();
-    let missing = |key: &'static str| {
-        (
-            end,
-            FormatProblem::MissingKey {
-                key,
+/// The top-level keys of a TOC as they are read, each at most once.
+#[derive(Default)]
+struct TopLevel {
+    format_version: Option<u64>,
+    group: Option<String>,
+    family: Option<String>,
+    arches: Option<Vec<Target>>,
+    toc: Option<(Vec<Target>, Vec<Binary>)>,
+    scheme: Option<Scheme>,
+    blobs: Option<Vec<BlobEntry>>,
+    zstd_offset: Option<u64>,
+    zstd_size: Option<u64>,
+}
+
+/// Fills `slot`, which must still be empty: a key given twice is an error.
+fn once<T>(slot: &mut Option<T>, value: T, at: usize, key: &str) -> Result<(), TocError> {
+    if slot.is_some() {
+        return Err((
+            at,
+            FormatProblem::DuplicateKey {
+                key: key.to_owned(),
                 context: "the table of contents".to_owned(),
             },
-        )
-    };
-    let version = format_version.ok_or_else(|| missing(key::FORMAT_VERSION))?;
-    if version != TOC_FORMAT_VERSION {
-        return Err((0, FormatProblem::UnsupportedTocVersion { version }));
+        ));
     }
-    let (_, scheme) = scheme.ok_or_else(|| missing(key::COMPRESSION_SCHEME))?;
-    let (targets, binaries) = toc.ok_or_else(|| missing(key::TOC))?;
-    let mut parsed = Toc {
-        group: group.ok_or_else(|| missing(key::GROUP_NAME))?,
-        family: family.ok_or_else(|| missing(key::GFX_ARCH_FAMILY))?,
-        arches: arches.ok_or_else(|| missing(key::GFX_ARCHES))?,
-        scheme,
-        targets,
-        binaries,
-        blobs: None,
-        zstd_region: None,
-    };
-    match scheme {
-        Scheme::None => parsed.blobs = Some(blobs.ok_or_else(|| missing(key::BLOBS))?),
-        Scheme::ZstdPerKernel => {
-            parsed.zstd_region = Some((
-                zstd_offset.ok_or_else(|| missing(key::ZSTD_OFFSET))?,
-                zstd_size.ok_or_else(|| missing(key::ZSTD_SIZE))?,
-            ))
+    *slot = Some(value);
+    Ok(())
+}
+
+impl TopLevel {
+    /// Reads one key and its value; unknown keys are skipped.
+    fn read_one(&mut self, c: &mut Cursor<'_>) -> Result<(), TocError> {
+        let at = c.pos();
+        let name = read(c, || "a top-level key", Cursor::str)?;
+        match name {
+            key::FORMAT_VERSION => {
+                let value = read(c, || name, Cursor::uint)?;
+                once(&mut self.format_version, value, at, name)
+            }
+            key::GROUP_NAME => {
+                let value = read(c, || name, Cursor::str)?.to_owned();
+                once(&mut self.group, value, at, name)
+            }
+            key::GFX_ARCH_FAMILY => {
+                let value = read(c, || name, Cursor::str)?.to_owned();
+                once(&mut self.family, value, at, name)
+            }
+            key::GFX_ARCHES => once(&mut self.arches, parse_arches(c)?, at, name),
+            key::TOC => once(&mut self.toc, parse_binaries(c)?, at, name),
+            key::COMPRESSION_SCHEME => {
+                let value_at = c.pos();
+                let value = read(c, || name, Cursor::str)?;
+                let parsed = Scheme::from_name(value).ok_or_else(|| {
+                    (
+                        value_at,
+                        FormatProblem::UnknownScheme {
+                            scheme: value.to_owned(),
+                        },
+                    )
+                })?;
+                once(&mut self.scheme, parsed, at, name)
+            }
+            key::BLOBS => once(&mut self.blobs, parse_blobs(c)?, at, name),
+            key::ZSTD_OFFSET => {
+                let value = read(c, || name, Cursor::uint)?;
+                once(&mut self.zstd_offset, value, at, name)
+            }
+            key::ZSTD_SIZE => {
+                let value = read(c, || name, Cursor::uint)?;
+                once(&mut self.zstd_size, value, at, name)
+            }
+            _ => skip(c),
         }
     }
-    Ok(parsed)
+
+    /// The TOC, once every key it needs was given (`end` locates a missing
+    /// key's error).
+    fn finish(self, end: usize) -> Result<Toc, TocError> {
+        let missing = |key: &'static str| {
+            (
+                end,
+                FormatProblem::MissingKey {
+                    key,
+                    context: "the table of contents".to_owned(),
+                },
+            )
+        };
+        let version = self
+            .format_version
+            .ok_or_else(|| missing(key::FORMAT_VERSION))?;
+        if version != TOC_FORMAT_VERSION {
+            return Err((0, FormatProblem::UnsupportedTocVersion { version }));
+        }
+        let scheme = self
+            .scheme
+            .ok_or_else(|| missing(key::COMPRESSION_SCHEME))?;
+        let (targets, binaries) = self.toc.ok_or_else(|| missing(key::TOC))?;
+        let mut parsed = Toc {
+            group: self.group.ok_or_else(|| missing(key::GROUP_NAME))?,
+            family: self.family.ok_or_else(|| missing(key::GFX_ARCH_FAMILY))?,
+            arches: self.arches.ok_or_else(|| missing(key::GFX_ARCHES))?,
+            scheme,
+            targets,
+            binaries,
+            blobs: None,
+            zstd_region: None,
+        };
+        match scheme {
+            Scheme::None => parsed.blobs = Some(self.blobs.ok_or_else(|| missing(key::BLOBS))?),
+            Scheme::ZstdPerKernel => {
+                parsed.zstd_region = Some((
+                    self.zstd_offset.ok_or_else(|| missing(key::ZSTD_OFFSET))?,
+                    self.zstd_size.ok_or_else(|| missing(key::ZSTD_SIZE))?,
+                ))
+            }
+        }
+        Ok(parsed)
+    }
 }
 
 /// Reads one value with `f`, turning a failure into a located problem.
