@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use rocm_kpack::family;
 use rocm_kpack::Target;
 
+use crate::types::Listed;
+
 /// Older family names accepted as aliases (07-gpu-targets.md).
 const ALIASES: &[(&str, &[&str])] = &[
     ("gfx90X-all", &["gfx906", "gfx908", "gfx90a"]),
@@ -75,17 +77,15 @@ impl Families {
         self.members.get(name).map(Vec::as_slice)
     }
 
-    /// Whether code listed under `name` (a target, a family or a generic
-    /// target) is code for `target`: the same target, or a family holding
-    /// its processor.
-    pub fn covers(&self, name: &str, target: &Target) -> bool {
-        if let Ok(listed) = Target::parse(name) {
-            if listed == *target {
-                return true;
-            }
+    /// Whether code listed as `listed` (a target or a family) is code
+    /// for `target`: the same target, or a family holding its processor.
+    pub fn covers(&self, listed: &Listed, target: &Target) -> bool {
+        match listed {
+            Listed::Target(listed) => listed == target,
+            Listed::Family(name) => self
+                .members(name)
+                .is_some_and(|members| members.iter().any(|m| m == target.processor())),
         }
-        self.members(name)
-            .is_some_and(|members| members.iter().any(|m| m == target.processor()))
     }
 }
 
@@ -95,6 +95,10 @@ mod tests {
 
     fn t(s: &str) -> Target {
         Target::parse(s).unwrap()
+    }
+
+    fn l(s: &str) -> Listed {
+        s.parse().unwrap()
     }
 
     #[test]
@@ -127,16 +131,16 @@ mod tests {
         ]);
         let families = Families::builtin().with_overrides(&overrides);
         assert_eq!(families.members("gfx110X-all").unwrap(), ["gfx1100"]);
-        assert!(families.covers("lab-gpus", &t("gfx1030")));
+        assert!(families.covers(&l("lab-gpus"), &t("gfx1030")));
     }
 
     #[test]
     fn covers_targets_and_family_members() {
         let families = Families::builtin();
-        assert!(families.covers("gfx90a:xnack-", &t("gfx90a:xnack-")));
-        assert!(!families.covers("gfx90a:xnack+", &t("gfx90a:xnack-")));
-        assert!(families.covers("gfx90a-dcgpu", &t("gfx90a:xnack-")));
-        assert!(families.covers("gfx11-generic", &t("gfx11-generic")));
-        assert!(!families.covers("gfx110X-all", &t("gfx1030")));
+        assert!(families.covers(&l("gfx90a:xnack-"), &t("gfx90a:xnack-")));
+        assert!(!families.covers(&l("gfx90a:xnack+"), &t("gfx90a:xnack-")));
+        assert!(families.covers(&l("gfx90a-dcgpu"), &t("gfx90a:xnack-")));
+        assert!(families.covers(&l("gfx11-generic"), &t("gfx11-generic")));
+        assert!(!families.covers(&l("gfx110X-all"), &t("gfx1030")));
     }
 }

@@ -10,7 +10,7 @@ use crate::families::Families;
 use crate::fetch::{FetchError, Source};
 use crate::schema::{Artifact, SchemaError};
 use crate::sign::PublicKey;
-use crate::types::{PackageName, Timestamp};
+use crate::types::{Listed, PackageName, Timestamp};
 use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 
 /// Why a mirror cannot be made.
@@ -37,10 +37,10 @@ pub enum MirrorError {
 /// `target`. A target without features (`gfx90a`) stands for its whole
 /// processor, every feature variant included; one with features, or a
 /// generic target, takes what a GPU of that target would.
-fn wants(families: &Families, listed: &str, target: &Target) -> bool {
+fn wants(families: &Families, listed: &Listed, target: &Target) -> bool {
     if target.features().is_empty() {
-        if let Ok(listed_target) = Target::parse(listed) {
-            if listed_target.processor() == target.processor() {
+        if let Listed::Target(listed) = listed {
+            if listed.processor() == target.processor() {
                 return true;
             }
         }

@@ -12,7 +12,7 @@ use crate::schema::{
     FORMAT,
 };
 use crate::sign::{sign_root, SecretKey, SignError};
-use crate::types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};
+use crate::types::{Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
 
 /// How long a published root stays valid unless told otherwise.
 pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
@@ -72,7 +72,7 @@ pub struct NewArtifact {
     pub file: PathBuf,
     /// For trees: the targets of a device tree. Ignored for `.kpack` files,
     /// whose targets are read from their table of contents.
-    pub targets: Option<Vec<String>>,
+    pub targets: Option<Vec<Listed>>,
 }
 
 impl Repo {
@@ -219,7 +219,8 @@ impl Repo {
             let targets = archive
                 .architectures()
                 .iter()
-                .map(ToString::to_string)
+                .cloned()
+                .map(Listed::Target)
                 .collect();
             let install_as: RelativePath = format!(".kpack/{file_name}")
                 .parse()

@@ -10,7 +10,7 @@ use semver::{Version, VersionReq};
 
 use crate::families::Families;
 use crate::schema::{Artifact, Shard, VersionEntry};
-use crate::types::PackageName;
+use crate::types::{Listed, PackageName, RelativePath};
 
 /// A package asked for, with what it must satisfy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,26 +136,29 @@ pub fn resolve(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Explanation {
     /// Host artifacts go to every machine.
-    Host { path: String },
+    Host { path: RelativePath },
     /// Device code chosen for a GPU: `listed` (in the artifact's targets)
     /// covers `matched`, the `rank`-th entry of the GPU's selection order.
     Chosen {
         gpu: Target,
-        path: String,
-        listed: String,
+        path: RelativePath,
+        listed: Listed,
         matched: Target,
         rank: usize,
     },
     /// Another artifact served the same GPU at the same rank and is smaller.
     Smaller {
         gpu: Target,
-        path: String,
-        chosen: String,
+        path: RelativePath,
+        chosen: RelativePath,
     },
     /// An artifact none of the GPUs can use.
-    Incompatible { path: String, targets: Vec<String> },
+    Incompatible {
+        path: RelativePath,
+        targets: Vec<Listed>,
+    },
     /// A GPU the package has no device code for: it gets host parts only.
-    NoDeviceCode { gpu: Target, offered: Vec<String> },
+    NoDeviceCode { gpu: Target, offered: Vec<Listed> },
 }
 
 impl fmt::Display for Explanation {
@@ -186,7 +189,7 @@ impl fmt::Display for Explanation {
                 write!(
                     f,
                     "{path}: not needed ({} run on none of these GPUs)",
-                    targets.join(", ")
+                    join_listed(targets)
                 )
             }
             Explanation::NoDeviceCode { gpu, offered } => write!(
@@ -195,11 +198,20 @@ impl fmt::Display for Explanation {
                 if offered.is_empty() {
                     "no GPU".to_owned()
                 } else {
-                    offered.join(", ")
+                    join_listed(offered)
                 }
             ),
         }
     }
+}
+
+/// Listed targets and families, as a list for people.
+pub fn join_listed(listed: &[Listed]) -> String {
+    listed
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The artifacts a machine needs from one package version.
@@ -231,7 +243,7 @@ pub fn select_artifacts<'a>(
     for artifact in version.artifacts.iter().filter(|a| !a.is_device()) {
         chosen.push(artifact);
         explanations.push(Explanation::Host {
-            path: artifact.path.to_string(),
+            path: artifact.path.clone(),
         });
     }
     let device: Vec<&'a Artifact> = version.artifacts.iter().filter(|a| a.is_device()).collect();
@@ -240,7 +252,7 @@ pub fn select_artifacts<'a>(
     for gpu in gpus {
         let mut found = None;
         'order: for (rank, candidate) in gpu.selection_order().into_iter().enumerate() {
-            let mut matches: Vec<(&'a Artifact, String)> = device
+            let mut matches: Vec<(&'a Artifact, Listed)> = device
                 .iter()
                 .filter_map(|artifact| {
                     listed(artifact)
@@ -257,8 +269,8 @@ pub fn select_artifacts<'a>(
             for (other, _) in &matches[1..] {
                 explanations.push(Explanation::Smaller {
                     gpu: gpu.clone(),
-                    path: other.path.to_string(),
-                    chosen: best.path.to_string(),
+                    path: other.path.clone(),
+                    chosen: best.path.clone(),
                 });
             }
             found = Some((best, name, candidate, rank));
@@ -268,7 +280,7 @@ pub fn select_artifacts<'a>(
             Some((artifact, listed_name, matched, rank)) => {
                 explanations.push(Explanation::Chosen {
                     gpu: gpu.clone(),
-                    path: artifact.path.to_string(),
+                    path: artifact.path.clone(),
                     listed: listed_name,
                     matched,
                     rank,
@@ -286,13 +298,13 @@ pub fn select_artifacts<'a>(
     for artifact in &device {
         let serves_a_gpu = explanations.iter().any(|e| match e {
             Explanation::Chosen { path, .. } | Explanation::Smaller { path, .. } => {
-                path == artifact.path.as_str()
+                *path == artifact.path
             }
             _ => false,
         });
         if !serves_a_gpu {
             explanations.push(Explanation::Incompatible {
-                path: artifact.path.to_string(),
+                path: artifact.path.clone(),
                 targets: listed(artifact),
             });
         }

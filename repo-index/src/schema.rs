@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Dependency, PackageName, RelativePath, Sha256, Timestamp};
+use crate::types::{Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
 
 /// The index format this crate reads and writes.
 pub const FORMAT: u32 = 1;
@@ -92,7 +92,7 @@ pub struct Artifact {
     /// Device code for these targets (targets, family names or generic
     /// targets); none means needed on every machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub targets: Option<Vec<String>>,
+    pub targets: Option<Vec<Listed>>,
     pub sha256: Sha256,
     pub size: u64,
 }

@@ -112,7 +112,7 @@ fn keygen_add_verify_sign_and_index() {
     .unwrap();
     assert_eq!(
         shard.versions[0].artifacts[0].targets.as_deref().unwrap(),
-        ["gfx90a"]
+        ["gfx90a".parse::<kpack_repo_index::Listed>().unwrap()]
     );
 
     // Unsigned index, then signed: verify needs the signature.

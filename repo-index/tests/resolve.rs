@@ -121,7 +121,7 @@ fn explains_each_choice() {
     );
 
     let (_, explanations) = chosen(&["gfx1100"]);
-    assert!(explanations.iter().any(|e| matches!(e, Explanation::Smaller { path, .. } if path.ends_with("rocm_gfx110X-all.kpack"))));
+    assert!(explanations.iter().any(|e| matches!(e, Explanation::Smaller { path, .. } if path.as_str().ends_with("rocm_gfx110X-all.kpack"))));
 
     let (_, explanations) = chosen(&["gfx942:sramecc+:xnack-"]);
     let none = explanations

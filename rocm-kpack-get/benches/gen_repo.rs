@@ -109,20 +109,24 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
         };
         let mut artifacts = Vec::new();
         for (kind, file, targets, size) in [
-            (ArtifactKind::Tree, "host.tar.zst", None, 20u64 << 20),
+            (ArtifactKind::Tree, "host.tar.zst", &[][..], 20u64 << 20),
             (
                 ArtifactKind::Kpack,
                 "rocm_gfx90a.kpack",
-                Some(vec!["gfx90a:xnack+".to_owned(), "gfx90a:xnack-".to_owned()]),
+                &["gfx90a:xnack+", "gfx90a:xnack-"][..],
                 150 << 20,
             ),
             (
                 ArtifactKind::Kpack,
                 "rocm_gfx1100.kpack",
-                Some(vec!["gfx1100".to_owned()]),
+                &["gfx1100"][..],
                 120 << 20,
             ),
         ] {
+            let targets = match targets {
+                [] => None,
+                listed => Some(listed.iter().map(|t| t.parse()).collect::<Result<_, _>>()?),
+            };
             let path: RelativePath = format!("pool/{}/{version}/{file}", name(i)?).parse()?;
             let install_as: Option<RelativePath> = match kind {
                 ArtifactKind::Kpack => Some(format!(".kpack/{file}").parse()?),

@@ -91,7 +91,7 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
     let targets = artifact
         .targets
         .as_ref()
-        .map(|t| format!(" [{}]", t.join(", ")))
+        .map(|t| format!(" [{}]", kpack_repo_index::resolve::join_listed(t)))
         .unwrap_or_default();
     format!("{:>10}  {}{targets}", size(artifact.size), artifact.path)
 }

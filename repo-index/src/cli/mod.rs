@@ -14,7 +14,7 @@ use kpack_repo_index::fetch::Source;
 use kpack_repo_index::mirror::{mirror, Scope};
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
-use kpack_repo_index::types::{Dependency, PackageName, Timestamp};
+use kpack_repo_index::types::{Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::verify::verify_repository_with;
 use manifest::{build, write_host_tree, Manifest};
 use rocm_kpack::Target;
@@ -73,7 +73,7 @@ struct AddArgs {
     depends: Vec<Dependency>,
     /// Marks the .tar.zst trees as device code for these targets.
     #[arg(long, value_delimiter = ',')]
-    targets: Option<Vec<String>>,
+    targets: Option<Vec<Listed>>,
     #[arg(long)]
     summary: Option<String>,
     /// Secret key to sign the new root with.
@@ -128,7 +128,7 @@ struct MirrorArgs {
     #[arg(long)]
     pubkey: String,
     #[arg(long, value_delimiter = ',')]
-    targets: Vec<String>,
+    targets: Vec<Target>,
     #[arg(long, value_delimiter = ',')]
     packages: Vec<PackageName>,
 }
@@ -321,13 +321,7 @@ fn mirror_command(
         packages,
     }: MirrorArgs,
 ) -> anyhow::Result<()> {
-    let scope = Scope {
-        targets: targets
-            .iter()
-            .map(|t| Target::parse(t))
-            .collect::<Result<Vec<_>, _>>()?,
-        packages,
-    };
+    let scope = Scope { targets, packages };
     let key = PublicKey::load(&pubkey)?;
     let source = Source::parse(&upstream)?;
     let report = mirror(&source, &key, Timestamp::now(), &dest, &scope)

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use fs_err::File;
-use kpack_repo_index::{ArtifactKind, PackageName, RelativePath, Sha256};
+use kpack_repo_index::{ArtifactKind, Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 
 use commit::{Journal, Layout};
@@ -105,7 +105,7 @@ pub struct ReadyArtifact {
     pub kind: ArtifactKind,
     pub path: RelativePath,
     pub install_as: Option<RelativePath>,
-    pub targets: Option<Vec<String>>,
+    pub targets: Option<Vec<Listed>>,
     pub sha256: Sha256,
     pub size: u64,
     pub blob: PathBuf,

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use kpack_repo_index::{
-    resolve, select_artifacts, Artifact, Explanation, PackageName, Request, ResolveError, Shard,
+    resolve, select_artifacts, Artifact, Explanation, Listed, PackageName, Request, ResolveError,
+    Shard,
 };
 use rocm_kpack::Target;
 
@@ -25,13 +26,13 @@ pub enum PlanError {
     #[error(
         "{package} {version} has no device code for {}; it offers code for {}",
         rocm_kpack::target::join_targets(gpus),
-        offered.join(", ")
+        kpack_repo_index::resolve::join_listed(offered)
     )]
     NoDeviceCode {
         package: PackageName,
         version: semver::Version,
         gpus: Vec<Target>,
-        offered: Vec<String>,
+        offered: Vec<Listed>,
     },
 }
 
@@ -161,7 +162,7 @@ pub fn make_plan(
         let has_device = entry.artifacts.iter().any(Artifact::is_device);
         let chose_device = selection.artifacts.iter().any(|a| a.is_device());
         if !gpus.is_empty() && has_device && !chose_device {
-            let mut offered: Vec<String> = entry
+            let mut offered: Vec<Listed> = entry
                 .artifacts
                 .iter()
                 .filter_map(|a| a.targets.clone())

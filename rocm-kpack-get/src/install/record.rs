@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kpack_repo_index::{PackageName, RelativePath, Sha256};
+use kpack_repo_index::{Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +46,7 @@ pub struct InstalledArtifact {
     pub sha256: Sha256,
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub targets: Option<Vec<String>>,
+    pub targets: Option<Vec<Listed>>,
 }
 
 /// A file or symbolic link in the prefix, by relative path.
