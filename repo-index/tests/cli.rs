@@ -6,6 +6,7 @@ mod common;
 use std::process::Command;
 
 use common::{archive, host_tree};
+use fs_err as fs;
 
 fn kpack_repo() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kpack-repo"));
@@ -29,7 +30,7 @@ impl Workspace {
         run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
         let repo = dir.path().join("rocm");
         let inputs = dir.path().join("inputs");
-        std::fs::create_dir_all(&inputs).unwrap();
+        fs::create_dir_all(&inputs).unwrap();
         Workspace {
             dir,
             key,
@@ -85,8 +86,8 @@ fn keygen_add_verify_sign_and_index() {
 
     // A directory becomes a tree artifact; --targets marks it device code.
     let db = inputs.join("rocrand-db-gfx90a");
-    std::fs::create_dir_all(db.join("share")).unwrap();
-    std::fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
+    fs::create_dir_all(db.join("share")).unwrap();
+    fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
     run(kpack_repo()
         .arg("add")
         .arg(&repo)
@@ -100,14 +101,14 @@ fn keygen_add_verify_sign_and_index() {
         .exists());
     let root = kpack_repo_index::RootIndex::parse(
         "index.toml",
-        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
+        &fs::read_to_string(repo.join("index.toml")).unwrap(),
     )
     .unwrap();
     let name = "rocm-rand-db".parse().unwrap();
     let shard_path = root.packages[&name].shard_path(&name);
     let shard = kpack_repo_index::Shard::parse(
         "shard",
-        &std::fs::read_to_string(repo.join(shard_path.as_str())).unwrap(),
+        &fs::read_to_string(repo.join(shard_path.as_str())).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -151,13 +152,13 @@ fn kpack_repo_under_umask_022() -> Command {
 
 fn mode(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
 /// Every file and directory under `dir`.
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
+    for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
             found.extend(walk(&path));
@@ -181,7 +182,7 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
     assert!(keygen.status.success());
     let repo = work.path().join("rocm");
     let inputs = work.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    fs::create_dir_all(&inputs).unwrap();
 
     run(kpack_repo_under_umask_022()
         .arg("add")
@@ -257,9 +258,9 @@ fn reindex_refuses_changed_bytes_at_a_published_path() {
         .arg(key.with_extension("pub")));
     assert!(verified.contains("rocm version 2"), "{verified}");
 
-    let root_before = std::fs::read(repo.join("index.toml")).unwrap();
+    let root_before = fs::read(repo.join("index.toml")).unwrap();
     let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack");
-    std::fs::write(&pool_file, b"other bytes").unwrap();
+    fs::write(&pool_file, b"other bytes").unwrap();
     let refused = kpack_repo()
         .arg("index")
         .arg(&repo)
@@ -274,7 +275,7 @@ fn reindex_refuses_changed_bytes_at_a_published_path() {
             && stderr.contains("published files never change"),
         "{stderr}"
     );
-    assert_eq!(std::fs::read(repo.join("index.toml")).unwrap(), root_before);
+    assert_eq!(fs::read(repo.join("index.toml")).unwrap(), root_before);
 }
 
 #[test]
@@ -342,16 +343,14 @@ fn builds_the_rocrand_manifest() {
 
     let root = kpack_repo_index::RootIndex::parse(
         "index.toml",
-        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
+        &fs::read_to_string(repo.join("index.toml")).unwrap(),
     )
     .unwrap();
     let entry = &root.packages[&"rocm-rand".parse().unwrap()];
     let shard = kpack_repo_index::Shard::parse(
         "shard",
-        &std::fs::read_to_string(
-            repo.join(entry.shard_path(&"rocm-rand".parse().unwrap()).as_str()),
-        )
-        .unwrap(),
+        &fs::read_to_string(repo.join(entry.shard_path(&"rocm-rand".parse().unwrap()).as_str()))
+            .unwrap(),
     )
     .unwrap();
     let paths: Vec<&str> = shard.versions[0]
@@ -372,7 +371,7 @@ fn builds_the_rocrand_manifest() {
         ]
     );
     // The host tree holds the split library and its symlink, not .kpack/.
-    let host = std::fs::read(repo.join(paths[0])).unwrap();
+    let host = fs::read(repo.join(paths[0])).unwrap();
     let tar = zstd::decode_all(&host[..]).unwrap();
     let mut archive = tar::Archive::new(&tar[..]);
     let entries: Vec<(String, tar::EntryType)> = archive
@@ -407,7 +406,7 @@ fn builds_the_rocrand_manifest() {
         mirrored.contains("mirrored 1 shards and 2 artifacts"),
         "{mirrored}"
     );
-    let mut pool: Vec<String> = std::fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
+    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -417,8 +416,8 @@ fn builds_the_rocrand_manifest() {
         ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
     );
     assert_eq!(
-        std::fs::read(mirror.join("index.toml")).unwrap(),
-        std::fs::read(repo.join("index.toml")).unwrap()
+        fs::read(mirror.join("index.toml")).unwrap(),
+        fs::read(repo.join("index.toml")).unwrap()
     );
     let verified = run(kpack_repo()
         .arg("verify")
@@ -544,9 +543,9 @@ fn verifies_and_mirrors_over_http() {
 
     // A served archive with a flipped byte is caught, naming its URL.
     let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack");
-    let mut bytes = std::fs::read(&archive_path).unwrap();
+    let mut bytes = fs::read(&archive_path).unwrap();
     bytes[70] ^= 1;
-    std::fs::write(&archive_path, bytes).unwrap();
+    fs::write(&archive_path, bytes).unwrap();
     let tampered = kpack_repo()
         .arg("verify")
         .arg(&server.url)
@@ -611,8 +610,8 @@ fn verifies_and_mirrors_over_http() {
         .into_iter()
         .find(|p| p.extension().is_some_and(|e| e == "toml"))
         .unwrap();
-    let text = std::fs::read_to_string(&shard).unwrap();
-    std::fs::write(&shard, text.replace("summary", "summary ")).unwrap();
+    let text = fs::read_to_string(&shard).unwrap();
+    fs::write(&shard, text.replace("summary", "summary ")).unwrap();
     let refused = kpack_repo()
         .arg("mirror")
         .arg(&server.url)
@@ -651,7 +650,7 @@ fn concurrent_adds_both_publish() {
         .iter()
         .map(|name| {
             let own = inputs.join(name);
-            std::fs::create_dir_all(&own).unwrap();
+            fs::create_dir_all(&own).unwrap();
             kpack_repo()
                 .arg("add")
                 .arg(&repo)

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use fs_err as fs;
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
@@ -56,13 +57,13 @@ impl Fixture {
 
     fn flip(&self, relative: &str, at: usize) {
         let path = self.repo().join(relative);
-        let mut bytes = std::fs::read(&path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
         bytes[at] ^= 1;
-        std::fs::write(&path, bytes).unwrap();
+        fs::write(&path, bytes).unwrap();
     }
 
     fn shard_path(&self) -> String {
-        let text = std::fs::read_to_string(self.repo().join("index.toml")).unwrap();
+        let text = fs::read_to_string(self.repo().join("index.toml")).unwrap();
         let root = kpack_repo_index::RootIndex::parse("index.toml", &text).unwrap();
         let name = "rocm-rand".parse().unwrap();
         root.packages[&name].shard_path(&name).to_string()
@@ -71,12 +72,12 @@ impl Fixture {
     /// Replaces the root with `text`, validly signed with our key (as a
     /// compromised build host could), so only parsing can catch it.
     fn resign(&self, text: &str) {
-        std::fs::write(self.repo().join("index.toml"), text).unwrap();
+        fs::write(self.repo().join("index.toml"), text).unwrap();
         let signature = self
             .key
             .sign(text.as_bytes(), "repo:rocm version:1")
             .unwrap();
-        std::fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
+        fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
     }
 }
 
@@ -88,7 +89,7 @@ fn publishes_a_verifiable_repository() {
         (report.packages, report.versions, report.artifacts),
         (1, 1, 7)
     );
-    let shard_text = std::fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
+    let shard_text = fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
     let shard = kpack_repo_index::Shard::parse("shard", &shard_text).unwrap();
     let artifacts = &shard.versions[0].artifacts;
     assert_eq!(artifacts[0].kind, ArtifactKind::Tree);
@@ -150,8 +151,8 @@ fn catches_a_root_signed_by_another_key() {
     )
     .unwrap();
     let key = SecretKey::load(&other.with_extension("key"), None).unwrap();
-    let text = std::fs::read(fixture.repo().join("index.toml")).unwrap();
-    std::fs::write(
+    let text = fs::read(fixture.repo().join("index.toml")).unwrap();
+    fs::write(
         fixture.repo().join("index.toml.minisig"),
         sign_root(&key, &text).unwrap(),
     )
@@ -184,7 +185,7 @@ fn catches_a_rollback_and_an_expired_root() {
 #[test]
 fn refuses_paths_and_names_that_escape() {
     let fixture = publish();
-    let text = std::fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
+    let text = fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
     fixture.resign(&text.replace(
         "[packages.rocm-rand]\n",
         "[packages.rocm-rand]\nshard = \"packages/rocm-rand/../../../etc/passwd\"\n",
@@ -208,7 +209,7 @@ fn published_files_never_change() {
     let fixture = publish();
     let repo = Repo::open(&fixture.repo()).unwrap();
     let inputs = fixture.dir.path().join("other-inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    fs::create_dir_all(&inputs).unwrap();
     // Same name, different bytes, same version: refused.
     let error = repo
         .add(
@@ -236,7 +237,7 @@ fn concurrent_writers_both_publish() {
         .map(|name| {
             let (repo_dir, key_path) = (repo_dir.clone(), key_path.clone());
             let inputs = fixture.dir.path().join(format!("in-{name}"));
-            std::fs::create_dir_all(&inputs).unwrap();
+            fs::create_dir_all(&inputs).unwrap();
             let file = archive(&inputs, "gfx1100", &["gfx1100"]);
             std::thread::spawn(move || {
                 let key = SecretKey::load(&key_path, None).unwrap();

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
+use fs_err as fs;
 use kpack_repo_index::sign::{
     keygen, root_comment, sign_root, verify_root, PublicKey, SecretKey, SignError,
 };
@@ -38,9 +39,9 @@ fn our_signatures_verify_with_the_stock_tool_and_catch_tampering() {
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public_key = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    std::fs::write(dir.path().join("index.toml"), ROOT).unwrap();
+    fs::write(dir.path().join("index.toml"), ROOT).unwrap();
     let signature = sign_root(&key, ROOT.as_bytes()).unwrap();
-    std::fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
+    fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
 
     let root = verify_root(&public_key, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     assert_eq!(root.repo.version, 42);
@@ -93,7 +94,7 @@ fn our_signatures_verify_with_the_stock_tool_and_catch_tampering() {
 #[test]
 fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("index.toml"), ROOT).unwrap();
+    fs::write(dir.path().join("index.toml"), ROOT).unwrap();
     let comment = root_comment(&RootIndex::parse("index.toml", ROOT).unwrap());
 
     // A key pair and a signature made by the stock tool.
@@ -117,7 +118,7 @@ fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
         "{}",
         String::from_utf8_lossy(&signed.stderr)
     );
-    let signature = std::fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
+    let signature = fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
     let public = PublicKey::load(dir.path().join("stock.pub").to_str().unwrap()).unwrap();
     verify_root(&public, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     // The stock secret key signs here too.
@@ -137,7 +138,7 @@ fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
         Some("secret".into()),
     )
     .unwrap();
-    std::fs::remove_file(dir.path().join("index.toml.minisig")).unwrap();
+    fs::remove_file(dir.path().join("index.toml.minisig")).unwrap();
     let signed = minisign(
         &["-S", "-s", "ours.key", "-m", "index.toml", "-t", &comment],
         dir.path(),
@@ -148,7 +149,7 @@ fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
         "{}",
         String::from_utf8_lossy(&signed.stderr)
     );
-    let signature = std::fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
+    let signature = fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
     verify_root(&ours, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     assert!(SecretKey::load(&dir.path().join("ours.key"), Some("wrong".into())).is_err());
 }

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 
 /// A small archive for `targets` of processor `name`.
 pub fn archive(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
     let path = dir.join(format!("rocm_{name}.kpack"));
-    let file = std::fs::File::create(&path).unwrap();
+    let file = fs::File::create(&path).unwrap();
     let options = ArchiveOptions {
         group: "rocm".into(),
         family: name.into(),
@@ -49,6 +50,6 @@ pub fn host_tree(dir: &Path) -> PathBuf {
     data[..5].copy_from_slice(b"hello");
     tar.extend_from_slice(&data);
     tar.extend_from_slice(&[0u8; 1024]);
-    std::fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();
+    fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();
     path
 }
