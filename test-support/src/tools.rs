@@ -150,8 +150,7 @@ fn test_venv() -> Option<PathBuf> {
 }
 
 fn is_executable(path: &Path) -> bool {
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs_err::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Finds `program` in `search`.
