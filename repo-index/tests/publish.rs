@@ -11,7 +11,8 @@ use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Timestamp};
 
 mod common;
-use common::archive;
+use common::{archive, build_rocm_rand, published_shard};
+use kpack_test_support::run;
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -26,22 +27,7 @@ fn publish() -> Fixture {
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    let built = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-repo"))
-        .arg("build")
-        .arg(dir.path().join("repo"))
-        .arg(kpack_test_support::workspace().join("manifests/rocm-rand.toml"))
-        .arg("--sources")
-        .arg(kpack_test_support::fixtures().join("debian"))
-        .arg("--key")
-        .arg(&secret)
-        .env_remove("KPACK_REPO_PASSWORD")
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    run(&mut build_rocm_rand(&dir.path().join("repo"), &secret));
     Fixture { dir, key, public }
 }
 
@@ -89,8 +75,7 @@ fn publishes_a_verifiable_repository() {
         (report.packages, report.versions, report.artifacts),
         (1, 1, 7)
     );
-    let shard_text = fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
-    let shard = kpack_repo_index::Shard::parse("shard", &shard_text).unwrap();
+    let shard = published_shard(&fixture.repo(), "rocm-rand");
     let artifacts = &shard.versions[0].artifacts;
     assert_eq!(artifacts[0].kind, ArtifactKind::Tree);
     assert_eq!(artifacts[6].kind, ArtifactKind::Kpack);
