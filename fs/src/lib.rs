@@ -12,12 +12,17 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
+
 /// The mode of a new file before the umask: readable by everyone.
 pub const DEFAULT_MODE: u32 = 0o666;
 
-/// An I/O error and the path it concerns.
+/// A file that could not be written, and why.
+///
+/// `path` is the file being written; the cause names the path it concerns
+/// when that is another one (the directory, the temporary file).
 #[derive(Debug, thiserror::Error)]
-#[error("{}", path.display())]
+#[error("cannot write {}", path.display())]
 pub struct PathError {
     pub path: PathBuf,
     #[source]
@@ -55,12 +60,12 @@ impl AtomicFile {
     /// parent directories.
     pub fn with_mode(path: &Path, mode: u32) -> Result<Self, PathError> {
         let dir = parent(path);
-        std::fs::create_dir_all(dir).map_err(PathError::at(dir))?;
+        fs::create_dir_all(dir).map_err(PathError::at(path))?;
         let temp = tempfile::Builder::new()
             .prefix(".kpack-")
             .permissions(Permissions::from_mode(mode & 0o7777))
             .tempfile_in(dir)
-            .map_err(PathError::at(dir))?;
+            .map_err(PathError::at(path))?;
         Ok(Self {
             temp,
             path: path.to_owned(),
@@ -79,16 +84,12 @@ impl AtomicFile {
 
     /// Syncs the file, renames it into place and syncs the directory.
     pub fn commit(self) -> Result<(), PathError> {
-        let path = self.path;
-        self.temp
-            .as_file()
+        let Self { temp, path } = self;
+        temp.as_file()
             .sync_all()
-            .map_err(PathError::at(&path))?;
-        self.temp.persist(&path).map_err(|e| PathError {
-            path: path.clone(),
-            source: e.error,
-        })?;
-        sync_dir(parent(&path))
+            .and_then(|()| temp.persist(&path).map(drop).map_err(|e| e.error))
+            .and_then(|()| sync_dir(parent(&path)))
+            .map_err(|source| PathError { path, source })
     }
 }
 
@@ -125,10 +126,9 @@ pub fn write_atomic_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()
 }
 
 /// Syncs a directory, so that renames and new entries in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<(), PathError> {
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(PathError::at(dir))
+/// The error names the directory.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
 }
 
 fn parent(path: &Path) -> &Path {
@@ -141,16 +141,15 @@ fn parent(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+        fs::metadata(path).unwrap().permissions().mode() & 0o7777
     }
 
     /// The process umask, from `/proc/self/status` (setting and restoring it
     /// would race with the other tests' file creation).
     fn umask() -> u32 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let status = fs::read_to_string("/proc/self/status").unwrap();
         let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
         u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
     }
@@ -160,7 +159,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/dir/index.toml");
         write_atomic(&path, b"data").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"data");
+        assert_eq!(fs::read(&path).unwrap(), b"data");
         assert_eq!(mode(&path), 0o666 & !umask());
         assert_ne!(mode(&path) & 0o044, 0, "readable by group or others");
     }
@@ -177,12 +176,12 @@ mod tests {
     fn an_uncommitted_file_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("archive.kpack");
-        std::fs::write(&path, b"old").unwrap();
+        fs::write(&path, b"old").unwrap();
         let mut file = AtomicFile::create(&path).unwrap();
         file.write_all(b"new").unwrap();
         drop(file);
-        assert_eq!(std::fs::read(&path).unwrap(), b"old");
-        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(entries.len(), 1);
     }
 
@@ -190,8 +189,15 @@ mod tests {
     fn errors_name_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let blocker = dir.path().join("file");
-        std::fs::write(&blocker, b"").unwrap();
+        fs::write(&blocker, b"").unwrap();
         let error = write_atomic(&blocker.join("below"), b"x").unwrap_err();
-        assert_eq!(error.path, blocker);
+        assert_eq!(error.path, blocker.join("below"));
+        // The cause names the file that blocks the directory, once.
+        let cause = error.source.to_string();
+        assert_eq!(
+            cause.matches(&*blocker.to_string_lossy()).count(),
+            1,
+            "{cause}"
+        );
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use fs_err as fs;
 use kpack_repo_index::sign::{keygen, sign_root, verify_root, SecretKey};
 use kpack_repo_index::{
     resolve, PackageEntry, PackageName, RelativePath, RepoInfo, Request, RootIndex, Sha256, Shard,
@@ -74,8 +75,8 @@ fn main() {
         let sha256 = Sha256::of(text.as_bytes());
         let path = RelativePath::usual_shard(&name(i), &sha256);
         let file = dir.path().join(path.as_str());
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, &text).unwrap();
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        fs::write(&file, &text).unwrap();
         packages.insert(
             name(i),
             PackageEntry {
@@ -105,8 +106,8 @@ fn main() {
         kpack_repo_index::sign::PublicKey::load(dir.path().join("k.pub").to_str().unwrap())
             .unwrap();
     let signature = sign_root(&key, text.as_bytes()).unwrap();
-    std::fs::write(dir.path().join("index.toml"), &text).unwrap();
-    std::fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
+    fs::write(dir.path().join("index.toml"), &text).unwrap();
+    fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
     println!(
         "generated {PACKAGES} packages x {VERSIONS} versions in {:.1} s; root {} bytes ({:.2} MiB)",
         started.elapsed().as_secs_f64(),
@@ -118,8 +119,8 @@ fn main() {
     let times: Vec<Duration> = (0..RUNS)
         .map(|_| {
             let start = Instant::now();
-            let bytes = std::fs::read(dir.path().join("index.toml")).unwrap();
-            let signature = std::fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
+            let bytes = fs::read(dir.path().join("index.toml")).unwrap();
+            let signature = fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
             let root = verify_root(&public, "index.toml", &bytes, &signature).unwrap();
             assert_eq!(root.packages.len(), PACKAGES);
             start.elapsed()
@@ -143,7 +144,7 @@ fn main() {
                     continue;
                 }
                 let path = root.packages[&next].shard_path(&next);
-                let text = std::fs::read_to_string(dir.path().join(path.as_str())).unwrap();
+                let text = fs::read_to_string(dir.path().join(path.as_str())).unwrap();
                 let shard = Shard::parse(path.as_str(), &text).unwrap();
                 for version in &shard.versions {
                     for dependency in &version.depends {

@@ -9,12 +9,9 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FetchError {
-    #[error("{location}")]
-    Io {
-        location: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading a directory source; the error names the path.
+    #[error(transparent)]
+    Io(std::io::Error),
     #[error("{location}: {message}")]
     Http { location: String, message: String },
     #[error("{location}: not found")]
@@ -75,10 +72,10 @@ impl Source {
     pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
         let location = self.location(relative);
         match self {
-            Source::Dir(dir) => match std::fs::read(dir.join(relative)) {
+            Source::Dir(dir) => match fs_err::read(dir.join(relative)) {
                 Ok(bytes) => Ok(Some(bytes)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(source) => Err(FetchError::Io { location, source }),
+                Err(source) => Err(FetchError::Io(source)),
             },
             Source::Http { client, .. } => {
                 let response = client.get(&location).send().map_err(|e| FetchError::Http {

@@ -2,7 +2,7 @@
 //! mirror verifies with the upstream key), and only the artifacts chosen
 //! packages need for chosen GPU targets.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rocm_kpack::Target;
 
@@ -17,12 +17,8 @@ use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MirrorError {
-    #[error("{}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] kpack_fs::PathError),
     #[error(transparent)]
     Schema(#[from] SchemaError),
     #[error(transparent)]
@@ -79,12 +75,7 @@ pub fn mirror(
     dest: &Path,
     scope: &Scope,
 ) -> Result<MirrorReport, MirrorError> {
-    let copy = |relative: &str, bytes: &[u8]| {
-        kpack_fs::write_atomic(&dest.join(relative), bytes).map_err(|e| MirrorError::Io {
-            path: e.path,
-            source: e.source,
-        })
-    };
+    let copy = |relative: &str, bytes: &[u8]| kpack_fs::write_atomic(&dest.join(relative), bytes);
     let (root, root_bytes) = verified_root(upstream, key, now, None)?;
     for name in &scope.packages {
         if !root.packages.contains_key(name) {

@@ -4,8 +4,9 @@
 //! file so a second writer waits instead of interleaving.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+
+use fs_err as fs;
 
 use crate::schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
@@ -21,16 +22,20 @@ pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PublishError {
-    #[error("{}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A file-system call failed; the error names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Write(#[from] kpack_fs::PathError),
+    #[error("{}: no index to regenerate", path.display())]
+    NoIndex { path: PathBuf },
     #[error("{}: already published with different bytes; published files never change", path.display())]
     Immutable { path: PathBuf },
     #[error("{}: {message}", path.display())]
     Artifact { path: PathBuf, message: String },
+    /// A `.kpack` artifact that cannot be read; the error names the path.
+    #[error(transparent)]
+    Archive(#[from] rocm_kpack::Error),
     #[error("{name} {version} is already published")]
     VersionExists {
         name: PackageName,
@@ -42,27 +47,11 @@ pub enum PublishError {
     Sign(#[from] SignError),
 }
 
-impl From<kpack_fs::PathError> for PublishError {
-    fn from(error: kpack_fs::PathError) -> Self {
-        PublishError::Io {
-            path: error.path,
-            source: error.source,
-        }
-    }
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PublishError + '_ {
-    move |source| PublishError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 /// A repository directory, locked for writing while this value lives.
 #[derive(Debug)]
 pub struct Repo {
     root: PathBuf,
-    _lock: File,
+    _lock: fs::File,
 }
 
 /// An artifact to add: a file, and the targets it serves if it is device
@@ -79,15 +68,13 @@ impl Repo {
     /// Opens (creating if needed) the repository at `root` and takes its
     /// write lock, waiting for another writer to finish.
     pub fn open(root: &Path) -> Result<Repo, PublishError> {
-        fs::create_dir_all(root).map_err(io(root))?;
-        let lock_path = root.join(".lock");
+        fs::create_dir_all(root)?;
         let lock = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        lock.lock().map_err(io(&lock_path))?;
+            .open(root.join(".lock"))?;
+        lock.lock()?;
         Ok(Repo {
             root: root.to_owned(),
             _lock: lock,
@@ -97,8 +84,7 @@ impl Repo {
     /// The name a new repository gets: its directory's name when that is a
     /// valid name, else `kpack`.
     fn default_name(&self) -> PackageName {
-        self.root
-            .canonicalize()
+        fs::canonicalize(&self.root)
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
             .and_then(|n| n.parse().ok())
@@ -111,7 +97,7 @@ impl Repo {
         match fs::read_to_string(&path) {
             Ok(text) => Ok(Some(RootIndex::parse("index.toml", &text)?)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&path)(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -126,23 +112,21 @@ impl Repo {
         };
         let shard_path = entry.shard_path(name);
         let path = self.root.join(shard_path.as_str());
-        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        let text = fs::read_to_string(&path)?;
         Ok(Some(Shard::parse(shard_path.as_str(), &text)?))
     }
 
     /// Copies `file` into the pool at `relative`; a file already there must
     /// have the same bytes.
     fn put(&self, relative: &RelativePath, file: &Path) -> Result<(Sha256, u64), PublishError> {
-        let bytes = fs::read(file).map_err(io(file))?;
+        let bytes = fs::read(file)?;
         let digest = Sha256::of(&bytes);
         let destination = self.root.join(relative.as_str());
-        match fs::read(&destination) {
-            Ok(existing) if Sha256::of(&existing) == digest => {
-                return Ok((digest, bytes.len() as u64))
-            }
+        match Sha256::of_file(&destination) {
+            Ok((existing, _)) if existing == digest => return Ok((digest, bytes.len() as u64)),
             Ok(_) => return Err(PublishError::Immutable { path: destination }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&destination)(e)),
+            Err(e) => return Err(e.into()),
         }
         kpack_fs::write_atomic(&destination, &bytes)?;
         Ok((digest, bytes.len() as u64))
@@ -214,8 +198,7 @@ impl Repo {
             .parse()
             .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
         let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
-            let archive =
-                rocm_kpack::Archive::open(&artifact.file).map_err(|e| bad(e.to_string()))?;
+            let archive = rocm_kpack::Archive::open(&artifact.file)?;
             let targets = archive
                 .architectures()
                 .iter()
@@ -290,9 +273,8 @@ impl Repo {
     /// that changed at a published path are refused, naming the path.
     pub fn reindex(&self, key: Option<&SecretKey>) -> Result<RootIndex, PublishError> {
         let Some(root) = self.root_index()? else {
-            return Err(PublishError::Io {
+            return Err(PublishError::NoIndex {
                 path: self.root.join("index.toml"),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no index to regenerate"),
             });
         };
         for name in root.packages.keys() {
@@ -301,7 +283,7 @@ impl Repo {
             };
             for artifact in shard.versions.iter().flat_map(|v| &v.artifacts) {
                 let path = self.root.join(artifact.path.as_str());
-                let (sha256, size) = Sha256::of_file(&path).map_err(io(&path))?;
+                let (sha256, size) = Sha256::of_file(&path)?;
                 if sha256 != artifact.sha256 || size != artifact.size {
                     return Err(PublishError::Immutable { path });
                 }
@@ -333,7 +315,7 @@ impl Repo {
             None => match fs::remove_file(&signature_path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(&signature_path)(e)),
+                Err(e) => return Err(e.into()),
             },
         }
         kpack_fs::write_atomic(&index, text.as_bytes())?;
@@ -343,7 +325,7 @@ impl Repo {
     /// Signs the current root as it is (after an unsigned publish).
     pub fn sign(&self, key: &SecretKey) -> Result<(), PublishError> {
         let index = self.root.join("index.toml");
-        let bytes = fs::read(&index).map_err(io(&index))?;
+        let bytes = fs::read(&index)?;
         let signature = sign_root(key, &bytes)?;
         kpack_fs::write_atomic(&self.root.join("index.toml.minisig"), signature.as_bytes())?;
         Ok(())

@@ -3,10 +3,11 @@
 //! expiry, and verified before it is parsed (verify the exact bytes, then
 //! read them). Files interoperate with the stock `minisign` tool.
 
-use std::fs;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
+use fs_err::os::unix::fs::OpenOptionsExt;
 use minisign::{KeyPair, PublicKeyBox, SignatureBox};
 
 use crate::schema::{RootIndex, SchemaError};
@@ -17,12 +18,9 @@ use crate::schema::{RootIndex, SchemaError};
 pub enum SignError {
     #[error("{}: {message}", path.display())]
     Key { path: PathBuf, message: String },
-    #[error("{}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A file-system call failed; the error names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     #[error("{file}: bad signature: {message}")]
     BadSignature { file: String, message: String },
     #[error("{file}: the signature's trusted comment {found:?} does not describe this index ({expected:?})")]
@@ -91,18 +89,12 @@ pub fn keygen(
 }
 
 fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), SignError> {
-    let io = |source| SignError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
-    #[cfg(not(unix))]
-    let _ = mode;
-    let mut file = options.open(path).map_err(io)?;
-    file.write_all(text.as_bytes()).map_err(io)
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    Ok(file.write_all(text.as_bytes())?)
 }
 
 impl SecretKey {
@@ -134,10 +126,7 @@ impl PublicKey {
     pub fn load(path_or_key: &str) -> Result<PublicKey, SignError> {
         let path = Path::new(path_or_key);
         if path.exists() {
-            let text = fs::read_to_string(path).map_err(|source| SignError::Io {
-                path: path.to_owned(),
-                source,
-            })?;
+            let text = fs::read_to_string(path)?;
             let boxed = PublicKeyBox::from_string(&text).map_err(|e| key_error(path, e))?;
             return boxed
                 .into_public_key()

@@ -156,8 +156,9 @@ impl Sha256 {
     }
 
     /// The digest and size of the file at `path`, read once in blocks.
+    /// Errors name the path.
     pub fn of_file(path: &std::path::Path) -> std::io::Result<(Sha256, u64)> {
-        Sha256::of_reader(std::fs::File::open(path)?)
+        Sha256::of_reader(fs_err::File::open(path)?)
     }
 
     /// The digest and size of everything `reader` yields.

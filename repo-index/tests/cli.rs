@@ -3,80 +3,33 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{archive, host_tree};
-
-fn kpack_repo() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kpack-repo"));
-    command.env_remove("KPACK_REPO_PASSWORD");
-    command
-}
-
-/// A temporary directory with an unencrypted key pair (`key` without
-/// extension), a repository path and a directory for inputs.
-struct Workspace {
-    dir: tempfile::TempDir,
-    key: std::path::PathBuf,
-    repo: std::path::PathBuf,
-    inputs: std::path::PathBuf,
-}
-
-impl Workspace {
-    fn new() -> Workspace {
-        let dir = tempfile::tempdir().unwrap();
-        let key = dir.path().join("repo");
-        run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
-        let repo = dir.path().join("rocm");
-        let inputs = dir.path().join("inputs");
-        std::fs::create_dir_all(&inputs).unwrap();
-        Workspace {
-            dir,
-            key,
-            repo,
-            inputs,
-        }
-    }
-}
-
-fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use common::{
+    archive, build_rocm_rand, host_tree, kpack_repo, published_shard, refused, rocm_rand_artifacts,
+    Workspace,
+};
+use fs_err as fs;
+use kpack_test_support::run;
 
 #[test]
 fn keygen_add_verify_sign_and_index() {
-    let Workspace {
-        dir: _dir,
-        key,
-        repo,
-        inputs,
-    } = Workspace::new();
-    let added = run(kpack_repo()
-        .arg("add")
-        .arg(&repo)
-        .args(["rocm-rand", "5.3.3"])
-        .arg(host_tree(&inputs))
-        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
-        .args(["--depends", "rocm-core >=5.3, <6", "--summary", "rocRAND"])
-        .arg("--key")
-        .arg(key.with_extension("key")));
+    let workspace = Workspace::new();
+    let added = run(workspace
+        .add(
+            "rocm-rand",
+            "5.3.3",
+            &rocm_rand_artifacts(&workspace.inputs),
+        )
+        .args(["--depends", "rocm-core >=5.3, <6", "--summary", "rocRAND"]));
     assert!(
         added.contains("published rocm-rand 5.3.3")
             && added.contains("repo rocm version 1, signed"),
         "{added}"
     );
 
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    let verified = run(&mut workspace.verify(&workspace.repo));
     assert!(
         verified.contains("rocm version 1")
             && verified.contains("1 packages, 1 versions, 2 artifacts"),
@@ -84,58 +37,28 @@ fn keygen_add_verify_sign_and_index() {
     );
 
     // A directory becomes a tree artifact; --targets marks it device code.
-    let db = inputs.join("rocrand-db-gfx90a");
-    std::fs::create_dir_all(db.join("share")).unwrap();
-    std::fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
-    run(kpack_repo()
-        .arg("add")
-        .arg(&repo)
-        .args(["rocm-rand-db", "5.3.3"])
-        .arg(&db)
-        .args(["--targets", "gfx90a"])
-        .arg("--key")
-        .arg(key.with_extension("key")));
-    assert!(repo
+    let db = workspace.inputs.join("rocrand-db-gfx90a");
+    fs::create_dir_all(db.join("share")).unwrap();
+    fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
+    run(workspace
+        .add("rocm-rand-db", "5.3.3", &[db])
+        .args(["--targets", "gfx90a"]));
+    assert!(workspace
+        .repo
         .join("pool/rocm-rand-db/5.3.3/rocrand-db-gfx90a.tar.zst")
         .exists());
-    let root = kpack_repo_index::RootIndex::parse(
-        "index.toml",
-        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
-    )
-    .unwrap();
-    let name = "rocm-rand-db".parse().unwrap();
-    let shard_path = root.packages[&name].shard_path(&name);
-    let shard = kpack_repo_index::Shard::parse(
-        "shard",
-        &std::fs::read_to_string(repo.join(shard_path.as_str())).unwrap(),
-    )
-    .unwrap();
+    let shard = published_shard(&workspace.repo, "rocm-rand-db");
     assert_eq!(
         shard.versions[0].artifacts[0].targets.as_deref().unwrap(),
         ["gfx90a".parse::<kpack_repo_index::Listed>().unwrap()]
     );
 
     // Unsigned index, then signed: verify needs the signature.
-    run(kpack_repo().arg("index").arg(&repo));
-    let unsigned = kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .output()
-        .unwrap();
-    assert_eq!(unsigned.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&unsigned.stderr).contains("index.toml.minisig"));
-    run(kpack_repo()
-        .arg("sign")
-        .arg(&repo)
-        .arg("--key")
-        .arg(key.with_extension("key")));
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    run(kpack_repo().arg("index").arg(&workspace.repo));
+    let unsigned = refused(&mut workspace.verify(&workspace.repo));
+    assert!(unsigned.contains("index.toml.minisig"));
+    run(&mut workspace.sign());
+    let verified = run(&mut workspace.verify(&workspace.repo));
     assert!(verified.contains("rocm version 3"), "{verified}");
 }
 
@@ -149,15 +72,15 @@ fn kpack_repo_under_umask_022() -> Command {
     command
 }
 
-fn mode(path: &std::path::Path) -> u32 {
+fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
 /// Every file and directory under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
+    for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
             found.extend(walk(&path));
@@ -181,14 +104,13 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
     assert!(keygen.status.success());
     let repo = work.path().join("rocm");
     let inputs = work.path().join("inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    fs::create_dir_all(&inputs).unwrap();
 
     run(kpack_repo_under_umask_022()
         .arg("add")
         .arg(&repo)
         .args(["rocm-rand", "5.3.3"])
-        .arg(host_tree(&inputs))
-        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
+        .args(rocm_rand_artifacts(&inputs))
         .arg("--key")
         .arg(&secret));
     run(kpack_repo_under_umask_022()
@@ -227,133 +149,68 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
 
 #[test]
 fn reindex_refuses_changed_bytes_at_a_published_path() {
-    let Workspace {
-        dir: _dir,
-        key,
-        repo,
-        inputs,
-    } = Workspace::new();
-    run(kpack_repo()
-        .arg("add")
-        .arg(&repo)
-        .args(["rocm-rand", "5.3.3"])
-        .arg(host_tree(&inputs))
-        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
-        .arg("--key")
-        .arg(key.with_extension("key")));
+    let workspace = Workspace::new();
+    let repo = &workspace.repo;
+    run(&mut workspace.add(
+        "rocm-rand",
+        "5.3.3",
+        &rocm_rand_artifacts(&workspace.inputs),
+    ));
     // Unchanged bytes: a new root, signed, that still verifies.
-    let indexed = kpack_repo()
-        .arg("index")
-        .arg(&repo)
-        .arg("--key")
-        .arg(key.with_extension("key"))
-        .output()
-        .unwrap();
-    assert!(indexed.status.success());
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    run(&mut workspace.index());
+    let verified = run(&mut workspace.verify(repo));
     assert!(verified.contains("rocm version 2"), "{verified}");
 
-    let root_before = std::fs::read(repo.join("index.toml")).unwrap();
+    let root_before = fs::read(repo.join("index.toml")).unwrap();
     let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack");
-    std::fs::write(&pool_file, b"other bytes").unwrap();
-    let refused = kpack_repo()
-        .arg("index")
-        .arg(&repo)
-        .arg("--key")
-        .arg(key.with_extension("key"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    fs::write(&pool_file, b"other bytes").unwrap();
+    let stderr = refused(&mut workspace.index());
     assert!(
         stderr.contains("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
             && stderr.contains("published files never change"),
         "{stderr}"
     );
-    assert_eq!(std::fs::read(repo.join("index.toml")).unwrap(), root_before);
+    assert_eq!(fs::read(repo.join("index.toml")).unwrap(), root_before);
 }
 
 #[test]
 fn a_password_protected_key_needs_its_password() {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("repo");
-    let refused = kpack_repo().arg("keygen").arg(&key).output().unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("KPACK_REPO_PASSWORD"));
+    let unset = refused(kpack_repo().arg("keygen").arg(&key));
+    assert!(unset.contains("KPACK_REPO_PASSWORD"));
     run(kpack_repo()
         .arg("keygen")
         .arg(&key)
         .env("KPACK_REPO_PASSWORD", "hunter2"));
-    let locked = kpack_repo()
-        .arg("sign")
-        .arg(dir.path())
-        .arg("--key")
-        .arg(key.with_extension("key"))
-        .output()
-        .unwrap();
-    assert_eq!(locked.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&locked.stderr).contains("repo.key"),
-        "{}",
-        String::from_utf8_lossy(&locked.stderr)
+    let locked = refused(
+        kpack_repo()
+            .arg("sign")
+            .arg(dir.path())
+            .arg("--key")
+            .arg(key.with_extension("key")),
     );
+    assert!(locked.contains("repo.key"), "{locked}");
 }
 
 /// The rocRAND manifest, from Debian's package, to a verified repository
 /// whose shard lists a host tree and one archive per processor.
 #[test]
 fn builds_the_rocrand_manifest() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("repo");
-    run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
-    let repo = dir.path().join("rocm");
-    let manifest =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/rocm-rand.toml");
-    let fixtures = std::env::var_os("KPACK_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-        });
-    let built = run(kpack_repo()
-        .arg("build")
-        .arg(&repo)
-        .arg(&manifest)
-        .arg("--sources")
-        .arg(fixtures.join("debian"))
-        .arg("--key")
-        .arg(key.with_extension("key")));
+    let workspace = Workspace::new();
+    let repo = &workspace.repo;
+    let built = run(&mut build_rocm_rand(repo, &workspace.secret_key()));
     assert!(
         built.contains("built and published rocm-rand 5.3.3"),
         "{built}"
     );
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    let verified = run(&mut workspace.verify(repo));
     assert!(
         verified.contains("1 packages, 1 versions, 7 artifacts"),
         "{verified}"
     );
 
-    let root = kpack_repo_index::RootIndex::parse(
-        "index.toml",
-        &std::fs::read_to_string(repo.join("index.toml")).unwrap(),
-    )
-    .unwrap();
-    let entry = &root.packages[&"rocm-rand".parse().unwrap()];
-    let shard = kpack_repo_index::Shard::parse(
-        "shard",
-        &std::fs::read_to_string(
-            repo.join(entry.shard_path(&"rocm-rand".parse().unwrap()).as_str()),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let shard = published_shard(repo, "rocm-rand");
     let paths: Vec<&str> = shard.versions[0]
         .artifacts
         .iter()
@@ -372,7 +229,7 @@ fn builds_the_rocrand_manifest() {
         ]
     );
     // The host tree holds the split library and its symlink, not .kpack/.
-    let host = std::fs::read(repo.join(paths[0])).unwrap();
+    let host = fs::read(repo.join(paths[0])).unwrap();
     let tar = zstd::decode_all(&host[..]).unwrap();
     let mut archive = tar::Archive::new(&tar[..]);
     let entries: Vec<(String, tar::EntryType)> = archive
@@ -395,19 +252,15 @@ fn builds_the_rocrand_manifest() {
 
     // A mirror for gfx90a carries the host tree and the gfx90a archive
     // only, and verifies with the upstream key as a partial mirror.
-    let mirror = dir.path().join("mirror");
-    let mirrored = run(kpack_repo()
-        .arg("mirror")
-        .arg(&repo)
-        .arg(&mirror)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
+    let mirror = workspace.dir.path().join("mirror");
+    let mirrored = run(workspace
+        .mirror(repo, &mirror)
         .args(["--targets", "gfx90a"]));
     assert!(
         mirrored.contains("mirrored 1 shards and 2 artifacts"),
         "{mirrored}"
     );
-    let mut pool: Vec<String> = std::fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
+    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -417,28 +270,16 @@ fn builds_the_rocrand_manifest() {
         ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
     );
     assert_eq!(
-        std::fs::read(mirror.join("index.toml")).unwrap(),
-        std::fs::read(repo.join("index.toml")).unwrap()
+        fs::read(mirror.join("index.toml")).unwrap(),
+        fs::read(repo.join("index.toml")).unwrap()
     );
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&mirror)
-        .arg("--partial")
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    let verified = run(workspace.verify(&mirror).arg("--partial"));
     assert!(
         verified.contains("2 artifacts") && verified.contains("5 artifacts not mirrored here"),
         "{verified}"
     );
     // Without --partial the missing artifacts are errors.
-    let strict = kpack_repo()
-        .arg("verify")
-        .arg(&mirror)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .output()
-        .unwrap();
-    assert_eq!(strict.status.code(), Some(1));
+    refused(&mut workspace.verify(&mirror));
 }
 
 /// A static HTTP server on loopback serving `dir` (Python's http.server),
@@ -449,7 +290,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(dir: &std::path::Path) -> Server {
+    fn start(dir: &Path) -> Server {
         use std::io::BufRead;
         let mut child = kpack_test_support::tool("python3")
             .args([
@@ -493,40 +334,28 @@ impl Drop for Server {
 
 #[test]
 fn verifies_and_mirrors_over_http() {
-    let Workspace {
-        dir,
-        key,
-        repo,
-        inputs,
-    } = Workspace::new();
-    run(kpack_repo()
-        .arg("add")
-        .arg(&repo)
-        .args(["rocm-rand", "5.3.3"])
-        .arg(host_tree(&inputs))
-        .arg(archive(&inputs, "gfx90a", &["gfx90a:xnack-"]))
-        .arg(archive(&inputs, "gfx1030", &["gfx1030"]))
-        .arg("--key")
-        .arg(key.with_extension("key")));
-    let server = Server::start(&repo);
+    let workspace = Workspace::new();
+    let (dir, repo, inputs) = (workspace.dir.path(), &workspace.repo, &workspace.inputs);
+    run(&mut workspace.add(
+        "rocm-rand",
+        "5.3.3",
+        &[
+            host_tree(inputs),
+            archive(inputs, "gfx90a", &["gfx90a:xnack-"]),
+            archive(inputs, "gfx1030", &["gfx1030"]),
+        ],
+    ));
+    let server = Server::start(repo);
 
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&server.url)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    let verified = run(&mut workspace.verify(&server.url));
     assert!(
         verified.contains("1 packages, 1 versions, 3 artifacts"),
         "{verified}"
     );
 
-    let mirror = dir.path().join("mirror");
-    let mirrored = run(kpack_repo()
-        .arg("mirror")
-        .arg(&server.url)
-        .arg(&mirror)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
+    let mirror = dir.join("mirror");
+    let mirrored = run(workspace
+        .mirror(&server.url, &mirror)
         .args(["--targets", "gfx1030"]));
     assert!(mirrored.contains("2 artifacts"), "{mirrored}");
     assert!(mirror
@@ -535,27 +364,14 @@ fn verifies_and_mirrors_over_http() {
     assert!(!mirror
         .join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
         .exists());
-    run(kpack_repo()
-        .arg("verify")
-        .arg(&mirror)
-        .arg("--partial")
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    run(workspace.verify(&mirror).arg("--partial"));
 
     // A served archive with a flipped byte is caught, naming its URL.
     let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack");
-    let mut bytes = std::fs::read(&archive_path).unwrap();
+    let mut bytes = fs::read(&archive_path).unwrap();
     bytes[70] ^= 1;
-    std::fs::write(&archive_path, bytes).unwrap();
-    let tampered = kpack_repo()
-        .arg("verify")
-        .arg(&server.url)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .output()
-        .unwrap();
-    assert_eq!(tampered.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&tampered.stderr);
+    fs::write(&archive_path, bytes).unwrap();
+    let stderr = refused(&mut workspace.verify(&server.url));
     assert!(
         stderr.contains("sha256") && stderr.contains("rocm_gfx1030.kpack"),
         "{stderr}"
@@ -563,18 +379,12 @@ fn verifies_and_mirrors_over_http() {
 
     // A mirror of the tampered upstream refuses the archive before writing
     // it, and publishes nothing: no root names it.
-    let refused_mirror = dir.path().join("refused");
-    let refused = kpack_repo()
-        .arg("mirror")
-        .arg(&server.url)
-        .arg(&refused_mirror)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .args(["--targets", "gfx1030"])
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let refused_mirror = dir.join("refused");
+    let stderr = refused(
+        workspace
+            .mirror(&server.url, &refused_mirror)
+            .args(["--targets", "gfx1030"]),
+    );
     assert!(
         stderr.contains("sha256") && stderr.contains("rocm_gfx1030.kpack"),
         "{stderr}"
@@ -586,23 +396,18 @@ fn verifies_and_mirrors_over_http() {
 
     // An upstream signed by another key is refused before anything is
     // read past its root.
-    let other = dir.path().join("other");
+    let other = dir.join("other");
     run(kpack_repo().arg("keygen").arg(&other).arg("--unencrypted"));
-    let wrong_key = dir.path().join("wrong-key");
-    let refused = kpack_repo()
-        .arg("mirror")
-        .arg(&server.url)
-        .arg(&wrong_key)
-        .arg("--pubkey")
-        .arg(other.with_extension("pub"))
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("signature"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
+    let wrong_key = dir.join("wrong-key");
+    let stderr = refused(
+        kpack_repo()
+            .arg("mirror")
+            .arg(&server.url)
+            .arg(&wrong_key)
+            .arg("--pubkey")
+            .arg(other.with_extension("pub")),
     );
+    assert!(stderr.contains("signature"), "{stderr}");
     assert!(!wrong_key.exists());
 
     // A shard that does not match the hash the root pins is refused too,
@@ -611,55 +416,30 @@ fn verifies_and_mirrors_over_http() {
         .into_iter()
         .find(|p| p.extension().is_some_and(|e| e == "toml"))
         .unwrap();
-    let text = std::fs::read_to_string(&shard).unwrap();
-    std::fs::write(&shard, text.replace("summary", "summary ")).unwrap();
-    let refused = kpack_repo()
-        .arg("mirror")
-        .arg(&server.url)
-        .arg(dir.path().join("shard-refused"))
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let text = fs::read_to_string(&shard).unwrap();
+    fs::write(&shard, text.replace("summary", "summary ")).unwrap();
+    let stderr = refused(&mut workspace.mirror(&server.url, &dir.join("shard-refused")));
     assert!(
         stderr.contains("sha256") && stderr.contains("packages/rocm-rand"),
         "{stderr}"
     );
-    assert!(!dir.path().join("shard-refused/index.toml").exists());
+    assert!(!dir.join("shard-refused/index.toml").exists());
 }
 
 /// Two `kpack-repo add` processes on one repository at once: the lock
 /// serialises them, both versions end up published, the index verifies.
 #[test]
 fn concurrent_adds_both_publish() {
-    let Workspace {
-        dir: _dir,
-        key,
-        repo,
-        inputs,
-    } = Workspace::new();
-    run(kpack_repo()
-        .arg("add")
-        .arg(&repo)
-        .args(["rocm-core", "6.0.0"])
-        .arg(host_tree(&inputs))
-        .arg("--key")
-        .arg(key.with_extension("key")));
+    let workspace = Workspace::new();
+    run(&mut workspace.add("rocm-core", "6.0.0", &[host_tree(&workspace.inputs)]));
     let children: Vec<_> = ["rocm-blas", "rocm-rand", "rocm-fft"]
         .iter()
         .map(|name| {
-            let own = inputs.join(name);
-            std::fs::create_dir_all(&own).unwrap();
-            kpack_repo()
-                .arg("add")
-                .arg(&repo)
-                .args([*name, "6.0.0"])
-                .arg(archive(&own, "gfx1100", &["gfx1100"]))
+            let own = workspace.inputs.join(name);
+            fs::create_dir_all(&own).unwrap();
+            workspace
+                .add(name, "6.0.0", &[archive(&own, "gfx1100", &["gfx1100"])])
                 .args(["--depends", "rocm-core >=6"])
-                .arg("--key")
-                .arg(key.with_extension("key"))
                 .spawn()
                 .unwrap()
         })
@@ -667,11 +447,7 @@ fn concurrent_adds_both_publish() {
     for mut child in children {
         assert!(child.wait().unwrap().success());
     }
-    let verified = run(kpack_repo()
-        .arg("verify")
-        .arg(&repo)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub")));
+    let verified = run(&mut workspace.verify(&workspace.repo));
     assert!(
         verified.contains("rocm version 4") && verified.contains("4 packages"),
         "{verified}"

@@ -4,13 +4,15 @@
 
 use std::path::PathBuf;
 
+use fs_err as fs;
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Timestamp};
 
 mod common;
-use common::archive;
+use common::{archive, build_rocm_rand, published_shard};
+use kpack_test_support::run;
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -25,22 +27,7 @@ fn publish() -> Fixture {
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    let built = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-repo"))
-        .arg("build")
-        .arg(dir.path().join("repo"))
-        .arg(kpack_test_support::workspace().join("manifests/rocm-rand.toml"))
-        .arg("--sources")
-        .arg(kpack_test_support::fixtures().join("debian"))
-        .arg("--key")
-        .arg(&secret)
-        .env_remove("KPACK_REPO_PASSWORD")
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    run(&mut build_rocm_rand(&dir.path().join("repo"), &secret));
     Fixture { dir, key, public }
 }
 
@@ -56,13 +43,13 @@ impl Fixture {
 
     fn flip(&self, relative: &str, at: usize) {
         let path = self.repo().join(relative);
-        let mut bytes = std::fs::read(&path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
         bytes[at] ^= 1;
-        std::fs::write(&path, bytes).unwrap();
+        fs::write(&path, bytes).unwrap();
     }
 
     fn shard_path(&self) -> String {
-        let text = std::fs::read_to_string(self.repo().join("index.toml")).unwrap();
+        let text = fs::read_to_string(self.repo().join("index.toml")).unwrap();
         let root = kpack_repo_index::RootIndex::parse("index.toml", &text).unwrap();
         let name = "rocm-rand".parse().unwrap();
         root.packages[&name].shard_path(&name).to_string()
@@ -71,12 +58,12 @@ impl Fixture {
     /// Replaces the root with `text`, validly signed with our key (as a
     /// compromised build host could), so only parsing can catch it.
     fn resign(&self, text: &str) {
-        std::fs::write(self.repo().join("index.toml"), text).unwrap();
+        fs::write(self.repo().join("index.toml"), text).unwrap();
         let signature = self
             .key
             .sign(text.as_bytes(), "repo:rocm version:1")
             .unwrap();
-        std::fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
+        fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
     }
 }
 
@@ -88,8 +75,7 @@ fn publishes_a_verifiable_repository() {
         (report.packages, report.versions, report.artifacts),
         (1, 1, 7)
     );
-    let shard_text = std::fs::read_to_string(fixture.repo().join(fixture.shard_path())).unwrap();
-    let shard = kpack_repo_index::Shard::parse("shard", &shard_text).unwrap();
+    let shard = published_shard(&fixture.repo(), "rocm-rand");
     let artifacts = &shard.versions[0].artifacts;
     assert_eq!(artifacts[0].kind, ArtifactKind::Tree);
     assert_eq!(artifacts[6].kind, ArtifactKind::Kpack);
@@ -155,8 +141,8 @@ fn catches_a_root_signed_by_another_key() {
     )
     .unwrap();
     let key = SecretKey::load(&other.with_extension("key"), None).unwrap();
-    let text = std::fs::read(fixture.repo().join("index.toml")).unwrap();
-    std::fs::write(
+    let text = fs::read(fixture.repo().join("index.toml")).unwrap();
+    fs::write(
         fixture.repo().join("index.toml.minisig"),
         sign_root(&key, &text).unwrap(),
     )
@@ -189,7 +175,7 @@ fn catches_a_rollback_and_an_expired_root() {
 #[test]
 fn refuses_paths_and_names_that_escape() {
     let fixture = publish();
-    let text = std::fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
+    let text = fs::read_to_string(fixture.repo().join("index.toml")).unwrap();
     fixture.resign(&text.replace(
         "[packages.rocm-rand]\n",
         "[packages.rocm-rand]\nshard = \"packages/rocm-rand/../../../etc/passwd\"\n",
@@ -213,7 +199,7 @@ fn published_files_never_change() {
     let fixture = publish();
     let repo = Repo::open(&fixture.repo()).unwrap();
     let inputs = fixture.dir.path().join("other-inputs");
-    std::fs::create_dir_all(&inputs).unwrap();
+    fs::create_dir_all(&inputs).unwrap();
     // Same name, different bytes, same version: refused.
     let error = repo
         .add(
@@ -241,7 +227,7 @@ fn concurrent_writers_both_publish() {
         .map(|name| {
             let (repo_dir, key_path) = (repo_dir.clone(), key_path.clone());
             let inputs = fixture.dir.path().join(format!("in-{name}"));
-            std::fs::create_dir_all(&inputs).unwrap();
+            fs::create_dir_all(&inputs).unwrap();
             let file = archive(&inputs, "gfx1100", &["gfx1100"]);
             std::thread::spawn(move || {
                 let key = SecretKey::load(&key_path, None).unwrap();

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
+use fs_err as fs;
 use kpack_repo_index::sign::{
     keygen, root_comment, sign_root, verify_root, PublicKey, SecretKey, SignError,
 };
@@ -19,7 +20,9 @@ generated = 2026-11-21T10:00:00Z
 expires = 2026-12-21T10:00:00Z
 "#;
 
-fn minisign(args: &[&str], dir: &Path, stdin: &[u8]) -> std::process::Output {
+/// Runs the stock `minisign` tool in `dir` with `stdin`, which must
+/// succeed; its stdout.
+fn minisign(args: &[&str], dir: &Path, stdin: &[u8]) -> String {
     let mut child = kpack_test_support::tool("minisign")
         .args(args)
         .current_dir(dir)
@@ -29,7 +32,13 @@ fn minisign(args: &[&str], dir: &Path, stdin: &[u8]) -> std::process::Output {
         .spawn()
         .expect("the minisign tool (Debian package minisign)");
     child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "minisign {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[test]
@@ -38,20 +47,14 @@ fn our_signatures_verify_with_the_stock_tool_and_catch_tampering() {
     let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
     let public_key = keygen(&secret, &public, None).unwrap();
     let key = SecretKey::load(&secret, None).unwrap();
-    std::fs::write(dir.path().join("index.toml"), ROOT).unwrap();
+    fs::write(dir.path().join("index.toml"), ROOT).unwrap();
     let signature = sign_root(&key, ROOT.as_bytes()).unwrap();
-    std::fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
+    fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();
 
     let root = verify_root(&public_key, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     assert_eq!(root.repo.version, 42);
 
-    let stock = minisign(&["-Vm", "index.toml", "-p", "repo.pub"], dir.path(), b"");
-    assert!(
-        stock.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stock.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&stock.stdout);
+    let stdout = minisign(&["-Vm", "index.toml", "-p", "repo.pub"], dir.path(), b"");
     assert!(
         stdout.contains("repo:rocm version:42 expires:2026-12-21T10:00:00Z"),
         "{stdout}"
@@ -93,31 +96,21 @@ fn our_signatures_verify_with_the_stock_tool_and_catch_tampering() {
 #[test]
 fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("index.toml"), ROOT).unwrap();
+    fs::write(dir.path().join("index.toml"), ROOT).unwrap();
     let comment = root_comment(&RootIndex::parse("index.toml", ROOT).unwrap());
 
     // A key pair and a signature made by the stock tool.
-    let made = minisign(
+    minisign(
         &["-G", "-f", "-p", "stock.pub", "-s", "stock.key"],
         dir.path(),
         b"pw\npw\n",
     );
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let signed = minisign(
+    minisign(
         &["-S", "-s", "stock.key", "-m", "index.toml", "-t", &comment],
         dir.path(),
         b"pw\n",
     );
-    assert!(
-        signed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&signed.stderr)
-    );
-    let signature = std::fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
+    let signature = fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
     let public = PublicKey::load(dir.path().join("stock.pub").to_str().unwrap()).unwrap();
     verify_root(&public, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     // The stock secret key signs here too.
@@ -137,18 +130,13 @@ fn stock_keys_and_signatures_work_here_and_our_encrypted_keys_there() {
         Some("secret".into()),
     )
     .unwrap();
-    std::fs::remove_file(dir.path().join("index.toml.minisig")).unwrap();
-    let signed = minisign(
+    fs::remove_file(dir.path().join("index.toml.minisig")).unwrap();
+    minisign(
         &["-S", "-s", "ours.key", "-m", "index.toml", "-t", &comment],
         dir.path(),
         b"secret\n",
     );
-    assert!(
-        signed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&signed.stderr)
-    );
-    let signature = std::fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
+    let signature = fs::read_to_string(dir.path().join("index.toml.minisig")).unwrap();
     verify_root(&ours, "index.toml", ROOT.as_bytes(), &signature).unwrap();
     assert!(SecretKey::load(&dir.path().join("ours.key"), Some("wrong".into())).is_err());
 }

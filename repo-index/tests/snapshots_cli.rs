@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use fs_err as fs;
 use kpack_test_support::transcript;
 
 fn kpack_repo(dir: &Path, args: &[&str]) -> Output {
@@ -66,7 +67,7 @@ fn errors_say_what_and_where() {
     kpack_repo(work.path(), &["keygen", "key", "--unencrypted"]);
     let missing = kpack_repo(work.path(), &["verify", "nowhere", "--pubkey", "key.pub"]);
     insta::assert_snapshot!("verify_missing", transcript(&missing, &[]));
-    std::fs::write(
+    fs::write(
         work.path().join("bad.key"),
         "untrusted comment: x\nnot a key\n",
     )

@@ -34,14 +34,15 @@
 )]
 
 use std::ffi::CString;
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use fs_err as fs;
+use fs_err::os::unix::fs::FileExt;
+use fs_err::File;
 use rocm_kpack::format::BLOB_REGION_OFFSET;
 use rocm_kpack::{Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 
@@ -273,7 +274,7 @@ fn build_many_kernels(path: &Path, compression: Compression) -> (u64, u64) {
         }
     }
     finish(writer);
-    (std::fs::metadata(path).unwrap().len(), total)
+    (fs::metadata(path).unwrap().len(), total)
 }
 
 /// Size of each code object in the big archive: 500 of them make 1 GiB.
@@ -295,7 +296,7 @@ fn build_big_frames(path: &Path, count: usize, size: usize) -> u64 {
         writer.add(&key, &target, &data).unwrap();
     }
     finish(writer);
-    std::fs::metadata(path).unwrap().len()
+    fs::metadata(path).unwrap().len()
 }
 
 /// The header's `toc_offset` (bytes 8..16).
@@ -447,7 +448,7 @@ fn open_big_frames(dir: &Path, name: &str, count: usize, size: usize) -> OpenRow
     };
     println!("goal {goal}");
     // Free the disk and page cache now rather than at the end.
-    let _ = std::fs::remove_file(&path);
+    let _ = fs::remove_file(&path);
     OpenRow {
         name: format!("{name} ({count} x {} KiB)", size / 1024),
         file_bytes,
@@ -535,7 +536,7 @@ fn measure_rss(path: &Path) -> RssGrowth {
 
 /// `VmRSS RssAnon RssFile` in kB from /proc/self/status.
 fn rss_now() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let status = fs::read_to_string("/proc/self/status").unwrap();
     let field = |name: &str| -> u64 {
         status
             .lines()
@@ -665,7 +666,7 @@ fn print_open_summary(rows: &[OpenRow]) {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
+    fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
 }
@@ -752,7 +753,7 @@ fn decompress_part(dir: &Path, options: &Options) {
         );
         return;
     };
-    let bundle = std::fs::read(bundle_path).unwrap();
+    let bundle = fs::read(bundle_path).unwrap();
     let entries = parse_bundle(&bundle);
     println!(
         "{}: {} bytes, {} code objects",
@@ -773,7 +774,7 @@ fn decompress_part(dir: &Path, options: &Options) {
         writer.add(&key, target, entry.data).unwrap();
     }
     finish(writer);
-    let archive_bytes = std::fs::read(&path).unwrap();
+    let archive_bytes = fs::read(&path).unwrap();
     let frames = archive_frames(&archive_bytes);
     let archive = Archive::open(&path).unwrap();
 
@@ -872,7 +873,7 @@ fn decompress_part(dir: &Path, options: &Options) {
             ms(single.median),
             ms(single.max),
         );
-        std::fs::write(results, text).unwrap();
+        fs::write(results, text).unwrap();
     }
 }
 

@@ -12,6 +12,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use fs_err as fs;
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 const DEFAULT_ARCHIVE: &str = "../shared/fixtures/reference/test_zstd.kpack";
@@ -81,9 +82,9 @@ fn run() -> Result<(), Box<dyn Error>> {
     let archive_name = archive_path
         .file_name()
         .ok_or("archive path has no file name")?;
-    std::fs::create_dir_all(prefix.join(".kpack"))?;
-    std::fs::create_dir_all(binary.parent().ok_or("binary without directory")?)?;
-    std::fs::copy(&archive_path, prefix.join(".kpack").join(archive_name))?;
+    fs::create_dir_all(prefix.join(".kpack"))?;
+    fs::create_dir_all(binary.parent().ok_or("binary without directory")?)?;
+    fs::copy(&archive_path, prefix.join(".kpack").join(archive_name))?;
     let depth = binary_path.matches('/').count();
     let marker = Marker {
         search_paths: vec![format!(
@@ -93,7 +94,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         )],
         kernel_name: binary_path.to_owned(),
     };
-    std::fs::write(&binary, marker.to_bytes())?;
+    fs::write(&binary, marker.to_bytes())?;
 
     println!(
         "\nloading {first} for {target} from {} (marker paths {:?}):",
@@ -104,9 +105,9 @@ fn run() -> Result<(), Box<dyn Error>> {
         log: Some(Arc::new(|line: &str| println!("  kpack: {line}"))),
         ..LoaderConfig::from_env()
     });
-    let marker = Marker::parse(&std::fs::read(&binary)?)?;
+    let marker = Marker::parse(&fs::read(&binary)?)?;
     let result = loader.load(&marker, &binary, bundle, std::slice::from_ref(&target));
-    std::fs::remove_dir_all(&prefix)?;
+    fs::remove_dir_all(&prefix)?;
     let code = result?;
     let shown: String = code
         .iter()

@@ -11,10 +11,7 @@ use crate::error::{Error, Result};
 pub fn binary_path_of(address: usize) -> Result<(PathBuf, u64)> {
     #[cfg(target_os = "linux")]
     {
-        let maps = std::fs::read("/proc/self/maps").map_err(|source| Error::Read {
-            path: "/proc/self/maps".into(),
-            source,
-        })?;
+        let maps = fs_err::read("/proc/self/maps").map_err(Error::Mappings)?;
         find_in_maps(&maps, address).ok_or(Error::PathDiscovery { address })
     }
     #[cfg(not(target_os = "linux"))]

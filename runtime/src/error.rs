@@ -31,18 +31,19 @@ pub enum ErrorCode {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("cannot open {}", path.display())]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// Opening an archive file; the cause names the path.
+    #[error("cannot open the archive")]
+    Open(#[source] io::Error),
+    /// Mapping an archive into memory; the cause does not name the path.
     #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+    /// Reading `/proc/self/maps`; the cause names it.
+    #[error("cannot read the process's memory mappings")]
+    Mappings(#[source] io::Error),
     #[error("cannot write {what}")]
     Write {
         what: &'static str,
@@ -199,10 +200,12 @@ impl Error {
     /// The C API error number for this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Open { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+            Error::Open(source) if source.kind() == io::ErrorKind::NotFound => {
                 ErrorCode::FileNotFound
             }
-            Error::Open { .. } | Error::Read { .. } | Error::Write { .. } => ErrorCode::IoError,
+            Error::Open(_) | Error::Read { .. } | Error::Mappings(_) | Error::Write { .. } => {
+                ErrorCode::IoError
+            }
             Error::Format { problem, .. } => match problem {
                 FormatProblem::UnsupportedVersion { .. }
                 | FormatProblem::UnsupportedTocVersion { .. } => ErrorCode::UnsupportedVersion,

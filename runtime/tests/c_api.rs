@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
+use fs_err as fs;
 use rocm_kpack::Compression;
 
 /// Where `librocm_kpack.{so,a}` are, freshly built from this source (by a
@@ -55,7 +56,7 @@ impl Lib {
         let so = build_dir().join("librocm_kpack.so");
         assert!(so.exists(), "{} not built", so.display());
         for name in ["librocm_kpack.so", "librocm_kpack.so.0"] {
-            std::os::unix::fs::symlink(&so, dir.path().join(name)).unwrap();
+            fs::os::unix::fs::symlink(&so, dir.path().join(name)).unwrap();
         }
         Lib { dir }
     }
@@ -140,7 +141,7 @@ fn shared_library_has_the_soname_and_exports_exactly_the_header_functions() {
         })
         .collect();
 
-    let header = std::fs::read_to_string(include_dir().join("rocm_kpack/kpack.h")).unwrap();
+    let header = fs::read_to_string(include_dir().join("rocm_kpack/kpack.h")).unwrap();
     // Every identifier directly followed by '(' that names a kpack function.
     let declared: BTreeSet<&str> = header
         .match_indices('(')
@@ -200,9 +201,9 @@ fn discovers_binary_paths_through_proc_self_maps() {
     // A library in a directory whose name has spaces.
     let dir = tempfile::tempdir().unwrap();
     let lib_dir = dir.path().join("dir with spaces");
-    std::fs::create_dir(&lib_dir).unwrap();
+    fs::create_dir(&lib_dir).unwrap();
     let source = dir.path().join("probe.c");
-    std::fs::write(&source, "int kpack_probe_symbol = 7;\n").unwrap();
+    fs::write(&source, "int kpack_probe_symbol = 7;\n").unwrap();
     let library = lib_dir.join("libprobe one.so");
     run(kpack_test_support::tool("cc")
         .args(["-shared", "-fPIC", "-o"])
@@ -233,16 +234,16 @@ impl Layout {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for sub in ["app/lib", "app/.kpack", "bare", "plus", "override"] {
-            std::fs::create_dir_all(root.join(sub)).unwrap();
+            fs::create_dir_all(root.join(sub)).unwrap();
         }
-        std::fs::write(root.join("app/lib/libfake.so"), b"host only").unwrap();
+        fs::write(root.join("app/lib/libfake.so"), b"host only").unwrap();
         let archive = |path: &str, arches: &[&str], entries: &[(&str, &str, &str)]| {
             let contents: Vec<_> = entries
                 .iter()
                 .map(|(key, target, text)| (*key, *target, text.as_bytes().to_vec()))
                 .collect();
             let bytes = write_archive(Compression::DEFAULT, arches[0], arches, &contents);
-            std::fs::write(root.join(path), bytes).unwrap();
+            fs::write(root.join(path), bytes).unwrap();
         };
         archive(
             "app/.kpack/test_gfx90a.kpack",

@@ -8,6 +8,7 @@ use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 use common::*;
+use fs_err as fs;
 use rocm_kpack::capi::{self, KpackArchive, KpackCache};
 use rocm_kpack::{Compression, ErrorCode, Marker};
 
@@ -40,9 +41,9 @@ fn fixture() -> Fixture {
         .map(|(b, t)| (keys[b].as_str(), TARGETS[t], code_object(b, t)))
         .collect();
     let bytes = write_archive(Compression::DEFAULT, "gfx110X", &TARGETS, &contents);
-    std::fs::create_dir_all(dir.path().join(".kpack")).unwrap();
+    fs::create_dir_all(dir.path().join(".kpack")).unwrap();
     let archive = dir.path().join(".kpack/many_gfx110X.kpack");
-    std::fs::write(&archive, bytes).unwrap();
+    fs::write(&archive, bytes).unwrap();
     let marker = Marker {
         search_paths: vec![".kpack/many_gfx110X.kpack".into()],
         kernel_name: "lib/libmany.so".into(),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use fs_err as fs;
 use rocm_kpack::{Compression, Error, ErrorCode, Loader, LoaderConfig, Marker};
 
 fn marker(paths: &[&str]) -> Marker {
@@ -22,8 +23,8 @@ fn write(path: &Path, arches: &[&str], text: &str) {
         .iter()
         .map(|a| ("lib/libx.so#0", *a, format!("{text} {a}").into_bytes()))
         .collect();
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(
         path,
         write_archive(Compression::DEFAULT, arches[0], arches, &contents),
     )
@@ -130,7 +131,7 @@ fn opens_candidates_lazily_and_caches_archives() {
 #[test]
 fn finds_an_archive_installed_after_a_failed_load() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("lib")).unwrap();
+    fs::create_dir(dir.path().join("lib")).unwrap();
     let binary = dir.path().join("lib/libx.so");
     let m = marker(&["../.kpack/k_@GFXARCH@.kpack"]);
     let loader = Loader::new(LoaderConfig::default());
@@ -171,7 +172,7 @@ fn arch_not_found_lists_what_the_archives_offer() {
 #[test]
 fn a_corrupt_candidate_is_skipped_and_logged() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
+    fs::write(
         dir.path().join("a.kpack"),
         b"KPAK but not really an archive",
     )
@@ -229,7 +230,7 @@ fn archives_beside_the_expanded_paths_are_searched_last() {
         &["gfx90a:xnack-"],
         "mi210",
     );
-    std::fs::write(dir.path().join(".kpack/notes.txt"), b"not an archive").unwrap();
+    fs::write(dir.path().join(".kpack/notes.txt"), b"not an archive").unwrap();
     let binary = dir.path().join("libx.so");
     let m = marker(&[".kpack/rocm_@GFXARCH@.kpack"]);
     let loader = Loader::new(LoaderConfig::default());

@@ -9,17 +9,18 @@ use std::ffi::CString;
 use std::path::Path;
 
 use common::*;
+use fs_err as fs;
 use rmpv::Value;
 use rocm_kpack::capi;
 use rocm_kpack::error::{DecompressionProblem, FormatProblem};
 use rocm_kpack::{Archive, Error, ErrorCode};
 
 fn noop() -> Vec<u8> {
-    std::fs::read(reference("test_noop.kpack")).unwrap()
+    fs::read(reference("test_noop.kpack")).unwrap()
 }
 
 fn zstd() -> Vec<u8> {
-    std::fs::read(reference("test_zstd.kpack")).unwrap()
+    fs::read(reference("test_zstd.kpack")).unwrap()
 }
 
 fn toc_offset(bytes: &[u8]) -> usize {
@@ -68,7 +69,7 @@ fn remove(value: &mut Value, key: &str) {
 fn open_fails(bytes: &[u8], code: ErrorCode) -> Error {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.kpack");
-    std::fs::write(&path, bytes).unwrap();
+    fs::write(&path, bytes).unwrap();
     let error = Archive::open(&path).expect_err("malformed archive opened");
     assert_eq!(error.code(), code, "{error}");
     assert!(error.to_string().contains("bad.kpack"), "{error}");
@@ -383,7 +384,7 @@ fn get_kernel_fails(bytes: &[u8], binary: &str, target: &str) -> Error {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.kpack");
-    std::fs::write(&path, bytes).unwrap();
+    fs::write(&path, bytes).unwrap();
     let c_path = CString::new(path.to_str().unwrap()).unwrap();
     let (binary, target) = (CString::new(binary).unwrap(), CString::new(target).unwrap());
     let mut handle = std::ptr::null_mut();

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use fs_err as fs;
 use rocm_kpack::{Archive, Compression, Scheme};
 
 fn check_contents(archive: &Archive, contents: &[(&str, &str, Vec<u8>)]) {
@@ -48,7 +49,7 @@ fn writer_reproduces_reference_noop_archive() {
         &["gfx900", "gfx906"],
         &noop_contents(),
     );
-    let reference = std::fs::read(reference("test_noop.kpack")).unwrap();
+    let reference = fs::read(reference("test_noop.kpack")).unwrap();
     assert_eq!(written.len(), 903);
     assert_eq!(written, reference);
 }
@@ -61,7 +62,7 @@ fn writer_reproduces_reference_zstd_archive() {
         &["gfx1100", "gfx1101"],
         &zstd_contents(),
     );
-    let reference = std::fs::read(reference("test_zstd.kpack")).unwrap();
+    let reference = fs::read(reference("test_zstd.kpack")).unwrap();
     assert_eq!(written.len(), 518);
     assert_eq!(written, reference);
 }

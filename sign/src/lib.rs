@@ -9,21 +9,40 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use ct_codecs::{Base64, Decoder};
+use fs_err as fs;
 use minisign::{PublicKey, PublicKeyBox, SecretKey, SecretKeyBox};
 
 /// Why a secret key file cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {problem}", path.display())]
+#[derive(Debug)]
 pub struct KeyError {
     pub path: PathBuf,
     pub problem: KeyProblem,
+}
+
+impl std::fmt::Display for KeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.problem {
+            // Its cause names the path.
+            KeyProblem::Read(_) => write!(f, "{}", self.problem),
+            problem => write!(f, "{}: {problem}", self.path.display()),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            KeyProblem::Read(source) => Some(source),
+            _ => None,
+        }
+    }
 }
 
 /// What is wrong with a secret key.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyProblem {
-    #[error("cannot read the key")]
+    #[error("cannot read the secret key")]
     Read(#[source] std::io::Error),
     #[error("not a minisign secret key ({0})")]
     Malformed(&'static str),
@@ -51,7 +70,7 @@ pub fn load_secret_key(path: &Path, password: Option<String>) -> Result<SecretKe
         path: path.to_owned(),
         problem,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| error(KeyProblem::Read(e)))?;
+    let text = fs::read_to_string(path).map_err(|e| error(KeyProblem::Read(e)))?;
     let bytes = decode(&text).map_err(error)?;
     let key = if bytes[KDF_ALG] == [0, 0] {
         load_unencrypted(&text, &bytes).map_err(error)?
@@ -112,7 +131,7 @@ fn check_public_key_beside(path: &Path, key: &SecretKey) -> Result<(), KeyProble
     if beside == path {
         return Ok(());
     }
-    let Ok(text) = std::fs::read_to_string(&beside) else {
+    let Ok(text) = fs::read_to_string(&beside) else {
         return Ok(());
     };
     let expected = PublicKeyBox::from_string(&text)

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use ct_codecs::{Base64, Decoder, Encoder};
+use fs_err as fs;
 use kpack_sign::{load_secret_key, KeyProblem};
 use kpack_test_support::tool;
 
@@ -38,12 +39,12 @@ fn stock_keypair(dir: &Path, password: Option<&str>) -> (PathBuf, PathBuf) {
 
 /// Flips one bit of the decoded key line at `offset`.
 fn flip_key_byte(secret: &Path, offset: usize) {
-    let text = std::fs::read_to_string(secret).unwrap();
+    let text = fs::read_to_string(secret).unwrap();
     let mut lines: Vec<String> = text.lines().map(String::from).collect();
     let mut bytes = Base64::decode_to_vec(&lines[1], None).unwrap();
     bytes[offset] ^= 1;
     lines[1] = Base64::encode_to_string(&bytes).unwrap();
-    std::fs::write(secret, lines.join("\n") + "\n").unwrap();
+    fs::write(secret, lines.join("\n") + "\n").unwrap();
 }
 
 /// Offsets in the decoded key: the key id, the seed, the public half.
@@ -60,16 +61,16 @@ fn a_stock_unencrypted_key_signs_what_the_stock_tool_verifies() {
     load_secret_key(&secret, Some("unused".into())).unwrap();
 
     let data = dir.path().join("data");
-    std::fs::write(&data, b"published bytes").unwrap();
+    fs::write(&data, b"published bytes").unwrap();
     let signature = minisign::sign(
         None,
         &key,
-        std::fs::File::open(&data).unwrap(),
+        fs::File::open(&data).unwrap(),
         Some("file:data"),
         None,
     )
     .unwrap();
-    std::fs::write(dir.path().join("data.minisig"), signature.into_string()).unwrap();
+    fs::write(dir.path().join("data.minisig"), signature.into_string()).unwrap();
     let verified = tool("minisign")
         .arg("-Vm")
         .arg(&data)
@@ -89,7 +90,7 @@ fn a_stock_unencrypted_key_with_a_damaged_half_is_refused() {
     for offset in [SEED, PUBLIC_HALF] {
         let dir = tempfile::tempdir().unwrap();
         let (public, secret) = stock_keypair(dir.path(), None);
-        std::fs::remove_file(public).unwrap();
+        fs::remove_file(public).unwrap();
         flip_key_byte(&secret, offset);
         let error = load_secret_key(&secret, None).unwrap_err();
         assert!(
@@ -132,7 +133,7 @@ fn a_checksummed_unencrypted_key_loads_and_a_wrong_checksum_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("crate.key");
     let pair = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
-    std::fs::write(&secret, pair.sk.to_box(None).unwrap().to_string()).unwrap();
+    fs::write(&secret, pair.sk.to_box(None).unwrap().to_string()).unwrap();
     load_secret_key(&secret, None).unwrap();
 
     // Checksum set but wrong: not the stock tool's layout, so corrupted.
@@ -145,9 +146,15 @@ fn a_checksummed_unencrypted_key_loads_and_a_wrong_checksum_is_refused() {
 fn garbage_is_not_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("garbage.key");
-    std::fs::write(&secret, "untrusted comment: x\nnot base64 at all!\n").unwrap();
+    fs::write(&secret, "untrusted comment: x\nnot base64 at all!\n").unwrap();
     let error = load_secret_key(&secret, None).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Malformed(_)), "{error}");
     let error = load_secret_key(&dir.path().join("missing.key"), None).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Read(_)), "{error}");
+    // The cause names the file, the message does not repeat it.
+    let cause = std::error::Error::source(&error).unwrap().to_string();
+    assert!(
+        cause.contains("missing.key") && !error.to_string().contains("missing.key"),
+        "{error}: {cause}"
+    );
 }

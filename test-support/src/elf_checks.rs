@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use fs_err as fs;
+
 /// What `readelf -a` and `objdump -x` say is wrong with a file.
 pub fn health_warnings(path: &Path) -> Vec<String> {
     health_warnings_with("objdump", path)
@@ -57,7 +59,7 @@ pub fn strip_copy(path: &Path, stripped: &Path) {
 
 /// [`strip_copy`] with another strip (a cross binutils one).
 pub fn strip_copy_with(strip: &str, path: &Path, stripped: &Path) {
-    std::fs::copy(path, stripped).unwrap();
+    fs::copy(path, stripped).unwrap();
     let strip = crate::tool(strip).arg(stripped).output().unwrap();
     assert!(
         strip.status.success() && strip.stderr.is_empty(),

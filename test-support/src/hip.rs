@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use fs_err as fs;
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSymbol};
 
@@ -35,7 +36,7 @@ pub fn runtime_lib_dir() -> PathBuf {
         let dir = target_dir.join("debug");
         let soname = dir.join("librocm_kpack.so.0");
         if !soname.exists() {
-            std::os::unix::fs::symlink("librocm_kpack.so", &soname).unwrap();
+            fs::os::unix::fs::symlink("librocm_kpack.so", &soname).unwrap();
         }
         dir
     })
@@ -48,7 +49,7 @@ pub fn runtime_include_dir() -> PathBuf {
 
 /// The `hip*`/`__hip*` functions `library` imports, with their versions.
 pub fn hip_imports(library: &Path) -> BTreeSet<(String, Option<String>)> {
-    let data = std::fs::read(library).unwrap();
+    let data = fs::read(library).unwrap();
     let file = ElfFile64::<Endianness>::parse(&*data).unwrap();
     let endian = file.endian();
     let versions = file.elf_section_table().versions(endian, &*data).unwrap();
@@ -82,7 +83,7 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
         }
     }
     let stub_source = dir.join("stubs.c");
-    std::fs::write(&stub_source, stubs).unwrap();
+    fs::write(&stub_source, stubs).unwrap();
     let versions: BTreeSet<&str> = imports.iter().filter_map(|(_, v)| v.as_deref()).collect();
     let mut script = String::new();
     for version in &versions {
@@ -92,7 +93,7 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
         script.push_str("{ global: *; };\n");
     }
     let version_script = dir.join("hip.map");
-    std::fs::write(&version_script, script).unwrap();
+    fs::write(&version_script, script).unwrap();
     let library = dir.join("libamdhip64.so.5");
     let runtime = runtime_lib_dir();
     run(crate::tool("cc")
@@ -113,7 +114,7 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
 /// A program that dlopens its argument and reports dlerror.
 pub fn build_dlopen(dir: &Path) -> PathBuf {
     let source = dir.join("dlopen.c");
-    std::fs::write(
+    fs::write(
         &source,
         "#include <dlfcn.h>\n#include <stdio.h>\nint main(int argc, char** argv) {\n  void* h = argc > 1 ? dlopen(argv[1], RTLD_NOW) : 0;\n  if (!h) { fprintf(stderr, \"%s\\n\", dlerror()); return 1; }\n  return 0;\n}\n",
     )
@@ -132,10 +133,10 @@ pub fn build_dlopen(dir: &Path) -> PathBuf {
 pub fn registrations(out: &Path) -> Vec<Result<Vec<u8>, i32>> {
     (0..)
         .map_while(|n| {
-            if let Ok(bytes) = std::fs::read(out.join(format!("{n}.co"))) {
+            if let Ok(bytes) = fs::read(out.join(format!("{n}.co"))) {
                 Some(Ok(bytes))
             } else {
-                std::fs::read_to_string(out.join(format!("{n}.err")))
+                fs::read_to_string(out.join(format!("{n}.err")))
                     .ok()
                     .map(|text| Err(text.trim().parse().unwrap()))
             }

@@ -150,8 +150,7 @@ fn test_venv() -> Option<PathBuf> {
 }
 
 fn is_executable(path: &Path) -> bool {
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs_err::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Finds `program` in `search`.
@@ -182,6 +181,7 @@ pub fn tool(program: &str) -> Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fs_err as fs;
 
     #[test]
     fn debian_tools_name_their_package() {
@@ -214,8 +214,8 @@ mod tests {
         let (first, second) = (first.path().to_owned(), second.path().to_owned());
         for dir in [&first, &second] {
             let program = dir.join("probe");
-            std::fs::write(&program, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+            fs::write(&program, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let search = SearchPath::new([first.clone(), second]);
         assert_eq!(find_tool("probe", &search).unwrap(), first.join("probe"));
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn a_file_that_is_not_executable_is_not_the_tool() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("probe"), "data").unwrap();
+        fs::write(dir.path().join("probe"), "data").unwrap();
         let missing = find_tool("probe", &SearchPath::new([dir.path().to_owned()])).unwrap_err();
         assert_eq!(missing.origin, Origin::Unknown);
         assert!(missing.to_string().contains("test-support/tools.txt"));

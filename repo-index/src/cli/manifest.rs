@@ -3,10 +3,10 @@
 //! its files into a prefix, split it with the packer, publish the result.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use fs_err as fs;
 use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree, KPACK_DIR};
 use rocm_kpack::Compression;
@@ -84,8 +84,17 @@ pub enum GroupBy {
 pub enum BuildError {
     #[error("{}: {message}", path.display())]
     Manifest { path: PathBuf, message: String },
-    #[error("{}", path.display())]
-    Io {
+    /// A file-system call failed; the error names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("cannot make a working directory")]
+    WorkDir(#[source] std::io::Error),
+    #[error("cannot run dpkg-deb")]
+    Dpkg(#[source] std::io::Error),
+    /// Packing a file or directory into a tree artifact (tar and zstd's
+    /// errors need not name it).
+    #[error("cannot pack {} into a tree", path.display())]
+    Tree {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -96,16 +105,9 @@ pub enum BuildError {
     Publish(#[from] PublishError),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 impl Manifest {
     pub fn load(path: &Path) -> Result<Manifest, BuildError> {
-        let text = fs::read_to_string(path).map_err(io(path))?;
+        let text = fs::read_to_string(path)?;
         let manifest: Manifest = toml::from_str(&text).map_err(|e| BuildError::Manifest {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
@@ -132,7 +134,7 @@ pub fn build(
     repo: &Path,
     key: Option<&SecretKey>,
 ) -> Result<RootIndex, BuildError> {
-    let work = tempfile::tempdir().map_err(io(Path::new("temporary directory")))?;
+    let work = tempfile::tempdir().map_err(BuildError::WorkDir)?;
     let deb = sources.join(&manifest.source.debian);
     let unpacked = work.path().join("unpacked");
     let output = Command::new("dpkg-deb")
@@ -140,7 +142,7 @@ pub fn build(
         .arg(&deb)
         .arg(&unpacked)
         .output()
-        .map_err(io(Path::new("dpkg-deb")))?;
+        .map_err(BuildError::Dpkg)?;
     if !output.status.success() {
         return Err(BuildError::Manifest {
             path: deb,
@@ -151,7 +153,7 @@ pub fn build(
         });
     }
     let prefix = work.path().join("prefix");
-    fs::create_dir_all(&prefix).map_err(io(&prefix))?;
+    fs::create_dir_all(&prefix)?;
     for (from, to) in &manifest.source.map {
         copy_tree(&unpacked.join(from), &prefix.join(to))?;
     }
@@ -196,23 +198,19 @@ pub fn build(
 
 /// Copies the tree at `from` into `to`, keeping symlinks.
 fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
-    fs::create_dir_all(to).map_err(io(to))?;
-    let mut entries: Vec<_> = fs::read_dir(from)
-        .map_err(io(from))?
-        .collect::<Result<_, _>>()
-        .map_err(io(from))?;
+    fs::create_dir_all(to)?;
+    let mut entries: Vec<_> = fs::read_dir(from)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let source = entry.path();
         let destination = to.join(entry.file_name());
-        let kind = entry.file_type().map_err(io(&source))?;
+        let kind = entry.file_type()?;
         if kind.is_symlink() {
-            let target = fs::read_link(&source).map_err(io(&source))?;
-            std::os::unix::fs::symlink(target, &destination).map_err(io(&destination))?;
+            fs::os::unix::fs::symlink(fs::read_link(&source)?, &destination)?;
         } else if kind.is_dir() {
             copy_tree(&source, &destination)?;
         } else {
-            fs::copy(&source, &destination).map_err(io(&source))?;
+            fs::copy(&source, &destination)?;
         }
     }
     Ok(())
@@ -221,8 +219,12 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
 /// A deterministic zstd tar of the tree at `root`, without `.kpack/`: a
 /// tree artifact.
 pub fn write_host_tree(root: &Path, out: &Path) -> Result<(), BuildError> {
-    let file = fs::File::create(out).map_err(io(out))?;
-    let encoder = zstd::Encoder::new(file, 10).map_err(io(out))?;
+    let pack = |path: &Path, source| BuildError::Tree {
+        path: path.to_owned(),
+        source,
+    };
+    let file = fs::File::create(out)?;
+    let encoder = zstd::Encoder::new(file, 10).map_err(|e| pack(root, e))?;
     let mut builder = tar::Builder::new(encoder);
     builder.mode(tar::HeaderMode::Deterministic);
     builder.follow_symlinks(false);
@@ -235,23 +237,20 @@ pub fn write_host_tree(root: &Path, out: &Path) -> Result<(), BuildError> {
         let path = root.join(&relative);
         builder
             .append_path_with_name(&path, &relative)
-            .map_err(io(&path))?;
+            .map_err(|e| pack(&path, e))?;
     }
-    let encoder = builder.into_inner().map_err(io(out))?;
-    encoder.finish().map_err(io(out))?;
+    let encoder = builder.into_inner().map_err(|e| pack(root, e))?;
+    encoder.finish().map_err(|e| pack(root, e))?;
     Ok(())
 }
 
 fn collect(root: &Path, relative: &Path, out: &mut Vec<PathBuf>) -> Result<(), BuildError> {
     let dir = root.join(relative);
-    let mut entries: Vec<_> = fs::read_dir(&dir)
-        .map_err(io(&dir))?
-        .collect::<Result<_, _>>()
-        .map_err(io(&dir))?;
+    let mut entries: Vec<_> = fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let child = relative.join(entry.file_name());
-        let kind = entry.file_type().map_err(io(&dir))?;
+        let kind = entry.file_type()?;
         out.push(child.clone());
         if kind.is_dir() {
             collect(root, &child, out)?;

@@ -202,8 +202,7 @@ fn add_command(
     let mut files = Vec::new();
     for artifact in artifacts {
         if artifact.is_dir() {
-            let name = artifact
-                .canonicalize()?
+            let name = fs_err::canonicalize(&artifact)?
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "tree".into());

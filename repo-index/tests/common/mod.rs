@@ -1,14 +1,20 @@
-//! Inputs for the repository tests: small archives and host trees.
+//! What the repository tests share: small archives and host trees as
+//! inputs, and `kpack-repo` run in a workspace with its own key pair.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
+use fs_err as fs;
+use kpack_repo_index::{RootIndex, Shard};
+use kpack_test_support::run;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 
 /// A small archive for `targets` of processor `name`.
 pub fn archive(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
     let path = dir.join(format!("rocm_{name}.kpack"));
-    let file = std::fs::File::create(&path).unwrap();
+    let file = fs::File::create(&path).unwrap();
     let options = ArchiveOptions {
         group: "rocm".into(),
         family: name.into(),
@@ -49,6 +55,151 @@ pub fn host_tree(dir: &Path) -> PathBuf {
     data[..5].copy_from_slice(b"hello");
     tar.extend_from_slice(&data);
     tar.extend_from_slice(&[0u8; 1024]);
-    std::fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();
+    fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();
     path
+}
+
+/// The artifacts of a small rocm-rand in `dir`: a host tree and a gfx90a
+/// archive.
+pub fn rocm_rand_artifacts(dir: &Path) -> [PathBuf; 2] {
+    [host_tree(dir), archive(dir, "gfx90a", &["gfx90a:xnack-"])]
+}
+
+/// The shard of `package` that the root of the repository at `repo` names.
+pub fn published_shard(repo: &Path, package: &str) -> Shard {
+    let root = RootIndex::parse(
+        "index.toml",
+        &fs::read_to_string(repo.join("index.toml")).unwrap(),
+    )
+    .unwrap();
+    let name = package.parse().unwrap();
+    let path = root.packages[&name].shard_path(&name);
+    Shard::parse(
+        "shard",
+        &fs::read_to_string(repo.join(path.as_str())).unwrap(),
+    )
+    .unwrap()
+}
+
+/// `kpack-repo`, with no password from the environment.
+pub fn kpack_repo() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kpack-repo"));
+    command.env_remove("KPACK_REPO_PASSWORD");
+    command
+}
+
+/// Runs `command`, which must fail with exit code 1; its stderr.
+pub fn refused(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{command:?}: {stderr}");
+    stderr
+}
+
+/// `kpack-repo build` of the rocRAND manifest from Debian's package into
+/// `repo`, signed with `secret`.
+pub fn build_rocm_rand(repo: &Path, secret: &Path) -> Command {
+    let mut command = kpack_repo();
+    command
+        .arg("build")
+        .arg(repo)
+        .arg(kpack_test_support::workspace().join("manifests/rocm-rand.toml"))
+        .arg("--sources")
+        .arg(kpack_test_support::fixtures().join("debian"))
+        .arg("--key")
+        .arg(secret);
+    command
+}
+
+/// A temporary directory with an unencrypted key pair made by `kpack-repo
+/// keygen` (`key` without extension), a repository path and a directory
+/// for inputs.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub key: PathBuf,
+    pub repo: PathBuf,
+    pub inputs: PathBuf,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("repo");
+        run(kpack_repo().arg("keygen").arg(&key).arg("--unencrypted"));
+        let repo = dir.path().join("rocm");
+        let inputs = dir.path().join("inputs");
+        fs::create_dir_all(&inputs).unwrap();
+        Workspace {
+            dir,
+            key,
+            repo,
+            inputs,
+        }
+    }
+
+    pub fn secret_key(&self) -> PathBuf {
+        self.key.with_extension("key")
+    }
+
+    pub fn public_key(&self) -> PathBuf {
+        self.key.with_extension("pub")
+    }
+
+    /// `kpack-repo add` of `artifacts` as `package` `version`, signed.
+    pub fn add(&self, package: &str, version: &str, artifacts: &[PathBuf]) -> Command {
+        let mut command = kpack_repo();
+        command
+            .arg("add")
+            .arg(&self.repo)
+            .args([package, version])
+            .args(artifacts)
+            .arg("--key")
+            .arg(self.secret_key());
+        command
+    }
+
+    /// `kpack-repo index` of the repository, signed.
+    pub fn index(&self) -> Command {
+        self.with_secret_key("index")
+    }
+
+    /// `kpack-repo sign` of the repository.
+    pub fn sign(&self) -> Command {
+        self.with_secret_key("sign")
+    }
+
+    fn with_secret_key(&self, subcommand: &str) -> Command {
+        let mut command = kpack_repo();
+        command
+            .arg(subcommand)
+            .arg(&self.repo)
+            .arg("--key")
+            .arg(self.secret_key());
+        command
+    }
+
+    /// `kpack-repo verify` of `repo` (a directory or URL) with the public
+    /// key.
+    pub fn verify(&self, repo: impl AsRef<OsStr>) -> Command {
+        let mut command = kpack_repo();
+        command
+            .arg("verify")
+            .arg(repo)
+            .arg("--pubkey")
+            .arg(self.public_key());
+        command
+    }
+
+    /// `kpack-repo mirror` of `upstream` (a directory or URL) into `dest`,
+    /// checked with the public key.
+    pub fn mirror(&self, upstream: impl AsRef<OsStr>, dest: &Path) -> Command {
+        let mut command = kpack_repo();
+        command
+            .arg("mirror")
+            .arg(upstream)
+            .arg(dest)
+            .arg("--pubkey")
+            .arg(self.public_key());
+        command
+    }
 }

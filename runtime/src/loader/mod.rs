@@ -247,7 +247,7 @@ impl Loader {
                     pattern.file_name().and_then(|n| n.to_str()).unwrap_or(""),
                 )
             };
-            let Ok(entries) = std::fs::read_dir(if dir.as_os_str().is_empty() {
+            let Ok(entries) = fs_err::read_dir(if dir.as_os_str().is_empty() {
                 Path::new(".")
             } else {
                 dir
@@ -326,7 +326,7 @@ impl Loader {
             }
             Err(error) => {
                 self.log(|| match &error {
-                    Error::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::Open(source) if source.kind() == std::io::ErrorKind::NotFound => {
                         format!("{}: not found", path.display())
                     }
                     _ => Report(&error).to_string(),

@@ -5,9 +5,9 @@ mod toc;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 
 use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
@@ -61,17 +61,8 @@ impl Archive {
     /// Opens and validates the archive at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| Error::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let len = file
-            .metadata()
-            .map_err(|source| Error::Read {
-                path: path.to_owned(),
-                source,
-            })?
-            .len();
+        let file = fs::File::open(path).map_err(Error::Open)?;
+        let len = file.metadata().map_err(Error::Open)?.len();
         let format_error = |offset: u64, problem| Error::Format {
             path: path.to_owned(),
             offset,
@@ -84,7 +75,7 @@ impl Archive {
         // every reader of memory-mapped files, we rely on the file not being
         // truncated while open; archives are replaced by rename, never
         // rewritten in place.
-        let map = unsafe { Mmap::map(&file) }.map_err(|source| Error::Read {
+        let map = unsafe { Mmap::map(file.file()) }.map_err(|source| Error::Read {
             path: path.to_owned(),
             source,
         })?;
