@@ -29,6 +29,14 @@ pub struct PathError {
     pub source: io::Error,
 }
 
+/// For callers whose errors are I/O errors: the kind stays, the message
+/// still names the file, and the cause stays the source.
+impl From<PathError> for io::Error {
+    fn from(error: PathError) -> io::Error {
+        io::Error::new(error.source.kind(), error)
+    }
+}
+
 impl PathError {
     fn at(path: &Path) -> impl FnOnce(io::Error) -> PathError + '_ {
         move |source| PathError {

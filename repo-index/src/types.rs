@@ -537,7 +537,12 @@ mod tests {
     #[test]
     fn listed_names_are_targets_or_families() {
         let listed = |text: &str| text.parse::<Listed>().unwrap();
-        for target in ["gfx90a:xnack-", "gfx1100", "gfx11-generic", "gfx10-3-generic"] {
+        for target in [
+            "gfx90a:xnack-",
+            "gfx1100",
+            "gfx11-generic",
+            "gfx10-3-generic",
+        ] {
             assert!(matches!(listed(target), Listed::Target(_)), "{target}");
             assert_eq!(listed(target).to_string(), target);
         }

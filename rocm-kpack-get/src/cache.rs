@@ -103,7 +103,7 @@ impl Cache {
     pub fn commit(&self, sha256: &Sha256) -> io::Result<PathBuf> {
         let blob = self.blob(sha256);
         fs_err::rename(self.partial(sha256), &blob)?;
-        kpack_fs::sync_dir(&self.root.join("blobs")).map_err(path_error)?;
+        kpack_fs::sync_dir(&self.root.join("blobs"))?;
         let _ = fs_err::remove_file(self.partial_origin(sha256));
         Ok(blob)
     }
@@ -113,7 +113,7 @@ impl Cache {
     /// for every other file kpack-get writes.
     pub fn put(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<PathBuf> {
         let blob = self.blob(sha256);
-        kpack_fs::write_atomic(&blob, bytes).map_err(path_error)?;
+        kpack_fs::write_atomic(&blob, bytes)?;
         Ok(blob)
     }
 
@@ -140,9 +140,4 @@ impl Cache {
         }
         Ok(report)
     }
-}
-
-/// A write of kpack-fs's as an I/O error that still names its path.
-pub(crate) fn path_error(error: kpack_fs::PathError) -> io::Error {
-    io::Error::new(error.source.kind(), error)
 }

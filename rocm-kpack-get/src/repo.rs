@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use kpack_repo_index::sign::{verify_root, PublicKey, SignError};
 use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
 
-use crate::cache::{path_error, Cache};
+use crate::cache::Cache;
 use crate::client::{Client, ClientError, Mirror};
 use crate::config::RepoConfig;
 
@@ -371,5 +371,5 @@ impl Repo {
 
 /// Writes repository state atomically and durably.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RepoError> {
-    kpack_fs::write_atomic(path, bytes).map_err(|e| RepoError::State(path_error(e)))
+    kpack_fs::write_atomic(path, bytes).map_err(|e| RepoError::State(e.into()))
 }

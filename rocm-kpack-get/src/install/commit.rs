@@ -253,7 +253,7 @@ fn sync_filesystem(path: &Path) -> Result<(), InstallError> {
 }
 
 fn sync_dir(path: &Path) -> Result<(), InstallError> {
-    kpack_fs::sync_dir(path).map_err(|e| InstallError::Io(crate::cache::path_error(e)))
+    Ok(kpack_fs::sync_dir(path)?)
 }
 
 #[cfg(test)]
