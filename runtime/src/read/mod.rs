@@ -106,44 +106,14 @@ impl Archive {
     }
 
     fn from_map(path: PathBuf, map: Mmap, backing: Backing) -> Result<Archive> {
-        let format_error = |offset: u64, problem| Error::Format {
+        let located = |(offset, problem)| Error::Format {
             path: path.clone(),
             offset,
             problem,
         };
-        let file_len = map.len() as u64;
-        let header = RawHeader::decode(&map)
-            .ok_or_else(|| format_error(0, FormatProblem::TooShort { len: file_len }))?;
-        if header.magic != MAGIC {
-            return Err(format_error(
-                0,
-                FormatProblem::BadMagic {
-                    found: header.magic,
-                },
-            ));
-        }
-        if header.version != VERSION {
-            return Err(format_error(
-                4,
-                FormatProblem::UnsupportedVersion {
-                    version: header.version,
-                },
-            ));
-        }
-        let toc_offset = header.toc_offset;
-        if toc_offset < BLOB_REGION_OFFSET || toc_offset >= file_len {
-            return Err(format_error(
-                8,
-                FormatProblem::TocOffsetOutOfRange {
-                    toc_offset,
-                    file_len,
-                },
-            ));
-        }
-        let toc_start = toc_offset as usize;
-        let parsed = toc::parse(&map[toc_start..])
-            .map_err(|(at, problem)| format_error(toc_offset + at as u64, problem))?;
-
+        let toc_offset = check_header(&map).map_err(located)?;
+        let parsed = toc::parse(map.get(toc_offset as usize..).unwrap_or_default())
+            .map_err(|(at, problem)| located((toc_offset + at as u64, problem)))?;
         let blobs = match parsed.scheme {
             Scheme::None => blob_ranges(parsed.blobs.as_deref().unwrap_or_default(), toc_offset),
             Scheme::ZstdPerKernel => {
@@ -151,37 +121,9 @@ impl Archive {
                 frame_ranges(&map, backing, offset, size, toc_offset)
             }
         }
-        .map_err(|(at, problem)| format_error(at, problem))?;
-
-        let mut by_name = HashMap::with_capacity(parsed.binaries.len());
-        for (index, binary) in parsed.binaries.iter().enumerate() {
-            for kernel in &binary.kernels {
-                let target = &parsed.targets[kernel.target as usize];
-                let what = || format!("toc[{:?}][{:?}]", binary.name, target.to_string());
-                let blob = blobs.get(kernel.ordinal as usize).ok_or_else(|| {
-                    format_error(
-                        toc_offset,
-                        FormatProblem::OrdinalOutOfRange {
-                            what: what(),
-                            ordinal: kernel.ordinal,
-                            count: blobs.len(),
-                        },
-                    )
-                })?;
-                if parsed.scheme == Scheme::None && blob.size as u64 != kernel.original_size {
-                    return Err(format_error(
-                        toc_offset,
-                        FormatProblem::Mismatch {
-                            what: format!("{}.original_size", what()),
-                            expected: blob.size as u64,
-                            actual: kernel.original_size,
-                        },
-                    ));
-                }
-            }
-            by_name.insert(binary.name.clone(), index as u32);
-        }
-
+        .map_err(located)?;
+        let by_name =
+            index_kernels(&parsed, &blobs).map_err(|problem| located((toc_offset, problem)))?;
         Ok(Archive {
             path,
             map,
@@ -463,6 +405,67 @@ fn blob_ranges(blobs: &[toc::BlobEntry], toc_offset: u64) -> Result<Vec<BlobRang
             }
         })
         .collect()
+}
+
+/// Checks the fixed header (magic, version, where the TOC starts) and
+/// returns the TOC's offset.
+fn check_header(map: &[u8]) -> std::result::Result<u64, (u64, FormatProblem)> {
+    let file_len = map.len() as u64;
+    let header = RawHeader::decode(map).ok_or((0, FormatProblem::TooShort { len: file_len }))?;
+    if header.magic != MAGIC {
+        let found = header.magic;
+        return Err((0, FormatProblem::BadMagic { found }));
+    }
+    if header.version != VERSION {
+        let version = header.version;
+        return Err((4, FormatProblem::UnsupportedVersion { version }));
+    }
+    let toc_offset = header.toc_offset;
+    if toc_offset < BLOB_REGION_OFFSET || toc_offset >= file_len {
+        return Err((
+            8,
+            FormatProblem::TocOffsetOutOfRange {
+                toc_offset,
+                file_len,
+            },
+        ));
+    }
+    Ok(toc_offset)
+}
+
+/// Binary name to its index, once every kernel's ordinal names a blob (of
+/// the size the TOC says, when blobs are stored whole).
+fn index_kernels(
+    parsed: &toc::Toc,
+    blobs: &[BlobRange],
+) -> std::result::Result<HashMap<Box<str>, u32>, FormatProblem> {
+    let mut by_name = HashMap::with_capacity(parsed.binaries.len());
+    for (index, binary) in parsed.binaries.iter().enumerate() {
+        for kernel in &binary.kernels {
+            let target = parsed
+                .targets
+                .get(kernel.target as usize)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let what = || format!("toc[{:?}][{target:?}]", binary.name);
+            let blob = blobs.get(kernel.ordinal as usize).ok_or_else(|| {
+                FormatProblem::OrdinalOutOfRange {
+                    what: what(),
+                    ordinal: kernel.ordinal,
+                    count: blobs.len(),
+                }
+            })?;
+            if parsed.scheme == Scheme::None && blob.size as u64 != kernel.original_size {
+                return Err(FormatProblem::Mismatch {
+                    what: format!("{}.original_size", what()),
+                    expected: blob.size as u64,
+                    actual: kernel.original_size,
+                });
+            }
+        }
+        by_name.insert(binary.name.clone(), index as u32);
+    }
+    Ok(by_name)
 }
 
 /// Walks the zstd region's frame sizes, checking each frame lies inside it.
