@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rel, Rela, SectionHeader, Sym};
-use object::{Endianness, Object, ObjectSection};
+use object::{Endianness, FileKind, Object, ObjectSection};
 
 use super::{FATBIN_SECTION, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::bundle::{parse_fatbin, Bundle};
@@ -93,7 +93,7 @@ impl<'a> FatElf<'a> {
     /// file with a `.hip_fatbin` section (nothing to split), an error when
     /// it is one but cannot be split.
     pub fn parse(data: &'a [u8]) -> Result<Option<FatElf<'a>>, ElfError> {
-        if !data.starts_with(&elf::ELFMAG) || data.get(4) != Some(&elf::ELFCLASS64.0) {
+        if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
             return Ok(None);
         }
         let file =

@@ -18,9 +18,16 @@
 //! The result is a normal file: section headers are rewritten at the end
 //! with the new name in a new `.shstrtab`, existing section indices stay.
 
+use object::elf::{self, PF_R, PT_LOAD, PT_PHDR, SHF_ALLOC, SHT_NOBITS, SHT_NULL, SHT_PROGBITS};
+use object::read::elf::{ProgramHeader, SectionHeader};
+use object::{pod, U32, U64};
+
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::{FatElf, PointerSource};
-use super::records::*;
+use super::records::{
+    has_file_data, malformed, record_mut, section_records_mut, Ehdr, Phdr, Rela, SegmentEnds, Shdr,
+    Tables, LE,
+};
 use super::{HIPK_MAGIC, WRAPPER_SIZE};
 use crate::error::ElfError;
 
@@ -65,16 +72,17 @@ pub fn split_elf(
     marker: &[u8],
 ) -> Result<(Vec<u8>, SplitLayout), ElfError> {
     let page = fat.page_size;
-    let malformed = |message: String| ElfError::Malformed(message);
     let Tables {
         phoff,
         shstrndx,
         phdrs,
         mut shdrs,
     } = Tables::read(data)?;
-    let shstrtab = *shdrs
+    let old_names = shdrs
         .get(shstrndx)
-        .ok_or_else(|| malformed("no section name table".into()))?;
+        .ok_or_else(|| ElfError::Malformed("no section name table".into()))?
+        .data(LE, data)
+        .map_err(malformed)?;
 
     let segment_index = fat_segment(&phdrs, fat)?;
     let cut = Cut::plan(fat, page);
@@ -83,13 +91,9 @@ pub fn split_elf(
 
     let last_load = new_phdrs
         .iter()
-        .rposition(|p| p.p_type == PT_LOAD)
+        .rposition(|p| p.p_type(LE) == PT_LOAD)
         .unwrap_or(new_phdrs.len() - 1);
-    let table_len = ((new_phdrs.len() + 1) * PHDR_SIZE) as u64;
-    let names_start = shstrtab.sh_offset as usize;
-    let old_names = data
-        .get(names_start..names_start + shstrtab.sh_size as usize)
-        .ok_or_else(|| malformed("section name table past the end of the file".into()))?;
+    let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
     let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
 
     let (segment_vaddr, segment_offset, marker_at) = place_new_segment(
@@ -103,16 +107,7 @@ pub fn split_elf(
     let segment_len = marker_at + marker.len() as u64;
     new_phdrs.insert(
         last_load + 1,
-        Phdr {
-            p_type: PT_LOAD,
-            p_flags: PF_R,
-            p_offset: segment_offset,
-            p_vaddr: segment_vaddr,
-            p_paddr: segment_vaddr,
-            p_filesz: segment_len,
-            p_memsz: segment_len,
-            p_align: page,
-        },
+        read_only_segment(segment_offset, segment_vaddr, segment_len, page),
     );
 
     let mut out = cut_body(
@@ -138,9 +133,10 @@ pub fn split_elf(
 
     // Program headers, in place or in the new segment.
     let (table_offset, table_vaddr) = match layout {
-        Layout::InPlace | Layout::Evict(_) => {
-            (phoff, first_load.p_vaddr + (phoff - first_load.p_offset))
-        }
+        Layout::InPlace | Layout::Evict(_) => (
+            phoff,
+            first_load.p_vaddr(LE) + (phoff - first_load.p_offset(LE)),
+        ),
         Layout::MoveTable => (segment_offset, segment_vaddr),
     };
     let table = program_header_table(&mut new_phdrs, table_offset, table_vaddr);
@@ -151,8 +147,13 @@ pub fn split_elf(
         Layout::InPlace | Layout::Evict(_) => {
             out.extend_from_slice(&block);
             out.resize((segment_offset + marker_at) as usize, 0);
-            let at = phoff as usize;
-            out[at..at + table.len()].copy_from_slice(&table);
+            usize::try_from(phoff)
+                .ok()
+                .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
+                .ok_or_else(|| {
+                    ElfError::Malformed("program header table past the end of the file".into())
+                })?
+                .copy_from_slice(&table);
         }
         Layout::MoveTable => out.extend_from_slice(&table),
     }
@@ -162,18 +163,7 @@ pub fn split_elf(
         &mut out,
         &mut shdrs,
         (shstrndx, old_names),
-        Shdr {
-            sh_name: 0,
-            sh_type: SHT_PROGBITS,
-            sh_flags: SHF_ALLOC,
-            sh_addr: marker_address,
-            sh_offset: segment_offset + marker_at,
-            sh_size: marker.len() as u64,
-            sh_link: 0,
-            sh_info: 0,
-            sh_addralign: 1,
-            sh_entsize: 0,
-        },
+        marker_section(segment_offset + marker_at, marker_address, marker.len()),
     );
 
     write_table_places(
@@ -192,6 +182,37 @@ pub fn split_elf(
     ))
 }
 
+/// The new read-only load segment at `offset` and `vaddr`, `len` bytes.
+fn read_only_segment(offset: u64, vaddr: u64, len: u64, page: u64) -> Phdr {
+    Phdr {
+        p_type: U32::new(LE, PT_LOAD),
+        p_flags: U32::new(LE, PF_R),
+        p_offset: U64::new(LE, offset),
+        p_vaddr: U64::new(LE, vaddr),
+        p_paddr: U64::new(LE, vaddr),
+        p_filesz: U64::new(LE, len),
+        p_memsz: U64::new(LE, len),
+        p_align: U64::new(LE, page),
+    }
+}
+
+/// The marker's section header (its name is set when the name table is
+/// written).
+fn marker_section(offset: u64, address: u64, len: usize) -> Shdr {
+    Shdr {
+        sh_name: U32::new(LE, 0),
+        sh_type: U32::new(LE, SHT_PROGBITS),
+        sh_flags: U64::new(LE, SHF_ALLOC),
+        sh_addr: U64::new(LE, address),
+        sh_offset: U64::new(LE, offset),
+        sh_size: U64::new(LE, len as u64),
+        sh_link: U32::new(LE, 0),
+        sh_info: U32::new(LE, 0),
+        sh_addralign: U64::new(LE, 1),
+        sh_entsize: U64::new(LE, 0),
+    }
+}
+
 /// The new segment's address, file offset and where the marker goes in
 /// it: past every other load segment, page-aligned in memory and in the
 /// file (congruent with the moved block, if any), after the moved block or
@@ -206,7 +227,7 @@ fn place_new_segment(
     let vaddr = round_up(
         phdrs
             .iter()
-            .filter(|p| p.p_type == PT_LOAD)
+            .filter(|p| p.p_type(LE) == PT_LOAD)
             .map(Phdr::memory_end)
             .max()
             .unwrap_or(0),
@@ -243,10 +264,10 @@ fn cut_body(data: &[u8], fat: &FatElf<'_>, cut: &Cut, capacity: usize) -> Vec<u8
 fn shift_sections(shdrs: &mut [Shdr], fat: &FatElf<'_>, cut: &Cut) {
     for (index, section) in shdrs.iter_mut().enumerate() {
         if index == fat.fatbin.index {
-            section.sh_type = SHT_NOBITS;
-            section.sh_offset = fat.fatbin.offset;
-        } else if section.sh_type != SHT_NULL {
-            section.sh_offset = cut.shift(section.sh_offset);
+            section.sh_type.set(LE, SHT_NOBITS);
+            section.sh_offset.set(LE, fat.fatbin.offset);
+        } else if section.sh_type(LE) != SHT_NULL {
+            section.sh_offset.set(LE, cut.shift(section.sh_offset(LE)));
         }
     }
 }
@@ -265,12 +286,20 @@ fn evict(
     let delta = vaddr - eviction.address;
     let file_delta = offset - eviction.start;
     relocate_references(out, shdrs, new_phdrs, eviction, delta, file_delta)?;
-    let range = eviction.start as usize..eviction.end as usize;
-    let bytes = out[range.clone()].to_vec();
-    out[range].fill(0);
+    let block = usize::try_from(eviction.start)
+        .ok()
+        .zip(usize::try_from(eviction.end).ok())
+        .and_then(|(start, end)| out.get_mut(start..end))
+        .ok_or_else(|| ElfError::Malformed("moved sections past the end of the file".into()))?;
+    let bytes = block.to_vec();
+    block.fill(0);
     for &index in &eviction.sections {
-        shdrs[index].sh_addr += delta;
-        shdrs[index].sh_offset += file_delta;
+        if let Some(section) = shdrs.get_mut(index) {
+            section.sh_addr.set(LE, section.sh_addr(LE) + delta);
+            section
+                .sh_offset
+                .set(LE, section.sh_offset(LE) + file_delta);
+        }
     }
     Ok(bytes)
 }
@@ -278,19 +307,15 @@ fn evict(
 /// The encoded program header table, its `PT_PHDR` entry pointing at
 /// where it goes.
 fn program_header_table(phdrs: &mut [Phdr], offset: u64, vaddr: u64) -> Vec<u8> {
-    let len = (phdrs.len() * PHDR_SIZE) as u64;
-    for phdr in phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
-        phdr.p_offset = offset;
-        phdr.p_vaddr = vaddr;
-        phdr.p_paddr = vaddr;
-        phdr.p_filesz = len;
-        phdr.p_memsz = len;
+    let len = size_of_val(phdrs) as u64;
+    for phdr in phdrs.iter_mut().filter(|p| p.p_type(LE) == PT_PHDR) {
+        phdr.p_offset.set(LE, offset);
+        phdr.p_vaddr.set(LE, vaddr);
+        phdr.p_paddr.set(LE, vaddr);
+        phdr.p_filesz.set(LE, len);
+        phdr.p_memsz.set(LE, len);
     }
-    let mut table = Vec::with_capacity(len as usize);
-    for phdr in phdrs.iter() {
-        phdr.encode(&mut table);
-    }
-    table
+    pod::bytes_of_slice(phdrs).to_vec()
 }
 
 /// Points the ELF header at the program and section header tables.
@@ -299,15 +324,19 @@ fn write_table_places(
     (phoff, phnum): (u64, usize),
     (shoff, shnum): (u64, usize),
 ) -> Result<(), ElfError> {
-    let phnum =
-        u16::try_from(phnum).map_err(|_| ElfError::Malformed("too many program headers".into()))?;
-    let shnum =
-        u16::try_from(shnum).map_err(|_| ElfError::Malformed("too many sections".into()))?;
-    write_u64(out, E_PHOFF, phoff);
-    write_u16(out, E_PHNUM, phnum);
-    write_u64(out, E_SHOFF, shoff);
-    write_u16(out, E_SHNUM, shnum);
-    debug_assert!(EHDR_SIZE <= out.len());
+    let phnum = u16::try_from(phnum)
+        .ok()
+        .filter(|&n| n < elf::PN_XNUM)
+        .ok_or_else(|| ElfError::Malformed("too many program headers".into()))?;
+    let shnum = u16::try_from(shnum)
+        .ok()
+        .filter(|&n| n < elf::SHN_LORESERVE)
+        .ok_or_else(|| ElfError::Malformed("too many sections".into()))?;
+    let header = record_mut::<Ehdr>(out, 0)?;
+    header.e_phoff.set(LE, phoff);
+    header.e_phnum.set(LE, phnum);
+    header.e_shoff.set(LE, shoff);
+    header.e_shnum.set(LE, shnum);
     Ok(())
 }
 
@@ -318,12 +347,16 @@ fn fat_segment(phdrs: &[Phdr], fat: &FatElf<'_>) -> Result<usize, ElfError> {
     let (f0, f1) = (fatbin.address, fatbin.address + fatbin.size);
     let index = phdrs
         .iter()
-        .position(|p| p.p_type == PT_LOAD && p.p_vaddr <= f0 && f1 <= p.p_vaddr + p.p_filesz)
+        .position(|p| {
+            p.p_type(LE) == PT_LOAD
+                && p.p_vaddr(LE) <= f0
+                && f1 <= p.p_vaddr(LE).saturating_add(p.p_filesz(LE))
+        })
         .ok_or_else(|| {
             ElfError::Malformed(".hip_fatbin is not inside the file image of a load segment".into())
         })?;
-    let segment = phdrs[index];
-    if fatbin.offset - segment.p_offset != f0 - segment.p_vaddr {
+    let segment = &phdrs[index];
+    if fatbin.offset.checked_sub(segment.p_offset(LE)) != Some(f0 - segment.p_vaddr(LE)) {
         return Err(ElfError::Malformed(
             ".hip_fatbin's offset does not match its address".into(),
         ));
@@ -343,43 +376,47 @@ fn split_segments(
 ) -> Result<Vec<Phdr>, ElfError> {
     let segment = phdrs[segment_index];
     let (f0, f1) = (fat.fatbin.address, fat.fatbin.address + fat.fatbin.size);
+    let (vaddr, memsz) = (segment.p_vaddr(LE), segment.p_memsz(LE));
     let next_start = shdrs
         .iter()
         .filter(|s| {
-            s.sh_flags & SHF_ALLOC != 0
-                && s.sh_addr >= f1
-                && s.sh_addr < segment.memory_end()
-                && s.sh_size > 0
+            s.sh_flags(LE).contains(SHF_ALLOC)
+                && s.sh_addr(LE) >= f1
+                && s.sh_addr(LE) < segment.memory_end()
+                && s.sh_size(LE) > 0
         })
-        .map(|s| s.sh_addr)
+        .map(|s| s.sh_addr(LE))
         .min();
     let mut new_phdrs: Vec<Phdr> = Vec::with_capacity(phdrs.len() + 2);
     for (index, phdr) in phdrs.iter().enumerate() {
         if index == segment_index {
-            new_phdrs.push(Phdr {
-                p_filesz: f0 - segment.p_vaddr,
-                p_memsz: match next_start {
-                    Some(_) => f1 - segment.p_vaddr,
-                    None => segment.p_memsz.max(f1 - segment.p_vaddr),
+            let mut head = segment;
+            head.p_filesz.set(LE, f0 - vaddr);
+            head.p_memsz.set(
+                LE,
+                match next_start {
+                    Some(_) => f1 - vaddr,
+                    None => memsz.max(f1 - vaddr),
                 },
-                ..segment
-            });
+            );
+            new_phdrs.push(head);
             if let Some(start) = next_start {
-                let delta = start - segment.p_vaddr;
-                new_phdrs.push(Phdr {
-                    p_offset: cut.shift(segment.p_offset + delta),
-                    p_vaddr: start,
-                    p_paddr: segment.p_paddr + delta,
-                    p_filesz: segment.p_filesz.saturating_sub(delta),
-                    p_memsz: segment.p_memsz - delta,
-                    ..segment
-                });
+                let delta = start - vaddr;
+                let mut tail = segment;
+                tail.p_offset
+                    .set(LE, cut.shift(segment.p_offset(LE) + delta));
+                tail.p_vaddr.set(LE, start);
+                tail.p_paddr.set(LE, segment.p_paddr(LE) + delta);
+                tail.p_filesz
+                    .set(LE, segment.p_filesz(LE).saturating_sub(delta));
+                tail.p_memsz.set(LE, memsz - delta);
+                new_phdrs.push(tail);
             }
             continue;
         }
         if cut.removed > 0
-            && phdr.p_filesz > 0
-            && phdr.p_offset < cut.end
+            && phdr.p_filesz(LE) > 0
+            && phdr.p_offset(LE) < cut.end
             && phdr.file_end() > cut.start
         {
             return Err(ElfError::Malformed(format!(
@@ -387,7 +424,7 @@ fn split_segments(
             )));
         }
         let mut phdr = *phdr;
-        phdr.p_offset = cut.shift(phdr.p_offset);
+        phdr.p_offset.set(LE, cut.shift(phdr.p_offset(LE)));
         new_phdrs.push(phdr);
     }
     Ok(new_phdrs)
@@ -405,18 +442,18 @@ fn choose_layout(
 ) -> Result<(Layout, Phdr), ElfError> {
     let first_load = *phdrs
         .iter()
-        .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff && phoff < p.file_end())
+        .find(|p| p.p_type(LE) == PT_LOAD && p.p_offset(LE) <= phoff && phoff < p.file_end())
         .ok_or_else(|| ElfError::Malformed("no load segment maps the program headers".into()))?;
     // Room to grow in place: up to the first byte anything else uses.
     let first_content = shdrs
         .iter()
-        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff)
-        .map(|s| s.sh_offset)
+        .filter(|s| has_file_data(s) && s.sh_size(LE) > 0 && s.sh_offset(LE) > phoff)
+        .map(|s| s.sh_offset(LE))
         .chain(
             phdrs
                 .iter()
-                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff)
-                .map(|p| p.p_offset),
+                .filter(|p| p.p_type(LE) != PT_PHDR && p.p_offset(LE) > phoff)
+                .map(|p| p.p_offset(LE)),
         )
         .min()
         .unwrap_or(u64::MAX);
@@ -426,7 +463,7 @@ fn choose_layout(
     let layout = match Eviction::plan(
         shdrs,
         old_names,
-        &dynamic_addresses(data, shdrs),
+        &dynamic_addresses(data, shdrs)?,
         phoff,
         phoff + table_len,
     ) {
@@ -436,43 +473,6 @@ fn choose_layout(
         _ => Layout::MoveTable,
     };
     Ok((layout, first_load))
-}
-
-/// The program and section header tables of the input.
-struct Tables {
-    phoff: u64,
-    shstrndx: usize,
-    phdrs: Vec<Phdr>,
-    shdrs: Vec<Shdr>,
-}
-
-impl Tables {
-    fn read(data: &[u8]) -> Result<Tables, ElfError> {
-        let phoff = read_u64(data, E_PHOFF)?;
-        let phnum = read_u16(data, E_PHNUM)? as usize;
-        let shoff = read_u64(data, E_SHOFF)? as usize;
-        let shnum = read_u16(data, E_SHNUM)? as usize;
-        let shstrndx = read_u16(data, E_SHSTRNDX)? as usize;
-        if read_u16(data, E_PHENTSIZE)? as usize != PHDR_SIZE
-            || read_u16(data, E_SHENTSIZE)? as usize != SHDR_SIZE
-        {
-            return Err(ElfError::Malformed(
-                "unexpected program or section header entry size".into(),
-            ));
-        }
-        let phdrs = (0..phnum)
-            .map(|i| Phdr::read(data, phoff as usize + i * PHDR_SIZE))
-            .collect::<Result<Vec<_>, _>>()?;
-        let shdrs = (0..shnum)
-            .map(|i| Shdr::read(data, shoff + i * SHDR_SIZE))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Tables {
-            phoff,
-            shstrndx,
-            phdrs,
-            shdrs,
-        })
-    }
 }
 
 /// The file bytes that leave: the whole pages inside `.hip_fatbin`.
@@ -518,10 +518,11 @@ impl Cut {
             return Ok(());
         }
         for (index, section) in shdrs.iter().enumerate() {
-            if index == fatbin || !section.has_file_data() || section.sh_size == 0 {
+            if index == fatbin || !has_file_data(section) || section.sh_size(LE) == 0 {
                 continue;
             }
-            let (start, end) = (section.sh_offset, section.sh_offset + section.sh_size);
+            let start = section.sh_offset(LE);
+            let end = start.saturating_add(section.sh_size(LE));
             if start < self.end && end > self.start {
                 return Err(ElfError::Malformed(format!(
                     "section {index} overlaps the device code being removed"
@@ -543,10 +544,10 @@ fn point_wrappers_at(
 ) -> Result<(), ElfError> {
     debug_assert_eq!(WRAPPER_SIZE, 24);
     for wrapper in &fat.wrappers {
-        let at = cut.shift(wrapper.file_offset) as usize;
-        write_u32(out, at, HIPK_MAGIC);
-        write_u64(out, at + 8, marker_address);
-        write_u64(out, at + 16, wrapper.bundle as u64);
+        let at = cut.shift(wrapper.file_offset);
+        *record_mut(out, at)? = U32::new(LE, HIPK_MAGIC);
+        *record_mut(out, at + 8)? = U64::new(LE, marker_address);
+        *record_mut(out, at + 16)? = U64::new(LE, wrapper.bundle as u64);
         match wrapper.pointer {
             PointerSource::Rela {
                 section,
@@ -557,9 +558,16 @@ fn point_wrappers_at(
                 let rela = shdrs.get(section).ok_or_else(|| {
                     ElfError::Malformed(format!("relocation section {section} vanished"))
                 })?;
-                let entry = rela.sh_offset as usize + index * RELA_SIZE;
                 let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
-                write_u64(out, entry + 16, addend);
+                section_records_mut::<Rela>(out, rela)?
+                    .get_mut(index)
+                    .ok_or_else(|| {
+                        ElfError::Malformed(format!(
+                            "relocation {index} of section {section} vanished"
+                        ))
+                    })?
+                    .r_addend
+                    .set(LE, addend as i64);
             }
             // The value in the file is the implicit addend (REL, RELR) or
             // the address itself (ET_EXEC): both were written above.
@@ -578,17 +586,17 @@ fn append_section_headers(
     mut marker: Shdr,
 ) -> u64 {
     let mut names = old_names.to_vec();
-    marker.sh_name = names.len() as u32;
+    marker.sh_name.set(LE, names.len() as u32);
     names.extend_from_slice(MARKER_SECTION.as_bytes());
     names.push(0);
-    shdrs[shstrndx].sh_offset = out.len() as u64;
-    shdrs[shstrndx].sh_size = names.len() as u64;
+    if let Some(table) = shdrs.get_mut(shstrndx) {
+        table.sh_offset.set(LE, out.len() as u64);
+        table.sh_size.set(LE, names.len() as u64);
+    }
     out.extend_from_slice(&names);
     shdrs.push(marker);
     out.resize(round_up(out.len() as u64, 8) as usize, 0);
     let offset = out.len() as u64;
-    for section in shdrs.iter() {
-        section.encode(out);
-    }
+    out.extend_from_slice(pod::bytes_of_slice(shdrs));
     offset
 }
