@@ -56,6 +56,20 @@ enum Layout {
     MoveTable,
 }
 
+impl Layout {
+    /// The program header table's file offset and address: where it was
+    /// (`phoff`, mapped by `first_load`), or the start of the new segment.
+    fn table_place(&self, phoff: u64, first_load: &Phdr, segment: &NewSegment) -> (u64, u64) {
+        match self {
+            Layout::InPlace | Layout::Evict(_) => (
+                phoff,
+                first_load.p_vaddr(LE) + (phoff - first_load.p_offset(LE)),
+            ),
+            Layout::MoveTable => (segment.offset, segment.vaddr),
+        }
+    }
+}
+
 fn round_up(value: u64, align: u64) -> u64 {
     value.div_ceil(align) * align
 }
@@ -89,33 +103,15 @@ pub fn split_elf(
     cut.check_free(&shdrs, fat.fatbin.index)?;
     let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
 
-    let last_load = new_phdrs
-        .iter()
-        .rposition(|p| p.p_type(LE) == PT_LOAD)
-        .unwrap_or(new_phdrs.len() - 1);
     let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
     let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
+    let body_len = data.len() as u64 - cut.removed;
+    let segment = NewSegment::place(&phdrs, &layout, body_len, page, table_len);
+    let marker_address = segment.marker_address();
+    insert_after_last_load(&mut new_phdrs, segment.header(marker.len(), page));
 
-    let (segment_vaddr, segment_offset, marker_at) = place_new_segment(
-        &phdrs,
-        &layout,
-        data.len() as u64 - cut.removed,
-        page,
-        table_len,
-    );
-    let marker_address = segment_vaddr + marker_at;
-    let segment_len = marker_at + marker.len() as u64;
-    new_phdrs.insert(
-        last_load + 1,
-        read_only_segment(segment_offset, segment_vaddr, segment_len, page),
-    );
-
-    let mut out = cut_body(
-        data,
-        fat,
-        &cut,
-        (segment_offset + segment_len) as usize + 4096,
-    );
+    let capacity = (segment.offset + segment.len(marker.len())) as usize + 4096;
+    let mut out = cut_body(data, fat, &cut, capacity);
     shift_sections(&mut shdrs, fat, &cut);
 
     point_wrappers_at(&mut out, fat, &shdrs, &cut, marker_address)?;
@@ -126,46 +122,21 @@ pub fn split_elf(
             &mut shdrs,
             &mut new_phdrs,
             eviction,
-            (segment_vaddr, segment_offset),
+            (segment.vaddr, segment.offset),
         )?,
         Layout::InPlace | Layout::MoveTable => Vec::new(),
     };
 
-    // Program headers, in place or in the new segment.
-    let (table_offset, table_vaddr) = match layout {
-        Layout::InPlace | Layout::Evict(_) => (
-            phoff,
-            first_load.p_vaddr(LE) + (phoff - first_load.p_offset(LE)),
-        ),
-        Layout::MoveTable => (segment_offset, segment_vaddr),
-    };
+    let (table_offset, table_vaddr) = layout.table_place(phoff, &first_load, &segment);
     let table = program_header_table(&mut new_phdrs, table_offset, table_vaddr);
-
-    // The new segment: the moved block or the table, then the marker.
-    out.resize(segment_offset as usize, 0);
-    match layout {
-        Layout::InPlace | Layout::Evict(_) => {
-            out.extend_from_slice(&block);
-            out.resize((segment_offset + marker_at) as usize, 0);
-            usize::try_from(phoff)
-                .ok()
-                .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
-                .ok_or_else(|| {
-                    ElfError::Malformed("program header table past the end of the file".into())
-                })?
-                .copy_from_slice(&table);
-        }
-        Layout::MoveTable => out.extend_from_slice(&table),
-    }
-    out.extend_from_slice(marker);
+    segment.write(&mut out, &layout, (phoff, &table), &block, marker)?;
 
     let new_shoff = append_section_headers(
         &mut out,
         &mut shdrs,
         (shstrndx, old_names),
-        marker_section(segment_offset + marker_at, marker_address, marker.len()),
+        segment.marker_section(marker.len()),
     );
-
     write_table_places(
         &mut out,
         (table_offset, new_phdrs.len()),
@@ -182,69 +153,135 @@ pub fn split_elf(
     ))
 }
 
-/// The new read-only load segment at `offset` and `vaddr`, `len` bytes.
-fn read_only_segment(offset: u64, vaddr: u64, len: u64, page: u64) -> Phdr {
-    Phdr {
-        p_type: U32::new(LE, PT_LOAD),
-        p_flags: U32::new(LE, PF_R),
-        p_offset: U64::new(LE, offset),
-        p_vaddr: U64::new(LE, vaddr),
-        p_paddr: U64::new(LE, vaddr),
-        p_filesz: U64::new(LE, len),
-        p_memsz: U64::new(LE, len),
-        p_align: U64::new(LE, page),
-    }
+/// Inserts `segment` after the last load segment, keeping them in address
+/// order.
+fn insert_after_last_load(phdrs: &mut Vec<Phdr>, segment: Phdr) {
+    let last_load = phdrs
+        .iter()
+        .rposition(|p| p.p_type(LE) == PT_LOAD)
+        .unwrap_or(phdrs.len().saturating_sub(1));
+    phdrs.insert((last_load + 1).min(phdrs.len()), segment);
 }
 
-/// The marker's section header (its name is set when the name table is
-/// written).
-fn marker_section(offset: u64, address: u64, len: usize) -> Shdr {
-    Shdr {
-        sh_name: U32::new(LE, 0),
-        sh_type: U32::new(LE, SHT_PROGBITS),
-        sh_flags: U64::new(LE, SHF_ALLOC),
-        sh_addr: U64::new(LE, address),
-        sh_offset: U64::new(LE, offset),
-        sh_size: U64::new(LE, len as u64),
-        sh_link: U32::new(LE, 0),
-        sh_info: U32::new(LE, 0),
-        sh_addralign: U64::new(LE, 1),
-        sh_entsize: U64::new(LE, 0),
-    }
+/// The read-only load segment added past every other one, holding the
+/// marker after the moved block or the table when it holds one.
+#[derive(Debug, Clone, Copy)]
+struct NewSegment {
+    vaddr: u64,
+    offset: u64,
+    /// Where the marker starts in the segment.
+    marker_at: u64,
 }
 
-/// The new segment's address, file offset and where the marker goes in
-/// it: past every other load segment, page-aligned in memory and in the
-/// file (congruent with the moved block, if any), after the moved block or
-/// the table when it holds one.
-fn place_new_segment(
-    phdrs: &[Phdr],
-    layout: &Layout,
-    body_len: u64,
-    page: u64,
-    table_len: u64,
-) -> (u64, u64, u64) {
-    let vaddr = round_up(
-        phdrs
-            .iter()
-            .filter(|p| p.p_type(LE) == PT_LOAD)
-            .map(Phdr::memory_end)
-            .max()
-            .unwrap_or(0),
-        page,
-    );
-    let offset = round_up(body_len, page);
-    match layout {
-        Layout::InPlace => (vaddr, offset, 0),
-        Layout::Evict(eviction) => {
-            let skew = eviction.address % page;
-            (
-                vaddr + skew,
-                offset + skew,
-                round_up(eviction.end - eviction.start, 8),
-            )
+impl NewSegment {
+    /// Places the segment past every other load segment, page-aligned in
+    /// memory and in the file (congruent with the moved block, if any),
+    /// the file body being `body_len` bytes.
+    fn place(
+        phdrs: &[Phdr],
+        layout: &Layout,
+        body_len: u64,
+        page: u64,
+        table_len: u64,
+    ) -> NewSegment {
+        let vaddr = round_up(
+            phdrs
+                .iter()
+                .filter(|p| p.p_type(LE) == PT_LOAD)
+                .map(Phdr::memory_end)
+                .max()
+                .unwrap_or(0),
+            page,
+        );
+        let offset = round_up(body_len, page);
+        let (vaddr, offset, marker_at) = match layout {
+            Layout::InPlace => (vaddr, offset, 0),
+            Layout::Evict(eviction) => {
+                let skew = eviction.address % page;
+                (
+                    vaddr + skew,
+                    offset + skew,
+                    round_up(eviction.end - eviction.start, 8),
+                )
+            }
+            Layout::MoveTable => (vaddr, offset, table_len),
+        };
+        NewSegment {
+            vaddr,
+            offset,
+            marker_at,
         }
-        Layout::MoveTable => (vaddr, offset, table_len),
+    }
+
+    fn marker_address(&self) -> u64 {
+        self.vaddr + self.marker_at
+    }
+
+    /// Its length with a marker of `marker_len` bytes.
+    fn len(&self, marker_len: usize) -> u64 {
+        self.marker_at + marker_len as u64
+    }
+
+    /// Its program header.
+    fn header(&self, marker_len: usize, page: u64) -> Phdr {
+        let len = self.len(marker_len);
+        Phdr {
+            p_type: U32::new(LE, PT_LOAD),
+            p_flags: U32::new(LE, PF_R),
+            p_offset: U64::new(LE, self.offset),
+            p_vaddr: U64::new(LE, self.vaddr),
+            p_paddr: U64::new(LE, self.vaddr),
+            p_filesz: U64::new(LE, len),
+            p_memsz: U64::new(LE, len),
+            p_align: U64::new(LE, page),
+        }
+    }
+
+    /// The marker's section header (its name is set when the name table
+    /// is written).
+    fn marker_section(&self, marker_len: usize) -> Shdr {
+        Shdr {
+            sh_name: U32::new(LE, 0),
+            sh_type: U32::new(LE, SHT_PROGBITS),
+            sh_flags: U64::new(LE, SHF_ALLOC),
+            sh_addr: U64::new(LE, self.marker_address()),
+            sh_offset: U64::new(LE, self.offset + self.marker_at),
+            sh_size: U64::new(LE, marker_len as u64),
+            sh_link: U32::new(LE, 0),
+            sh_info: U32::new(LE, 0),
+            sh_addralign: U64::new(LE, 1),
+            sh_entsize: U64::new(LE, 0),
+        }
+    }
+
+    /// Appends the segment to the body `out`: the moved block or the
+    /// program header `table`, then the marker. A table that stays where
+    /// it was (at `phoff`) is written over the old one.
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        layout: &Layout,
+        (phoff, table): (u64, &[u8]),
+        block: &[u8],
+        marker: &[u8],
+    ) -> Result<(), ElfError> {
+        out.resize(self.offset as usize, 0);
+        match layout {
+            Layout::InPlace | Layout::Evict(_) => {
+                out.extend_from_slice(block);
+                out.resize((self.offset + self.marker_at) as usize, 0);
+                usize::try_from(phoff)
+                    .ok()
+                    .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
+                    .ok_or_else(|| {
+                        ElfError::Malformed("program header table past the end of the file".into())
+                    })?
+                    .copy_from_slice(table);
+            }
+            Layout::MoveTable => out.extend_from_slice(table),
+        }
+        out.extend_from_slice(marker);
+        Ok(())
     }
 }
 
