@@ -182,17 +182,29 @@ fn machine_and_kind(file: &ElfFile<'_>) -> Result<(Machine, ElfKind), ElfError> 
     Ok((machine, kind))
 }
 
+/// The largest page size the cut works in: 1 GiB, the largest huge page.
+const MAX_PAGE_SIZE: u64 = 1 << 30;
+
 /// The largest alignment of the load segments: the cut removes whole
 /// pages of this size.
 fn page_size(file: &ElfFile<'_>) -> Result<u64, ElfError> {
     let endian = file.endian();
-    file.elf_program_headers()
+    let page = file
+        .elf_program_headers()
         .iter()
         .filter(|p| p.p_type(endian) == elf::PT_LOAD)
         .map(|p| p.p_align(endian))
         .max()
         .filter(|&align| align.is_power_of_two())
-        .ok_or_else(|| ElfError::Malformed("no load segment with a power-of-two alignment".into()))
+        .ok_or_else(|| {
+            ElfError::Malformed("no load segment with a power-of-two alignment".into())
+        })?;
+    if page > MAX_PAGE_SIZE {
+        return Err(ElfError::Unsupported(format!(
+            "load segments aligned to {page:#x} bytes, more than the largest page ({MAX_PAGE_SIZE:#x})"
+        )));
+    }
+    Ok(page)
 }
 
 /// Where `section` is in memory and in the file; it must have file data.

@@ -36,11 +36,16 @@ pub(super) struct Tables {
     pub shdrs: Vec<Shdr>,
 }
 
+/// Where every segment and section must end, in memory and in the file:
+/// no machine maps anything past it, and below it the surgery's sums of
+/// addresses, offsets and sizes cannot overflow.
+const EXTENT_LIMIT: u64 = 1 << 56;
+
 impl Tables {
     /// Copies the tables out of `data`, to be edited.
     pub fn read(data: &[u8]) -> Result<Tables, ElfError> {
         let header = Ehdr::parse(data).map_err(malformed)?;
-        Ok(Tables {
+        let tables = Tables {
             phoff: header.e_phoff(LE),
             shstrndx: header.shstrndx(LE, data).map_err(malformed)? as usize,
             phdrs: header
@@ -51,7 +56,37 @@ impl Tables {
                 .section_headers(LE, data)
                 .map_err(malformed)?
                 .to_vec(),
-        })
+        };
+        tables.check_extents()?;
+        Ok(tables)
+    }
+
+    /// Refuses segments and sections that end past [`EXTENT_LIMIT`].
+    fn check_extents(&self) -> Result<(), ElfError> {
+        let within = |start: u64, size: u64| {
+            start
+                .checked_add(size)
+                .is_some_and(|end| end <= EXTENT_LIMIT)
+        };
+        for (index, p) in self.phdrs.iter().enumerate() {
+            let memsz = p.p_memsz(LE);
+            if !(within(p.p_offset(LE), p.p_filesz(LE))
+                && within(p.p_vaddr(LE), memsz)
+                && within(p.p_paddr(LE), memsz))
+            {
+                return Err(ElfError::Malformed(format!(
+                    "segment {index} ends past {EXTENT_LIMIT:#x}"
+                )));
+            }
+        }
+        for (index, s) in self.shdrs.iter().enumerate() {
+            if !(within(s.sh_offset(LE), s.sh_size(LE)) && within(s.sh_addr(LE), s.sh_size(LE))) {
+                return Err(ElfError::Malformed(format!(
+                    "section {index} ends past {EXTENT_LIMIT:#x}"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 

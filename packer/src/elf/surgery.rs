@@ -320,8 +320,14 @@ fn evict(
     eviction: &Eviction,
     (vaddr, offset): (u64, u64),
 ) -> Result<Vec<u8>, ElfError> {
-    let delta = vaddr - eviction.address;
-    let file_delta = offset - eviction.start;
+    let (Some(delta), Some(file_delta)) = (
+        vaddr.checked_sub(eviction.address),
+        offset.checked_sub(eviction.start),
+    ) else {
+        return Err(ElfError::Malformed(
+            "sections to move lie past the end of the file".into(),
+        ));
+    };
     relocate_references(out, shdrs, new_phdrs, eviction, delta, file_delta)?;
     let block = usize::try_from(eviction.start)
         .ok()
