@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -146,10 +145,7 @@ pub fn write_archives(
     entries: &[Entry<'_>],
     done: impl Fn(&[u8]) + Sync,
 ) -> Result<Vec<WrittenArchive>> {
-    fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_owned(),
-        source,
-    })?;
+    fs_err::create_dir_all(dir)?;
     let mut targets = archive_targets(entries, grouping);
     let mut open = open_archives(dir, group, compression, &targets)?;
     let mut rest = entries;
@@ -259,17 +255,16 @@ fn add_chunk(
 impl Open {
     /// Finishes the archive and renames it into place.
     fn finish(self, targets: Vec<Target>) -> Result<WrittenArchive> {
-        let io = |source| Error::Io {
-            path: self.path.clone(),
-            source,
-        };
         let temp = self
             .writer
             .finish()?
             .into_inner()
-            .map_err(|e| io(e.into_error()))?;
-        let bytes = temp.file().metadata().map_err(io)?.len();
+            .map_err(|e| Error::Archive {
+                path: self.path.clone(),
+                source: e.into_error(),
+            })?;
         temp.commit()?;
+        let bytes = fs_err::metadata(&self.path)?.len();
         Ok(WrittenArchive {
             path: self.path,
             targets,

@@ -6,7 +6,6 @@
 //! renamed into place at the end, so a failure leaves nothing behind.
 
 use std::collections::HashSet;
-use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -43,13 +42,6 @@ enum Item {
     Symlink(PathBuf),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 /// Lists the tree under `root` (relative paths, parents before children,
 /// sorted so the result does not depend on directory order).
 fn walk(root: &Path) -> Result<Vec<Item>> {
@@ -57,15 +49,14 @@ fn walk(root: &Path) -> Result<Vec<Item>> {
     let mut pending = vec![PathBuf::new()];
     while let Some(relative) = pending.pop() {
         let dir = root.join(&relative);
-        let mut children: Vec<_> = fs::read_dir(&dir)
-            .map_err(io(&dir))?
-            .map(|entry| entry.map(|e| e.file_name()).map_err(io(&dir)))
-            .collect::<Result<_>>()?;
+        let mut children: Vec<_> = fs_err::read_dir(&dir)?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()?;
         children.sort();
         for name in children.into_iter().rev() {
             let child = relative.join(&name);
             let path = root.join(&child);
-            let kind = fs::symlink_metadata(&path).map_err(io(&path))?.file_type();
+            let kind = fs_err::symlink_metadata(&path)?.file_type();
             if kind.is_symlink() {
                 items.push(Item::Symlink(child));
             } else if kind.is_dir() {
@@ -97,11 +88,11 @@ struct FileResult<'a> {
 /// Whether the file starts like an ELF file (only those are read whole).
 fn looks_like_elf(path: &Path) -> Result<bool> {
     let mut magic = [0u8; 4];
-    let mut file = fs::File::open(path).map_err(io(path))?;
+    let mut file = fs_err::File::open(path)?;
     match file.read_exact(&mut magic) {
         Ok(()) => Ok(magic == *b"\x7fELF"),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(io(path)(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -120,7 +111,7 @@ fn map_or_copy(input: &Path, output: &Path, relative: &Path) -> Result<Option<Ma
         return MappedFile::open(&source).map(Some);
     }
     let destination = output.join(relative);
-    fs::copy(&source, &destination).map_err(io(&source))?;
+    fs_err::copy(&source, &destination)?;
     Ok(None)
 }
 
@@ -146,7 +137,7 @@ fn split_or_copy<'a>(
         source: source_error,
     })?;
     let Some(split) = split else {
-        fs::copy(source, &destination).map_err(io(source))?;
+        fs_err::copy(source, &destination)?;
         return Ok(FileResult {
             bytes_in: data.len() as u64,
             host_bytes: None,
@@ -219,23 +210,18 @@ pub fn split_tree(
 /// failure leaves nothing at `output`; refuses an `output` that exists.
 fn staging_dir(output: &Path) -> Result<tempfile::TempDir> {
     if output.exists() {
-        return Err(Error::Io {
+        return Err(Error::OutputExists {
             path: output.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "the output already exists",
-            ),
         });
     }
     let parent = output
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(io(parent))?;
-    tempfile::Builder::new()
+    fs_err::create_dir_all(parent)?;
+    Ok(tempfile::Builder::new()
         .prefix(".kpack-split-")
-        .tempdir_in(parent)
-        .map_err(io(parent))
+        .tempdir_in(parent)?)
 }
 
 /// Makes the tree's directories and symlinks under `staging`: cheap, and
@@ -244,14 +230,11 @@ fn make_dirs_and_symlinks(input: &Path, staging: &Path, items: &[Item]) -> Resul
     for item in items {
         match item {
             Item::Dir(relative) => {
-                let destination = staging.join(relative);
-                fs::create_dir(&destination).map_err(io(&destination))?;
+                fs_err::create_dir(staging.join(relative))?;
             }
             Item::Symlink(relative) => {
-                let source = input.join(relative);
-                let target = fs::read_link(&source).map_err(io(&source))?;
-                let destination = staging.join(relative);
-                symlink(&target, &destination).map_err(io(&destination))?;
+                let target = fs_err::read_link(input.join(relative))?;
+                symlink(&target, &staging.join(relative))?;
             }
             Item::File(_) => {}
         }
@@ -285,7 +268,7 @@ fn copied_bytes(input: &Path, files: &[&Path], mapped: &[(&Path, MappedFile)]) -
         .iter()
         .filter(|relative| !elf_files.contains(*relative))
         .map(|relative| {
-            fs::metadata(input.join(relative))
+            fs_err::metadata(input.join(relative))
                 .map(|m| m.len())
                 .unwrap_or(0)
         })
@@ -296,14 +279,11 @@ fn copied_bytes(input: &Path, files: &[&Path], mapped: &[(&Path, MappedFile)]) -
 /// read-only directory must be filled first). The root too: the staging
 /// directory was made private (0700).
 fn copy_modes(input: &Path, staging: &Path, items: &[Item]) -> Result<()> {
-    let root_permissions = fs::metadata(input).map_err(io(input))?.permissions();
-    fs::set_permissions(staging, root_permissions).map_err(io(staging))?;
+    fs_err::set_permissions(staging, fs_err::metadata(input)?.permissions())?;
     for item in items {
         if let Item::Dir(relative) = item {
-            let source = input.join(relative);
-            let permissions = fs::metadata(&source).map_err(io(&source))?.permissions();
-            let destination = staging.join(relative);
-            fs::set_permissions(&destination, permissions).map_err(io(&destination))?;
+            let permissions = fs_err::metadata(input.join(relative))?.permissions();
+            fs_err::set_permissions(staging.join(relative), permissions)?;
         }
     }
     Ok(())
@@ -317,12 +297,9 @@ fn move_into_place(
     report: &mut TreeReport,
 ) -> Result<()> {
     let staged = staging.keep();
-    if let Err(source) = fs::rename(&staged, output) {
-        let _ = fs::remove_dir_all(&staged);
-        return Err(Error::Io {
-            path: output.to_owned(),
-            source,
-        });
+    if let Err(error) = fs_err::rename(&staged, output) {
+        let _ = fs_err::remove_dir_all(&staged);
+        return Err(error.into());
     }
     for archive in &mut report.archives {
         if let Ok(relative) = archive.path.strip_prefix(&staged) {
@@ -334,12 +311,12 @@ fn move_into_place(
 
 #[cfg(unix)]
 fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::symlink(target, link)
+    fs_err::os::unix::fs::symlink(target, link)
 }
 
 #[cfg(not(unix))]
 fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    fs::copy(target, link).map(|_| ())
+    fs_err::copy(target, link).map(|_| ())
 }
 
 #[cfg(test)]
