@@ -12,12 +12,12 @@ use kpack_packer::elf::{ElfKind, FatElf, Machine, PointerSource};
 /// `librocrand.so.1.1` out of the Debian package, unpacked by dpkg-deb.
 fn rocrand() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::read(common::unpack_rocrand(dir.path())).unwrap()
+    fs_err::read(common::unpack_rocrand(dir.path())).unwrap()
 }
 
 /// A member of the jax wheel.
 fn jax(name: &str) -> Vec<u8> {
-    let wheel = std::fs::File::open(
+    let wheel = fs_err::File::open(
         common::fixtures()
             .join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
     )
@@ -146,10 +146,10 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
     for name in ["_linalg.so", "_prng.so", "_solver.so"] {
         let data = jax(name);
         let original = work.path().join(format!("original{name}"));
-        std::fs::write(&original, &data).unwrap();
+        fs_err::write(&original, &data).unwrap();
         let fat = FatElf::parse(&data).unwrap().unwrap();
         let out = work.path().join(name.trim_end_matches(".so"));
-        std::fs::create_dir_all(&out).unwrap();
+        fs_err::create_dir_all(&out).unwrap();
         let key = format!("jax_rocm7_plugin/{name}");
         let split = split_binary(
             &data,
@@ -159,7 +159,7 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
         .unwrap()
         .unwrap();
         let host = out.join(name);
-        std::fs::write(&host, &split.host).unwrap();
+        fs_err::write(&host, &split.host).unwrap();
         write_processor_archives(
             &out.join(".kpack"),
             "jax",
