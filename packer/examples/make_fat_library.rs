@@ -24,8 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let count: usize = count.parse()?;
     let out = PathBuf::from(out);
-    std::fs::create_dir_all(&out)?;
-    let data = std::fs::read(source)?;
+    fs_err::create_dir_all(&out)?;
+    let data = fs_err::read(source)?;
     let fat = FatElf::parse(&data)?.ok_or("the source has no device code")?;
     let code_objects: Vec<(String, Vec<u8>)> = fat
         .bundles
@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bundle = offload_bundle(&borrowed);
         total += bundle.len();
         let path = out.join(format!("bundle{index}.bin"));
-        std::fs::write(&path, &bundle)?;
+        fs_err::write(&path, &bundle)?;
         writeln!(
             asm,
             ".balign 4096\n.globl fat_bundle{index}\nfat_bundle{index}:\n.incbin \"{}\"",
@@ -82,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
     let c_path = out.join("fat.c");
-    std::fs::write(&c_path, c)?;
+    fs_err::write(&c_path, c)?;
     let library = out.join("libfat.so");
     let status = Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
@@ -93,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("cc failed".into());
     }
     for index in 0..count {
-        std::fs::remove_file(out.join(format!("bundle{index}.bin")))?;
+        fs_err::remove_file(out.join(format!("bundle{index}.bin")))?;
     }
     println!(
         "{}: {count} bundles x {} code objects, {total} bytes of bundles",

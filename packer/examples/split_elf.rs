@@ -9,14 +9,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [input, output] = &args[..] else {
         return Err("usage: split_elf IN OUT".into());
     };
-    let data = std::fs::read(input)?;
+    let data = fs_err::read(input)?;
     let fat = FatElf::parse(&data)?.ok_or("no device code")?;
     let marker = Marker {
         search_paths: vec![".kpack/test_@GFXARCH@.kpack".into()],
         kernel_name: "lib/x.so".into(),
     };
     let (out, layout) = split_elf(&data, &fat, &marker.to_bytes())?;
-    std::fs::write(output, &out)?;
+    fs_err::write(output, &out)?;
     println!("{layout:?}: {} -> {} bytes", data.len(), out.len());
     Ok(())
 }

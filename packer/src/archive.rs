@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -146,13 +145,28 @@ pub fn write_archives(
     entries: &[Entry<'_>],
     done: impl Fn(&[u8]) + Sync,
 ) -> Result<Vec<WrittenArchive>> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| Error::Io { path, source }
-    };
-    fs::create_dir_all(dir).map_err(io(dir))?;
+    fs_err::create_dir_all(dir)?;
+    let mut targets = archive_targets(entries, grouping);
+    let mut open = open_archives(dir, group, compression, &targets)?;
+    let mut rest = entries;
+    while !rest.is_empty() {
+        let (chunk, after) = rest.split_at(chunk_len(rest));
+        add_chunk(&mut open, chunk, grouping, compression, &done)?;
+        rest = after;
+    }
+    let mut written = Vec::new();
+    for (name, archive) in open {
+        written.push(archive.finish(targets.remove(name).unwrap_or_default())?);
+    }
+    Ok(written)
+}
 
-    // Every archive's targets are known up front: its header lists them.
+/// The targets of each archive, keyed by its name: known up front, as its
+/// header lists them.
+fn archive_targets<'e>(
+    entries: &'e [Entry<'_>],
+    grouping: Grouping,
+) -> BTreeMap<&'e str, Vec<Target>> {
     let mut targets: BTreeMap<&str, Vec<Target>> = BTreeMap::new();
     for entry in entries {
         let list = targets
@@ -162,8 +176,18 @@ pub fn write_archives(
             list.push(entry.target.clone());
         }
     }
-    let mut open: BTreeMap<&str, Open> = BTreeMap::new();
-    for (name, arches) in &targets {
+    targets
+}
+
+/// Starts writing every archive in `dir`.
+fn open_archives<'t>(
+    dir: &Path,
+    group: &str,
+    compression: Compression,
+    targets: &BTreeMap<&'t str, Vec<Target>>,
+) -> Result<BTreeMap<&'t str, Open>> {
+    let mut open = BTreeMap::new();
+    for (name, arches) in targets {
         let path = dir.join(processor_archive_name(group, name));
         let temp = AtomicFile::create(&path)?;
         let options = ArchiveOptions {
@@ -174,7 +198,7 @@ pub fn write_archives(
         };
         let writer = ArchiveWriter::new(BufWriter::new(temp), options)?;
         open.insert(
-            name,
+            *name,
             Open {
                 path,
                 writer,
@@ -182,54 +206,70 @@ pub fn write_archives(
             },
         );
     }
+    Ok(open)
+}
 
-    let mut start = 0;
-    while start < entries.len() {
-        let mut end = start;
-        let mut bytes = 0;
-        while end < entries.len() && (end == start || bytes < CHUNK_BYTES) {
-            bytes += entries[end].bytes.len();
-            end += 1;
+/// How many of `entries` (at least one) make the next chunk: up to
+/// [`CHUNK_BYTES`] of code.
+fn chunk_len(entries: &[Entry<'_>]) -> usize {
+    let (mut len, mut bytes) = (0, 0);
+    for entry in entries {
+        if len > 0 && bytes >= CHUNK_BYTES {
+            break;
         }
-        let chunk = &entries[start..end];
-        let blobs = chunk
-            .par_iter()
-            .map(|entry| {
-                let blob = PreparedBlob::new(compression, &entry.bytes);
-                done(&entry.bytes);
-                blob
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        for (entry, blob) in chunk.iter().zip(blobs) {
-            let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
-                continue;
-            };
-            archive
-                .writer
-                .add_prepared(&entry.binary, &entry.target, blob, None)?;
-            archive.code_objects += 1;
-        }
-        start = end;
+        bytes += entry.bytes.len();
+        len += 1;
     }
+    len
+}
 
-    let mut written = Vec::new();
-    for (name, archive) in open {
-        let temp = archive
+/// Compresses `chunk` on every core, then adds it to the open archives in
+/// order, calling `done` with each entry's bytes once compressed.
+fn add_chunk(
+    open: &mut BTreeMap<&str, Open>,
+    chunk: &[Entry<'_>],
+    grouping: Grouping,
+    compression: Compression,
+    done: &(impl Fn(&[u8]) + Sync),
+) -> Result<()> {
+    let blobs = chunk
+        .par_iter()
+        .map(|entry| {
+            let blob = PreparedBlob::new(compression, &entry.bytes);
+            done(&entry.bytes);
+            blob
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (entry, blob) in chunk.iter().zip(blobs) {
+        let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
+            continue;
+        };
+        archive
+            .writer
+            .add_prepared(&entry.binary, &entry.target, blob, None)?;
+        archive.code_objects += 1;
+    }
+    Ok(())
+}
+
+impl Open {
+    /// Finishes the archive and renames it into place.
+    fn finish(self, targets: Vec<Target>) -> Result<WrittenArchive> {
+        let temp = self
             .writer
             .finish()?
             .into_inner()
-            .map_err(|e| Error::Io {
-                path: archive.path.clone(),
+            .map_err(|e| Error::Archive {
+                path: self.path.clone(),
                 source: e.into_error(),
             })?;
-        let bytes = temp.file().metadata().map_err(io(&archive.path))?.len();
         temp.commit()?;
-        written.push(WrittenArchive {
-            path: archive.path,
-            targets: targets.remove(name).unwrap_or_default(),
-            code_objects: archive.code_objects,
+        let bytes = fs_err::metadata(&self.path)?.len();
+        Ok(WrittenArchive {
+            path: self.path,
+            targets,
+            code_objects: self.code_objects,
             bytes,
-        });
+        })
     }
-    Ok(written)
 }

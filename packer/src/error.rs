@@ -100,12 +100,27 @@ pub enum Error {
         #[source]
         source: ElfError,
     },
-    #[error("{}", path.display())]
-    Io {
+    /// A file-system call failed; the error (from fs-err or tempfile)
+    /// names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Writing a file atomically failed.
+    #[error(transparent)]
+    Write(#[from] kpack_fs::PathError),
+    #[error("{}: cannot map into memory", path.display())]
+    Map {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: cannot write the archive", path.display())]
+    Archive {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: the output already exists", path.display())]
+    OutputExists { path: PathBuf },
     #[error("{}: {message}", path.display())]
     Sign { path: PathBuf, message: String },
     #[error(transparent)]
@@ -116,12 +131,3 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-impl From<kpack_fs::PathError> for Error {
-    fn from(error: kpack_fs::PathError) -> Self {
-        Error::Io {
-            path: error.path,
-            source: error.source,
-        }
-    }
-}

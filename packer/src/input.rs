@@ -2,7 +2,6 @@
 //! and code objects compressed straight from the page cache, and pages
 //! already written into archives can be dropped from the process.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, UncheckedAdvice};
@@ -19,19 +18,20 @@ pub struct MappedFile {
 impl MappedFile {
     /// Maps `path` (an empty file maps to no bytes).
     pub fn open(path: &Path) -> Result<MappedFile> {
-        let io = |source| Error::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let file = fs_err::File::open(path)?;
+        let len = file.metadata()?.len();
         let map = if len == 0 {
             None
         } else {
             // SAFETY: read-only mapping of an input file the packer never
             // writes; like every mapped reader it relies on the file not
             // being truncated while it runs.
-            Some(unsafe { Mmap::map(&file) }.map_err(io)?)
+            Some(
+                unsafe { Mmap::map(file.file()) }.map_err(|source| Error::Map {
+                    path: path.to_owned(),
+                    source,
+                })?,
+            )
         };
         Ok(MappedFile {
             path: path.to_owned(),

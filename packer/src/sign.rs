@@ -1,7 +1,6 @@
 //! Detached minisign signatures for archives (`<archive>.minisig`),
 //! verifiable with the stock `minisign -Vm`.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use minisign::SecretKey;
@@ -33,11 +32,7 @@ impl Signer {
             path: file.to_owned(),
             message,
         };
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| Error::Io { path, source }
-        };
-        let reader = fs::File::open(file).map_err(io(file))?;
+        let reader = fs_err::File::open(file)?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -1,7 +1,6 @@
 //! Splitting one file: the host-only binary plus the code objects that go
 //! into archives.
 
-use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -9,7 +8,7 @@ use rocm_kpack::{BinaryKey, Marker, Target};
 
 use crate::archive::Entry;
 use crate::elf::{split_elf, FatElf, SplitLayout};
-use crate::error::{ElfError, Error, Result};
+use crate::error::{ElfError, Result};
 
 /// A fat binary split in memory.
 #[derive(Debug)]
@@ -74,13 +73,7 @@ pub fn split_binary_with<'a>(
 /// Writes `bytes` to `path` atomically, with the mode of `like` (the input
 /// it was made from) under the umask, as `cp` would.
 pub fn write_like(path: &Path, bytes: &[u8], like: &Path) -> Result<()> {
-    let mode = fs::metadata(like)
-        .map_err(|source| Error::Io {
-            path: like.to_owned(),
-            source,
-        })?
-        .permissions()
-        .mode();
+    let mode = fs_err::metadata(like)?.permissions().mode();
     kpack_fs::write_atomic_with_mode(path, bytes, mode)?;
     Ok(())
 }

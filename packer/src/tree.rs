@@ -5,7 +5,7 @@
 //! The tree is built in a temporary directory beside the destination and
 //! renamed into place at the end, so a failure leaves nothing behind.
 
-use std::fs;
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -42,13 +42,6 @@ enum Item {
     Symlink(PathBuf),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 /// Lists the tree under `root` (relative paths, parents before children,
 /// sorted so the result does not depend on directory order).
 fn walk(root: &Path) -> Result<Vec<Item>> {
@@ -56,15 +49,14 @@ fn walk(root: &Path) -> Result<Vec<Item>> {
     let mut pending = vec![PathBuf::new()];
     while let Some(relative) = pending.pop() {
         let dir = root.join(&relative);
-        let mut children: Vec<_> = fs::read_dir(&dir)
-            .map_err(io(&dir))?
-            .map(|entry| entry.map(|e| e.file_name()).map_err(io(&dir)))
-            .collect::<Result<_>>()?;
+        let mut children: Vec<_> = fs_err::read_dir(&dir)?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()?;
         children.sort();
         for name in children.into_iter().rev() {
             let child = relative.join(&name);
             let path = root.join(&child);
-            let kind = fs::symlink_metadata(&path).map_err(io(&path))?.file_type();
+            let kind = fs_err::symlink_metadata(&path)?.file_type();
             if kind.is_symlink() {
                 items.push(Item::Symlink(child));
             } else if kind.is_dir() {
@@ -96,11 +88,11 @@ struct FileResult<'a> {
 /// Whether the file starts like an ELF file (only those are read whole).
 fn looks_like_elf(path: &Path) -> Result<bool> {
     let mut magic = [0u8; 4];
-    let mut file = fs::File::open(path).map_err(io(path))?;
+    let mut file = fs_err::File::open(path)?;
     match file.read_exact(&mut magic) {
         Ok(()) => Ok(magic == *b"\x7fELF"),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(io(path)(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -119,7 +111,7 @@ fn map_or_copy(input: &Path, output: &Path, relative: &Path) -> Result<Option<Ma
         return MappedFile::open(&source).map(Some);
     }
     let destination = output.join(relative);
-    fs::copy(&source, &destination).map_err(io(&source))?;
+    fs_err::copy(&source, &destination)?;
     Ok(None)
 }
 
@@ -145,7 +137,7 @@ fn split_or_copy<'a>(
         source: source_error,
     })?;
     let Some(split) = split else {
-        fs::copy(source, &destination).map_err(io(source))?;
+        fs_err::copy(source, &destination)?;
         return Ok(FileResult {
             bytes_in: data.len() as u64,
             host_bytes: None,
@@ -169,42 +161,9 @@ pub fn split_tree(
     grouping: Grouping,
     compression: Compression,
 ) -> Result<TreeReport> {
-    if output.exists() {
-        return Err(Error::Io {
-            path: output.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "the output already exists",
-            ),
-        });
-    }
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(io(parent))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".kpack-split-")
-        .tempdir_in(parent)
-        .map_err(io(parent))?;
+    let staging = staging_dir(output)?;
     let items = walk(input)?;
-
-    // Directories and symlinks first (cheap, and files need their parents).
-    for item in &items {
-        match item {
-            Item::Dir(relative) => {
-                let destination = staging.path().join(relative);
-                fs::create_dir(&destination).map_err(io(&destination))?;
-            }
-            Item::Symlink(relative) => {
-                let source = input.join(relative);
-                let target = fs::read_link(&source).map_err(io(&source))?;
-                let destination = staging.path().join(relative);
-                symlink(&target, &destination).map_err(io(&destination))?;
-            }
-            Item::File(_) => {}
-        }
-    }
+    make_dirs_and_symlinks(input, staging.path(), &items)?;
     let files: Vec<&Path> = items
         .iter()
         .filter_map(|item| match item {
@@ -212,27 +171,7 @@ pub fn split_tree(
             _ => None,
         })
         .collect();
-    // ELF files are mapped (and everything else copied) first; the split
-    // binaries' code objects then stay borrowed from those mappings until
-    // their archives are written, and their pages are dropped as they go.
-    let mapped: Vec<(&Path, MappedFile)> = files
-        .par_iter()
-        .map(|relative| Ok(map_or_copy(input, staging.path(), relative)?.map(|m| (*relative, m))))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    let elf_files: std::collections::HashSet<&Path> =
-        mapped.iter().map(|(relative, _)| *relative).collect();
-    let copied_bytes: u64 = files
-        .iter()
-        .filter(|relative| !elf_files.contains(*relative))
-        .map(|relative| {
-            fs::metadata(input.join(relative))
-                .map(|m| m.len())
-                .unwrap_or(0)
-        })
-        .sum();
+    let mapped = map_or_copy_all(input, staging.path(), &files)?;
     let results = mapped
         .par_iter()
         .map(|(relative, file)| split_or_copy(file, staging.path(), relative, group, grouping))
@@ -240,7 +179,7 @@ pub fn split_tree(
 
     let mut report = TreeReport {
         files: files.len(),
-        bytes_in: copied_bytes,
+        bytes_in: copied_bytes(input, &files, &mapped),
         ..TreeReport::default()
     };
     let mut entries = Vec::new();
@@ -262,42 +201,122 @@ pub fn split_tree(
             |bytes| mapped.iter().for_each(|(_, file)| file.release(bytes)),
         )?;
     }
-    // Directory modes last: a read-only directory must be filled first.
-    // The root too: the staging directory was made private (0700).
-    let root_permissions = fs::metadata(input).map_err(io(input))?.permissions();
-    fs::set_permissions(staging.path(), root_permissions).map_err(io(staging.path()))?;
-    for item in &items {
-        if let Item::Dir(relative) = item {
-            let source = input.join(relative);
-            let permissions = fs::metadata(&source).map_err(io(&source))?.permissions();
-            let destination = staging.path().join(relative);
-            fs::set_permissions(&destination, permissions).map_err(io(&destination))?;
+    copy_modes(input, staging.path(), &items)?;
+    move_into_place(staging, output, &mut report)?;
+    Ok(report)
+}
+
+/// A private directory beside `output` to build the tree in, so that a
+/// failure leaves nothing at `output`; refuses an `output` that exists.
+fn staging_dir(output: &Path) -> Result<tempfile::TempDir> {
+    if output.exists() {
+        return Err(Error::OutputExists {
+            path: output.to_owned(),
+        });
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs_err::create_dir_all(parent)?;
+    Ok(tempfile::Builder::new()
+        .prefix(".kpack-split-")
+        .tempdir_in(parent)?)
+}
+
+/// Makes the tree's directories and symlinks under `staging`: cheap, and
+/// the files need their parents.
+fn make_dirs_and_symlinks(input: &Path, staging: &Path, items: &[Item]) -> Result<()> {
+    for item in items {
+        match item {
+            Item::Dir(relative) => {
+                fs_err::create_dir(staging.join(relative))?;
+            }
+            Item::Symlink(relative) => {
+                let target = fs_err::read_link(input.join(relative))?;
+                symlink(&target, &staging.join(relative))?;
+            }
+            Item::File(_) => {}
         }
     }
+    Ok(())
+}
+
+/// Maps the ELF files among `files` and copies the rest, in parallel: the
+/// split binaries' code objects then stay borrowed from those mappings
+/// until their archives are written, and their pages are dropped as they
+/// go.
+fn map_or_copy_all<'f>(
+    input: &Path,
+    staging: &Path,
+    files: &[&'f Path],
+) -> Result<Vec<(&'f Path, MappedFile)>> {
+    Ok(files
+        .par_iter()
+        .map(|relative| Ok(map_or_copy(input, staging, relative)?.map(|m| (*relative, m))))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// Bytes of the files that were copied, not mapped (one that cannot be
+/// measured counts nothing).
+fn copied_bytes(input: &Path, files: &[&Path], mapped: &[(&Path, MappedFile)]) -> u64 {
+    let elf_files: HashSet<&Path> = mapped.iter().map(|(relative, _)| *relative).collect();
+    files
+        .iter()
+        .filter(|relative| !elf_files.contains(*relative))
+        .map(|relative| {
+            fs_err::metadata(input.join(relative))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Gives the staged tree's directories their modes in the input, last (a
+/// read-only directory must be filled first). The root too: the staging
+/// directory was made private (0700).
+fn copy_modes(input: &Path, staging: &Path, items: &[Item]) -> Result<()> {
+    fs_err::set_permissions(staging, fs_err::metadata(input)?.permissions())?;
+    for item in items {
+        if let Item::Dir(relative) = item {
+            let permissions = fs_err::metadata(input.join(relative))?.permissions();
+            fs_err::set_permissions(staging.join(relative), permissions)?;
+        }
+    }
+    Ok(())
+}
+
+/// Renames the staged tree to `output` (removing it if that fails) and
+/// points the report's archive paths there.
+fn move_into_place(
+    staging: tempfile::TempDir,
+    output: &Path,
+    report: &mut TreeReport,
+) -> Result<()> {
     let staged = staging.keep();
-    if let Err(source) = fs::rename(&staged, output) {
-        let _ = fs::remove_dir_all(&staged);
-        return Err(Error::Io {
-            path: output.to_owned(),
-            source,
-        });
+    if let Err(error) = fs_err::rename(&staged, output) {
+        let _ = fs_err::remove_dir_all(&staged);
+        return Err(error.into());
     }
     for archive in &mut report.archives {
         if let Ok(relative) = archive.path.strip_prefix(&staged) {
             archive.path = output.join(relative);
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 #[cfg(unix)]
 fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::symlink(target, link)
+    fs_err::os::unix::fs::symlink(target, link)
 }
 
 #[cfg(not(unix))]
 fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
-    fs::copy(target, link).map(|_| ())
+    fs_err::copy(target, link).map(|_| ())
 }
 
 #[cfg(test)]

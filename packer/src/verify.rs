@@ -3,14 +3,13 @@
 //! every target the tree's archives serve.
 
 use std::collections::BTreeSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 use crate::elf::{HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tree::KPACK_DIR;
 
 /// One wrapper that did not resolve.
@@ -59,18 +58,11 @@ fn split_binary_info(data: &[u8]) -> Option<(Marker, Vec<u32>)> {
 }
 
 fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let io = |source| Error::Io {
-        path: root.to_owned(),
-        source,
-    };
-    let mut entries: Vec<_> = fs::read_dir(root)
-        .map_err(io)?
-        .collect::<std::io::Result<_>>()
-        .map_err(io)?;
+    let mut entries: Vec<_> = fs_err::read_dir(root)?.collect::<std::io::Result<_>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
-        let kind = entry.file_type().map_err(io)?;
+        let kind = entry.file_type()?;
         if kind.is_dir() {
             files(&path, out)?;
         } else if kind.is_file() {
@@ -106,10 +98,7 @@ pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
     files(root, &mut candidates)?;
     let loader = Loader::new(LoaderConfig::default());
     for path in candidates.iter().filter(|p| !p.starts_with(&kpack)) {
-        let data = fs::read(path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let data = fs_err::read(path)?;
         let Some((marker, bundles)) = split_binary_info(&data) else {
             continue;
         };

@@ -29,7 +29,7 @@ fn split_then_inspect_rocrand() {
     assert!(out.join("librocrand.so.1.1").exists());
     let mode = |p: &std::path::Path| {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).unwrap().permissions().mode()
+        fs_err::metadata(p).unwrap().permissions().mode()
     };
     assert_eq!(mode(&out.join("librocrand.so.1.1")), mode(&library));
     for processor in ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"] {
@@ -66,7 +66,7 @@ fn split_then_inspect_rocrand() {
 fn refuses_a_file_without_device_code_and_writes_nothing() {
     let work = tempfile::tempdir().unwrap();
     let fake = work.path().join("libfake.so");
-    std::fs::write(&fake, b"this is not an ELF file").unwrap();
+    fs_err::write(&fake, b"this is not an ELF file").unwrap();
     let out = work.path().join("out");
     let output = kpack_pack()
         .arg("split")
@@ -89,7 +89,7 @@ fn refuses_a_file_without_device_code_and_writes_nothing() {
 fn inspect_names_a_corrupt_archive() {
     let work = tempfile::tempdir().unwrap();
     let bad = work.path().join("bad.kpack");
-    std::fs::write(&bad, b"KPAK\x01\0\0\0\xff\xff\xff\xff\0\0\0\0").unwrap();
+    fs_err::write(&bad, b"KPAK\x01\0\0\0\xff\xff\xff\xff\0\0\0\0").unwrap();
     let output = kpack_pack().arg("inspect").arg(&bad).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -149,7 +149,7 @@ fn signs_archives_for_the_stock_minisign_tool() {
         .env("KPACK_SIGN_PASSWORD", "correct horse"));
     assert_eq!(stdout.matches("signed ").count(), 6, "{stdout}");
     let archive = out.join(".kpack/rocm_gfx1030.kpack");
-    for entry in std::fs::read_dir(out.join(".kpack")).unwrap().flatten() {
+    for entry in fs_err::read_dir(out.join(".kpack")).unwrap().flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "kpack") {
             let verified = run(kpack_test_support::tool("minisign")
@@ -161,9 +161,9 @@ fn signs_archives_for_the_stock_minisign_tool() {
         }
     }
     // A flipped byte no longer verifies.
-    let mut bytes = std::fs::read(&archive).unwrap();
+    let mut bytes = fs_err::read(&archive).unwrap();
     bytes[100] ^= 1;
-    std::fs::write(&archive, bytes).unwrap();
+    fs_err::write(&archive, bytes).unwrap();
     let tampered = kpack_test_support::tool("minisign")
         .arg("-Vm")
         .arg(&archive)
@@ -179,7 +179,7 @@ fn a_bad_signing_key_fails_before_writing_anything() {
     let work = tempfile::tempdir().unwrap();
     let library = unpack_rocrand(&work.path().join("deb"));
     let key = work.path().join("not-a-key");
-    std::fs::write(&key, "hello").unwrap();
+    fs_err::write(&key, "hello").unwrap();
     let out = work.path().join("out");
     let output = kpack_pack()
         .arg("split")
@@ -207,7 +207,7 @@ fn family_archives_are_named_in_the_marker() {
         .arg("-o")
         .arg(&out)
         .args(["--group-by", "family"]));
-    let mut names: Vec<String> = std::fs::read_dir(out.join(".kpack"))
+    let mut names: Vec<String> = fs_err::read_dir(out.join(".kpack"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -256,14 +256,14 @@ fn archive_bytes_do_not_depend_on_the_thread_count() {
     let (one, two) = (split("1"), split("2"));
     for name in ["rocm_gfx90a.kpack", "rocm_gfx1030.kpack"] {
         assert_eq!(
-            std::fs::read(one.join(".kpack").join(name)).unwrap(),
-            std::fs::read(two.join(".kpack").join(name)).unwrap(),
+            fs_err::read(one.join(".kpack").join(name)).unwrap(),
+            fs_err::read(two.join(".kpack").join(name)).unwrap(),
             "{name}"
         );
     }
     assert_eq!(
-        std::fs::read(one.join("librocrand.so.1.1")).unwrap(),
-        std::fs::read(two.join("librocrand.so.1.1")).unwrap()
+        fs_err::read(one.join("librocrand.so.1.1")).unwrap(),
+        fs_err::read(two.join("librocrand.so.1.1")).unwrap()
     );
 }
 
@@ -272,7 +272,7 @@ fn archive_bytes_do_not_depend_on_the_thread_count() {
 fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
     let bytes: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
     let source = dir.join("fat.c");
-    std::fs::write(
+    fs_err::write(
         &source,
         format!(
             "#include <stdint.h>\n\

@@ -12,12 +12,12 @@ use kpack_packer::elf::{ElfKind, FatElf, Machine, PointerSource};
 /// `librocrand.so.1.1` out of the Debian package, unpacked by dpkg-deb.
 fn rocrand() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::read(common::unpack_rocrand(dir.path())).unwrap()
+    fs_err::read(common::unpack_rocrand(dir.path())).unwrap()
 }
 
 /// A member of the jax wheel.
 fn jax(name: &str) -> Vec<u8> {
-    let wheel = std::fs::File::open(
+    let wheel = fs_err::File::open(
         common::fixtures()
             .join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
     )
@@ -146,10 +146,10 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
     for name in ["_linalg.so", "_prng.so", "_solver.so"] {
         let data = jax(name);
         let original = work.path().join(format!("original{name}"));
-        std::fs::write(&original, &data).unwrap();
+        fs_err::write(&original, &data).unwrap();
         let fat = FatElf::parse(&data).unwrap().unwrap();
         let out = work.path().join(name.trim_end_matches(".so"));
-        std::fs::create_dir_all(&out).unwrap();
+        fs_err::create_dir_all(&out).unwrap();
         let key = format!("jax_rocm7_plugin/{name}");
         let split = split_binary(
             &data,
@@ -159,7 +159,7 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
         .unwrap()
         .unwrap();
         let host = out.join(name);
-        std::fs::write(&host, &split.host).unwrap();
+        fs_err::write(&host, &split.host).unwrap();
         write_processor_archives(
             &out.join(".kpack"),
             "jax",
@@ -206,6 +206,48 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
             common::health_warnings(&stripped),
             Vec::<String>::new(),
             "{name} stripped"
+        );
+    }
+}
+
+/// Headers no linker writes, in jax's `_prng.so`: a load segment at the top
+/// of the address space, load segments aligned beyond any page (1 TiB and
+/// 2^63), a section to move for the program headers placed past every
+/// segment. Each is an error, not an overflow or a huge allocation.
+#[test]
+fn impossible_headers_are_errors() {
+    use std::mem::{offset_of, size_of};
+
+    use kpack_packer::error::ElfError;
+    use kpack_packer::split::split_binary;
+    use object::elf::{FileHeader64, ProgramHeader64, SectionHeader64};
+    use object::read::elf::FileHeader;
+    use object::LittleEndian as LE;
+
+    type Phdr = ProgramHeader64<LE>;
+    type Shdr = SectionHeader64<LE>;
+    let data = jax("_prng.so");
+    let header = FileHeader64::<LE>::parse(&*data).unwrap();
+    let phdr = |index: usize| header.e_phoff(LE) as usize + index * size_of::<Phdr>();
+    let shdr = |index: usize| header.e_shoff(LE) as usize + index * size_of::<Shdr>();
+    // Segment 4 is the last load segment, 1 the first; section 1 is
+    // `.dynsym`, which moves to make room for the program headers.
+    for (at, value) in [
+        (phdr(4) + offset_of!(Phdr, p_vaddr), u64::MAX - 0xfff),
+        (phdr(1) + offset_of!(Phdr, p_align), 1 << 40),
+        (phdr(1) + offset_of!(Phdr, p_align), 1 << 63),
+        (shdr(1) + offset_of!(Shdr, sh_addr), 1 << 50),
+    ] {
+        let mut bad = data.clone();
+        bad[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        let result = split_binary(&bad, "_prng.so", Vec::new());
+        assert!(
+            matches!(
+                result,
+                Err(ElfError::Malformed(_) | ElfError::Unsupported(_))
+            ),
+            "{value:#x} at {at:#x}: {:?}",
+            result.map(|split| split.is_some())
         );
     }
 }

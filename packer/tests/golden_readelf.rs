@@ -40,7 +40,7 @@ fn jax_prng_split_layout() {
     let work = tempfile::tempdir().unwrap();
     let wheel =
         fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl");
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    let mut archive = zip::ZipArchive::new(fs_err::File::open(wheel).unwrap()).unwrap();
     let name = (0..archive.len())
         .map(|i| archive.by_index(i).unwrap().name().unwrap().into_owned())
         .find(|name| name.ends_with("/_prng.so") || name.contains("/_prng."))
@@ -52,6 +52,6 @@ fn jax_prng_split_layout() {
         .read_to_end(&mut bytes)
         .unwrap();
     let input = work.path().join("_prng.so");
-    std::fs::write(&input, bytes).unwrap();
+    fs_err::write(&input, bytes).unwrap();
     insta::assert_snapshot!(split_and_dump(&input, &work.path().join("out")));
 }

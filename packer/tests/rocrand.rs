@@ -19,7 +19,7 @@ use rocm_kpack::{Archive, Compression, Target};
 fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     let work = tempfile::tempdir().unwrap();
     let original = unpack_rocrand(&work.path().join("deb"));
-    let data = std::fs::read(&original).unwrap();
+    let data = fs_err::read(&original).unwrap();
     let fat = FatElf::parse(&data).unwrap().unwrap();
     let expected: BTreeMap<Target, Vec<u8>> = fat.bundles[0]
         .code_objects
@@ -30,7 +30,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     // Split into an install tree: lib/librocrand.so.1.1 and .kpack/.
     let root = work.path().join("prefix");
     let lib = root.join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
+    fs_err::create_dir_all(&lib).unwrap();
     let split = split_binary(
         &data,
         "lib/librocrand.so.1.1",
@@ -90,7 +90,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     assert_eq!(health_warnings(&host), Vec::<String>::new());
     assert_eq!(gdb_warnings(&host), gdb_warnings(&original));
     let stripped = lib.join("librocrand-stripped.so");
-    std::fs::copy(&host, &stripped).unwrap();
+    fs_err::copy(&host, &stripped).unwrap();
     let strip = kpack_test_support::tool("strip")
         .arg(&stripped)
         .output()
@@ -106,7 +106,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     // The dynamic loader runs the constructor, which registers the wrapper
     // with the stand-in HIP runtime, which loads through librocm_kpack.
     let standin_dir = work.path().join("hip");
-    std::fs::create_dir_all(&standin_dir).unwrap();
+    fs_err::create_dir_all(&standin_dir).unwrap();
     build_standin(&standin_dir, &hip_imports(&original));
     let dlopen = build_dlopen(&standin_dir);
     let load = |library: &Path, arches: &str| {
@@ -128,6 +128,6 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
         );
         assert_eq!(load(library, "gfx1100"), [Err(14)]);
     }
-    std::fs::rename(root.join(".kpack"), root.join(".kpack-gone")).unwrap();
+    fs_err::rename(root.join(".kpack"), root.join(".kpack-gone")).unwrap();
     assert_eq!(load(&host, "gfx90a:xnack-"), [Err(13)]);
 }

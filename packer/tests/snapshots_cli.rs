@@ -51,8 +51,8 @@ fn split_inspect_and_verify_of_rocrand() {
 #[test]
 fn errors_say_what_and_where() {
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("notes.txt"), "not an ELF file").unwrap();
-    std::fs::write(work.path().join("broken.kpack"), b"KPAK garbage").unwrap();
+    fs_err::write(work.path().join("notes.txt"), "not an ELF file").unwrap();
+    fs_err::write(work.path().join("broken.kpack"), b"KPAK garbage").unwrap();
     insta::assert_snapshot!(
         "split_not_elf",
         transcript(

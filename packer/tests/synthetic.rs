@@ -160,7 +160,7 @@ fn sources(case: &Case, dir: &Path) -> Vec<PathBuf> {
             c.push_str("int main(void) { return 0; }\n");
         }
         let path = dir.join(format!("unit{unit}.c"));
-        std::fs::write(&path, c).unwrap();
+        fs_err::write(&path, c).unwrap();
         files.push(path);
     }
     files
@@ -214,7 +214,7 @@ fn load(
 fn check(case: Case) {
     let work = tempfile::tempdir().unwrap();
     let standin = work.path().join("hip");
-    std::fs::create_dir_all(&standin).unwrap();
+    fs_err::create_dir_all(&standin).unwrap();
     let imports: BTreeSet<(String, Option<String>)> = [
         ("__hipRegisterFatBinary".to_owned(), None),
         ("__hipUnregisterFatBinary".to_owned(), None),
@@ -224,9 +224,9 @@ fn check(case: Case) {
     build_standin(&standin, &imports);
     let dlopen = build_dlopen(&standin);
     let source_dir = work.path().join("src");
-    std::fs::create_dir_all(&source_dir).unwrap();
+    fs_err::create_dir_all(&source_dir).unwrap();
     let original = build(&case, &source_dir, &standin);
-    let data = std::fs::read(&original).unwrap();
+    let data = fs_err::read(&original).unwrap();
 
     let fat = FatElf::parse(&data).unwrap().expect("a fat binary");
     let bundles: usize = case.units.iter().sum();
@@ -261,7 +261,7 @@ fn check(case: Case) {
     }
 
     let out = work.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
+    fs_err::create_dir_all(&out).unwrap();
     let name = original.file_name().unwrap().to_str().unwrap().to_owned();
     let split = split_binary(
         &data,
@@ -423,7 +423,7 @@ fn check_aarch64(case: Case) {
 
     let work = tempfile::tempdir().unwrap();
     let source_dir = work.path().join("src");
-    std::fs::create_dir_all(&source_dir).unwrap();
+    fs_err::create_dir_all(&source_dir).unwrap();
     let files = sources(&case, &source_dir);
     let original = source_dir.join("libarm.so");
     run(kpack_test_support::tool("aarch64-linux-gnu-gcc")
@@ -437,7 +437,7 @@ fn check_aarch64(case: Case) {
         ])
         .arg(&original)
         .args(&files));
-    let data = std::fs::read(&original).unwrap();
+    let data = fs_err::read(&original).unwrap();
     let fat = FatElf::parse(&data).unwrap().unwrap();
     assert_eq!(fat.machine, kpack_packer::elf::Machine::Aarch64);
     assert_eq!(fat.page_size, 0x10000);
@@ -447,7 +447,7 @@ fn check_aarch64(case: Case) {
         .all(|w| matches!(w.pointer, PointerSource::Rela { r_type: 1027, .. })));
 
     let out = work.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
+    fs_err::create_dir_all(&out).unwrap();
     let split = split_binary(
         &data,
         "libarm.so",
@@ -471,7 +471,7 @@ fn check_aarch64(case: Case) {
             Vec::<String>::new()
         );
         // Every wrapper is HIPK, and its relocation's addend is the marker.
-        let bytes = std::fs::read(path).unwrap();
+        let bytes = fs_err::read(path).unwrap();
         let file = ElfFile64::<Endianness>::parse(&*bytes).unwrap();
         let endian = file.endian();
         let marker = file.section_by_name(".rocm_kpack_ref").unwrap().address();
@@ -502,7 +502,7 @@ fn check_aarch64(case: Case) {
     let stripped = out.join("stripped.so");
     strip_copy_with("aarch64-linux-gnu-strip", &host, &stripped);
     check(&stripped);
-    std::fs::remove_file(&stripped).unwrap();
+    fs_err::remove_file(&stripped).unwrap();
 
     let verified = run(Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
         .arg("verify")

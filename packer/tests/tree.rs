@@ -19,11 +19,7 @@ fn kpack_pack() -> Command {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
+    fs_err::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
 #[test]
@@ -33,17 +29,17 @@ fn splits_the_rocrand_package_tree() {
     let library = unpack_rocrand(&input);
     // A fat binary under a name that does not look like a library, and a
     // file that merely starts like an ELF file.
-    std::fs::copy(
+    fs_err::copy(
         &library,
         input.join("usr/share/doc/librocrand1/payload.bin"),
     )
     .unwrap();
-    std::fs::write(
+    fs_err::write(
         input.join("usr/share/doc/librocrand1/fake-elf"),
         b"\x7fELF not really",
     )
     .unwrap();
-    std::fs::set_permissions(
+    fs_err::set_permissions(
         input.join("usr/share/doc/librocrand1/copyright"),
         std::fs::Permissions::from_mode(0o640),
     )
@@ -61,23 +57,23 @@ fn splits_the_rocrand_package_tree() {
     let lib = output.join("usr/lib/x86_64-linux-gnu");
     // The symlink is still a symlink with the same target.
     let link = lib.join("librocrand.so.1");
-    assert!(std::fs::symlink_metadata(&link)
+    assert!(fs_err::symlink_metadata(&link)
         .unwrap()
         .file_type()
         .is_symlink());
     assert_eq!(
-        std::fs::read_link(&link).unwrap(),
+        fs_err::read_link(&link).unwrap(),
         Path::new("librocrand.so.1.1")
     );
     // Plain files are copied with their modes; the fake ELF is untouched.
     let doc = output.join("usr/share/doc/librocrand1");
     assert_eq!(
-        std::fs::read(doc.join("changelog.Debian.gz")).unwrap(),
-        std::fs::read(input.join("usr/share/doc/librocrand1/changelog.Debian.gz")).unwrap()
+        fs_err::read(doc.join("changelog.Debian.gz")).unwrap(),
+        fs_err::read(input.join("usr/share/doc/librocrand1/changelog.Debian.gz")).unwrap()
     );
     assert_eq!(mode(&doc.join("copyright")), 0o640);
     assert_eq!(
-        std::fs::read(doc.join("fake-elf")).unwrap(),
+        fs_err::read(doc.join("fake-elf")).unwrap(),
         b"\x7fELF not really"
     );
     assert_eq!(mode(&lib.join("librocrand.so.1.1")), mode(&library));
@@ -107,7 +103,7 @@ fn splits_the_rocrand_package_tree() {
 
     // The split library finds its archives from its own directory.
     let standin = work.path().join("hip");
-    std::fs::create_dir_all(&standin).unwrap();
+    fs_err::create_dir_all(&standin).unwrap();
     build_standin(&standin, &hip_imports(&library));
     let dlopen = build_dlopen(&standin);
     let loaded = run_with_standin(
@@ -115,7 +111,7 @@ fn splits_the_rocrand_package_tree() {
         &standin,
         "gfx1030",
     );
-    let data = std::fs::read(&library).unwrap();
+    let data = fs_err::read(&library).unwrap();
     let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
     let gfx1030 = Target::parse("gfx1030").unwrap();
     let expected = fat.bundles[0]
@@ -127,8 +123,8 @@ fn splits_the_rocrand_package_tree() {
 
     // A split binary moved one level deeper: its marker's relative path no
     // longer reaches .kpack/, and verify says so for every target.
-    std::fs::create_dir(lib.join("deeper")).unwrap();
-    std::fs::copy(lib.join("librocrand.so.1.1"), lib.join("deeper/moved.so")).unwrap();
+    fs_err::create_dir(lib.join("deeper")).unwrap();
+    fs_err::copy(lib.join("librocrand.so.1.1"), lib.join("deeper/moved.so")).unwrap();
     let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
     assert_eq!(result.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&result.stdout);
@@ -145,7 +141,7 @@ fn splits_the_rocrand_package_tree() {
     );
 
     // A corrupt archive is an error naming it.
-    std::fs::write(output.join(".kpack/rocm_gfx803.kpack"), b"garbage").unwrap();
+    fs_err::write(output.join(".kpack/rocm_gfx803.kpack"), b"garbage").unwrap();
     let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
     assert_eq!(result.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&result.stderr);
@@ -166,10 +162,10 @@ fn a_split_tree_is_readable_by_other_users() {
     let work = tempfile::tempdir().unwrap();
     let input = work.path().join("deb");
     let library = unpack_rocrand(&input);
-    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs_err::set_permissions(&input, std::fs::Permissions::from_mode(0o755)).unwrap();
     let script = input.join("usr/share/doc/librocrand1/run.sh");
-    std::fs::write(&script, "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+    fs_err::write(&script, "#!/bin/sh\n").unwrap();
+    fs_err::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
     let output = work.path().join("split");
 
     run(kpack_pack_under_umask_022()
@@ -183,7 +179,7 @@ fn a_split_tree_is_readable_by_other_users() {
     // What the packer writes gets the usual modes; copies keep the input's.
     assert_eq!(mode(&output), 0o755, "the tree's root");
     assert_eq!(mode(&output.join(".kpack")), 0o755);
-    let archives: Vec<_> = std::fs::read_dir(output.join(".kpack"))
+    let archives: Vec<_> = fs_err::read_dir(output.join(".kpack"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
@@ -226,8 +222,8 @@ fn signing_key(dir: &Path) -> std::path::PathBuf {
 fn refuses_an_existing_output() {
     let work = tempfile::tempdir().unwrap();
     let input = work.path().join("in");
-    std::fs::create_dir_all(&input).unwrap();
-    std::fs::create_dir_all(work.path().join("out")).unwrap();
+    fs_err::create_dir_all(&input).unwrap();
+    fs_err::create_dir_all(work.path().join("out")).unwrap();
     let error = split_tree(
         &input,
         &work.path().join("out"),
@@ -245,7 +241,7 @@ fn write_bad_binary(dir: &Path) {
     let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[7u8; 64])]);
     let array: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
     let source = dir.join("bad.c");
-    std::fs::write(
+    fs_err::write(
         &source,
         format!(
             "#include <stdint.h>\n\
@@ -260,15 +256,15 @@ fn write_bad_binary(dir: &Path) {
         .args(["-shared", "-fPIC", "-o"])
         .arg(dir.join("libbad.so"))
         .arg(&source));
-    std::fs::remove_file(&source).unwrap();
+    fs_err::remove_file(&source).unwrap();
 }
 
 #[test]
 fn a_wrapper_into_the_middle_of_a_bundle_fails_the_whole_split() {
     let work = tempfile::tempdir().unwrap();
     let input = work.path().join("in");
-    std::fs::create_dir_all(input.join("lib")).unwrap();
-    std::fs::write(input.join("README"), b"docs").unwrap();
+    fs_err::create_dir_all(input.join("lib")).unwrap();
+    fs_err::write(input.join("README"), b"docs").unwrap();
     write_bad_binary(&input.join("lib"));
     let output = work.path().join("out");
     let result = kpack_pack()
@@ -284,7 +280,7 @@ fn a_wrapper_into_the_middle_of_a_bundle_fails_the_whole_split() {
     assert!(stderr.contains("not the start of a bundle"), "{stderr}");
     assert!(!output.exists());
     // No staging directory is left beside it either.
-    let leftovers: Vec<_> = std::fs::read_dir(work.path())
+    let leftovers: Vec<_> = fs_err::read_dir(work.path())
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
@@ -296,10 +292,10 @@ fn a_wrapper_into_the_middle_of_a_bundle_fails_the_whole_split() {
 fn an_unreadable_file_fails_the_split_naming_it() {
     let work = tempfile::tempdir().unwrap();
     let input = work.path().join("in");
-    std::fs::create_dir_all(input.join("share")).unwrap();
-    std::fs::write(input.join("share/secret"), b"no").unwrap();
-    std::fs::write(input.join("share/open"), b"yes").unwrap();
-    std::fs::set_permissions(
+    fs_err::create_dir_all(input.join("share")).unwrap();
+    fs_err::write(input.join("share/secret"), b"no").unwrap();
+    fs_err::write(input.join("share/open"), b"yes").unwrap();
+    fs_err::set_permissions(
         input.join("share/secret"),
         std::fs::Permissions::from_mode(0o000),
     )
@@ -307,7 +303,7 @@ fn an_unreadable_file_fails_the_split_naming_it() {
     let output = work.path().join("out");
     // Root reads everything: run as an unprivileged user then.
     let mut command = if unsafe { libc_geteuid() } == 0 {
-        std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        fs_err::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut c = kpack_test_support::tool("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(env!("CARGO_BIN_EXE_kpack-pack"));

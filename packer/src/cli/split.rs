@@ -73,8 +73,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         return run_tree(&args, compression, signer.as_ref());
     }
     let input = &args.input;
-    let mapped =
-        MappedFile::open(input).with_context(|| format!("cannot read {}", shown(input)))?;
+    let mapped = MappedFile::open(input)?;
     let data = mapped.bytes();
     let name = input
         .file_name()
@@ -92,8 +91,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
             shown(input)
         );
     };
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create {}", shown(&args.output)))?;
+    fs_err::create_dir_all(&args.output)?;
     let host = args.output.join(&name);
     if same_file(input, &host) {
         bail!("the output {} would overwrite the input", shown(&host));
@@ -177,7 +175,7 @@ fn summary(
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
+    match (fs_err::canonicalize(a), fs_err::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }

@@ -10,51 +10,53 @@
 //! ELF header, is the layout every linker produces and the one GNU strip
 //! preserves; a table elsewhere is re-laid out by strip into a broken file.
 
-use super::records::*;
+use object::elf::{
+    DynamicTag, ProgramType, SectionType, DT_GNU_HASH, DT_HASH, DT_JMPREL, DT_NULL, DT_REL,
+    DT_RELA, DT_RELR, DT_STRTAB, DT_SYMTAB, DT_VERDEF, DT_VERNEED, DT_VERSYM, PT_GNU_PROPERTY,
+    PT_INTERP, PT_LOAD, PT_NOTE, PT_PHDR, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_GNU_HASH,
+    SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_HASH, SHT_NOTE, SHT_PROGBITS, SHT_REL,
+    SHT_RELA, SHT_RELR, SHT_STRTAB, SHT_SYMTAB,
+};
+use object::read::elf::{Dyn as _, ProgramHeader, SectionHeader, Sym as _};
+use object::StringTable;
+
+use super::records::{
+    has_file_data, malformed, section_records_mut, Dyn, Phdr, SegmentEnds, Shdr, Sym, LE,
+};
 use crate::error::ElfError;
 
-const SHT_DYNAMIC: u32 = 6;
-const SHT_SYMTAB: u32 = 2;
-const SHT_DYNSYM: u32 = 11;
-const SYM_SIZE: usize = 24;
-const DYN_SIZE: usize = 16;
-
 /// `.dynamic` tags whose value is the address of a section that may move.
-const ADDRESS_TAGS: &[u64] = &[
-    4,           // DT_HASH
-    5,           // DT_STRTAB
-    6,           // DT_SYMTAB
-    7,           // DT_RELA
-    17,          // DT_REL
-    23,          // DT_JMPREL
-    36,          // DT_RELR
-    0x6fff_fef5, // DT_GNU_HASH
-    0x6fff_fff0, // DT_VERSYM
-    0x6fff_fffc, // DT_VERDEF
-    0x6fff_fffe, // DT_VERNEED
+const ADDRESS_TAGS: &[DynamicTag] = &[
+    DT_HASH,
+    DT_STRTAB,
+    DT_SYMTAB,
+    DT_RELA,
+    DT_REL,
+    DT_JMPREL,
+    DT_RELR,
+    DT_GNU_HASH,
+    DT_VERSYM,
+    DT_VERDEF,
+    DT_VERNEED,
 ];
 
 /// Segment types that describe one of the movable sections.
-const MOVABLE_SEGMENTS: &[u32] = &[
-    3,           // PT_INTERP
-    4,           // PT_NOTE
-    0x6474_e553, // PT_GNU_PROPERTY
-];
+const MOVABLE_SEGMENTS: &[ProgramType] = &[PT_INTERP, PT_NOTE, PT_GNU_PROPERTY];
 
 /// Section types that may move.
-const MOVABLE_SECTIONS: &[u32] = &[
-    1,           // SHT_PROGBITS (only `.interp`, checked by name)
-    3,           // SHT_STRTAB (only the dynamic string table, checked by tag)
-    4,           // SHT_RELA
-    5,           // SHT_HASH
-    7,           // SHT_NOTE
-    9,           // SHT_REL
-    11,          // SHT_DYNSYM
-    19,          // SHT_RELR
-    0x6fff_fff6, // SHT_GNU_HASH
-    0x6fff_fffd, // SHT_GNU_verdef
-    0x6fff_fffe, // SHT_GNU_verneed
-    0x6fff_ffff, // SHT_GNU_versym
+const MOVABLE_SECTIONS: &[SectionType] = &[
+    SHT_PROGBITS, // only `.interp`, checked by name
+    SHT_STRTAB,   // only the dynamic string table, checked by tag
+    SHT_RELA,
+    SHT_HASH,
+    SHT_NOTE,
+    SHT_REL,
+    SHT_DYNSYM,
+    SHT_RELR,
+    SHT_GNU_HASH,
+    SHT_GNU_VERDEF,
+    SHT_GNU_VERNEED,
+    SHT_GNU_VERSYM,
 ];
 
 /// The sections to move: a contiguous block of the file.
@@ -86,12 +88,14 @@ impl Eviction {
         loop {
             let before = sections.len();
             for (index, section) in shdrs.iter().enumerate() {
-                if sections.contains(&index) || !section.has_file_data() || section.sh_size == 0 {
+                if sections.contains(&index) || !has_file_data(section) || section.sh_size(LE) == 0
+                {
                     continue;
                 }
-                let (s, e) = (section.sh_offset, section.sh_offset + section.sh_size);
+                let s = section.sh_offset(LE);
+                let e = s.saturating_add(section.sh_size(LE));
                 if s < limit && e > from {
-                    if section.sh_flags & SHF_ALLOC == 0
+                    if !section.sh_flags(LE).contains(SHF_ALLOC)
                         || !movable(section, names, dynamic_addresses)
                     {
                         return None;
@@ -106,9 +110,12 @@ impl Eviction {
                 break;
             }
         }
-        let first = *sections.iter().min_by_key(|&&i| shdrs[i].sh_offset)?;
+        let first = sections
+            .iter()
+            .filter_map(|&i| shdrs.get(i))
+            .min_by_key(|s| s.sh_offset(LE))?;
         Some(Eviction {
-            address: shdrs[first].sh_addr - (shdrs[first].sh_offset - start),
+            address: first.sh_addr(LE) - (first.sh_offset(LE) - start),
             sections,
             start,
             end,
@@ -117,41 +124,34 @@ impl Eviction {
 }
 
 fn movable(section: &Shdr, names: &[u8], dynamic_addresses: &[u64]) -> bool {
-    if !MOVABLE_SECTIONS.contains(&section.sh_type) {
+    let kind = section.sh_type(LE);
+    if !MOVABLE_SECTIONS.contains(&kind) {
         return false;
     }
-    match section.sh_type {
-        SHT_PROGBITS => section_name(names, section.sh_name) == Some(b".interp".as_slice()),
-        3 => dynamic_addresses.contains(&section.sh_addr),
+    match kind {
+        SHT_PROGBITS => {
+            let names = StringTable::new(names, 0, names.len() as u64);
+            section.name(LE, names).ok() == Some(b".interp".as_slice())
+        }
+        SHT_STRTAB => dynamic_addresses.contains(&section.sh_addr(LE)),
         _ => true,
     }
 }
 
-fn section_name(names: &[u8], offset: u32) -> Option<&[u8]> {
-    let rest = names.get(offset as usize..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    Some(&rest[..end])
-}
-
 /// Values of the address tags in `.dynamic` (for recognising `.dynstr`).
-pub(super) fn dynamic_addresses(data: &[u8], shdrs: &[Shdr]) -> Vec<u64> {
+pub(super) fn dynamic_addresses(data: &[u8], shdrs: &[Shdr]) -> Result<Vec<u64>, ElfError> {
     let mut values = Vec::new();
-    for section in shdrs.iter().filter(|s| s.sh_type == SHT_DYNAMIC) {
-        let base = section.sh_offset as usize;
-        for entry in 0..(section.sh_size as usize / DYN_SIZE) {
-            let at = base + entry * DYN_SIZE;
-            let (Ok(tag), Ok(value)) = (read_u64(data, at), read_u64(data, at + 8)) else {
-                break;
-            };
-            if tag == 0 {
-                break;
-            }
-            if ADDRESS_TAGS.contains(&tag) {
-                values.push(value);
+    for section in shdrs {
+        let Some((entries, _)) = section.dynamic(LE, data).map_err(malformed)? else {
+            continue;
+        };
+        for entry in entries.iter().take_while(|e| e.d_tag(LE) != DT_NULL) {
+            if ADDRESS_TAGS.contains(&entry.d_tag(LE)) {
+                values.push(entry.d_val(LE));
             }
         }
     }
-    values
+    Ok(values)
 }
 
 /// Rewrites every reference to the moved sections in `out` (the file body,
@@ -167,53 +167,52 @@ pub(super) fn relocate_references(
     file_delta: u64,
 ) -> Result<(), ElfError> {
     let moved = |address: u64| {
-        eviction.sections.iter().any(|&i| {
-            let s = &shdrs[i];
-            address >= s.sh_addr && address < s.sh_addr + s.sh_size.max(1)
-        })
+        eviction
+            .sections
+            .iter()
+            .filter_map(|&i| shdrs.get(i))
+            .any(|s| {
+                let start = s.sh_addr(LE);
+                address >= start && address < start.saturating_add(s.sh_size(LE).max(1))
+            })
     };
-    for section in shdrs.iter().filter(|s| s.sh_type == SHT_DYNAMIC) {
-        let base = section.sh_offset as usize;
-        for entry in 0..(section.sh_size as usize / DYN_SIZE) {
-            let at = base + entry * DYN_SIZE;
-            let tag = read_u64(out, at)?;
-            if tag == 0 {
-                break;
-            }
-            let value = read_u64(out, at + 8)?;
-            if ADDRESS_TAGS.contains(&tag) && moved(value) {
-                write_u64(out, at + 8, value.wrapping_add(delta));
+    for section in shdrs.iter().filter(|s| s.sh_type(LE) == SHT_DYNAMIC) {
+        let entries = section_records_mut::<Dyn>(out, section)?;
+        for entry in entries.iter_mut().take_while(|e| e.d_tag(LE) != DT_NULL) {
+            let value = entry.d_val(LE);
+            if ADDRESS_TAGS.contains(&entry.d_tag(LE)) && moved(value) {
+                entry.d_val.set(LE, value.wrapping_add(delta));
             }
         }
     }
     for section in shdrs
         .iter()
-        .filter(|s| s.sh_type == SHT_SYMTAB || s.sh_type == SHT_DYNSYM)
+        .filter(|s| s.sh_type(LE) == SHT_SYMTAB || s.sh_type(LE) == SHT_DYNSYM)
     {
-        let base = section.sh_offset as usize;
-        for entry in 0..(section.sh_size as usize / SYM_SIZE) {
-            let at = base + entry * SYM_SIZE;
-            let shndx = read_u16(out, at + 6)? as usize;
-            if eviction.sections.contains(&shndx) {
-                let value = read_u64(out, at + 8)?;
-                write_u64(out, at + 8, value.wrapping_add(delta));
+        for symbol in section_records_mut::<Sym>(out, section)? {
+            if eviction
+                .sections
+                .contains(&usize::from(symbol.st_shndx(LE).0))
+            {
+                let value = symbol.st_value(LE);
+                symbol.st_value.set(LE, value.wrapping_add(delta));
             }
         }
     }
     for phdr in phdrs.iter_mut() {
-        if phdr.p_type == PT_LOAD || phdr.p_filesz == 0 {
+        if phdr.p_type(LE) == PT_LOAD || phdr.p_filesz(LE) == 0 {
             continue;
         }
-        let inside = phdr.p_offset >= eviction.start && phdr.file_end() <= eviction.end;
-        let overlaps = phdr.p_offset < eviction.end && phdr.file_end() > eviction.start;
-        if inside && MOVABLE_SEGMENTS.contains(&phdr.p_type) {
-            phdr.p_offset += file_delta;
-            phdr.p_vaddr = phdr.p_vaddr.wrapping_add(delta);
-            phdr.p_paddr = phdr.p_paddr.wrapping_add(delta);
-        } else if overlaps && phdr.p_type != PT_PHDR {
+        let inside = phdr.p_offset(LE) >= eviction.start && phdr.file_end() <= eviction.end;
+        let overlaps = phdr.p_offset(LE) < eviction.end && phdr.file_end() > eviction.start;
+        if inside && MOVABLE_SEGMENTS.contains(&phdr.p_type(LE)) {
+            phdr.p_offset.set(LE, phdr.p_offset(LE) + file_delta);
+            phdr.p_vaddr.set(LE, phdr.p_vaddr(LE).wrapping_add(delta));
+            phdr.p_paddr.set(LE, phdr.p_paddr(LE).wrapping_add(delta));
+        } else if overlaps && phdr.p_type(LE) != PT_PHDR {
             return Err(ElfError::Unsupported(format!(
                 "segment of type {:#x} covers sections that must move to make room for program headers",
-                phdr.p_type
+                phdr.p_type(LE)
             )));
         }
     }

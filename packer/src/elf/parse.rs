@@ -5,9 +5,13 @@
 use std::collections::HashMap;
 
 use object::elf;
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rel, Rela, SectionHeader, Sym};
-use object::{Endianness, Object, ObjectSection};
+use object::elf::FileHeader64;
+use object::read::elf::{
+    ElfFile64, ElfSection64, FileHeader, ProgramHeader, Rel, Rela, SectionHeader, Sym, SymbolTable,
+};
+use object::{Endianness, FileKind, Object, ObjectSection};
 
+use super::records::malformed;
 use super::{FATBIN_SECTION, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::bundle::{parse_fatbin, Bundle};
 use crate::error::ElfError;
@@ -88,69 +92,32 @@ pub struct FatElf<'a> {
     pub wrappers: Vec<Wrapper>,
 }
 
+type ElfFile<'a> = ElfFile64<'a, Endianness>;
+type ElfSection<'a, 'file> = ElfSection64<'a, 'file, Endianness>;
+
 impl<'a> FatElf<'a> {
     /// Parses `data`: `Ok(None)` when it is not a 64-bit little-endian ELF
     /// file with a `.hip_fatbin` section (nothing to split), an error when
     /// it is one but cannot be split.
     pub fn parse(data: &'a [u8]) -> Result<Option<FatElf<'a>>, ElfError> {
-        if !data.starts_with(&elf::ELFMAG) || data.get(4) != Some(&elf::ELFCLASS64.0) {
+        if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
             return Ok(None);
         }
-        let file =
-            ElfFile64::<Endianness>::parse(data).map_err(|e| ElfError::Malformed(e.to_string()))?;
+        let file = ElfFile::parse(data).map_err(malformed)?;
         let Some(fatbin_section) = file.section_by_name(FATBIN_SECTION) else {
             return Ok(None);
         };
-        let endian = file.endian();
-        let header = file.elf_header();
-        if !file.is_little_endian() {
-            return Err(ElfError::Unsupported("big-endian ELF".into()));
-        }
-        let machine = match header.e_machine(endian) {
-            elf::EM_X86_64 => Machine::X86_64,
-            elf::EM_AARCH64 => Machine::Aarch64,
-            other => return Err(ElfError::Unsupported(format!("machine {other}"))),
-        };
-        let kind = match header.e_type(endian) {
-            elf::ET_DYN => ElfKind::Dynamic,
-            elf::ET_EXEC => ElfKind::Executable,
-            other => return Err(ElfError::Unsupported(format!("ELF type {other}"))),
-        };
-        let page_size = file
-            .elf_program_headers()
-            .iter()
-            .filter(|p| p.p_type(endian) == elf::PT_LOAD)
-            .map(|p| p.p_align(endian))
-            .max()
-            .filter(|&align| align.is_power_of_two())
-            .ok_or_else(|| {
-                ElfError::Malformed("no load segment with a power-of-two alignment".into())
-            })?;
+        let (machine, kind) = machine_and_kind(&file)?;
+        let page_size = page_size(&file)?;
 
-        let range = |section: &object::read::elf::ElfSection64<'a, '_, Endianness>| -> Result<SectionRange, ElfError> {
-            let (offset, size) = section
-                .file_range()
-                .ok_or_else(|| ElfError::Malformed(format!("{} has no file data", section.name().unwrap_or("?"))))?;
-            Ok(SectionRange {
-                index: section.index().0,
-                address: section.address(),
-                offset,
-                size,
-            })
-        };
-        let fatbin = range(&fatbin_section)?;
-        let fatbin_data = fatbin_section
-            .data()
-            .map_err(|e| ElfError::Malformed(format!("{FATBIN_SECTION}: {e}")))?;
-        let bundles = parse_fatbin(fatbin_data).map_err(ElfError::Bundle)?;
+        let fatbin = section_range(&fatbin_section)?;
+        let bundles = parse_fatbin(section_data(&fatbin_section, FATBIN_SECTION)?)?;
 
         let wrapper_section = file.section_by_name(WRAPPER_SECTION).ok_or_else(|| {
             ElfError::Malformed(format!("{FATBIN_SECTION} without {WRAPPER_SECTION}"))
         })?;
-        let wrappers_range = range(&wrapper_section)?;
-        let wrapper_data = wrapper_section
-            .data()
-            .map_err(|e| ElfError::Malformed(format!("{WRAPPER_SECTION}: {e}")))?;
+        let wrapper_range = section_range(&wrapper_section)?;
+        let wrapper_data = section_data(&wrapper_section, WRAPPER_SECTION)?;
         if !(wrapper_data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
             return Err(ElfError::Malformed(format!(
                 "{WRAPPER_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
@@ -158,164 +125,283 @@ impl<'a> FatElf<'a> {
             )));
         }
 
-        let relocations = pointer_relocations(&file, wrappers_range)?;
-        let mut wrappers = Vec::new();
-        for (index, raw) in wrapper_data.chunks_exact(WRAPPER_SIZE as usize).enumerate() {
-            let le32 =
-                |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
-            let mut pointer_bytes = [0u8; 8];
-            pointer_bytes.copy_from_slice(&raw[8..16]);
-            let stored = u64::from_le_bytes(pointer_bytes);
-            let address = wrappers_range.address + index as u64 * WRAPPER_SIZE;
-            match le32(0) {
-                HIPF_MAGIC => {}
-                HIPK_MAGIC => return Err(ElfError::AlreadySplit),
-                magic => {
-                    return Err(ElfError::BadWrapper {
-                        index,
-                        address,
-                        message: format!("magic {magic:#010x} is not HIPF"),
-                    })
-                }
-            }
-            let pointer = match relocations.get(&(address + 8)) {
-                Some(&source) => source,
-                None if kind == ElfKind::Executable => PointerSource::Absolute,
-                None => {
-                    return Err(ElfError::BadWrapper {
-                        index,
-                        address,
-                        message: "its pointer has no relocation in a position-independent file"
-                            .into(),
-                    })
-                }
-            };
-            let target_address = match pointer {
-                PointerSource::Rela { addend, symbol, .. } => {
-                    symbol.unwrap_or(0).wrapping_add(addend as u64)
-                }
-                PointerSource::Rel { .. }
-                | PointerSource::Relr { .. }
-                | PointerSource::Absolute => stored,
-            };
-            let bundle = target_address
-                .checked_sub(fatbin.address)
-                .and_then(|offset| bundles.iter().position(|b| b.offset as u64 == offset))
-                .ok_or_else(|| ElfError::BadWrapper {
-                    index,
+        let relocations = pointer_relocations(&file, wrapper_range)?;
+        let bundle_starts = BundleStarts {
+            fatbin: fatbin.address,
+            bundles: &bundles,
+        };
+        let (records, _) = wrapper_data.as_chunks::<{ WRAPPER_SIZE as usize }>();
+        let wrappers = records
+            .iter()
+            .enumerate()
+            .map(|(index, raw)| {
+                let address = wrapper_range
+                    .address
+                    .wrapping_add(index as u64 * WRAPPER_SIZE);
+                let stored = read_wrapper(raw, index, address)?;
+                let pointer = pointer_source(&relocations, kind, index, address)?;
+                let target_address = pointer.target_address(stored);
+                Ok(Wrapper {
                     address,
-                    message: format!(
-                        "points at {target_address:#x}, which is not the start of a bundle in {FATBIN_SECTION} (bundles start at {})",
-                        bundles
-                            .iter()
-                            .map(|b| format!("{:#x}", fatbin.address + b.offset as u64))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                })?;
-            wrappers.push(Wrapper {
-                address,
-                file_offset: wrappers_range.offset + index as u64 * WRAPPER_SIZE,
-                target_address,
-                pointer,
-                bundle,
-            });
-        }
+                    file_offset: wrapper_range.offset + index as u64 * WRAPPER_SIZE,
+                    target_address,
+                    pointer,
+                    bundle: bundle_starts.find(target_address, index, address)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ElfError>>()?;
         Ok(Some(FatElf {
             machine,
             kind,
             page_size,
             fatbin,
-            wrapper_section: wrappers_range,
+            wrapper_section: wrapper_range,
             bundles,
             wrappers,
         }))
     }
 }
 
+/// The architecture and file type, which must be ones the surgery knows.
+fn machine_and_kind(file: &ElfFile<'_>) -> Result<(Machine, ElfKind), ElfError> {
+    let endian = file.endian();
+    let header = file.elf_header();
+    if !file.is_little_endian() {
+        return Err(ElfError::Unsupported("big-endian ELF".into()));
+    }
+    let machine = match header.e_machine(endian) {
+        elf::EM_X86_64 => Machine::X86_64,
+        elf::EM_AARCH64 => Machine::Aarch64,
+        other => return Err(ElfError::Unsupported(format!("machine {other}"))),
+    };
+    let kind = match header.e_type(endian) {
+        elf::ET_DYN => ElfKind::Dynamic,
+        elf::ET_EXEC => ElfKind::Executable,
+        other => return Err(ElfError::Unsupported(format!("ELF type {other}"))),
+    };
+    Ok((machine, kind))
+}
+
+/// The largest page size the cut works in: 1 GiB, the largest huge page.
+const MAX_PAGE_SIZE: u64 = 1 << 30;
+
+/// The largest alignment of the load segments: the cut removes whole
+/// pages of this size.
+fn page_size(file: &ElfFile<'_>) -> Result<u64, ElfError> {
+    let endian = file.endian();
+    let page = file
+        .elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+        .map(|p| p.p_align(endian))
+        .max()
+        .filter(|&align| align.is_power_of_two())
+        .ok_or_else(|| {
+            ElfError::Malformed("no load segment with a power-of-two alignment".into())
+        })?;
+    if page > MAX_PAGE_SIZE {
+        return Err(ElfError::Unsupported(format!(
+            "load segments aligned to {page:#x} bytes, more than the largest page ({MAX_PAGE_SIZE:#x})"
+        )));
+    }
+    Ok(page)
+}
+
+/// Where `section` is in memory and in the file; it must have file data.
+fn section_range(section: &ElfSection<'_, '_>) -> Result<SectionRange, ElfError> {
+    let (offset, size) = section.file_range().ok_or_else(|| {
+        ElfError::Malformed(format!(
+            "{} has no file data",
+            section.name().unwrap_or("?")
+        ))
+    })?;
+    Ok(SectionRange {
+        index: section.index().0,
+        address: section.address(),
+        offset,
+        size,
+    })
+}
+
+/// The bytes of `section` (called `name`), inside the file.
+fn section_data<'a>(section: &ElfSection<'a, '_>, name: &str) -> Result<&'a [u8], ElfError> {
+    section
+        .data()
+        .map_err(|e| ElfError::Malformed(format!("{name}: {e}")))
+}
+
+/// How the pointer of wrapper `index` at `address` is relocated: by the
+/// relocation found for it, or, in an `ET_EXEC` file, not at all.
+fn pointer_source(
+    relocations: &HashMap<u64, PointerSource>,
+    kind: ElfKind,
+    index: usize,
+    address: u64,
+) -> Result<PointerSource, ElfError> {
+    match relocations.get(&address.wrapping_add(8)) {
+        Some(&source) => Ok(source),
+        None if kind == ElfKind::Executable => Ok(PointerSource::Absolute),
+        None => Err(ElfError::BadWrapper {
+            index,
+            address,
+            message: "its pointer has no relocation in a position-independent file".into(),
+        }),
+    }
+}
+
+/// Checks the magic of wrapper `raw` (number `index`, at `address`) and
+/// returns the value its pointer field holds in the file.
+fn read_wrapper(
+    raw: &[u8; WRAPPER_SIZE as usize],
+    index: usize,
+    address: u64,
+) -> Result<u64, ElfError> {
+    let [m0, m1, m2, m3, _, _, _, _, p0, p1, p2, p3, p4, p5, p6, p7, ..] = *raw;
+    let stored = u64::from_le_bytes([p0, p1, p2, p3, p4, p5, p6, p7]);
+    match u32::from_le_bytes([m0, m1, m2, m3]) {
+        HIPF_MAGIC => {}
+        HIPK_MAGIC => return Err(ElfError::AlreadySplit),
+        magic => {
+            return Err(ElfError::BadWrapper {
+                index,
+                address,
+                message: format!("magic {magic:#010x} is not HIPF"),
+            })
+        }
+    }
+    Ok(stored)
+}
+
+impl PointerSource {
+    /// The address the pointer holds at run time, `stored` being the value
+    /// in the file.
+    fn target_address(self, stored: u64) -> u64 {
+        match self {
+            PointerSource::Rela { addend, symbol, .. } => {
+                symbol.unwrap_or(0).wrapping_add(addend as u64)
+            }
+            PointerSource::Rel { .. } | PointerSource::Relr { .. } | PointerSource::Absolute => {
+                stored
+            }
+        }
+    }
+}
+
+/// The bundles of `.hip_fatbin` (at address `fatbin`), found by where they
+/// start.
+struct BundleStarts<'b, 'a> {
+    fatbin: u64,
+    bundles: &'b [Bundle<'a>],
+}
+
+impl BundleStarts<'_, '_> {
+    /// Index of the bundle starting at `target`, which wrapper `index` at
+    /// `address` points at.
+    fn find(&self, target: u64, index: usize, address: u64) -> Result<usize, ElfError> {
+        target
+            .checked_sub(self.fatbin)
+            .and_then(|offset| self.bundles.iter().position(|b| b.offset as u64 == offset))
+            .ok_or_else(|| ElfError::BadWrapper {
+                index,
+                address,
+                message: format!(
+                    "points at {target:#x}, which is not the start of a bundle in {FATBIN_SECTION} (bundles start at {})",
+                    self.bundles
+                        .iter()
+                        .map(|b| format!("{:#x}", self.fatbin + b.offset as u64))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+}
+
+/// The pointer fields of the wrappers in `.hipFatBinSegment`.
+#[derive(Clone, Copy)]
+struct PointerFields(SectionRange);
+
+impl PointerFields {
+    /// Whether `offset` is the pointer field of a wrapper.
+    fn contains(self, offset: u64) -> bool {
+        let wrappers = self.0;
+        offset >= wrappers.address
+            && offset < wrappers.address.saturating_add(wrappers.size)
+            && (offset - wrappers.address) % WRAPPER_SIZE == 8
+    }
+}
+
 /// Every relocation whose offset is the pointer field of a wrapper, keyed
 /// by that offset.
 fn pointer_relocations(
-    file: &ElfFile64<'_, Endianness>,
+    file: &ElfFile<'_>,
     wrappers: SectionRange,
 ) -> Result<HashMap<u64, PointerSource>, ElfError> {
     let endian = file.endian();
     let data = file.data();
     let sections = file.elf_section_table();
-    let is_pointer = |offset: u64| {
-        offset >= wrappers.address
-            && offset < wrappers.address + wrappers.size
-            && (offset - wrappers.address) % WRAPPER_SIZE == 8
-    };
-    let malformed = |e: object::Error| ElfError::Malformed(e.to_string());
+    let fields = PointerFields(wrappers);
     let mut found = HashMap::new();
-    for (section_index, section) in sections.enumerate() {
-        let index = section_index.0;
-        match section.sh_type(endian) {
-            elf::SHT_RELA => {
-                let Some((relocations, link)) = section.rela(endian, data).map_err(malformed)?
-                else {
-                    continue;
-                };
-                let symbols = sections
-                    .symbol_table_by_index(endian, data, link)
-                    .map_err(malformed)?;
-                for (i, rela) in relocations.iter().enumerate() {
-                    let offset = rela.r_offset(endian);
-                    if !is_pointer(offset) {
-                        continue;
-                    }
-                    let symbol_index = rela.r_sym(endian, false);
-                    let symbol = if symbol_index == 0 {
-                        None
-                    } else {
-                        let sym = symbols
-                            .symbol(object::SymbolIndex(symbol_index as usize))
-                            .map_err(malformed)?;
-                        Some(sym.st_value(endian))
+    for (index, section) in sections.enumerate() {
+        let index = index.0;
+        if let Some((relocations, link)) = section.rela(endian, data).map_err(malformed)? {
+            let symbols = sections
+                .symbol_table_by_index(endian, data, link)
+                .map_err(malformed)?;
+            rela_pointers(relocations, &symbols, endian, index, fields, &mut found)?;
+        } else if let Some((relocations, _)) = section.rel(endian, data).map_err(malformed)? {
+            for (i, rel) in relocations.iter().enumerate() {
+                let offset = rel.r_offset(endian);
+                if fields.contains(offset) {
+                    let r_type = rel.r_type(endian).0;
+                    let source = PointerSource::Rel {
+                        section: index,
+                        index: i,
+                        r_type,
                     };
-                    found.insert(
-                        offset,
-                        PointerSource::Rela {
-                            section: index,
-                            index: i,
-                            r_type: rela.r_type(endian, false).0,
-                            addend: rela.r_addend(endian),
-                            symbol,
-                        },
-                    );
+                    found.insert(offset, source);
                 }
             }
-            elf::SHT_REL => {
-                let Some((relocations, _)) = section.rel(endian, data).map_err(malformed)? else {
-                    continue;
-                };
-                for (i, rel) in relocations.iter().enumerate() {
-                    let offset = rel.r_offset(endian);
-                    if is_pointer(offset) {
-                        found.insert(
-                            offset,
-                            PointerSource::Rel {
-                                section: index,
-                                index: i,
-                                r_type: rel.r_type(endian).0,
-                            },
-                        );
-                    }
-                }
+        } else if let Some(relocations) = section.relr(endian, data).map_err(malformed)? {
+            for offset in relocations.filter(|&offset| fields.contains(offset)) {
+                found.insert(offset, PointerSource::Relr { section: index });
             }
-            elf::SHT_RELR => {
-                let Some(relocations) = section.relr(endian, data).map_err(malformed)? else {
-                    continue;
-                };
-                for offset in relocations {
-                    if is_pointer(offset) {
-                        found.insert(offset, PointerSource::Relr { section: index });
-                    }
-                }
-            }
-            _ => {}
         }
     }
     Ok(found)
+}
+
+/// The wrapper pointers among the RELA relocations of section `section`,
+/// with the value of the symbol each names.
+fn rela_pointers(
+    relocations: &[elf::Rela64<Endianness>],
+    symbols: &SymbolTable<'_, FileHeader64<Endianness>>,
+    endian: Endianness,
+    section: usize,
+    fields: PointerFields,
+    found: &mut HashMap<u64, PointerSource>,
+) -> Result<(), ElfError> {
+    for (index, rela) in relocations.iter().enumerate() {
+        let offset = rela.r_offset(endian);
+        if !fields.contains(offset) {
+            continue;
+        }
+        let symbol = match rela.r_sym(endian, false) {
+            0 => None,
+            symbol => Some(
+                symbols
+                    .symbol(object::SymbolIndex(symbol as usize))
+                    .map_err(malformed)?
+                    .st_value(endian),
+            ),
+        };
+        let source = PointerSource::Rela {
+            section,
+            index,
+            r_type: rela.r_type(endian, false).0,
+            addend: rela.r_addend(endian),
+            symbol,
+        };
+        found.insert(offset, source);
+    }
+    Ok(())
 }

@@ -1,48 +1,126 @@
-//! The ELF64 little-endian records the surgery rewrites: file header
-//! fields, program headers, section headers and RELA entries. `object`
-//! reads files; these are the writable copies, decoded and encoded at
-//! their fixed offsets.
+//! The ELF64 little-endian records the surgery rewrites, as `object`'s
+//! typed structs: the program and section header tables are read with
+//! `object`, edited as copies and written back whole; the file header,
+//! `.dynamic` entries, symbols and RELA entries are edited where they lie
+//! in the output. Every access is bounds-checked.
+
+use object::elf::{
+    Dyn64, FileHeader64, ProgramHeader64, Rela64, SectionHeader64, Sym64, SHT_NOBITS, SHT_NULL,
+};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::{pod, LittleEndian, Pod};
 
 use crate::error::ElfError;
 
-pub(super) const PT_LOAD: u32 = 1;
-pub(super) const PT_PHDR: u32 = 6;
-pub(super) const PF_R: u32 = 4;
-pub(super) const SHT_NULL: u32 = 0;
-pub(super) const SHT_PROGBITS: u32 = 1;
-pub(super) const SHT_NOBITS: u32 = 8;
-pub(super) const SHF_ALLOC: u64 = 2;
+/// The byte order of every file the surgery rewrites.
+pub(super) const LE: LittleEndian = LittleEndian;
 
-pub(super) const EHDR_SIZE: usize = 64;
-pub(super) const PHDR_SIZE: usize = 56;
-pub(super) const SHDR_SIZE: usize = 64;
-pub(super) const RELA_SIZE: usize = 24;
+pub(super) type Ehdr = FileHeader64<LittleEndian>;
+pub(super) type Phdr = ProgramHeader64<LittleEndian>;
+pub(super) type Shdr = SectionHeader64<LittleEndian>;
+pub(super) type Dyn = Dyn64<LittleEndian>;
+pub(super) type Sym = Sym64<LittleEndian>;
+pub(super) type Rela = Rela64<LittleEndian>;
 
-// File header field offsets.
-pub(super) const E_PHOFF: usize = 32;
-pub(super) const E_SHOFF: usize = 40;
-pub(super) const E_PHENTSIZE: usize = 54;
-pub(super) const E_PHNUM: usize = 56;
-pub(super) const E_SHENTSIZE: usize = 58;
-pub(super) const E_SHNUM: usize = 60;
-pub(super) const E_SHSTRNDX: usize = 62;
-
-pub(super) fn read_u16(data: &[u8], at: usize) -> Result<u16, ElfError> {
-    field(data, at).map(u16::from_le_bytes)
+/// A failed read of `object`'s, as a malformed file.
+pub(super) fn malformed(error: object::Error) -> ElfError {
+    ElfError::Malformed(error.to_string())
 }
 
-pub(super) fn read_u32(data: &[u8], at: usize) -> Result<u32, ElfError> {
-    field(data, at).map(u32::from_le_bytes)
+/// The program and section header tables of the input.
+#[derive(Debug)]
+pub(super) struct Tables {
+    pub phoff: u64,
+    pub shstrndx: usize,
+    pub phdrs: Vec<Phdr>,
+    pub shdrs: Vec<Shdr>,
 }
 
-pub(super) fn read_u64(data: &[u8], at: usize) -> Result<u64, ElfError> {
-    field(data, at).map(u64::from_le_bytes)
+/// Where every segment and section must end, in memory and in the file:
+/// no machine maps anything past it, and below it the surgery's sums of
+/// addresses, offsets and sizes cannot overflow.
+const EXTENT_LIMIT: u64 = 1 << 56;
+
+impl Tables {
+    /// Copies the tables out of `data`, to be edited.
+    pub fn read(data: &[u8]) -> Result<Tables, ElfError> {
+        let header = Ehdr::parse(data).map_err(malformed)?;
+        let tables = Tables {
+            phoff: header.e_phoff(LE),
+            shstrndx: header.shstrndx(LE, data).map_err(malformed)? as usize,
+            phdrs: header
+                .program_headers(LE, data)
+                .map_err(malformed)?
+                .to_vec(),
+            shdrs: header
+                .section_headers(LE, data)
+                .map_err(malformed)?
+                .to_vec(),
+        };
+        tables.check_extents()?;
+        Ok(tables)
+    }
+
+    /// Refuses segments and sections that end past [`EXTENT_LIMIT`].
+    fn check_extents(&self) -> Result<(), ElfError> {
+        let within = |start: u64, size: u64| {
+            start
+                .checked_add(size)
+                .is_some_and(|end| end <= EXTENT_LIMIT)
+        };
+        for (index, p) in self.phdrs.iter().enumerate() {
+            let memsz = p.p_memsz(LE);
+            if !(within(p.p_offset(LE), p.p_filesz(LE))
+                && within(p.p_vaddr(LE), memsz)
+                && within(p.p_paddr(LE), memsz))
+            {
+                return Err(ElfError::Malformed(format!(
+                    "segment {index} ends past {EXTENT_LIMIT:#x}"
+                )));
+            }
+        }
+        for (index, s) in self.shdrs.iter().enumerate() {
+            if !(within(s.sh_offset(LE), s.sh_size(LE)) && within(s.sh_addr(LE), s.sh_size(LE))) {
+                return Err(ElfError::Malformed(format!(
+                    "section {index} ends past {EXTENT_LIMIT:#x}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
-fn field<const N: usize>(data: &[u8], at: usize) -> Result<[u8; N], ElfError> {
-    at.checked_add(N)
-        .and_then(|end| data.get(at..end))
-        .and_then(|bytes| bytes.try_into().ok())
+/// Where a segment ends, in the file and in memory.
+pub(super) trait SegmentEnds {
+    /// End of the file bytes the segment maps.
+    fn file_end(&self) -> u64;
+    /// End of the segment in memory.
+    fn memory_end(&self) -> u64;
+}
+
+impl SegmentEnds for Phdr {
+    fn file_end(&self) -> u64 {
+        self.p_offset(LE).saturating_add(self.p_filesz(LE))
+    }
+
+    fn memory_end(&self) -> u64 {
+        self.p_vaddr(LE).saturating_add(self.p_memsz(LE))
+    }
+}
+
+/// Whether a section occupies bytes in the file.
+pub(super) fn has_file_data(section: &Shdr) -> bool {
+    let kind = section.sh_type(LE);
+    kind != SHT_NOBITS && kind != SHT_NULL
+}
+
+/// The record of type `T` at file offset `at` of `out`, to edit in place.
+pub(super) fn record_mut<T: Pod>(out: &mut [u8], at: u64) -> Result<&mut T, ElfError> {
+    usize::try_from(at)
+        .ok()
+        .and_then(|at| out.get_mut(at..))
+        .and_then(|rest| pod::from_bytes_mut::<T>(rest).ok())
+        .map(|(record, _)| record)
         .ok_or_else(|| {
             ElfError::Malformed(format!(
                 "record at offset {at} runs past the end of the file"
@@ -50,116 +128,25 @@ fn field<const N: usize>(data: &[u8], at: usize) -> Result<[u8; N], ElfError> {
         })
 }
 
-pub(super) fn write_u16(data: &mut [u8], at: usize, value: u16) {
-    data[at..at + 2].copy_from_slice(&value.to_le_bytes());
-}
-
-pub(super) fn write_u32(data: &mut [u8], at: usize, value: u32) {
-    data[at..at + 4].copy_from_slice(&value.to_le_bytes());
-}
-
-pub(super) fn write_u64(data: &mut [u8], at: usize, value: u64) {
-    data[at..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-/// A program header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Phdr {
-    pub p_type: u32,
-    pub p_flags: u32,
-    pub p_offset: u64,
-    pub p_vaddr: u64,
-    pub p_paddr: u64,
-    pub p_filesz: u64,
-    pub p_memsz: u64,
-    pub p_align: u64,
-}
-
-impl Phdr {
-    pub fn read(data: &[u8], at: usize) -> Result<Phdr, ElfError> {
-        Ok(Phdr {
-            p_type: read_u32(data, at)?,
-            p_flags: read_u32(data, at + 4)?,
-            p_offset: read_u64(data, at + 8)?,
-            p_vaddr: read_u64(data, at + 16)?,
-            p_paddr: read_u64(data, at + 24)?,
-            p_filesz: read_u64(data, at + 32)?,
-            p_memsz: read_u64(data, at + 40)?,
-            p_align: read_u64(data, at + 48)?,
-        })
-    }
-
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.p_type.to_le_bytes());
-        out.extend_from_slice(&self.p_flags.to_le_bytes());
-        for value in [
-            self.p_offset,
-            self.p_vaddr,
-            self.p_paddr,
-            self.p_filesz,
-            self.p_memsz,
-            self.p_align,
-        ] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-    }
-
-    /// End of the file bytes the segment maps.
-    pub fn file_end(&self) -> u64 {
-        self.p_offset + self.p_filesz
-    }
-
-    /// End of the segment in memory.
-    pub fn memory_end(&self) -> u64 {
-        self.p_vaddr + self.p_memsz
-    }
-}
-
-/// A section header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Shdr {
-    pub sh_name: u32,
-    pub sh_type: u32,
-    pub sh_flags: u64,
-    pub sh_addr: u64,
-    pub sh_offset: u64,
-    pub sh_size: u64,
-    pub sh_link: u32,
-    pub sh_info: u32,
-    pub sh_addralign: u64,
-    pub sh_entsize: u64,
-}
-
-impl Shdr {
-    pub fn read(data: &[u8], at: usize) -> Result<Shdr, ElfError> {
-        Ok(Shdr {
-            sh_name: read_u32(data, at)?,
-            sh_type: read_u32(data, at + 4)?,
-            sh_flags: read_u64(data, at + 8)?,
-            sh_addr: read_u64(data, at + 16)?,
-            sh_offset: read_u64(data, at + 24)?,
-            sh_size: read_u64(data, at + 32)?,
-            sh_link: read_u32(data, at + 40)?,
-            sh_info: read_u32(data, at + 44)?,
-            sh_addralign: read_u64(data, at + 48)?,
-            sh_entsize: read_u64(data, at + 56)?,
-        })
-    }
-
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.sh_name.to_le_bytes());
-        out.extend_from_slice(&self.sh_type.to_le_bytes());
-        for value in [self.sh_flags, self.sh_addr, self.sh_offset, self.sh_size] {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
-        out.extend_from_slice(&self.sh_link.to_le_bytes());
-        out.extend_from_slice(&self.sh_info.to_le_bytes());
-        out.extend_from_slice(&self.sh_addralign.to_le_bytes());
-        out.extend_from_slice(&self.sh_entsize.to_le_bytes());
-    }
-
-    /// Whether the section occupies bytes in the file.
-    pub fn has_file_data(&self) -> bool {
-        self.sh_type != SHT_NOBITS && self.sh_type != SHT_NULL
-    }
+/// The records of type `T` filling `section` in `out`, to edit in place.
+pub(super) fn section_records_mut<'a, T: Pod>(
+    out: &'a mut [u8],
+    section: &Shdr,
+) -> Result<&'a mut [T], ElfError> {
+    let (offset, size) = (section.sh_offset(LE), section.sh_size(LE));
+    let bytes = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(size).ok())
+        .and_then(|(start, size)| out.get_mut(start..start.checked_add(size)?))
+        .ok_or_else(|| {
+            ElfError::Malformed(format!(
+                "section at offset {offset} runs past the end of the file"
+            ))
+        })?;
+    pod::slice_from_all_bytes_mut(bytes).map_err(|()| {
+        ElfError::Malformed(format!(
+            "section at offset {offset} is not a whole number of {}-byte records",
+            size_of::<T>()
+        ))
+    })
 }

@@ -18,9 +18,16 @@
 //! The result is a normal file: section headers are rewritten at the end
 //! with the new name in a new `.shstrtab`, existing section indices stay.
 
+use object::elf::{self, PF_R, PT_LOAD, PT_PHDR, SHF_ALLOC, SHT_NOBITS, SHT_NULL, SHT_PROGBITS};
+use object::read::elf::{ProgramHeader, SectionHeader};
+use object::{pod, U32, U64};
+
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::{FatElf, PointerSource};
-use super::records::*;
+use super::records::{
+    has_file_data, malformed, record_mut, section_records_mut, Ehdr, Phdr, Rela, SegmentEnds, Shdr,
+    Tables, LE,
+};
 use super::{HIPK_MAGIC, WRAPPER_SIZE};
 use crate::error::ElfError;
 
@@ -49,6 +56,20 @@ enum Layout {
     MoveTable,
 }
 
+impl Layout {
+    /// The program header table's file offset and address: where it was
+    /// (`phoff`, mapped by `first_load`), or the start of the new segment.
+    fn table_place(&self, phoff: u64, first_load: &Phdr, segment: &NewSegment) -> (u64, u64) {
+        match self {
+            Layout::InPlace | Layout::Evict(_) => (
+                phoff,
+                first_load.p_vaddr(LE) + (phoff - first_load.p_offset(LE)),
+            ),
+            Layout::MoveTable => (segment.offset, segment.vaddr),
+        }
+    }
+}
+
 fn round_up(value: u64, align: u64) -> u64 {
     value.div_ceil(align) * align
 }
@@ -65,62 +86,32 @@ pub fn split_elf(
     marker: &[u8],
 ) -> Result<(Vec<u8>, SplitLayout), ElfError> {
     let page = fat.page_size;
-    let malformed = |message: String| ElfError::Malformed(message);
     let Tables {
         phoff,
         shstrndx,
         phdrs,
         mut shdrs,
     } = Tables::read(data)?;
-    let shstrtab = *shdrs
+    let old_names = shdrs
         .get(shstrndx)
-        .ok_or_else(|| malformed("no section name table".into()))?;
+        .ok_or_else(|| ElfError::Malformed("no section name table".into()))?
+        .data(LE, data)
+        .map_err(malformed)?;
 
     let segment_index = fat_segment(&phdrs, fat)?;
     let cut = Cut::plan(fat, page);
     cut.check_free(&shdrs, fat.fatbin.index)?;
     let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
 
-    let last_load = new_phdrs
-        .iter()
-        .rposition(|p| p.p_type == PT_LOAD)
-        .unwrap_or(new_phdrs.len() - 1);
-    let table_len = ((new_phdrs.len() + 1) * PHDR_SIZE) as u64;
-    let names_start = shstrtab.sh_offset as usize;
-    let old_names = data
-        .get(names_start..names_start + shstrtab.sh_size as usize)
-        .ok_or_else(|| malformed("section name table past the end of the file".into()))?;
+    let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
     let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
+    let body_len = data.len() as u64 - cut.removed;
+    let segment = NewSegment::place(&phdrs, &layout, body_len, page, table_len);
+    let marker_address = segment.marker_address();
+    insert_after_last_load(&mut new_phdrs, segment.header(marker.len(), page));
 
-    let (segment_vaddr, segment_offset, marker_at) = place_new_segment(
-        &phdrs,
-        &layout,
-        data.len() as u64 - cut.removed,
-        page,
-        table_len,
-    );
-    let marker_address = segment_vaddr + marker_at;
-    let segment_len = marker_at + marker.len() as u64;
-    new_phdrs.insert(
-        last_load + 1,
-        Phdr {
-            p_type: PT_LOAD,
-            p_flags: PF_R,
-            p_offset: segment_offset,
-            p_vaddr: segment_vaddr,
-            p_paddr: segment_vaddr,
-            p_filesz: segment_len,
-            p_memsz: segment_len,
-            p_align: page,
-        },
-    );
-
-    let mut out = cut_body(
-        data,
-        fat,
-        &cut,
-        (segment_offset + segment_len) as usize + 4096,
-    );
+    let capacity = (segment.offset + segment.len(marker.len())) as usize + 4096;
+    let mut out = cut_body(data, fat, &cut, capacity);
     shift_sections(&mut shdrs, fat, &cut);
 
     point_wrappers_at(&mut out, fat, &shdrs, &cut, marker_address)?;
@@ -131,51 +122,21 @@ pub fn split_elf(
             &mut shdrs,
             &mut new_phdrs,
             eviction,
-            (segment_vaddr, segment_offset),
+            (segment.vaddr, segment.offset),
         )?,
         Layout::InPlace | Layout::MoveTable => Vec::new(),
     };
 
-    // Program headers, in place or in the new segment.
-    let (table_offset, table_vaddr) = match layout {
-        Layout::InPlace | Layout::Evict(_) => {
-            (phoff, first_load.p_vaddr + (phoff - first_load.p_offset))
-        }
-        Layout::MoveTable => (segment_offset, segment_vaddr),
-    };
+    let (table_offset, table_vaddr) = layout.table_place(phoff, &first_load, &segment);
     let table = program_header_table(&mut new_phdrs, table_offset, table_vaddr);
-
-    // The new segment: the moved block or the table, then the marker.
-    out.resize(segment_offset as usize, 0);
-    match layout {
-        Layout::InPlace | Layout::Evict(_) => {
-            out.extend_from_slice(&block);
-            out.resize((segment_offset + marker_at) as usize, 0);
-            let at = phoff as usize;
-            out[at..at + table.len()].copy_from_slice(&table);
-        }
-        Layout::MoveTable => out.extend_from_slice(&table),
-    }
-    out.extend_from_slice(marker);
+    segment.write(&mut out, &layout, (phoff, &table), &block, marker)?;
 
     let new_shoff = append_section_headers(
         &mut out,
         &mut shdrs,
         (shstrndx, old_names),
-        Shdr {
-            sh_name: 0,
-            sh_type: SHT_PROGBITS,
-            sh_flags: SHF_ALLOC,
-            sh_addr: marker_address,
-            sh_offset: segment_offset + marker_at,
-            sh_size: marker.len() as u64,
-            sh_link: 0,
-            sh_info: 0,
-            sh_addralign: 1,
-            sh_entsize: 0,
-        },
+        segment.marker_section(marker.len()),
     );
-
     write_table_places(
         &mut out,
         (table_offset, new_phdrs.len()),
@@ -192,38 +153,135 @@ pub fn split_elf(
     ))
 }
 
-/// The new segment's address, file offset and where the marker goes in
-/// it: past every other load segment, page-aligned in memory and in the
-/// file (congruent with the moved block, if any), after the moved block or
-/// the table when it holds one.
-fn place_new_segment(
-    phdrs: &[Phdr],
-    layout: &Layout,
-    body_len: u64,
-    page: u64,
-    table_len: u64,
-) -> (u64, u64, u64) {
-    let vaddr = round_up(
-        phdrs
-            .iter()
-            .filter(|p| p.p_type == PT_LOAD)
-            .map(Phdr::memory_end)
-            .max()
-            .unwrap_or(0),
-        page,
-    );
-    let offset = round_up(body_len, page);
-    match layout {
-        Layout::InPlace => (vaddr, offset, 0),
-        Layout::Evict(eviction) => {
-            let skew = eviction.address % page;
-            (
-                vaddr + skew,
-                offset + skew,
-                round_up(eviction.end - eviction.start, 8),
-            )
+/// Inserts `segment` after the last load segment, keeping them in address
+/// order.
+fn insert_after_last_load(phdrs: &mut Vec<Phdr>, segment: Phdr) {
+    let last_load = phdrs
+        .iter()
+        .rposition(|p| p.p_type(LE) == PT_LOAD)
+        .unwrap_or(phdrs.len().saturating_sub(1));
+    phdrs.insert((last_load + 1).min(phdrs.len()), segment);
+}
+
+/// The read-only load segment added past every other one, holding the
+/// marker after the moved block or the table when it holds one.
+#[derive(Debug, Clone, Copy)]
+struct NewSegment {
+    vaddr: u64,
+    offset: u64,
+    /// Where the marker starts in the segment.
+    marker_at: u64,
+}
+
+impl NewSegment {
+    /// Places the segment past every other load segment, page-aligned in
+    /// memory and in the file (congruent with the moved block, if any),
+    /// the file body being `body_len` bytes.
+    fn place(
+        phdrs: &[Phdr],
+        layout: &Layout,
+        body_len: u64,
+        page: u64,
+        table_len: u64,
+    ) -> NewSegment {
+        let vaddr = round_up(
+            phdrs
+                .iter()
+                .filter(|p| p.p_type(LE) == PT_LOAD)
+                .map(Phdr::memory_end)
+                .max()
+                .unwrap_or(0),
+            page,
+        );
+        let offset = round_up(body_len, page);
+        let (vaddr, offset, marker_at) = match layout {
+            Layout::InPlace => (vaddr, offset, 0),
+            Layout::Evict(eviction) => {
+                let skew = eviction.address % page;
+                (
+                    vaddr + skew,
+                    offset + skew,
+                    round_up(eviction.end - eviction.start, 8),
+                )
+            }
+            Layout::MoveTable => (vaddr, offset, table_len),
+        };
+        NewSegment {
+            vaddr,
+            offset,
+            marker_at,
         }
-        Layout::MoveTable => (vaddr, offset, table_len),
+    }
+
+    fn marker_address(&self) -> u64 {
+        self.vaddr + self.marker_at
+    }
+
+    /// Its length with a marker of `marker_len` bytes.
+    fn len(&self, marker_len: usize) -> u64 {
+        self.marker_at + marker_len as u64
+    }
+
+    /// Its program header.
+    fn header(&self, marker_len: usize, page: u64) -> Phdr {
+        let len = self.len(marker_len);
+        Phdr {
+            p_type: U32::new(LE, PT_LOAD),
+            p_flags: U32::new(LE, PF_R),
+            p_offset: U64::new(LE, self.offset),
+            p_vaddr: U64::new(LE, self.vaddr),
+            p_paddr: U64::new(LE, self.vaddr),
+            p_filesz: U64::new(LE, len),
+            p_memsz: U64::new(LE, len),
+            p_align: U64::new(LE, page),
+        }
+    }
+
+    /// The marker's section header (its name is set when the name table
+    /// is written).
+    fn marker_section(&self, marker_len: usize) -> Shdr {
+        Shdr {
+            sh_name: U32::new(LE, 0),
+            sh_type: U32::new(LE, SHT_PROGBITS),
+            sh_flags: U64::new(LE, SHF_ALLOC),
+            sh_addr: U64::new(LE, self.marker_address()),
+            sh_offset: U64::new(LE, self.offset + self.marker_at),
+            sh_size: U64::new(LE, marker_len as u64),
+            sh_link: U32::new(LE, 0),
+            sh_info: U32::new(LE, 0),
+            sh_addralign: U64::new(LE, 1),
+            sh_entsize: U64::new(LE, 0),
+        }
+    }
+
+    /// Appends the segment to the body `out`: the moved block or the
+    /// program header `table`, then the marker. A table that stays where
+    /// it was (at `phoff`) is written over the old one.
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        layout: &Layout,
+        (phoff, table): (u64, &[u8]),
+        block: &[u8],
+        marker: &[u8],
+    ) -> Result<(), ElfError> {
+        out.resize(self.offset as usize, 0);
+        match layout {
+            Layout::InPlace | Layout::Evict(_) => {
+                out.extend_from_slice(block);
+                out.resize((self.offset + self.marker_at) as usize, 0);
+                usize::try_from(phoff)
+                    .ok()
+                    .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
+                    .ok_or_else(|| {
+                        ElfError::Malformed("program header table past the end of the file".into())
+                    })?
+                    .copy_from_slice(table);
+            }
+            Layout::MoveTable => out.extend_from_slice(table),
+        }
+        out.extend_from_slice(marker);
+        Ok(())
     }
 }
 
@@ -243,10 +301,10 @@ fn cut_body(data: &[u8], fat: &FatElf<'_>, cut: &Cut, capacity: usize) -> Vec<u8
 fn shift_sections(shdrs: &mut [Shdr], fat: &FatElf<'_>, cut: &Cut) {
     for (index, section) in shdrs.iter_mut().enumerate() {
         if index == fat.fatbin.index {
-            section.sh_type = SHT_NOBITS;
-            section.sh_offset = fat.fatbin.offset;
-        } else if section.sh_type != SHT_NULL {
-            section.sh_offset = cut.shift(section.sh_offset);
+            section.sh_type.set(LE, SHT_NOBITS);
+            section.sh_offset.set(LE, fat.fatbin.offset);
+        } else if section.sh_type(LE) != SHT_NULL {
+            section.sh_offset.set(LE, cut.shift(section.sh_offset(LE)));
         }
     }
 }
@@ -262,15 +320,29 @@ fn evict(
     eviction: &Eviction,
     (vaddr, offset): (u64, u64),
 ) -> Result<Vec<u8>, ElfError> {
-    let delta = vaddr - eviction.address;
-    let file_delta = offset - eviction.start;
+    let (Some(delta), Some(file_delta)) = (
+        vaddr.checked_sub(eviction.address),
+        offset.checked_sub(eviction.start),
+    ) else {
+        return Err(ElfError::Malformed(
+            "sections to move lie past the end of the file".into(),
+        ));
+    };
     relocate_references(out, shdrs, new_phdrs, eviction, delta, file_delta)?;
-    let range = eviction.start as usize..eviction.end as usize;
-    let bytes = out[range.clone()].to_vec();
-    out[range].fill(0);
+    let block = usize::try_from(eviction.start)
+        .ok()
+        .zip(usize::try_from(eviction.end).ok())
+        .and_then(|(start, end)| out.get_mut(start..end))
+        .ok_or_else(|| ElfError::Malformed("moved sections past the end of the file".into()))?;
+    let bytes = block.to_vec();
+    block.fill(0);
     for &index in &eviction.sections {
-        shdrs[index].sh_addr += delta;
-        shdrs[index].sh_offset += file_delta;
+        if let Some(section) = shdrs.get_mut(index) {
+            section.sh_addr.set(LE, section.sh_addr(LE) + delta);
+            section
+                .sh_offset
+                .set(LE, section.sh_offset(LE) + file_delta);
+        }
     }
     Ok(bytes)
 }
@@ -278,19 +350,15 @@ fn evict(
 /// The encoded program header table, its `PT_PHDR` entry pointing at
 /// where it goes.
 fn program_header_table(phdrs: &mut [Phdr], offset: u64, vaddr: u64) -> Vec<u8> {
-    let len = (phdrs.len() * PHDR_SIZE) as u64;
-    for phdr in phdrs.iter_mut().filter(|p| p.p_type == PT_PHDR) {
-        phdr.p_offset = offset;
-        phdr.p_vaddr = vaddr;
-        phdr.p_paddr = vaddr;
-        phdr.p_filesz = len;
-        phdr.p_memsz = len;
+    let len = size_of_val(phdrs) as u64;
+    for phdr in phdrs.iter_mut().filter(|p| p.p_type(LE) == PT_PHDR) {
+        phdr.p_offset.set(LE, offset);
+        phdr.p_vaddr.set(LE, vaddr);
+        phdr.p_paddr.set(LE, vaddr);
+        phdr.p_filesz.set(LE, len);
+        phdr.p_memsz.set(LE, len);
     }
-    let mut table = Vec::with_capacity(len as usize);
-    for phdr in phdrs.iter() {
-        phdr.encode(&mut table);
-    }
-    table
+    pod::bytes_of_slice(phdrs).to_vec()
 }
 
 /// Points the ELF header at the program and section header tables.
@@ -299,15 +367,19 @@ fn write_table_places(
     (phoff, phnum): (u64, usize),
     (shoff, shnum): (u64, usize),
 ) -> Result<(), ElfError> {
-    let phnum =
-        u16::try_from(phnum).map_err(|_| ElfError::Malformed("too many program headers".into()))?;
-    let shnum =
-        u16::try_from(shnum).map_err(|_| ElfError::Malformed("too many sections".into()))?;
-    write_u64(out, E_PHOFF, phoff);
-    write_u16(out, E_PHNUM, phnum);
-    write_u64(out, E_SHOFF, shoff);
-    write_u16(out, E_SHNUM, shnum);
-    debug_assert!(EHDR_SIZE <= out.len());
+    let phnum = u16::try_from(phnum)
+        .ok()
+        .filter(|&n| n < elf::PN_XNUM)
+        .ok_or_else(|| ElfError::Malformed("too many program headers".into()))?;
+    let shnum = u16::try_from(shnum)
+        .ok()
+        .filter(|&n| n < elf::SHN_LORESERVE)
+        .ok_or_else(|| ElfError::Malformed("too many sections".into()))?;
+    let header = record_mut::<Ehdr>(out, 0)?;
+    header.e_phoff.set(LE, phoff);
+    header.e_phnum.set(LE, phnum);
+    header.e_shoff.set(LE, shoff);
+    header.e_shnum.set(LE, shnum);
     Ok(())
 }
 
@@ -318,12 +390,16 @@ fn fat_segment(phdrs: &[Phdr], fat: &FatElf<'_>) -> Result<usize, ElfError> {
     let (f0, f1) = (fatbin.address, fatbin.address + fatbin.size);
     let index = phdrs
         .iter()
-        .position(|p| p.p_type == PT_LOAD && p.p_vaddr <= f0 && f1 <= p.p_vaddr + p.p_filesz)
+        .position(|p| {
+            p.p_type(LE) == PT_LOAD
+                && p.p_vaddr(LE) <= f0
+                && f1 <= p.p_vaddr(LE).saturating_add(p.p_filesz(LE))
+        })
         .ok_or_else(|| {
             ElfError::Malformed(".hip_fatbin is not inside the file image of a load segment".into())
         })?;
-    let segment = phdrs[index];
-    if fatbin.offset - segment.p_offset != f0 - segment.p_vaddr {
+    let segment = &phdrs[index];
+    if fatbin.offset.checked_sub(segment.p_offset(LE)) != Some(f0 - segment.p_vaddr(LE)) {
         return Err(ElfError::Malformed(
             ".hip_fatbin's offset does not match its address".into(),
         ));
@@ -343,43 +419,47 @@ fn split_segments(
 ) -> Result<Vec<Phdr>, ElfError> {
     let segment = phdrs[segment_index];
     let (f0, f1) = (fat.fatbin.address, fat.fatbin.address + fat.fatbin.size);
+    let (vaddr, memsz) = (segment.p_vaddr(LE), segment.p_memsz(LE));
     let next_start = shdrs
         .iter()
         .filter(|s| {
-            s.sh_flags & SHF_ALLOC != 0
-                && s.sh_addr >= f1
-                && s.sh_addr < segment.memory_end()
-                && s.sh_size > 0
+            s.sh_flags(LE).contains(SHF_ALLOC)
+                && s.sh_addr(LE) >= f1
+                && s.sh_addr(LE) < segment.memory_end()
+                && s.sh_size(LE) > 0
         })
-        .map(|s| s.sh_addr)
+        .map(|s| s.sh_addr(LE))
         .min();
     let mut new_phdrs: Vec<Phdr> = Vec::with_capacity(phdrs.len() + 2);
     for (index, phdr) in phdrs.iter().enumerate() {
         if index == segment_index {
-            new_phdrs.push(Phdr {
-                p_filesz: f0 - segment.p_vaddr,
-                p_memsz: match next_start {
-                    Some(_) => f1 - segment.p_vaddr,
-                    None => segment.p_memsz.max(f1 - segment.p_vaddr),
+            let mut head = segment;
+            head.p_filesz.set(LE, f0 - vaddr);
+            head.p_memsz.set(
+                LE,
+                match next_start {
+                    Some(_) => f1 - vaddr,
+                    None => memsz.max(f1 - vaddr),
                 },
-                ..segment
-            });
+            );
+            new_phdrs.push(head);
             if let Some(start) = next_start {
-                let delta = start - segment.p_vaddr;
-                new_phdrs.push(Phdr {
-                    p_offset: cut.shift(segment.p_offset + delta),
-                    p_vaddr: start,
-                    p_paddr: segment.p_paddr + delta,
-                    p_filesz: segment.p_filesz.saturating_sub(delta),
-                    p_memsz: segment.p_memsz - delta,
-                    ..segment
-                });
+                let delta = start - vaddr;
+                let mut tail = segment;
+                tail.p_offset
+                    .set(LE, cut.shift(segment.p_offset(LE) + delta));
+                tail.p_vaddr.set(LE, start);
+                tail.p_paddr.set(LE, segment.p_paddr(LE) + delta);
+                tail.p_filesz
+                    .set(LE, segment.p_filesz(LE).saturating_sub(delta));
+                tail.p_memsz.set(LE, memsz - delta);
+                new_phdrs.push(tail);
             }
             continue;
         }
         if cut.removed > 0
-            && phdr.p_filesz > 0
-            && phdr.p_offset < cut.end
+            && phdr.p_filesz(LE) > 0
+            && phdr.p_offset(LE) < cut.end
             && phdr.file_end() > cut.start
         {
             return Err(ElfError::Malformed(format!(
@@ -387,7 +467,7 @@ fn split_segments(
             )));
         }
         let mut phdr = *phdr;
-        phdr.p_offset = cut.shift(phdr.p_offset);
+        phdr.p_offset.set(LE, cut.shift(phdr.p_offset(LE)));
         new_phdrs.push(phdr);
     }
     Ok(new_phdrs)
@@ -405,18 +485,18 @@ fn choose_layout(
 ) -> Result<(Layout, Phdr), ElfError> {
     let first_load = *phdrs
         .iter()
-        .find(|p| p.p_type == PT_LOAD && p.p_offset <= phoff && phoff < p.file_end())
+        .find(|p| p.p_type(LE) == PT_LOAD && p.p_offset(LE) <= phoff && phoff < p.file_end())
         .ok_or_else(|| ElfError::Malformed("no load segment maps the program headers".into()))?;
     // Room to grow in place: up to the first byte anything else uses.
     let first_content = shdrs
         .iter()
-        .filter(|s| s.has_file_data() && s.sh_size > 0 && s.sh_offset > phoff)
-        .map(|s| s.sh_offset)
+        .filter(|s| has_file_data(s) && s.sh_size(LE) > 0 && s.sh_offset(LE) > phoff)
+        .map(|s| s.sh_offset(LE))
         .chain(
             phdrs
                 .iter()
-                .filter(|p| p.p_type != PT_PHDR && p.p_offset > phoff)
-                .map(|p| p.p_offset),
+                .filter(|p| p.p_type(LE) != PT_PHDR && p.p_offset(LE) > phoff)
+                .map(|p| p.p_offset(LE)),
         )
         .min()
         .unwrap_or(u64::MAX);
@@ -426,7 +506,7 @@ fn choose_layout(
     let layout = match Eviction::plan(
         shdrs,
         old_names,
-        &dynamic_addresses(data, shdrs),
+        &dynamic_addresses(data, shdrs)?,
         phoff,
         phoff + table_len,
     ) {
@@ -436,43 +516,6 @@ fn choose_layout(
         _ => Layout::MoveTable,
     };
     Ok((layout, first_load))
-}
-
-/// The program and section header tables of the input.
-struct Tables {
-    phoff: u64,
-    shstrndx: usize,
-    phdrs: Vec<Phdr>,
-    shdrs: Vec<Shdr>,
-}
-
-impl Tables {
-    fn read(data: &[u8]) -> Result<Tables, ElfError> {
-        let phoff = read_u64(data, E_PHOFF)?;
-        let phnum = read_u16(data, E_PHNUM)? as usize;
-        let shoff = read_u64(data, E_SHOFF)? as usize;
-        let shnum = read_u16(data, E_SHNUM)? as usize;
-        let shstrndx = read_u16(data, E_SHSTRNDX)? as usize;
-        if read_u16(data, E_PHENTSIZE)? as usize != PHDR_SIZE
-            || read_u16(data, E_SHENTSIZE)? as usize != SHDR_SIZE
-        {
-            return Err(ElfError::Malformed(
-                "unexpected program or section header entry size".into(),
-            ));
-        }
-        let phdrs = (0..phnum)
-            .map(|i| Phdr::read(data, phoff as usize + i * PHDR_SIZE))
-            .collect::<Result<Vec<_>, _>>()?;
-        let shdrs = (0..shnum)
-            .map(|i| Shdr::read(data, shoff + i * SHDR_SIZE))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Tables {
-            phoff,
-            shstrndx,
-            phdrs,
-            shdrs,
-        })
-    }
 }
 
 /// The file bytes that leave: the whole pages inside `.hip_fatbin`.
@@ -518,10 +561,11 @@ impl Cut {
             return Ok(());
         }
         for (index, section) in shdrs.iter().enumerate() {
-            if index == fatbin || !section.has_file_data() || section.sh_size == 0 {
+            if index == fatbin || !has_file_data(section) || section.sh_size(LE) == 0 {
                 continue;
             }
-            let (start, end) = (section.sh_offset, section.sh_offset + section.sh_size);
+            let start = section.sh_offset(LE);
+            let end = start.saturating_add(section.sh_size(LE));
             if start < self.end && end > self.start {
                 return Err(ElfError::Malformed(format!(
                     "section {index} overlaps the device code being removed"
@@ -543,10 +587,10 @@ fn point_wrappers_at(
 ) -> Result<(), ElfError> {
     debug_assert_eq!(WRAPPER_SIZE, 24);
     for wrapper in &fat.wrappers {
-        let at = cut.shift(wrapper.file_offset) as usize;
-        write_u32(out, at, HIPK_MAGIC);
-        write_u64(out, at + 8, marker_address);
-        write_u64(out, at + 16, wrapper.bundle as u64);
+        let at = cut.shift(wrapper.file_offset);
+        *record_mut(out, at)? = U32::new(LE, HIPK_MAGIC);
+        *record_mut(out, at + 8)? = U64::new(LE, marker_address);
+        *record_mut(out, at + 16)? = U64::new(LE, wrapper.bundle as u64);
         match wrapper.pointer {
             PointerSource::Rela {
                 section,
@@ -557,9 +601,16 @@ fn point_wrappers_at(
                 let rela = shdrs.get(section).ok_or_else(|| {
                     ElfError::Malformed(format!("relocation section {section} vanished"))
                 })?;
-                let entry = rela.sh_offset as usize + index * RELA_SIZE;
                 let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
-                write_u64(out, entry + 16, addend);
+                section_records_mut::<Rela>(out, rela)?
+                    .get_mut(index)
+                    .ok_or_else(|| {
+                        ElfError::Malformed(format!(
+                            "relocation {index} of section {section} vanished"
+                        ))
+                    })?
+                    .r_addend
+                    .set(LE, addend as i64);
             }
             // The value in the file is the implicit addend (REL, RELR) or
             // the address itself (ET_EXEC): both were written above.
@@ -578,17 +629,17 @@ fn append_section_headers(
     mut marker: Shdr,
 ) -> u64 {
     let mut names = old_names.to_vec();
-    marker.sh_name = names.len() as u32;
+    marker.sh_name.set(LE, names.len() as u32);
     names.extend_from_slice(MARKER_SECTION.as_bytes());
     names.push(0);
-    shdrs[shstrndx].sh_offset = out.len() as u64;
-    shdrs[shstrndx].sh_size = names.len() as u64;
+    if let Some(table) = shdrs.get_mut(shstrndx) {
+        table.sh_offset.set(LE, out.len() as u64);
+        table.sh_size.set(LE, names.len() as u64);
+    }
     out.extend_from_slice(&names);
     shdrs.push(marker);
     out.resize(round_up(out.len() as u64, 8) as usize, 0);
     let offset = out.len() as u64;
-    for section in shdrs.iter() {
-        section.encode(out);
-    }
+    out.extend_from_slice(pod::bytes_of_slice(shdrs));
     offset
 }
