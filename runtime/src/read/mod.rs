@@ -476,34 +476,66 @@ fn frame_ranges(
     region_size: u64,
     toc_offset: u64,
 ) -> Result<Vec<BlobRange>, RangeError> {
-    let region_end = region_offset.checked_add(region_size);
-    let region_end = match region_end {
-        Some(end)
-            if region_offset >= BLOB_REGION_OFFSET && end <= toc_offset && region_size >= 4 =>
-        {
-            end
-        }
-        _ => {
-            return Err((
-                toc_offset,
-                outside(
-                    "the zstd region (zstd_offset, zstd_size)".to_owned(),
-                    region_offset,
-                    region_end.unwrap_or(u64::MAX),
-                    toc_offset,
-                ),
-            ))
-        }
-    };
+    let region_end = zstd_region_end(region_offset, region_size, toc_offset)?;
     // Only the 4-byte size prefixes are touched; random-access advice keeps
     // the kernel from faulting in the frames around them, so opening a huge
     // archive costs a page per frame at most.
     let _ = map.advise_range(Advice::Random, region_offset as usize, region_size as usize);
+    let frames = read_frames(map, region_offset, region_end);
+    release_region(map, backing, region_offset, region_size);
+    let (frames, at) = frames?;
+    if at != region_end {
+        return Err((
+            toc_offset,
+            FormatProblem::Mismatch {
+                what: "zstd_size".to_owned(),
+                expected: at - region_offset,
+                actual: region_size,
+            },
+        ));
+    }
+    Ok(frames)
+}
+
+/// Where the zstd region ends, once it lies between the header and the
+/// TOC and can hold its frame count.
+fn zstd_region_end(
+    region_offset: u64,
+    region_size: u64,
+    toc_offset: u64,
+) -> Result<u64, RangeError> {
+    let region_end = region_offset.checked_add(region_size);
+    match region_end {
+        Some(end)
+            if region_offset >= BLOB_REGION_OFFSET && end <= toc_offset && region_size >= 4 =>
+        {
+            Ok(end)
+        }
+        _ => Err((
+            toc_offset,
+            outside(
+                "the zstd region (zstd_offset, zstd_size)".to_owned(),
+                region_offset,
+                region_end.unwrap_or(u64::MAX),
+                toc_offset,
+            ),
+        )),
+    }
+}
+
+/// The frames of the region, each after its 4-byte size, and where the
+/// last one ends.
+fn read_frames(
+    map: &Mmap,
+    region_offset: u64,
+    region_end: u64,
+) -> Result<(Vec<BlobRange>, u64), RangeError> {
     let read_u32 = |at: u64| -> Option<u32> {
         let at = at as usize;
         Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
     };
     let frame_count = read_u32(region_offset).unwrap_or_default();
+    let region_size = region_end - region_offset;
     let mut frames = Vec::with_capacity((frame_count as usize).min((region_size / 4) as usize));
     let mut at = region_offset + 4;
     for index in 0..frame_count {
@@ -535,10 +567,15 @@ fn frame_ranges(
             }
         }
     }
-    // Fault-around maps up to 64 KiB of cached pages around each prefix even
-    // with random-access advice; unmapping the region again (the file stays
-    // in the page cache, the mapping is read-only and shared) keeps a
-    // 1 GiB archive's open from adding 500 x 64 KiB of resident memory.
+    Ok((frames, at))
+}
+
+/// Gives back the pages reading the size prefixes mapped. Fault-around maps
+/// up to 64 KiB of cached pages around each prefix even with random-access
+/// advice; unmapping the region again (the file stays in the page cache,
+/// the mapping is read-only and shared) keeps a 1 GiB archive's open from
+/// adding 500 x 64 KiB of resident memory.
+fn release_region(map: &Mmap, backing: Backing, region_offset: u64, region_size: u64) {
     if backing == Backing::File {
         // SAFETY: DONTNEED on a read-only file mapping drops page table
         // entries only; later reads fault the same file bytes back in. (On
@@ -552,15 +589,4 @@ fn frame_ranges(
         };
     }
     let _ = map.advise_range(Advice::Normal, region_offset as usize, region_size as usize);
-    if at != region_end {
-        return Err((
-            toc_offset,
-            FormatProblem::Mismatch {
-                what: "zstd_size".to_owned(),
-                expected: at - region_offset,
-                actual: region_size,
-            },
-        ));
-    }
-    Ok(frames)
 }
