@@ -229,6 +229,60 @@ impl Selection<'_> {
     }
 }
 
+/// The targets an artifact lists (none for host code).
+fn listed(artifact: &Artifact) -> Vec<Listed> {
+    artifact.targets.clone().unwrap_or_default()
+}
+
+/// The artifact chosen for one GPU, and why.
+struct Best<'a> {
+    artifact: &'a Artifact,
+    listed: Listed,
+    matched: Target,
+    rank: usize,
+}
+
+/// Along `gpu`'s selection order, the first target some device artifact
+/// lists, served by the smallest such artifact (the others are explained
+/// as passed over).
+fn best_for<'a>(
+    gpu: &Target,
+    device: &[&'a Artifact],
+    families: &Families,
+    explanations: &mut Vec<Explanation>,
+) -> Option<Best<'a>> {
+    for (rank, candidate) in gpu.selection_order().into_iter().enumerate() {
+        let mut matches: Vec<(&'a Artifact, Listed)> = device
+            .iter()
+            .filter_map(|artifact| {
+                listed(artifact)
+                    .into_iter()
+                    .find(|name| families.covers(name, &candidate))
+                    .map(|name| (*artifact, name))
+            })
+            .collect();
+        matches.sort_by_key(|(artifact, _)| artifact.size);
+        let mut matches = matches.into_iter();
+        let Some((best, name)) = matches.next() else {
+            continue;
+        };
+        for (other, _) in matches {
+            explanations.push(Explanation::Smaller {
+                gpu: gpu.clone(),
+                path: other.path.clone(),
+                chosen: best.path.clone(),
+            });
+        }
+        return Some(Best {
+            artifact: best,
+            listed: name,
+            matched: candidate,
+            rank,
+        });
+    }
+    None
+}
+
 /// Chooses `version`'s artifacts for `gpus` (05-kpack-get.md, "Choosing
 /// artifacts"): every host artifact; for each GPU, along its selection
 /// order (full target, feature-dropping variants, generic target), the
@@ -247,46 +301,19 @@ pub fn select_artifacts<'a>(
         });
     }
     let device: Vec<&'a Artifact> = version.artifacts.iter().filter(|a| a.is_device()).collect();
-    let listed = |artifact: &Artifact| artifact.targets.clone().unwrap_or_default();
     let mut used: Vec<&'a Artifact> = Vec::new();
     for gpu in gpus {
-        let mut found = None;
-        'order: for (rank, candidate) in gpu.selection_order().into_iter().enumerate() {
-            let mut matches: Vec<(&'a Artifact, Listed)> = device
-                .iter()
-                .filter_map(|artifact| {
-                    listed(artifact)
-                        .into_iter()
-                        .find(|name| families.covers(name, &candidate))
-                        .map(|name| (*artifact, name))
-                })
-                .collect();
-            if matches.is_empty() {
-                continue;
-            }
-            matches.sort_by_key(|(artifact, _)| artifact.size);
-            let (best, name) = matches[0].clone();
-            for (other, _) in &matches[1..] {
-                explanations.push(Explanation::Smaller {
-                    gpu: gpu.clone(),
-                    path: other.path.clone(),
-                    chosen: best.path.clone(),
-                });
-            }
-            found = Some((best, name, candidate, rank));
-            break 'order;
-        }
-        match found {
-            Some((artifact, listed_name, matched, rank)) => {
+        match best_for(gpu, &device, families, &mut explanations) {
+            Some(best) => {
                 explanations.push(Explanation::Chosen {
                     gpu: gpu.clone(),
-                    path: artifact.path.clone(),
-                    listed: listed_name,
-                    matched,
-                    rank,
+                    path: best.artifact.path.clone(),
+                    listed: best.listed,
+                    matched: best.matched,
+                    rank: best.rank,
                 });
-                if !used.iter().any(|a| std::ptr::eq(*a, artifact)) {
-                    used.push(artifact);
+                if !used.iter().any(|a| std::ptr::eq(*a, best.artifact)) {
+                    used.push(best.artifact);
                 }
             }
             None => explanations.push(Explanation::NoDeviceCode {

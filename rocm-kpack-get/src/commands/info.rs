@@ -1,7 +1,9 @@
 //! `info`: a package's versions and artifacts, and which would be chosen
 //! for this machine's GPUs.
 
-use kpack_repo_index::select_artifacts;
+use kpack_repo_index::{select_artifacts, RelativePath, Shard, VersionEntry};
+use rocm_kpack::Target;
+use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Exit, Failure};
@@ -16,79 +18,79 @@ pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
         let Some(shard) = repo.shard(&client, &context.cache, &request.name)? else {
             continue;
         };
-        let Some(entry) = shard
+        let newest = shard
             .versions
             .iter()
             .filter(|v| request.requirement.matches(&v.version))
-            .max_by(|a, b| a.version.cmp(&b.version))
-        else {
-            continue;
-        };
-        let summary = repo
-            .root
-            .packages
-            .get(&request.name)
-            .map(|p| p.summary.clone())
-            .unwrap_or_default();
-        // By semver, so 5.10.0 comes after 5.9.0.
-        let mut versions: Vec<&semver::Version> =
-            shard.versions.iter().map(|v| &v.version).collect();
-        versions.sort();
-        let versions: Vec<String> = versions.iter().map(ToString::to_string).collect();
-        let selection = select_artifacts(entry, &gpus, &repo.families);
-        let chosen = |path: &str| selection.artifacts.iter().any(|a| a.path.as_str() == path);
-        let printer = &context.printer;
-        printer.line(format!(
-            "{} {} ({}): {summary}",
-            shard.name, entry.version, repo.config.name
-        ));
-        printer.line(format!("versions: {}", versions.join(", ")));
-        if !entry.depends.is_empty() {
-            let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
-            printer.line(format!("depends: {}", depends.join(", ")));
+            .max_by(|a, b| a.version.cmp(&b.version));
+        if let Some(entry) = newest {
+            show(context, repo, &shard, entry, &gpus);
+            return Ok(());
         }
-        printer.line(format!(
-            "artifacts (* = chosen for {}):",
-            if gpus.is_empty() {
-                "this machine: no GPU found, host parts only".to_owned()
-            } else {
-                rocm_kpack::target::join_targets(&gpus)
-            }
-        ));
-        for artifact in &entry.artifacts {
-            let mark = if chosen(artifact.path.as_str()) {
-                "*"
-            } else {
-                " "
-            };
-            printer.line(format!("{mark} {}", artifact_line(artifact)));
-        }
-        for explanation in &selection.explanations {
-            printer.detail(format!("  why: {explanation}"));
-        }
-        printer.json(&json!({
-            "name": shard.name.as_str(),
-            "version": entry.version.to_string(),
-            "repo": repo.config.name,
-            "summary": summary,
-            "versions": versions,
-            "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "artifacts": entry.artifacts.iter().map(|a| json!({
-                "path": a.path.as_str(),
-                "kind": a.kind,
-                "size": a.size,
-                "sha256": a.sha256.to_string(),
-                "targets": a.targets,
-                "chosen": chosen(a.path.as_str()),
-            })).collect::<Vec<_>>(),
-            "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        }));
-        return Ok(());
     }
     Err(Failure::new(
         Exit::NothingFits,
         anyhow::anyhow!("no package {package} in the configured repositories"),
     )
     .hint("`kpack-get search TEXT` lists what is available"))
+}
+
+/// A version of a package: its versions, dependencies, and each artifact,
+/// marked when this machine's GPUs would get it, with why.
+fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpus: &[Target]) {
+    let summary = repo
+        .root
+        .packages
+        .get(&shard.name)
+        .map(|p| p.summary.clone())
+        .unwrap_or_default();
+    // By semver, so 5.10.0 comes after 5.9.0.
+    let mut versions: Vec<&semver::Version> = shard.versions.iter().map(|v| &v.version).collect();
+    versions.sort();
+    let versions: Vec<String> = versions.iter().map(ToString::to_string).collect();
+    let selection = select_artifacts(entry, gpus, &repo.families);
+    let chosen = |path: &RelativePath| selection.artifacts.iter().any(|a| &a.path == path);
+    let printer = &context.printer;
+    printer.line(format!(
+        "{} {} ({}): {summary}",
+        shard.name, entry.version, repo.config.name
+    ));
+    printer.line(format!("versions: {}", versions.join(", ")));
+    if !entry.depends.is_empty() {
+        let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
+        printer.line(format!("depends: {}", depends.join(", ")));
+    }
+    printer.line(format!(
+        "artifacts (* = chosen for {}):",
+        if gpus.is_empty() {
+            "this machine: no GPU found, host parts only".to_owned()
+        } else {
+            rocm_kpack::target::join_targets(gpus)
+        }
+    ));
+    for artifact in &entry.artifacts {
+        let mark = if chosen(&artifact.path) { "*" } else { " " };
+        printer.line(format!("{mark} {}", artifact_line(artifact)));
+    }
+    for explanation in &selection.explanations {
+        printer.detail(format!("  why: {explanation}"));
+    }
+    printer.json(&json!({
+        "name": shard.name.as_str(),
+        "version": entry.version.to_string(),
+        "repo": repo.config.name,
+        "summary": summary,
+        "versions": versions,
+        "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "artifacts": entry.artifacts.iter().map(|a| json!({
+            "path": a.path.as_str(),
+            "kind": a.kind,
+            "size": a.size,
+            "sha256": a.sha256.to_string(),
+            "targets": a.targets,
+            "chosen": chosen(&a.path),
+        })).collect::<Vec<_>>(),
+        "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    }));
 }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use kpack_repo_index::{
-    resolve, select_artifacts, Artifact, Explanation, Listed, PackageName, Request, ResolveError,
-    Shard,
+    resolve, select_artifacts, Artifact, Explanation, Families, Listed, PackageName, Request,
+    ResolveError, Shard, VersionEntry,
 };
 use rocm_kpack::Target;
 
@@ -158,49 +158,63 @@ pub fn make_plan(
             continue;
         };
         let families = &repos[repo].families;
-        let selection = select_artifacts(entry, gpus, families);
-        let has_device = entry.artifacts.iter().any(Artifact::is_device);
-        let chose_device = selection.artifacts.iter().any(|a| a.is_device());
-        if !gpus.is_empty() && has_device && !chose_device {
-            let mut offered: Vec<Listed> = entry
-                .artifacts
-                .iter()
-                .filter_map(|a| a.targets.clone())
-                .flatten()
-                .collect();
-            offered.sort();
-            offered.dedup();
-            return Err(PlanError::NoDeviceCode {
-                package: name,
-                version,
-                gpus: gpus.to_vec(),
-                offered,
-            });
-        }
-        let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
-        let current = installed.packages.get(&name);
-        let up_to_date = current.is_some_and(|c| {
-            c.version == version && {
-                let mut have: Vec<_> = c.artifacts.iter().map(|a| a.sha256).collect();
-                let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
-                have.sort();
-                want.sort();
-                have == want
-            }
-        });
-        packages.push(PlannedPackage {
-            full_size: entry.artifacts.iter().map(|a| a.size).sum(),
-            installed: current.map(|c| c.version.clone()),
-            up_to_date,
-            name,
-            version,
-            repo,
-            chosen,
-            explanations: selection.explanations,
-        });
+        packages.push(plan_package(name, entry, repo, families, gpus, installed)?);
     }
     Ok(Plan {
         packages,
         gpus: gpus.to_vec(),
+    })
+}
+
+/// One resolved version's artifacts for `gpus`; a package with device code
+/// for none of them is an error (host parts alone would not run there).
+fn plan_package(
+    name: PackageName,
+    entry: &VersionEntry,
+    repo: usize,
+    families: &Families,
+    gpus: &[Target],
+    installed: &InstalledRecord,
+) -> Result<PlannedPackage, PlanError> {
+    let version = entry.version.clone();
+    let selection = select_artifacts(entry, gpus, families);
+    let has_device = entry.artifacts.iter().any(Artifact::is_device);
+    let chose_device = selection.artifacts.iter().any(|a| a.is_device());
+    if !gpus.is_empty() && has_device && !chose_device {
+        let mut offered: Vec<Listed> = entry
+            .artifacts
+            .iter()
+            .filter_map(|a| a.targets.clone())
+            .flatten()
+            .collect();
+        offered.sort();
+        offered.dedup();
+        return Err(PlanError::NoDeviceCode {
+            package: name,
+            version,
+            gpus: gpus.to_vec(),
+            offered,
+        });
+    }
+    let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
+    let current = installed.packages.get(&name);
+    let up_to_date = current.is_some_and(|c| {
+        c.version == version && {
+            let mut have: Vec<_> = c.artifacts.iter().map(|a| a.sha256).collect();
+            let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
+            have.sort();
+            want.sort();
+            have == want
+        }
+    });
+    Ok(PlannedPackage {
+        full_size: entry.artifacts.iter().map(|a| a.size).sum(),
+        installed: current.map(|c| c.version.clone()),
+        up_to_date,
+        name,
+        version,
+        repo,
+        chosen,
+        explanations: selection.explanations,
     })
 }
