@@ -69,6 +69,17 @@ impl AtomicFile {
     pub fn with_mode(path: &Path, mode: u32) -> Result<Self, PathError> {
         let dir = parent(path);
         fs::create_dir_all(dir).map_err(PathError::at(path))?;
+        Self::temporary_in(path, dir, mode)
+    }
+
+    /// Starts writing `path` with [`DEFAULT_MODE`] through a temporary file
+    /// in `dir` (on the same file system), for a writer that removes `dir`
+    /// after a crash and so must find no stray file beside `path`.
+    pub fn create_in(path: &Path, dir: &Path) -> Result<Self, PathError> {
+        Self::temporary_in(path, dir, DEFAULT_MODE)
+    }
+
+    fn temporary_in(path: &Path, dir: &Path, mode: u32) -> Result<Self, PathError> {
         let temp = tempfile::Builder::new()
             .prefix(".kpack-")
             .permissions(Permissions::from_mode(mode & 0o7777))
@@ -101,17 +112,25 @@ impl AtomicFile {
     }
 }
 
+/// Write errors name the destination (the temporary file's name means
+/// nothing to anyone).
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.temp.write(buf)
+        self.temp.write(buf).map_err(self.named())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.temp.write_all(buf)
+        self.temp.write_all(buf).map_err(self.named())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.temp.flush()
+        self.temp.flush().map_err(self.named())
+    }
+}
+
+impl AtomicFile {
+    fn named(&self) -> impl FnOnce(io::Error) -> io::Error + '_ {
+        move |source| PathError::at(&self.path)(source).into()
     }
 }
 
@@ -129,7 +148,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PathError> {
 /// Writes `bytes` to `path` atomically with `mode` (under the umask).
 pub fn write_atomic_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PathError> {
     let mut file = AtomicFile::with_mode(path, mode)?;
-    file.write_all(bytes).map_err(PathError::at(path))?;
+    file.temp.write_all(bytes).map_err(PathError::at(path))?;
     file.commit()
 }
 

@@ -259,10 +259,8 @@ impl Open {
             .writer
             .finish()?
             .into_inner()
-            .map_err(|e| Error::Archive {
-                path: self.path.clone(),
-                source: e.into_error(),
-            })?;
+            // The buffer's last flush; its error names the archive.
+            .map_err(|e| Error::Io(e.into_error()))?;
         temp.commit()?;
         let bytes = fs_err::metadata(&self.path)?.len();
         Ok(WrittenArchive {

@@ -113,12 +113,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: cannot write the archive", path.display())]
-    Archive {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{}: the output already exists", path.display())]
     OutputExists { path: PathBuf },
     #[error("{}: {message}", path.display())]

@@ -13,7 +13,9 @@ use crate::schema::{
     FORMAT,
 };
 use crate::sign::{sign_root, SecretKey, SignError};
-use crate::types::{Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
+use crate::types::{
+    Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
+};
 
 /// How long a published root stays valid unless told otherwise.
 pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
@@ -119,17 +121,21 @@ impl Repo {
     /// Copies `file` into the pool at `relative`; a file already there must
     /// have the same bytes.
     fn put(&self, relative: &RelativePath, file: &Path) -> Result<(Sha256, u64), PublishError> {
-        let bytes = fs::read(file)?;
-        let digest = Sha256::of(&bytes);
         let destination = self.root.join(relative.as_str());
+        // Copied and hashed in one pass, block by block (an artifact may be
+        // gigabytes); the copy appears only if nothing is published there.
+        let mut copy = kpack_fs::AtomicFile::create(&destination)?;
+        let mut reader = HashingReader::new(fs::File::open(file)?);
+        std::io::copy(&mut reader, &mut copy)?;
+        let (digest, size) = reader.finish();
         match Sha256::of_file(&destination) {
-            Ok((existing, _)) if existing == digest => return Ok((digest, bytes.len() as u64)),
+            Ok((existing, _)) if existing == digest => return Ok((digest, size)),
             Ok(_) => return Err(PublishError::Immutable { path: destination }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
-        kpack_fs::write_atomic(&destination, &bytes)?;
-        Ok((digest, bytes.len() as u64))
+        copy.commit()?;
+        Ok((digest, size))
     }
 
     /// Adds version `version` of `name` with `artifacts` and publishes a new

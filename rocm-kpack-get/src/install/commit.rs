@@ -12,6 +12,7 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kpack_repo_index::RelativePath;
@@ -114,14 +115,12 @@ impl Journal {
             path: layout.journal(),
             message: e.to_string(),
         })?;
-        let meta = layout.meta();
-        // Written in the staging directory, which recovery deletes, so a
-        // crash before the rename leaves no stray file in `.kpack/`.
-        let temp = staging.join("transaction.toml");
-        fs_err::write(&temp, text.as_bytes())?;
-        sync_file(&temp)?;
-        fs_err::rename(&temp, layout.journal())?;
-        sync_dir(&meta)
+        // The temporary file is in the staging directory, which recovery
+        // deletes, so a crash before the rename leaves no stray file in
+        // `.kpack/`.
+        let mut journal = kpack_fs::AtomicFile::create_in(&layout.journal(), &staging)?;
+        journal.write_all(text.as_bytes())?;
+        Ok(journal.commit()?)
     }
 
     /// Carries out a committed change; safe to run again after a crash.

@@ -59,6 +59,12 @@ pub enum InstallError {
     NotInstalled { name: PackageName, prefix: PathBuf },
 }
 
+impl From<kpack_fs::PathError> for InstallError {
+    fn from(error: kpack_fs::PathError) -> InstallError {
+        InstallError::Io(error.into())
+    }
+}
+
 impl InstallError {
     /// The underlying I/O error, for exit codes and hints.
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
