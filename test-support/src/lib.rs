@@ -7,8 +7,10 @@
 // Test support: a failed step fails the test that called it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod chain;
 pub mod elf_checks;
 pub mod hip;
+pub mod server;
 mod tools;
 mod transcript;
 

@@ -12,9 +12,6 @@
 //! counted before it is written and corrected if the write fails), so a test
 //! that has just received a response always sees it in `requests()`.
 
-#![allow(dead_code)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use fs_err::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -2,10 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/server.rs"]
-mod server;
-
-use server::{Fault, TestServer};
+use kpack_test_support::server::{Fault, TestServer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
