@@ -115,6 +115,14 @@ pub enum Error {
     },
     #[error("{}: the output already exists", path.display())]
     OutputExists { path: PathBuf },
+    #[error("{}: not a fat binary (no .hip_fatbin section)", path.display())]
+    NotFat { path: PathBuf },
+    #[error("{}: cannot be read as the original fat binary", path.display())]
+    Original {
+        path: PathBuf,
+        #[source]
+        source: ElfError,
+    },
     #[error("{}: {message}", path.display())]
     Sign { path: PathBuf, message: String },
     #[error(transparent)]

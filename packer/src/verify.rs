@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
-use crate::elf::{HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
-use crate::error::Result;
+use crate::bundle::Bundle;
+use crate::elf::{FatElf, HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
+use crate::error::{Error, Result};
 use crate::tree::KPACK_DIR;
 
 /// One wrapper that did not resolve.
@@ -42,6 +43,9 @@ pub struct VerifyReport {
     pub targets: Vec<Target>,
     pub resolved: Vec<Resolved>,
     pub failures: Vec<Failure>,
+    /// Code objects found byte-equal to the original fat binary's (with
+    /// [`verify_against`]).
+    pub same_as_original: usize,
 }
 
 /// The marker and bundle indices of a split ELF file, if it is one.
@@ -76,6 +80,42 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// `targets` (GPU targets as the runtime would be asked for them), or when
 /// empty for every target the tree's archives serve.
 pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
+    check_tree(root, targets, None)
+}
+
+/// As [`verify_tree`], and every code object the loader returns must be
+/// byte-equal to the one the `original` fat binary's bundle holds for the
+/// chosen target (a split binary's wrappers keep their bundles' numbers).
+pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Result<VerifyReport> {
+    let data = fs_err::read(original)?;
+    let fat = FatElf::parse(&data)
+        .map_err(|source| Error::Original {
+            path: original.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| Error::NotFat {
+            path: original.to_owned(),
+        })?;
+    check_tree(root, targets, Some(&fat.bundles))
+}
+
+/// The code object `bundles[bundle]` holds for `target`.
+fn original_code<'a>(bundles: &'a [Bundle<'_>], bundle: u32, target: &Target) -> Option<&'a [u8]> {
+    bundles
+        .get(bundle as usize)?
+        .code_objects
+        .iter()
+        .find(|code| &code.target == target)
+        .map(|code| code.bytes.as_ref())
+}
+
+/// The checks of [`verify_tree`], comparing with `original`'s bundles
+/// when given.
+fn check_tree(
+    root: &Path,
+    targets: &[Target],
+    original: Option<&[Bundle<'_>]>,
+) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);
     if targets.is_empty() {
@@ -109,18 +149,35 @@ pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
                 let result = loader
                     .locate(&marker, path, bundle, std::slice::from_ref(target))
                     .and_then(|located| {
-                        let bytes = located.kernel()?.bytes()?.len();
-                        Ok(Resolved {
+                        let kernel = located.kernel()?;
+                        let code = kernel.bytes()?;
+                        let same = original.map(|bundles| {
+                            original_code(bundles, bundle, &located.target) == Some(&code[..])
+                        });
+                        let resolved = Resolved {
                             binary: path.clone(),
                             bundle,
                             requested: target.clone(),
                             chosen: located.target.clone(),
                             archive: located.archive.path().to_owned(),
-                            bytes,
-                        })
+                            bytes: code.len(),
+                        };
+                        Ok((resolved, same))
                     });
                 match result {
-                    Ok(resolved) => report.resolved.push(resolved),
+                    Ok((resolved, Some(false))) => report.failures.push(Failure {
+                        error: format!(
+                            "the {} code object ({} bytes) differs from the original's",
+                            resolved.chosen, resolved.bytes
+                        ),
+                        binary: resolved.binary,
+                        bundle,
+                        target: target.clone(),
+                    }),
+                    Ok((resolved, same)) => {
+                        report.same_as_original += usize::from(same == Some(true));
+                        report.resolved.push(resolved)
+                    }
                     Err(error) => report.failures.push(Failure {
                         binary: path.clone(),
                         bundle,

@@ -336,3 +336,61 @@ fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn verify_against_the_original_compares_every_loaded_code_object_byte_for_byte() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    run(kpack_pack().arg("split").arg(&library).arg("-o").arg(&out));
+    let verified = run(kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(&library));
+    assert!(
+        verified.contains("7 code objects loaded, 0 failures")
+            && verified.contains("7 code objects byte-equal to the original's"),
+        "{verified}"
+    );
+
+    // One byte changed in the middle of the original's device code: the
+    // code object holding it no longer matches what the archives serve.
+    let mut tampered = fs_err::read(&library).unwrap();
+    let fatbin = {
+        use object::{Object, ObjectSection};
+        let file = object::File::parse(&*tampered).unwrap();
+        let section = file.section_by_name(".hip_fatbin").unwrap();
+        section.file_range().unwrap()
+    };
+    let middle = (fatbin.0 + fatbin.1 / 2) as usize;
+    tampered[middle] ^= 0xff;
+    let other = work.path().join("tampered.so");
+    fs_err::write(&other, &tampered).unwrap();
+    let result = kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(&other)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(!result.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("differs from the original's") && stdout.contains("1 failures"),
+        "{stdout}"
+    );
+
+    let not_fat = kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(out.join("librocrand.so.1.1"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&not_fat.stderr);
+    assert!(
+        stderr.contains("cannot be read as the original fat binary"),
+        "{stderr}"
+    );
+}

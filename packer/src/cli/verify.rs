@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use super::shown;
 use rocm_kpack::Target;
 
-use kpack_packer::verify::verify_tree;
+use kpack_packer::verify::{verify_against, verify_tree};
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
@@ -18,6 +18,10 @@ pub struct VerifyArgs {
     /// show which code each one gets.
     #[arg(long = "target", value_name = "TARGET")]
     targets: Vec<String>,
+    /// The fat binary the split one came from: every code object loaded
+    /// must be byte-equal to its bundle's.
+    #[arg(long, value_name = "FAT_BINARY")]
+    original: Option<PathBuf>,
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
@@ -26,8 +30,11 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         .iter()
         .map(|t| Target::parse(t))
         .collect::<Result<Vec<_>, _>>()?;
-    let report = verify_tree(&args.output, &targets)
-        .with_context(|| format!("cannot verify {}", shown(&args.output)))?;
+    let report = match &args.original {
+        Some(original) => verify_against(&args.output, &targets, original),
+        None => verify_tree(&args.output, &targets),
+    }
+    .with_context(|| format!("cannot verify {}", shown(&args.output)))?;
     if !targets.is_empty() {
         for resolved in &report.resolved {
             let binary = resolved
@@ -64,6 +71,12 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         report.resolved.len(),
         report.failures.len()
     );
+    if args.original.is_some() {
+        println!(
+            "{} code objects byte-equal to the original's",
+            report.same_as_original
+        );
+    }
     if report.binaries == 0 {
         bail!("no split binary under {}", shown(&args.output));
     }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The whole rocm-blas flow on Debian 13's real librocblas0 5.5.1 (not run by
+# CI: the package is 166 MB; README.md says how to fetch it). It publishes
+# the package with `kpack-repo build` (timed, peak memory), installs it with
+# `kpack-get` for one GPU from the repository directory, and prints: the
+# package's size, the host tree, each archive and payload, what that GPU's
+# user downloads and installs, and the split library's markers checked
+# through the runtime's loader against the original fat library's bundles.
+#
+#   manifests/bench-rocm-blas.sh DIR_WITH_THE_DEB [TARGET]   (default gfx1100)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sources=${1:?usage: $0 DIR_WITH_THE_DEB [TARGET]}
+target=${2:-gfx1100}
+deb="$sources/librocblas0_5.5.1+dfsg-7_amd64.deb"
+[ -f "$deb" ] || { echo "$deb not found (see manifests/README.md)" >&2; exit 1; }
+work=${BENCH_WORK:-bench-out/rocm-blas}
+
+cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
+repo_tool=$PWD/target/release/kpack-repo
+get=$PWD/target/release/kpack-get
+pack=$PWD/target/release/kpack-pack
+rm -rf "$work"
+mkdir -p "$work"
+
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+size_of() { stat -c %s "$1"; }
+
+echo "== the package"
+installed=$(dpkg-deb -f "$deb" Installed-Size)
+echo "deb: $(mib "$(size_of "$deb")"); installed: $(mib $((installed * 1024)))"
+
+echo
+echo "== kpack-repo build (wall time, peak RSS)"
+"$repo_tool" keygen "$work/key" --unencrypted >/dev/null
+/usr/bin/time -f "build: %e s, peak RSS %M KiB" \
+    "$repo_tool" build "$work/repo" manifests/rocm-blas.toml --sources "$sources" --key "$work/key.key"
+
+echo
+echo "== what was published"
+for file in "$work"/repo/pool/rocm-blas/5.5.1/*; do
+    printf '%12s  %s\n' "$(mib "$(size_of "$file")")" "$(basename "$file")"
+done
+
+echo
+echo "== kpack-get install rocm-blas --target $target"
+KPACK_GET_CACHE_DIR="$PWD/$work/cache" KPACK_GET_STATE_DIR="$PWD/$work/state" \
+    "$get" --repo "rocm=file://$PWD/$work/repo" --key "$work/key.pub" \
+    --prefix "$work/prefix" --target "$target" --no-progress --json \
+    install rocm-blas > "$work/install.json"
+downloaded=$(du -cb "$work"/cache/blobs/* | tail -1 | cut -f1)
+installed_bytes=$(du -sb --exclude=.lock "$work/prefix" | cut -f1)
+echo "downloaded: $(mib "$downloaded") ($(awk -v d="$downloaded" -v p="$(size_of "$deb")" 'BEGIN { printf "%.0f%%", 100 * d / p }') of the deb)"
+echo "installed:  $(mib "$installed_bytes") ($(awk -v i="$installed_bytes" -v p="$((installed * 1024))" 'BEGIN { printf "%.0f%%", 100 * i / p }') of the package installed)"
+
+echo
+echo "== the split library's markers, through the runtime's loader"
+# Debian 13's librocblas.so needs glibc 2.38, so on Debian 12 it cannot be
+# dlopened: every wrapper's marker is handed to the loader directly, and
+# each code object compared with the original library's bundle.
+mkdir -p "$work/original"
+dpkg-deb -x "$deb" "$work/original"
+"$pack" verify "$work/prefix/lib" --target "$target" \
+    --original "$work/original/usr/lib/x86_64-linux-gnu/librocblas.so.0.1" | tail -3
