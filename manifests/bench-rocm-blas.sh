@@ -23,6 +23,7 @@ get=$PWD/target/release/kpack-get
 pack=$PWD/target/release/kpack-pack
 rm -rf "$work"
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 size_of() { stat -c %s "$1"; }
@@ -45,8 +46,8 @@ done
 
 echo
 echo "== kpack-get install rocm-blas --target $target"
-KPACK_GET_CACHE_DIR="$PWD/$work/cache" KPACK_GET_STATE_DIR="$PWD/$work/state" \
-    "$get" --repo "rocm=file://$PWD/$work/repo" --key "$work/key.pub" \
+KPACK_GET_CACHE_DIR="$work/cache" KPACK_GET_STATE_DIR="$work/state" \
+    "$get" --repo "rocm=file://$work/repo" --key "$work/key.pub" \
     --prefix "$work/prefix" --target "$target" --no-progress --json \
     install rocm-blas > "$work/install.json"
 downloaded=$(du -cb "$work"/cache/blobs/* | tail -1 | cut -f1)
