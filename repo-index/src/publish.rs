@@ -225,6 +225,7 @@ impl Repo {
         let (sha256, size) = self.put(&relative, &artifact.file)?;
         Ok(Artifact {
             kind,
+            component: None,
             path: relative,
             install_as,
             targets,
