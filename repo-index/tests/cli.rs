@@ -282,6 +282,64 @@ fn builds_the_rocrand_manifest() {
     refused(&mut workspace.verify(&mirror));
 }
 
+/// `add --component`: the trees --targets marks are of that component, the
+/// archives beside them of the default one, left unsaid.
+#[test]
+fn add_marks_device_trees_with_their_component() {
+    let workspace = Workspace::new();
+    let payload = workspace.inputs.join("rocblas-tensile-gfx90a");
+    fs::create_dir_all(payload.join("lib/rocblas/library")).unwrap();
+    fs::write(
+        payload.join("lib/rocblas/library/TensileLibrary_gfx90a.dat"),
+        b"tuning data",
+    )
+    .unwrap();
+    let archive = archive(&workspace.inputs, "gfx90a", &["gfx90a:xnack-"]);
+    run(workspace
+        .add("rocm-blas", "5.5.1", &[archive, payload])
+        .args(["--targets", "gfx90a", "--component", "tensile"]));
+    let shard = published_shard(&workspace.repo, "rocm-blas");
+    let artifacts = &shard.versions[0].artifacts;
+    let tensile: kpack_repo_index::Component = "tensile".parse().unwrap();
+    assert_eq!(artifacts[0].component, None);
+    assert_eq!(
+        artifacts[0].component(),
+        Some(&kpack_repo_index::Component::KERNELS)
+    );
+    assert_eq!(artifacts[1].component.as_ref(), Some(&tensile));
+    assert_eq!(
+        artifacts[1].path.as_str(),
+        "pool/rocm-blas/5.5.1/rocblas-tensile-gfx90a.tar.zst"
+    );
+    let shard_text = fs::read_to_string(
+        fs::read_dir(workspace.repo.join("packages/rocm-blas"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap();
+    assert_eq!(
+        shard_text.matches("component = ").count(),
+        1,
+        "{shard_text}"
+    );
+
+    // A component without targets, or not spelt as a name, is bad usage.
+    for args in [
+        &["--component", "tensile"][..],
+        &["--targets", "gfx90a", "--component", "Tensile"],
+    ] {
+        let output = workspace
+            .add("rocm-blas", "5.5.2", &[host_tree(&workspace.inputs)])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    }
+}
+
 /// A static HTTP server on loopback serving `dir` (Python's http.server),
 /// stopped when dropped.
 struct Server {
