@@ -8,7 +8,7 @@ use std::process::Command;
 
 use common::{
     archive, build_rocm_rand, host_tree, kpack_repo, published_shard, refused, rocm_rand_artifacts,
-    Workspace,
+    tree, Workspace,
 };
 use fs_err as fs;
 use kpack_test_support::run;
@@ -338,6 +338,70 @@ fn add_marks_device_trees_with_their_component() {
             .unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
     }
+}
+
+/// A mirror for one target keeps its artifact of every component: the
+/// archive and the Tensile payload, and nothing for other targets.
+#[test]
+fn a_mirror_for_a_target_keeps_each_component_of_it() {
+    use kpack_repo_index::publish::{NewArtifact, Repo};
+    let workspace = Workspace::new();
+    let inputs = &workspace.inputs;
+    let tensile = |target: &str| NewArtifact {
+        file: tree(
+            inputs,
+            &format!("tensile-{target}.tar.zst"),
+            &format!("lib/rocblas/library/TensileLibrary_{target}.dat"),
+            target.as_bytes(),
+        ),
+        targets: Some(vec![target.parse().unwrap()]),
+        component: Some("tensile".parse().unwrap()),
+    };
+    let kernels = |file| NewArtifact {
+        file,
+        targets: None,
+        component: None,
+    };
+    let key = kpack_repo_index::sign::SecretKey::load(&workspace.secret_key(), None).unwrap();
+    Repo::open(&workspace.repo)
+        .unwrap()
+        .add(
+            &"rocm-blas".parse().unwrap(),
+            &semver::Version::new(5, 5, 1),
+            vec![],
+            &[
+                kernels(host_tree(inputs)),
+                kernels(archive(inputs, "gfx90a", &["gfx90a:xnack-"])),
+                kernels(archive(inputs, "gfx1100", &["gfx1100"])),
+                tensile("gfx90a"),
+                tensile("gfx1100"),
+            ],
+            None,
+            Some(&key),
+        )
+        .unwrap();
+    let mirror = workspace.dir.path().join("mirror");
+    let mirrored = run(workspace
+        .mirror(&workspace.repo, &mirror)
+        .args(["--targets", "gfx90a:sramecc+:xnack-"]));
+    assert!(
+        mirrored.contains("mirrored 1 shards and 3 artifacts"),
+        "{mirrored}"
+    );
+    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-blas/5.5.1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pool.sort();
+    assert_eq!(
+        pool,
+        [
+            "rocm-rand-host.tar.zst",
+            "rocm_gfx90a.kpack",
+            "tensile-gfx90a.tar.zst"
+        ]
+    );
+    run(workspace.verify(&mirror).arg("--partial"));
 }
 
 /// A static HTTP server on loopback serving `dir` (Python's http.server),
