@@ -260,13 +260,8 @@ fn builds_the_rocrand_manifest() {
         mirrored.contains("mirrored 1 shards and 2 artifacts"),
         "{mirrored}"
     );
-    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    pool.sort();
     assert_eq!(
-        pool,
+        file_names(&mirror.join("pool/rocm-rand/5.3.3")),
         ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
     );
     assert_eq!(
@@ -280,6 +275,16 @@ fn builds_the_rocrand_manifest() {
     );
     // Without --partial the missing artifacts are errors.
     refused(&mut workspace.verify(&mirror));
+}
+
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// `add --component`: the trees --targets marks are of that component, the
@@ -388,13 +393,8 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         mirrored.contains("mirrored 1 shards and 3 artifacts"),
         "{mirrored}"
     );
-    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-blas/5.5.1"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    pool.sort();
     assert_eq!(
-        pool,
+        file_names(&mirror.join("pool/rocm-blas/5.5.1")),
         [
             "rocm-rand-host.tar.zst",
             "rocm_gfx90a.kpack",

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kpack_repo_index::{
     resolve, select_artifacts, Explanation, Families, Request, ResolveError, Shard,
 };
+use kpack_test_support::COMPONENTS_SHARD;
 use rocm_kpack::Target;
 
 /// One version with a host tree and device archives of several shapes.
@@ -139,68 +140,10 @@ fn explains_each_choice() {
     );
 }
 
-/// rocBLAS-like: per-processor archives and a family archive (component
-/// kernels, left unsaid) and per-processor Tensile payloads (component
-/// tensile), gfx942 with a payload but no archive.
-const COMPONENTS: &str = r#"name = "rocm-blas"
-
-[[versions]]
-version = "5.5.1"
-
-[[versions.artifacts]]
-kind = "tree"
-path = "pool/rocm-blas/5.5.1/host.tar.zst"
-sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
-size = 10000
-
-[[versions.artifacts]]
-kind = "kpack"
-path = "pool/rocm-blas/5.5.1/blas_gfx1100.kpack"
-targets = ["gfx1100"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000001"
-size = 900
-
-[[versions.artifacts]]
-kind = "kpack"
-path = "pool/rocm-blas/5.5.1/blas_gfx110X-all.kpack"
-targets = ["gfx110X-all"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000002"
-size = 3000
-
-[[versions.artifacts]]
-kind = "kpack"
-path = "pool/rocm-blas/5.5.1/blas_gfx90a.kpack"
-targets = ["gfx90a:xnack+", "gfx90a:xnack-"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000003"
-size = 1000
-
-[[versions.artifacts]]
-kind = "tree"
-component = "tensile"
-path = "pool/rocm-blas/5.5.1/tensile-gfx1100.tar.zst"
-targets = ["gfx1100"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000004"
-size = 400
-
-[[versions.artifacts]]
-kind = "tree"
-component = "tensile"
-path = "pool/rocm-blas/5.5.1/tensile-gfx90a.tar.zst"
-targets = ["gfx90a"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000005"
-size = 600
-
-[[versions.artifacts]]
-kind = "tree"
-component = "tensile"
-path = "pool/rocm-blas/5.5.1/tensile-gfx942.tar.zst"
-targets = ["gfx942"]
-sha256 = "0000000000000000000000000000000000000000000000000000000000000006"
-size = 700
-"#;
-
+/// What `gpus` choose from the shared rocBLAS-like shard (archives and
+/// Tensile payloads): the file names, and why, as lines.
 fn chosen_components(gpus: &[&str]) -> (Vec<String>, Vec<String>) {
-    let shard = Shard::parse("shard.toml", COMPONENTS).unwrap();
+    let shard = Shard::parse("shard.toml", COMPONENTS_SHARD).unwrap();
     let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
     let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
     let names = selection
