@@ -23,6 +23,6 @@ pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
 };
 pub use types::{
-    Dependency, HashingReader, HashingWriter, InvalidValue, Listed, PackageName, RelativePath,
-    Sha256, Timestamp,
+    Component, Dependency, HashingReader, HashingWriter, InvalidValue, Listed, PackageName,
+    RelativePath, Sha256, Timestamp,
 };

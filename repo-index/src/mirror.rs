@@ -120,7 +120,8 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// Host artifacts always; device artifacts for a selected target.
+    /// Host artifacts always; device artifacts of every component for a
+    /// selected target (a GPU there takes one of each).
     fn wants_artifact(&self, families: &Families, artifact: &Artifact) -> bool {
         self.targets.is_empty()
             || !artifact.is_device()

@@ -14,7 +14,7 @@ use crate::schema::{
 };
 use crate::sign::{sign_root, SecretKey, SignError};
 use crate::types::{
-    Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
+    Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
 
 /// How long a published root stays valid unless told otherwise.
@@ -56,14 +56,18 @@ pub struct Repo {
     _lock: fs::File,
 }
 
-/// An artifact to add: a file, and the targets it serves if it is device
-/// code that does not say so itself.
+/// An artifact to add: a file, the targets it serves if it is device code
+/// that does not say so itself, and the component of device code it is.
 #[derive(Debug, Clone)]
 pub struct NewArtifact {
     pub file: PathBuf,
     /// For trees: the targets of a device tree. Ignored for `.kpack` files,
     /// whose targets are read from their table of contents.
     pub targets: Option<Vec<Listed>>,
+    /// The component of device code it is (a kernel database payload:
+    /// `tensile`); none for the default, `kernels`, the component of a fat
+    /// library's `.kpack` archives. Only device code has one.
+    pub component: Option<Component>,
 }
 
 impl Repo {
@@ -222,9 +226,17 @@ impl Repo {
                 "an artifact is a .kpack archive or a .tar.zst tree".into()
             ));
         };
+        let device = targets.as_ref().is_some_and(|t| !t.is_empty());
+        if artifact.component.is_some() && !device {
+            return Err(bad(
+                "a component names device code: give the tree its targets".into(),
+            ));
+        }
         let (sha256, size) = self.put(&relative, &artifact.file)?;
         Ok(Artifact {
             kind,
+            // The default is left unsaid, so the index reads as before.
+            component: artifact.component.clone().filter(|c| !c.is_default()),
             path: relative,
             install_as,
             targets,

@@ -1,6 +1,7 @@
 //! Resolution: package requests to versions (dependencies included), and a
-//! version's artifacts to the ones a machine's GPUs need, with the reasons
-//! for each choice so `kpack-get` can explain itself.
+//! version's artifacts to the ones a machine's GPUs need (one of each
+//! component of device code per GPU), with the reasons for each choice so
+//! `kpack-get` can explain itself.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,7 +11,7 @@ use semver::{Version, VersionReq};
 
 use crate::families::Families;
 use crate::schema::{Artifact, Shard, VersionEntry};
-use crate::types::{Listed, PackageName, RelativePath};
+use crate::types::{Component, Listed, PackageName, RelativePath};
 
 /// A package asked for, with what it must satisfy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,16 +138,19 @@ pub fn resolve(
 pub enum Explanation {
     /// Host artifacts go to every machine.
     Host { path: RelativePath },
-    /// Device code chosen for a GPU: `listed` (in the artifact's targets)
-    /// covers `matched`, the `rank`-th entry of the GPU's selection order.
+    /// Device code chosen for a GPU, its one artifact of `component`:
+    /// `listed` (in the artifact's targets) covers `matched`, the `rank`-th
+    /// entry of the GPU's selection order.
     Chosen {
         gpu: Target,
         path: RelativePath,
+        component: Component,
         listed: Listed,
         matched: Target,
         rank: usize,
     },
-    /// Another artifact served the same GPU at the same rank and is smaller.
+    /// Another artifact of the same component served the same GPU at the
+    /// same rank and is smaller.
     Smaller {
         gpu: Target,
         path: RelativePath,
@@ -157,8 +161,16 @@ pub enum Explanation {
         path: RelativePath,
         targets: Vec<Listed>,
     },
-    /// A GPU the package has no device code for: it gets host parts only.
+    /// A GPU the package has no device code for, in any component: it gets
+    /// host parts only.
     NoDeviceCode { gpu: Target, offered: Vec<Listed> },
+    /// A GPU other components serve, but not `component`, which the
+    /// package offers for `offered` only.
+    NoComponent {
+        gpu: Target,
+        component: Component,
+        offered: Vec<Listed>,
+    },
 }
 
 impl fmt::Display for Explanation {
@@ -168,16 +180,23 @@ impl fmt::Display for Explanation {
             Explanation::Chosen {
                 gpu,
                 path,
+                component,
                 listed,
                 matched,
                 rank,
             } => {
+                // The default component goes unsaid, as in the index.
+                let component = if component.is_default() {
+                    String::new()
+                } else {
+                    format!("{component}, ")
+                };
                 if rank == &0 {
-                    write!(f, "{path}: for {gpu} (lists {listed})")
+                    write!(f, "{path}: for {gpu} ({component}lists {listed})")
                 } else {
                     write!(
                         f,
-                        "{path}: for {gpu}, as {matched} (lists {listed}; choice {} in its order)",
+                        "{path}: for {gpu}, as {matched} ({component}lists {listed}; choice {} in its order)",
                         rank + 1
                     )
                 }
@@ -200,6 +219,15 @@ impl fmt::Display for Explanation {
                 } else {
                     join_listed(offered)
                 }
+            ),
+            Explanation::NoComponent {
+                gpu,
+                component,
+                offered,
+            } => write!(
+                f,
+                "{gpu}: no {component} in this package (it has {component} for {})",
+                join_listed(offered)
             ),
         }
     }
@@ -242,9 +270,9 @@ struct Best<'a> {
     rank: usize,
 }
 
-/// Along `gpu`'s selection order, the first target some device artifact
-/// lists, served by the smallest such artifact (the others are explained
-/// as passed over).
+/// Along `gpu`'s selection order, the first target some artifact of
+/// `device` (one component's) lists, served by the smallest such artifact
+/// (the others are explained as passed over).
 fn best_for<'a>(
     gpu: &Target,
     device: &[&'a Artifact],
@@ -284,9 +312,11 @@ fn best_for<'a>(
 }
 
 /// Chooses `version`'s artifacts for `gpus` (05-kpack-get.md, "Choosing
-/// artifacts"): every host artifact; for each GPU, along its selection
-/// order (full target, feature-dropping variants, generic target), the
-/// first artifact listing a match, the smaller when two match equally.
+/// artifacts"): every host artifact; for each GPU and each component of
+/// device code, along the GPU's selection order (full target,
+/// feature-dropping variants, generic target), the first artifact of that
+/// component listing a match, the smaller when two match equally. Each
+/// artifact is chosen once, however many GPUs it serves.
 pub fn select_artifacts<'a>(
     version: &'a VersionEntry,
     gpus: &[Target],
@@ -303,26 +333,86 @@ pub fn select_artifacts<'a>(
     let device: Vec<&'a Artifact> = version.artifacts.iter().filter(|a| a.is_device()).collect();
     let mut used: Vec<&'a Artifact> = Vec::new();
     for gpu in gpus {
-        match best_for(gpu, &device, families, &mut explanations) {
+        for artifact in choose_for_gpu(gpu, &device, families, &mut explanations) {
+            if !used.iter().any(|a| std::ptr::eq(*a, artifact)) {
+                used.push(artifact);
+            }
+        }
+    }
+    explain_unneeded(&device, &mut explanations);
+    // Index order, whatever order the GPUs were given in.
+    for artifact in device {
+        if used.iter().any(|a| std::ptr::eq(*a, artifact)) {
+            chosen.push(artifact);
+        }
+    }
+    Selection {
+        artifacts: chosen,
+        explanations,
+    }
+}
+
+/// The components of `device`, each once, in index order.
+fn components<'a>(device: &[&'a Artifact]) -> Vec<&'a Component> {
+    let mut components: Vec<&'a Component> = Vec::new();
+    for component in device.iter().filter_map(|a| a.component()) {
+        if !components.contains(&component) {
+            components.push(component);
+        }
+    }
+    components
+}
+
+/// One artifact of each component of `device` for `gpu`, with why; a
+/// component without code for it is explained, and a GPU no component
+/// serves gets host parts only.
+fn choose_for_gpu<'a>(
+    gpu: &Target,
+    device: &[&'a Artifact],
+    families: &Families,
+    explanations: &mut Vec<Explanation>,
+) -> Vec<&'a Artifact> {
+    let mut chosen = Vec::new();
+    let mut missing = Vec::new();
+    for component in components(device) {
+        let of_component: Vec<&'a Artifact> = device
+            .iter()
+            .filter(|a| a.component() == Some(component))
+            .copied()
+            .collect();
+        match best_for(gpu, &of_component, families, explanations) {
             Some(best) => {
                 explanations.push(Explanation::Chosen {
                     gpu: gpu.clone(),
                     path: best.artifact.path.clone(),
+                    component: component.clone(),
                     listed: best.listed,
                     matched: best.matched,
                     rank: best.rank,
                 });
-                if !used.iter().any(|a| std::ptr::eq(*a, best.artifact)) {
-                    used.push(best.artifact);
-                }
+                chosen.push(best.artifact);
             }
-            None => explanations.push(Explanation::NoDeviceCode {
+            None => missing.push(Explanation::NoComponent {
                 gpu: gpu.clone(),
-                offered: device.iter().flat_map(|a| listed(a)).collect(),
+                component: component.clone(),
+                offered: of_component.iter().flat_map(|a| listed(a)).collect(),
             }),
         }
     }
-    for artifact in &device {
+    if chosen.is_empty() {
+        explanations.push(Explanation::NoDeviceCode {
+            gpu: gpu.clone(),
+            offered: device.iter().flat_map(|a| listed(a)).collect(),
+        });
+    } else {
+        explanations.extend(missing);
+    }
+    chosen
+}
+
+/// Explains each artifact that serves none of the GPUs, in any component.
+fn explain_unneeded(device: &[&Artifact], explanations: &mut Vec<Explanation>) {
+    for artifact in device {
         let serves_a_gpu = explanations.iter().any(|e| match e {
             Explanation::Chosen { path, .. } | Explanation::Smaller { path, .. } => {
                 *path == artifact.path
@@ -335,15 +425,5 @@ pub fn select_artifacts<'a>(
                 targets: listed(artifact),
             });
         }
-    }
-    // Index order, whatever order the GPUs were given in.
-    for artifact in device {
-        if used.iter().any(|a| std::ptr::eq(*a, artifact)) {
-            chosen.push(artifact);
-        }
-    }
-    Selection {
-        artifacts: chosen,
-        explanations,
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
+use crate::types::{Component, Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
 
 /// The index format this crate reads and writes.
 pub const FORMAT: u32 = 1;
@@ -82,6 +82,11 @@ pub enum ArtifactKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artifact {
     pub kind: ArtifactKind,
+    /// The component of device code this is (see [`Artifact::component`]);
+    /// left out of the file for the default, `kernels`, so indexes written
+    /// before components existed keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<Component>,
     pub path: RelativePath,
     #[serde(
         rename = "install-as",
@@ -111,6 +116,13 @@ impl Artifact {
     /// Whether this is device code (it names targets).
     pub fn is_device(&self) -> bool {
         self.targets.as_ref().is_some_and(|t| !t.is_empty())
+    }
+
+    /// The component of device code this artifact is: as the index names
+    /// it, `kernels` when it names none; none for a host artifact.
+    pub fn component(&self) -> Option<&Component> {
+        self.is_device()
+            .then(|| self.component.as_ref().unwrap_or(&Component::KERNELS))
     }
 }
 

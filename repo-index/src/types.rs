@@ -1,7 +1,8 @@
 //! Values an index carries that are parsed, not trusted: package names,
-//! relative paths, hashes, the targets device code is listed for,
-//! dependency requirements, timestamps.
+//! relative paths, hashes, the targets device code is listed for, the
+//! component it belongs to, dependency requirements, timestamps.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -55,18 +56,23 @@ impl PackageName {
     }
 }
 
+/// Whether `s` is spelt as a name: `[a-z0-9][a-z0-9._-]*`.
+fn is_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    let first_ok = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    first_ok
+        && bytes.all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        })
+}
+
 impl FromStr for PackageName {
     type Err = InvalidValue;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut bytes = s.bytes();
-        let first_ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        let rest_ok = bytes.all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-        });
-        if first_ok && rest_ok {
+        if is_name(s) {
             Ok(PackageName(s.to_owned()))
         } else {
             Err(invalid(s, "a package name is [a-z0-9][a-z0-9._-]*"))
@@ -81,6 +87,49 @@ impl fmt::Display for PackageName {
 }
 
 string_serde!(PackageName);
+
+/// The kind of device code an artifact carries for its targets
+/// (04-repo-index.md): `kernels`, the kpack archive of a fat library (the
+/// default), or a library's own per-target files such as `tensile`
+/// (rocBLAS's kernel database). A GPU takes one artifact of each component
+/// of a package version. Spelt like a name: `[a-z0-9][a-z0-9._-]*`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Component(Cow<'static, str>);
+
+impl Component {
+    /// `kernels`: what a device artifact that names no component carries.
+    pub const KERNELS: Component = Component(Cow::Borrowed("kernels"));
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this is the default component, which an index leaves
+    /// unsaid.
+    pub fn is_default(&self) -> bool {
+        *self == Component::KERNELS
+    }
+}
+
+impl FromStr for Component {
+    type Err = InvalidValue;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if is_name(s) {
+            Ok(Component(Cow::Owned(s.to_owned())))
+        } else {
+            Err(invalid(s, "a component is [a-z0-9][a-z0-9._-]*"))
+        }
+    }
+}
+
+impl fmt::Display for Component {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+string_serde!(Component);
 
 /// A path inside a repository or a prefix: relative, `/`-separated, with
 /// no empty, `.` or `..` parts, so joining it to a root stays inside.
@@ -500,6 +549,21 @@ mod tests {
         }
         for bad in ["", "Rocm", "-x", "a/b", "..", "a b", "rocm/../x"] {
             assert!(bad.parse::<PackageName>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn components_are_names_and_kernels_is_the_default() {
+        let tensile: Component = "tensile".parse().unwrap();
+        assert_eq!(tensile.as_str(), "tensile");
+        assert!(!tensile.is_default());
+        assert_eq!("kernels".parse::<Component>().unwrap(), Component::KERNELS);
+        assert!(Component::KERNELS.is_default());
+        for good in ["hipblaslt", "aotriton-0.9", "miopen_db"] {
+            assert!(good.parse::<Component>().is_ok(), "{good}");
+        }
+        for bad in ["", "Tensile", "-x", "a/b", "a b", ".."] {
+            assert!(bad.parse::<Component>().is_err(), "{bad}");
         }
     }
 

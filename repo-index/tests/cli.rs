@@ -8,7 +8,7 @@ use std::process::Command;
 
 use common::{
     archive, build_rocm_rand, host_tree, kpack_repo, published_shard, refused, rocm_rand_artifacts,
-    Workspace,
+    tree, Workspace,
 };
 use fs_err as fs;
 use kpack_test_support::run;
@@ -260,13 +260,8 @@ fn builds_the_rocrand_manifest() {
         mirrored.contains("mirrored 1 shards and 2 artifacts"),
         "{mirrored}"
     );
-    let mut pool: Vec<String> = fs::read_dir(mirror.join("pool/rocm-rand/5.3.3"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    pool.sort();
     assert_eq!(
-        pool,
+        file_names(&mirror.join("pool/rocm-rand/5.3.3")),
         ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
     );
     assert_eq!(
@@ -280,6 +275,133 @@ fn builds_the_rocrand_manifest() {
     );
     // Without --partial the missing artifacts are errors.
     refused(&mut workspace.verify(&mirror));
+}
+
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `add --component`: the trees --targets marks are of that component, the
+/// archives beside them of the default one, left unsaid.
+#[test]
+fn add_marks_device_trees_with_their_component() {
+    let workspace = Workspace::new();
+    let payload = workspace.inputs.join("rocblas-tensile-gfx90a");
+    fs::create_dir_all(payload.join("lib/rocblas/library")).unwrap();
+    fs::write(
+        payload.join("lib/rocblas/library/TensileLibrary_gfx90a.dat"),
+        b"tuning data",
+    )
+    .unwrap();
+    let archive = archive(&workspace.inputs, "gfx90a", &["gfx90a:xnack-"]);
+    run(workspace
+        .add("rocm-blas", "5.5.1", &[archive, payload])
+        .args(["--targets", "gfx90a", "--component", "tensile"]));
+    let shard = published_shard(&workspace.repo, "rocm-blas");
+    let artifacts = &shard.versions[0].artifacts;
+    let tensile: kpack_repo_index::Component = "tensile".parse().unwrap();
+    assert_eq!(artifacts[0].component, None);
+    assert_eq!(
+        artifacts[0].component(),
+        Some(&kpack_repo_index::Component::KERNELS)
+    );
+    assert_eq!(artifacts[1].component.as_ref(), Some(&tensile));
+    assert_eq!(
+        artifacts[1].path.as_str(),
+        "pool/rocm-blas/5.5.1/rocblas-tensile-gfx90a.tar.zst"
+    );
+    let shard_text = fs::read_to_string(
+        fs::read_dir(workspace.repo.join("packages/rocm-blas"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap();
+    assert_eq!(
+        shard_text.matches("component = ").count(),
+        1,
+        "{shard_text}"
+    );
+
+    // A component without targets, or not spelt as a name, is bad usage.
+    for args in [
+        &["--component", "tensile"][..],
+        &["--targets", "gfx90a", "--component", "Tensile"],
+    ] {
+        let output = workspace
+            .add("rocm-blas", "5.5.2", &[host_tree(&workspace.inputs)])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    }
+}
+
+/// A mirror for one target keeps its artifact of every component: the
+/// archive and the Tensile payload, and nothing for other targets.
+#[test]
+fn a_mirror_for_a_target_keeps_each_component_of_it() {
+    use kpack_repo_index::publish::{NewArtifact, Repo};
+    let workspace = Workspace::new();
+    let inputs = &workspace.inputs;
+    let tensile = |target: &str| NewArtifact {
+        file: tree(
+            inputs,
+            &format!("tensile-{target}.tar.zst"),
+            &format!("lib/rocblas/library/TensileLibrary_{target}.dat"),
+            target.as_bytes(),
+        ),
+        targets: Some(vec![target.parse().unwrap()]),
+        component: Some("tensile".parse().unwrap()),
+    };
+    let kernels = |file| NewArtifact {
+        file,
+        targets: None,
+        component: None,
+    };
+    let key = kpack_repo_index::sign::SecretKey::load(&workspace.secret_key(), None).unwrap();
+    Repo::open(&workspace.repo)
+        .unwrap()
+        .add(
+            &"rocm-blas".parse().unwrap(),
+            &semver::Version::new(5, 5, 1),
+            vec![],
+            &[
+                kernels(host_tree(inputs)),
+                kernels(archive(inputs, "gfx90a", &["gfx90a:xnack-"])),
+                kernels(archive(inputs, "gfx1100", &["gfx1100"])),
+                tensile("gfx90a"),
+                tensile("gfx1100"),
+            ],
+            None,
+            Some(&key),
+        )
+        .unwrap();
+    let mirror = workspace.dir.path().join("mirror");
+    let mirrored = run(workspace
+        .mirror(&workspace.repo, &mirror)
+        .args(["--targets", "gfx90a:sramecc+:xnack-"]));
+    assert!(
+        mirrored.contains("mirrored 1 shards and 3 artifacts"),
+        "{mirrored}"
+    );
+    assert_eq!(
+        file_names(&mirror.join("pool/rocm-blas/5.5.1")),
+        [
+            "rocm-rand-host.tar.zst",
+            "rocm_gfx90a.kpack",
+            "tensile-gfx90a.tar.zst"
+        ]
+    );
+    run(workspace.verify(&mirror).arg("--partial"));
 }
 
 /// A static HTTP server on loopback serving `dir` (Python's http.server),

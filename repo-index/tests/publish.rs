@@ -8,10 +8,10 @@ use fs_err as fs;
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
-use kpack_repo_index::{ArtifactKind, Timestamp};
+use kpack_repo_index::{ArtifactKind, Component, Timestamp};
 
 mod common;
-use common::{archive, build_rocm_rand, published_shard};
+use common::{archive, build_rocm_rand, host_tree, published_shard, tree};
 use kpack_test_support::run;
 
 struct Fixture {
@@ -209,6 +209,7 @@ fn published_files_never_change() {
             &[NewArtifact {
                 file: archive(&inputs, "gfx1030", &["gfx1030"]),
                 targets: None,
+                component: None,
             }],
             None,
             Some(&fixture.key),
@@ -239,6 +240,7 @@ fn concurrent_writers_both_publish() {
                     &[NewArtifact {
                         file,
                         targets: None,
+                        component: None,
                     }],
                     None,
                     Some(&key),
@@ -254,4 +256,73 @@ fn concurrent_writers_both_publish() {
         verify_repository(&repo_dir, &fixture.public, Timestamp::now(), None).unwrap();
     assert_eq!(root.repo.version, 3);
     assert_eq!(report.packages, 3);
+}
+
+#[test]
+fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repo::open(&dir.path().join("repo")).unwrap();
+    let inputs = dir.path().join("inputs");
+    fs::create_dir_all(&inputs).unwrap();
+    let tensile: Component = "tensile".parse().unwrap();
+    let new = |file, targets: Option<&str>, component: Option<&Component>| NewArtifact {
+        file,
+        targets: targets.map(|t| vec![t.parse().unwrap()]),
+        component: component.cloned(),
+    };
+    let name = "rocm-blas".parse().unwrap();
+    let error = repo
+        .add(
+            &name,
+            &semver::Version::new(5, 5, 1),
+            vec![],
+            &[new(host_tree(&inputs), None, Some(&tensile))],
+            None,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("rocm-rand-host.tar.zst") && error.contains("component"),
+        "{error}"
+    );
+
+    let payload = tree(
+        &inputs,
+        "tensile-gfx1100.tar.zst",
+        "lib/rocblas/library/TensileLibrary_gfx1100.dat",
+        b"tuning",
+    );
+    repo.add(
+        &name,
+        &semver::Version::new(5, 5, 1),
+        vec![],
+        &[
+            new(host_tree(&inputs), None, None),
+            // The default is left unsaid.
+            new(
+                archive(&inputs, "gfx1100", &["gfx1100"]),
+                None,
+                Some(&Component::KERNELS),
+            ),
+            new(payload, Some("gfx1100"), Some(&tensile)),
+        ],
+        None,
+        None,
+    )
+    .unwrap();
+    let shard = published_shard(&dir.path().join("repo"), "rocm-blas");
+    let components: Vec<_> = shard.versions[0]
+        .artifacts
+        .iter()
+        .map(|a| (a.component.clone(), a.component().cloned()))
+        .collect();
+    assert_eq!(
+        components,
+        [
+            (None, None),
+            (None, Some(Component::KERNELS)),
+            (Some(tensile.clone()), Some(tensile)),
+        ]
+    );
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kpack_repo_index::{
     resolve, select_artifacts, Explanation, Families, Request, ResolveError, Shard,
 };
+use kpack_test_support::COMPONENTS_SHARD;
 use rocm_kpack::Target;
 
 /// One version with a host tree and device archives of several shapes.
@@ -137,6 +138,145 @@ fn explains_each_choice() {
         none.contains("gfx90a:xnack-, gfx1030, gfx110X-all"),
         "{none}"
     );
+}
+
+/// What `gpus` choose from the shared rocBLAS-like shard (archives and
+/// Tensile payloads): the file names, and why, as lines.
+fn chosen_components(gpus: &[&str]) -> (Vec<String>, Vec<String>) {
+    let shard = Shard::parse("shard.toml", COMPONENTS_SHARD).unwrap();
+    let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
+    let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
+    let names = selection
+        .artifacts
+        .iter()
+        .map(|a| a.path.file_name().to_owned())
+        .collect();
+    let why = selection
+        .explanations
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    (names, why)
+}
+
+#[test]
+fn a_gpu_takes_one_artifact_of_each_component() {
+    let table: &[(&[&str], &[&str])] = &[
+        // The per-processor archive over the family one, and the payload.
+        (
+            &["gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "tensile-gfx1100.tar.zst",
+            ],
+        ),
+        (
+            &["gfx90a:sramecc+:xnack-"],
+            &[
+                "host.tar.zst",
+                "blas_gfx90a.kpack",
+                "tensile-gfx90a.tar.zst",
+            ],
+        ),
+        // Two GPUs: both sets, in index order.
+        (
+            &["gfx90a:sramecc+:xnack-", "gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "blas_gfx90a.kpack",
+                "tensile-gfx1100.tar.zst",
+                "tensile-gfx90a.tar.zst",
+            ],
+        ),
+        // Two GPUs of one target: each artifact once.
+        (
+            &["gfx1100", "gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "tensile-gfx1100.tar.zst",
+            ],
+        ),
+        // Served by one component only: it still gets that one.
+        (&["gfx1101"], &["host.tar.zst", "blas_gfx110X-all.kpack"]),
+        (
+            &["gfx942:sramecc+:xnack-"],
+            &["host.tar.zst", "tensile-gfx942.tar.zst"],
+        ),
+        // By none: host parts only.
+        (&["gfx1030"], &["host.tar.zst"]),
+    ];
+    for (gpus, expected) in table {
+        let (names, why) = chosen_components(gpus);
+        assert_eq!(names, *expected, "{gpus:?}: {why:#?}");
+    }
+}
+
+#[test]
+fn explanations_name_the_component() {
+    let (_, why) = chosen_components(&["gfx1100"]);
+    let has = |line: &str| why.iter().any(|l| l == line);
+    assert!(
+        has("pool/rocm-blas/5.5.1/blas_gfx1100.kpack: for gfx1100 (lists gfx1100)"),
+        "{why:#?}"
+    );
+    assert!(
+        has("pool/rocm-blas/5.5.1/tensile-gfx1100.tar.zst: for gfx1100 (tensile, lists gfx1100)"),
+        "{why:#?}"
+    );
+    // Only an archive of the same component is smaller or not: the
+    // payload, smaller than the archive, does not pass it over.
+    assert!(
+        has("pool/rocm-blas/5.5.1/blas_gfx110X-all.kpack: serves gfx1100 too, but pool/rocm-blas/5.5.1/blas_gfx1100.kpack is smaller"),
+        "{why:#?}"
+    );
+    assert!(
+        !why.iter()
+            .any(|l| l.starts_with("pool/rocm-blas/5.5.1/blas_gfx1100.kpack: serves")),
+        "{why:#?}"
+    );
+    // Not needed: only what serves this GPU in no component.
+    let unneeded: Vec<&String> = why.iter().filter(|l| l.contains("not needed")).collect();
+    assert_eq!(unneeded.len(), 3, "{why:#?}");
+    for file in [
+        "blas_gfx90a.kpack",
+        "tensile-gfx90a.tar.zst",
+        "tensile-gfx942.tar.zst",
+    ] {
+        assert!(
+            unneeded.iter().any(|l| l.contains(file)),
+            "{file}: {why:#?}"
+        );
+    }
+
+    let (_, why) = chosen_components(&["gfx90a:sramecc+:xnack-"]);
+    assert!(
+        why.iter().any(|l| l == "pool/rocm-blas/5.5.1/tensile-gfx90a.tar.zst: for gfx90a:sramecc+:xnack-, as gfx90a (tensile, lists gfx90a; choice 4 in its order)"),
+        "{why:#?}"
+    );
+
+    // A component missing for a GPU others serve is said, not a lack of
+    // device code.
+    let (_, why) = chosen_components(&["gfx1101"]);
+    assert!(
+        why.iter().any(|l| l
+            == "gfx1101: no tensile in this package (it has tensile for gfx1100, gfx90a, gfx942)"),
+        "{why:#?}"
+    );
+    assert!(
+        !why.iter().any(|l| l.contains("no device code")),
+        "{why:#?}"
+    );
+
+    let (_, why) = chosen_components(&["gfx1030"]);
+    assert!(
+        why.iter()
+            .any(|l| l.starts_with("gfx1030: no device code in this package")),
+        "{why:#?}"
+    );
+    assert!(!why.iter().any(|l| l.contains("no tensile")), "{why:#?}");
 }
 
 fn shards(text: &[(&str, &str)]) -> BTreeMap<kpack_repo_index::PackageName, Shard> {

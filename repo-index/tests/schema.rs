@@ -1,7 +1,7 @@
 //! Parsing and writing the index documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use kpack_repo_index::{ArtifactKind, RootIndex, SchemaError, Shard};
+use kpack_repo_index::{ArtifactKind, Component, RootIndex, SchemaError, Shard};
 
 const ROOT: &str = r#"format = 1
 
@@ -87,6 +87,53 @@ fn writes_the_same_bytes_for_the_same_state() {
 
     let shard = Shard::parse("shard.toml", SHARD).unwrap();
     assert_eq!(shard.to_toml().unwrap(), SHARD);
+}
+
+/// The spec's shard with a Tensile payload: a device tree of component
+/// `tensile` beside the archive, whose component (`kernels`) goes unsaid.
+fn shard_with_components() -> String {
+    format!(
+        r#"{SHARD}
+[[versions.artifacts]]
+kind = "tree"
+component = "tensile"
+path = "pool/rocm-blas/5.5.1/rocm-blas-gfx1100-tensile.tar.zst"
+targets = ["gfx1100"]
+sha256 = "3333333333333333333333333333333333333333333333333333333333333333"
+size = 3456789
+"#
+    )
+}
+
+#[test]
+fn an_artifact_names_its_component_unless_it_is_the_default() {
+    // A shard written before components: read, and written back byte for
+    // byte, its archive of the default component.
+    let old = Shard::parse("shard.toml", SHARD).unwrap();
+    assert_eq!(old.to_toml().unwrap(), SHARD);
+    let artifacts = &old.versions[0].artifacts;
+    assert_eq!(artifacts[0].component, None);
+    assert_eq!(artifacts[0].component(), None, "a host tree has none");
+    assert_eq!(artifacts[1].component, None);
+    assert_eq!(artifacts[1].component(), Some(&Component::KERNELS));
+
+    let text = shard_with_components();
+    let shard = Shard::parse("shard.toml", &text).unwrap();
+    assert_eq!(shard.to_toml().unwrap(), text);
+    let tensile = &shard.versions[0].artifacts[2];
+    let expected: Component = "tensile".parse().unwrap();
+    assert_eq!(tensile.component.as_ref(), Some(&expected));
+    assert_eq!(tensile.component(), Some(&expected));
+    assert_eq!(tensile.kind, ArtifactKind::Tree);
+    assert!(tensile.is_device());
+
+    let message = Shard::parse("shard.toml", &text.replace("\"tensile\"", "\"Tensile DB\""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("Tensile DB") && message.contains("component"),
+        "{message}"
+    );
 }
 
 fn error(text: &str) -> String {

@@ -134,6 +134,7 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
             };
             artifacts.push(Artifact {
                 kind,
+                component: None,
                 sha256: Sha256::of(path.as_str().as_bytes()),
                 path,
                 install_as,

@@ -86,14 +86,17 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
-/// An artifact for a listing: size, path, and the targets it serves.
+/// An artifact for a listing: size, path, and for device code the targets
+/// it serves and its component (`[gfx1100] tensile`).
 pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
-    let targets = artifact
-        .targets
-        .as_ref()
-        .map(|t| format!(" [{}]", kpack_repo_index::resolve::join_listed(t)))
-        .unwrap_or_default();
-    format!("{:>10}  {}{targets}", size(artifact.size), artifact.path)
+    let device = match (&artifact.targets, artifact.component()) {
+        (Some(targets), Some(component)) => format!(
+            " [{}] {component}",
+            kpack_repo_index::resolve::join_listed(targets)
+        ),
+        _ => String::new(),
+    };
+    format!("{:>10}  {}{device}", size(artifact.size), artifact.path)
 }
 
 /// "downloads 2.1 MiB of 9.8 MiB: 79% saved".

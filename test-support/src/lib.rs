@@ -20,6 +20,11 @@ pub use tools::{
 };
 pub use transcript::{mask_times, transcript};
 
+/// A package shard whose version carries two components of device code,
+/// as rocBLAS does: per-processor and family kpack archives (`kernels`)
+/// and per-processor Tensile payloads (`tensile`), for choosing artifacts.
+pub const COMPONENTS_SHARD: &str = include_str!("../data/rocm-blas-components.toml");
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

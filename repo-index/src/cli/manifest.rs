@@ -178,11 +178,13 @@ pub fn build(
     let mut artifacts = vec![NewArtifact {
         file: host,
         targets: None,
+        component: None,
     }];
     for archive in &report.archives {
         artifacts.push(NewArtifact {
             file: archive.path.clone(),
             targets: None,
+            component: None,
         });
     }
     let root = Repo::open(repo)?.add(

@@ -14,7 +14,7 @@ use kpack_repo_index::fetch::Source;
 use kpack_repo_index::mirror::{mirror, Scope};
 use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
-use kpack_repo_index::types::{Dependency, Listed, PackageName, Timestamp};
+use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::verify::verify_repository_with;
 use manifest::{build, write_host_tree, Manifest};
 use rocm_kpack::Target;
@@ -74,6 +74,11 @@ struct AddArgs {
     /// Marks the .tar.zst trees as device code for these targets.
     #[arg(long, value_delimiter = ',')]
     targets: Option<Vec<Listed>>,
+    /// The component of device code the trees marked with --targets are,
+    /// e.g. "tensile" for a kernel database payload (default "kernels",
+    /// as for .kpack archives).
+    #[arg(long, value_name = "NAME", requires = "targets")]
+    component: Option<Component>,
     #[arg(long)]
     summary: Option<String>,
     /// Secret key to sign the new root with.
@@ -193,6 +198,7 @@ fn add_command(
         artifacts,
         depends,
         targets,
+        component,
         summary,
         key,
     }: AddArgs,
@@ -215,9 +221,14 @@ fn add_command(
     }
     let artifacts: Vec<NewArtifact> = files
         .into_iter()
-        .map(|file| NewArtifact {
-            file,
-            targets: targets.clone(),
+        .map(|file| {
+            // --component is the trees'; an archive is of the default one.
+            let archive = file.extension().is_some_and(|e| e == "kpack");
+            NewArtifact {
+                component: component.clone().filter(|_| !archive),
+                file,
+                targets: targets.clone(),
+            }
         })
         .collect();
     let root = Repo::open(&repo)?.add(

@@ -37,14 +37,20 @@ pub fn archive(dir: &Path, name: &str, targets: &[&str]) -> PathBuf {
 
 /// A host tree artifact: a zstd-compressed tar with one file.
 pub fn host_tree(dir: &Path) -> PathBuf {
-    let path = dir.join("rocm-rand-host.tar.zst");
+    tree(dir, "rocm-rand-host.tar.zst", "lib/librocrand.so", b"hello")
+}
+
+/// A tree artifact `dir/file_name`: a zstd-compressed tar holding one file,
+/// `entry` (under 100 bytes) with `contents` (under 512 bytes).
+pub fn tree(dir: &Path, file_name: &str, entry: &str, contents: &[u8]) -> PathBuf {
+    let path = dir.join(file_name);
     let mut tar = Vec::new();
     // A minimal ustar archive: one header and one block of data, then two
     // zero blocks.
     let mut header = [0u8; 512];
-    header[..17].copy_from_slice(b"lib/librocrand.so");
+    header[..entry.len()].copy_from_slice(entry.as_bytes());
     header[100..107].copy_from_slice(b"0000644");
-    header[124..135].copy_from_slice(b"00000000005");
+    header[124..135].copy_from_slice(format!("{:011o}", contents.len()).as_bytes());
     header[156] = b'0';
     header[257..262].copy_from_slice(b"ustar");
     header[148..156].copy_from_slice(b"        ");
@@ -52,7 +58,7 @@ pub fn host_tree(dir: &Path) -> PathBuf {
     header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
     tar.extend_from_slice(&header);
     let mut data = [0u8; 512];
-    data[..5].copy_from_slice(b"hello");
+    data[..contents.len()].copy_from_slice(contents);
     tar.extend_from_slice(&data);
     tar.extend_from_slice(&[0u8; 1024]);
     fs::write(&path, zstd::bulk::compress(&tar, 3).unwrap()).unwrap();

@@ -89,6 +89,7 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
             "size": a.size,
             "sha256": a.sha256.to_string(),
             "targets": a.targets,
+            "component": a.component(),
             "chosen": chosen(&a.path),
         })).collect::<Vec<_>>(),
         "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),

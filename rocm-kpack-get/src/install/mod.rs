@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use fs_err::File;
-use kpack_repo_index::{ArtifactKind, Listed, PackageName, RelativePath, Sha256};
+use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 
 use commit::{Journal, Layout};
@@ -112,6 +112,8 @@ pub struct ReadyArtifact {
     pub path: RelativePath,
     pub install_as: Option<RelativePath>,
     pub targets: Option<Vec<Listed>>,
+    /// The component of device code it is; none for a host artifact.
+    pub component: Option<Component>,
     pub sha256: Sha256,
     pub size: u64,
     pub blob: PathBuf,
@@ -597,6 +599,7 @@ fn installed(
                 sha256: a.sha256,
                 size: a.size,
                 targets: a.targets.clone(),
+                component: a.component.clone(),
             })
             .collect(),
         dirs,

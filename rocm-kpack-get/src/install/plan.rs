@@ -218,3 +218,56 @@ fn plan_package(
         explanations: selection.explanations,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(gpus: &[&str]) -> Result<Vec<String>, PlanError> {
+        let shard = Shard::parse("shard.toml", kpack_test_support::COMPONENTS_SHARD).unwrap();
+        let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
+        let planned = plan_package(
+            shard.name.clone(),
+            &shard.versions[0],
+            0,
+            &Families::builtin(),
+            &gpus,
+            &InstalledRecord::empty(),
+        )?;
+        Ok(planned
+            .chosen
+            .iter()
+            .map(|a| a.path.file_name().to_owned())
+            .collect())
+    }
+
+    #[test]
+    fn a_gpu_any_component_serves_is_planned_and_one_none_serves_is_refused() {
+        assert_eq!(
+            plan(&["gfx1100"]).unwrap(),
+            [
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "tensile-gfx1100.tar.zst"
+            ]
+        );
+        // Only a Tensile payload for this GPU: that is still device code.
+        assert_eq!(
+            plan(&["gfx942:sramecc+:xnack-"]).unwrap(),
+            ["host.tar.zst", "tensile-gfx942.tar.zst"]
+        );
+        assert_eq!(plan(&[]).unwrap(), ["host.tar.zst"]);
+        match plan(&["gfx1030"]) {
+            Err(error @ PlanError::NoDeviceCode { .. }) => {
+                let message = error.to_string();
+                assert!(
+                    message.contains("has no device code for gfx1030")
+                        && message.contains("gfx110X-all")
+                        && message.contains("gfx942"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

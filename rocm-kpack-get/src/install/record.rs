@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kpack_repo_index::{Listed, PackageName, RelativePath, Sha256};
+use kpack_repo_index::{Component, Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +47,10 @@ pub struct InstalledArtifact {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<Listed>>,
+    /// The component of device code it was (`kernels`, `tensile`); none
+    /// for a host artifact, and in records written before components.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<Component>,
 }
 
 /// A file or symbolic link in the prefix, by relative path.
@@ -159,6 +163,38 @@ mod tests {
         let newer = text.replace("format = 1", "format = 2");
         let err = InstalledRecord::parse(Path::new("r"), &newer).unwrap_err();
         assert!(err.to_string().contains("format 2"), "{err}");
+    }
+
+    #[test]
+    fn an_artifact_keeps_its_component_and_old_records_read_without_one() {
+        let old = r#"
+            format = 1
+            [packages.rocm-blas]
+            version = "5.5.1"
+            repo = "rocm"
+            [[packages.rocm-blas.artifacts]]
+            path = "pool/rocm-blas/5.5.1/blas_gfx1100.kpack"
+            sha256 = "0000000000000000000000000000000000000000000000000000000000000001"
+            size = 10
+            targets = ["gfx1100"]
+        "#;
+        let mut record = InstalledRecord::parse(Path::new("installed.toml"), old).unwrap();
+        let name: PackageName = "rocm-blas".parse().unwrap();
+        let package = record.packages.get_mut(&name).unwrap();
+        assert_eq!(package.artifacts[0].component, None);
+        let mut tensile = package.artifacts[0].clone();
+        tensile.path = "pool/rocm-blas/5.5.1/tensile-gfx1100.tar.zst"
+            .parse()
+            .unwrap();
+        tensile.component = Some("tensile".parse().unwrap());
+        package.artifacts.push(tensile);
+        let text = record.to_toml().unwrap();
+        assert_eq!(text.matches("component = \"tensile\"").count(), 1, "{text}");
+        assert_eq!(text.matches("component").count(), 1, "{text}");
+        assert_eq!(
+            InstalledRecord::parse(Path::new("installed.toml"), &text).unwrap(),
+            record
+        );
     }
 
     #[test]
