@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_header, key, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
+    encode_header, key, Metadata, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
     HEADER_SIZE, TOC_FORMAT_VERSION,
 };
 use crate::target::Target;
@@ -51,13 +51,15 @@ impl Default for Compression {
     }
 }
 
-/// Where a code object came from: a path relative to the install root and
-/// the index of the code object for its target in that binary. Displayed
-/// as the TOC key `lib/librocrand.so.1.1#0`.
+/// A TOC key. For a binary's code object: where it came from, a path
+/// relative to the install root, and the index of the code object for its
+/// target in that binary, displayed as `lib/librocrand.so.1.1#0`. For other
+/// entries, such as kernel database files, a name used as is
+/// (`rocblas/gfx90a/TensileLibrary_gfx90a.co`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BinaryKey {
     path: String,
-    index: u32,
+    index: Option<u32>,
 }
 
 impl BinaryKey {
@@ -65,24 +67,38 @@ impl BinaryKey {
     pub fn new(path: &str, index: u32) -> BinaryKey {
         BinaryKey {
             path: path.replace('\\', "/"),
-            index,
+            index: Some(index),
         }
     }
 
-    /// The binary's path relative to the install root.
+    /// A key written as `name` (`\` normalised to `/`), without a `#N`
+    /// suffix: for entries that are not a binary's code objects, which
+    /// readers look up by that name (`kpack_get_kernel`).
+    pub fn named(name: &str) -> BinaryKey {
+        BinaryKey {
+            path: name.replace('\\', "/"),
+            index: None,
+        }
+    }
+
+    /// The binary's path relative to the install root (a named key's whole
+    /// name).
     pub fn path(&self) -> &str {
         &self.path
     }
 
-    /// The `#N` index.
-    pub fn index(&self) -> u32 {
+    /// The `#N` index; `None` for a named key.
+    pub fn index(&self) -> Option<u32> {
         self.index
     }
 }
 
 impl fmt::Display for BinaryKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.path, self.index)
+        match self.index {
+            Some(index) => write!(f, "{}#{index}", self.path),
+            None => f.write_str(&self.path),
+        }
     }
 }
 
@@ -93,6 +109,15 @@ pub struct EntryMetadata {
     pub bundle_triple: String,
     /// The install-root prefix the binary key is relative to.
     pub source_prefix: String,
+}
+
+impl From<EntryMetadata> for Metadata {
+    /// The reference tooling's map: `{target, source_prefix}`.
+    fn from(metadata: EntryMetadata) -> Metadata {
+        Metadata::new()
+            .with(key::META_TARGET, metadata.bundle_triple)
+            .with(key::META_SOURCE_PREFIX, metadata.source_prefix)
+    }
 }
 
 /// Archive-wide fields of the TOC.
@@ -182,7 +207,7 @@ struct Entry {
     target: Target,
     ordinal: u32,
     original_size: u64,
-    metadata: Option<EntryMetadata>,
+    metadata: Option<Metadata>,
 }
 
 /// Writes one archive to a seekable sink (usually a temporary file that
@@ -253,14 +278,26 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     /// Adds a code object prepared (hashed and compressed) elsewhere, with
-    /// optional entry metadata. A blob identical to one already stored is
-    /// not written again.
+    /// optional entry metadata as the reference tooling writes it. A blob
+    /// identical to one already stored is not written again.
     pub fn add_prepared(
         &mut self,
         binary: &BinaryKey,
         target: &Target,
         blob: PreparedBlob,
         metadata: Option<EntryMetadata>,
+    ) -> Result<()> {
+        self.add_prepared_with_metadata(binary, target, blob, metadata.map(Metadata::from))
+    }
+
+    /// As [`add_prepared`](Self::add_prepared), with any string metadata
+    /// (kernel database files record their library and path).
+    pub fn add_prepared_with_metadata(
+        &mut self,
+        binary: &BinaryKey,
+        target: &Target,
+        blob: PreparedBlob,
+        metadata: Option<Metadata>,
     ) -> Result<()> {
         self.check_new_entry(binary, target)?;
         let ordinal = match self.stored.get(&(blob.digest, blob.original_size)) {
@@ -332,7 +369,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         target: &Target,
         ordinal: u32,
         original_size: u64,
-        metadata: Option<EntryMetadata>,
+        metadata: Option<Metadata>,
     ) {
         if self.derive_arches && !self.options.arches.contains(target) {
             self.options.arches.push(target.clone());
@@ -411,11 +448,11 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                 let _ = write_uint(buf, entry.original_size);
                 if let Some(metadata) = &entry.metadata {
                     let _ = write_str(buf, key::METADATA);
-                    let _ = write_map_len(buf, 2);
-                    let _ = write_str(buf, key::META_TARGET);
-                    let _ = write_str(buf, &metadata.bundle_triple);
-                    let _ = write_str(buf, key::META_SOURCE_PREFIX);
-                    let _ = write_str(buf, &metadata.source_prefix);
+                    let _ = write_map_len(buf, metadata.len() as u32);
+                    for (name, value) in metadata.iter() {
+                        let _ = write_str(buf, name);
+                        let _ = write_str(buf, value);
+                    }
                 }
             }
         }

@@ -7,8 +7,8 @@ use std::io::Cursor;
 
 use common::*;
 use rocm_kpack::{
-    Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, PreparedBlob,
-    Scheme,
+    capi, Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, ErrorCode,
+    Metadata, PreparedBlob, Scheme,
 };
 
 const SCHEMES: [Compression; 2] = [Compression::None, Compression::Zstd { level: 3 }];
@@ -228,4 +228,98 @@ fn output_is_deterministic() {
         Archive::from_bytes("det", &first).unwrap().stored_count(),
         7
     );
+}
+
+/// A kernel database file's entry: a key without `#N` and string metadata,
+/// as the packer's `--pack-databases` writes them.
+fn database_archive(compression: Compression, data: &[u8]) -> Vec<u8> {
+    let mut writer = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        options(compression, &["gfx90a:xnack-", "gfx90a"]),
+    )
+    .unwrap();
+    let metadata = Metadata::new().with("library", "rocblas").with(
+        "path",
+        "lib/rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco",
+    );
+    writer
+        .add_prepared_with_metadata(
+            &BinaryKey::named("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco"),
+            &t("gfx90a:xnack-"),
+            PreparedBlob::new(compression, data).unwrap(),
+            Some(metadata),
+        )
+        .unwrap();
+    writer
+        .add_prepared(
+            &BinaryKey::new("lib/librocblas.so", 0),
+            &t("gfx90a"),
+            PreparedBlob::new(compression, &data[1..]).unwrap(),
+            Some(EntryMetadata {
+                bundle_triple: "hipv4-amdgcn-amd-amdhsa--gfx90a".into(),
+                source_prefix: "lib/".into(),
+            }),
+        )
+        .unwrap();
+    writer.finish().unwrap().into_inner()
+}
+
+#[test]
+fn named_entries_keep_their_key_and_metadata() {
+    let data = code_object(5, 3000);
+    let key = "rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco";
+    for compression in SCHEMES {
+        let bytes = database_archive(compression, &data);
+        let archive = Archive::from_bytes("db", &bytes).unwrap();
+        assert_eq!(
+            archive.binaries().collect::<Vec<_>>(),
+            [key, "lib/librocblas.so#0"]
+        );
+        let kernel = archive.find(key, &t("gfx90a:xnack-")).unwrap();
+        assert_eq!(&*kernel.bytes().unwrap(), &data[..]);
+        let metadata = kernel.metadata().unwrap().unwrap();
+        assert_eq!(metadata.get("library"), Some("rocblas"));
+        assert_eq!(
+            metadata.get("path"),
+            Some("lib/rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco")
+        );
+        // The reference tooling's metadata reads back too.
+        let binary = archive.find("lib/librocblas.so#0", &t("gfx90a")).unwrap();
+        let reference = binary.metadata().unwrap().unwrap();
+        assert_eq!(
+            reference.get("target"),
+            Some("hipv4-amdgcn-amd-amdhsa--gfx90a")
+        );
+        assert_eq!(reference.get("source_prefix"), Some("lib/"));
+    }
+}
+
+#[test]
+fn named_entries_are_read_through_the_c_api_by_their_key() {
+    use std::ffi::CString;
+    let data = code_object(11, 5000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rocm_gfx90a.kpack");
+    fs_err::write(&path, database_archive(Compression::DEFAULT, &data)).unwrap();
+    let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    let key = CString::new("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco").unwrap();
+    let arch = CString::new("gfx90a:xnack-").unwrap();
+    let mut handle = std::ptr::null_mut();
+    let mut out = std::ptr::null_mut();
+    let mut size = 0usize;
+    // SAFETY: valid C strings and out-pointers; the handle is closed once.
+    unsafe {
+        assert_eq!(
+            capi::kpack_open(c_path.as_ptr(), &mut handle),
+            ErrorCode::Success
+        );
+        let code = capi::kpack_get_kernel(handle, key.as_ptr(), arch.as_ptr(), &mut out, &mut size);
+        assert_eq!(code, ErrorCode::Success);
+        assert_eq!(
+            std::slice::from_raw_parts(out.cast::<u8>(), size),
+            &data[..]
+        );
+        capi::kpack_free_kernel(out);
+        capi::kpack_close(handle);
+    }
 }
