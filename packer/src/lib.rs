@@ -4,11 +4,14 @@
 //! Fat ELF files and install trees are split (`split`, `tree`): bundles
 //! are parsed (`bundle`), the binary rewritten (`elf`), code objects
 //! written to per-processor or per-family archives (`archive`) and signed
-//! (`sign`); `verify` checks the result through the runtime's loader. To
-//! come: kernel databases and wheels.
+//! (`sign`); kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
+//! rocFFT) are recognised by path, each as shared or for one target
+//! (`databases`); `verify` checks the result through the runtime's loader.
+//! To come: wheels.
 
 pub mod archive;
 pub mod bundle;
+pub mod databases;
 pub mod elf;
 pub mod error;
 pub mod input;
