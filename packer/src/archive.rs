@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
 use rayon::prelude::*;
-use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, PreparedBlob, Target};
+use rocm_kpack::{
+    ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Metadata, PreparedBlob, Target,
+};
 
 use crate::error::{Error, Result};
 
@@ -79,6 +81,9 @@ pub struct Entry<'a> {
     pub binary: BinaryKey,
     pub target: Target,
     pub bytes: Cow<'a, [u8]>,
+    /// The entry's TOC metadata (kernel database files record their
+    /// library and path).
+    pub metadata: Option<Metadata>,
 }
 
 impl Entry<'_> {
@@ -88,6 +93,7 @@ impl Entry<'_> {
             binary: self.binary,
             target: self.target,
             bytes: Cow::Owned(self.bytes.into_owned()),
+            metadata: self.metadata,
         }
     }
 }
@@ -244,9 +250,12 @@ fn add_chunk(
         let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
             continue;
         };
-        archive
-            .writer
-            .add_prepared(&entry.binary, &entry.target, blob, None)?;
+        archive.writer.add_prepared_with_metadata(
+            &entry.binary,
+            &entry.target,
+            blob,
+            entry.metadata.clone(),
+        )?;
         archive.code_objects += 1;
     }
     Ok(())

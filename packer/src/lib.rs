@@ -5,9 +5,9 @@
 //! are parsed (`bundle`), the binary rewritten (`elf`), code objects
 //! written to per-processor or per-family archives (`archive`) and signed
 //! (`sign`); kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
-//! rocFFT) are recognised by path, each as shared or for one target
-//! (`databases`); `verify` checks the result through the runtime's loader.
-//! To come: wheels.
+//! rocFFT) are recognised by path and routed per target into payloads or
+//! archives (`databases`); `verify` checks the result through the runtime's
+//! loader. To come: wheels.
 
 pub mod archive;
 pub mod bundle;
@@ -20,4 +20,4 @@ pub mod split;
 pub mod tree;
 pub mod verify;
 
-pub use error::{BundleError, ElfError, Error, Result};
+pub use error::{BundleError, ElfError, Error, HiddenCode, Result};

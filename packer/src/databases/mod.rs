@@ -11,10 +11,16 @@
 //! runtime's table of GPU facts knows count as targets, so a family
 //! directory (`amd-gfx11xx`) or an unknown name is never routed: files no
 //! recogniser claims stay in the host tree.
+//!
+//! A tree split ([`crate::tree`]) copies device files into per-processor
+//! payloads ([`payload`]) or, with `--pack-databases`, stores them in the
+//! kpack archives ([`pack`]).
 
 mod aotriton;
 mod hipblaslt;
 mod miopen;
+pub mod pack;
+pub mod payload;
 mod rocblas;
 mod rocfft;
 mod tensile;
