@@ -15,7 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::run;
+use common::{compile_fat_library, run};
 use kpack_packer::bundle::build::offload_bundle;
 use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions, TreeReport};
@@ -88,27 +88,7 @@ fn fat_library(path: &Path, targets: &[&str]) {
         })
         .collect();
     let entries: Vec<(&str, &[u8])> = code.iter().map(|(t, b)| (t.as_str(), &b[..])).collect();
-    let bundle: Vec<String> = offload_bundle(&entries)
-        .iter()
-        .map(|b| b.to_string())
-        .collect();
-    let source = path.with_extension("c");
-    fs_err::write(
-        &source,
-        format!(
-            "#include <stdint.h>\n\
-             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
-             __attribute__((section(\".hip_fatbin\"), aligned(4096), used)) static const unsigned char b[] = {{{}}};\n\
-             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b, 0 }};\n",
-            bundle.join(",")
-        ),
-    )
-    .unwrap();
-    run(kpack_test_support::tool("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(path)
-        .arg(&source));
-    fs_err::remove_file(&source).unwrap();
+    compile_fat_library(path, &offload_bundle(&entries), Some(4096), "b");
 }
 
 /// The targets Debian builds rocBLAS 5.5.1 for.

@@ -385,27 +385,9 @@ fn get_kernel_fails(bytes: &[u8], binary: &str, target: &str) -> Error {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.kpack");
     fs::write(&path, bytes).unwrap();
-    let c_path = CString::new(path.to_str().unwrap()).unwrap();
-    let (binary, target) = (CString::new(binary).unwrap(), CString::new(target).unwrap());
-    let mut handle = std::ptr::null_mut();
-    let mut data = std::ptr::null_mut();
-    let mut size = 0usize;
-    unsafe {
-        assert_eq!(
-            capi::kpack_open(c_path.as_ptr(), &mut handle),
-            ErrorCode::Success
-        );
-        let code = capi::kpack_get_kernel(
-            handle,
-            binary.as_ptr(),
-            target.as_ptr(),
-            &mut data,
-            &mut size,
-        );
-        assert_eq!(code, ErrorCode::DecompressionFailed);
-        assert!(data.is_null());
-        capi::kpack_close(handle);
-    }
+    let (code, data) = c_get_kernel(&path, binary, target);
+    assert_eq!(code, ErrorCode::DecompressionFailed);
+    assert!(data.is_empty());
     error
 }
 

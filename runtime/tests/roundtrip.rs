@@ -7,7 +7,7 @@ use std::io::Cursor;
 
 use common::*;
 use rocm_kpack::{
-    capi, Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, ErrorCode,
+    Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, ErrorCode,
     Metadata, PreparedBlob, Scheme,
 };
 
@@ -296,30 +296,13 @@ fn named_entries_keep_their_key_and_metadata() {
 
 #[test]
 fn named_entries_are_read_through_the_c_api_by_their_key() {
-    use std::ffi::CString;
     let data = code_object(11, 5000);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rocm_gfx90a.kpack");
     fs_err::write(&path, database_archive(Compression::DEFAULT, &data)).unwrap();
-    let c_path = CString::new(path.to_str().unwrap()).unwrap();
-    let key = CString::new("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco").unwrap();
-    let arch = CString::new("gfx90a:xnack-").unwrap();
-    let mut handle = std::ptr::null_mut();
-    let mut out = std::ptr::null_mut();
-    let mut size = 0usize;
-    // SAFETY: valid C strings and out-pointers; the handle is closed once.
-    unsafe {
-        assert_eq!(
-            capi::kpack_open(c_path.as_ptr(), &mut handle),
-            ErrorCode::Success
-        );
-        let code = capi::kpack_get_kernel(handle, key.as_ptr(), arch.as_ptr(), &mut out, &mut size);
-        assert_eq!(code, ErrorCode::Success);
-        assert_eq!(
-            std::slice::from_raw_parts(out.cast::<u8>(), size),
-            &data[..]
-        );
-        capi::kpack_free_kernel(out);
-        capi::kpack_close(handle);
-    }
+    let key = "rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco";
+    assert_eq!(
+        c_get_kernel(&path, key, "gfx90a:xnack-"),
+        (ErrorCode::Success, data)
+    );
 }

@@ -32,17 +32,10 @@ impl Recogniser for AoTriton {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocm_kpack::Target;
+    use crate::databases::device;
 
     fn role(path: &str) -> Option<Role> {
         AoTriton.recognise(&path.split('/').collect::<Vec<_>>())
-    }
-
-    fn device(target: &str, name: &str) -> Option<Role> {
-        Some(Role::Device {
-            target: Target::parse(target).unwrap(),
-            name: name.to_owned(),
-        })
     }
 
     #[test]

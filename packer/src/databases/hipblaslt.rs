@@ -41,7 +41,7 @@ impl Recogniser for HipBlasLt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocm_kpack::Target;
+    use crate::databases::device;
 
     const DIR: &str = "opt/rocm/lib/hipblaslt/library";
 
@@ -68,11 +68,7 @@ mod tests {
             ),
             ("TensileLiteLibrary_lazy_gfx942.dat", "gfx942"),
         ] {
-            let expected = Role::Device {
-                target: Target::parse(target).unwrap(),
-                name: file.to_owned(),
-            };
-            assert_eq!(role(file), Some(expected), "{file}");
+            assert_eq!(role(file), device(target, file), "{file}");
         }
     }
 

@@ -73,6 +73,7 @@ fn is_cu_count(rest: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::databases::device;
 
     fn role(file: &str) -> Option<Role> {
         let path = format!("opt/rocm/share/miopen/db/{file}");
@@ -102,11 +103,7 @@ mod tests {
                 "gfx942",
             ),
         ] {
-            let expected = Role::Device {
-                target: Target::bare(processor).unwrap(),
-                name: file.to_owned(),
-            };
-            assert_eq!(role(file), Some(expected), "{file}");
+            assert_eq!(role(file), device(processor, file), "{file}");
         }
     }
 

@@ -216,6 +216,16 @@ fn role_below_target_dir(dir: &str, below: &[&str]) -> Option<Role> {
     })
 }
 
+/// The role of device code for `target` (as text) named `name`, for the
+/// recognisers' tests.
+#[cfg(test)]
+fn device(target: &str, name: &str) -> Option<Role> {
+    Some(Role::Device {
+        target: Target::parse(target).ok()?,
+        name: name.to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

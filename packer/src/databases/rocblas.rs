@@ -33,7 +33,7 @@ impl Recogniser for RocBlas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocm_kpack::Target;
+    use crate::databases::device;
 
     /// Every file of Debian 13's `librocblas0_5.5.1+dfsg-7_amd64.deb`
     /// (`dpkg-deb -c`), directories left out.
@@ -69,13 +69,6 @@ mod tests {
 
     fn role(path: &str) -> Option<Role> {
         RocBlas.recognise(&path.split('/').collect::<Vec<_>>())
-    }
-
-    fn device(target: &str, name: &str) -> Option<Role> {
-        Some(Role::Device {
-            target: Target::parse(target).unwrap(),
-            name: name.to_owned(),
-        })
     }
 
     /// What each file of the real package must be: the target its name

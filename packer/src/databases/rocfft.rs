@@ -44,7 +44,7 @@ impl Recogniser for RocFft {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocm_kpack::Target;
+    use crate::databases::device;
 
     fn role(path: &str) -> Option<Role> {
         RocFft.recognise(&path.split('/').collect::<Vec<_>>())
@@ -57,18 +57,12 @@ mod tests {
             "usr/lib64/rocfft_kernel_cache_gfx950.db",
             "usr/lib/x86_64-linux-gnu/rocfft/1.0.37/rocfft_kernel_cache_gfx950.db",
         ] {
-            let expected = Role::Device {
-                target: Target::parse("gfx950").unwrap(),
-                name: "rocfft_kernel_cache_gfx950.db".to_owned(),
-            };
-            assert_eq!(role(path), Some(expected), "{path}");
+            let expected = device("gfx950", "rocfft_kernel_cache_gfx950.db");
+            assert_eq!(role(path), expected, "{path}");
         }
         assert_eq!(
             role("opt/rocm/lib/rocfft/rocfft_kernel_cache_gfx1201.db"),
-            Some(Role::Device {
-                target: Target::parse("gfx1201").unwrap(),
-                name: "rocfft_kernel_cache_gfx1201.db".to_owned(),
-            })
+            device("gfx1201", "rocfft_kernel_cache_gfx1201.db")
         );
     }
 
