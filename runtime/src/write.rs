@@ -128,7 +128,10 @@ pub struct ArchiveOptions {
     /// `gfx_arch_family`: a family name or a single target.
     pub family: String,
     /// `gfx_arches`. When empty, the targets added, in first-seen order.
-    /// When given, every added target must be one of them.
+    /// When given, every target added for a binary must be one of them;
+    /// named entries ([`BinaryKey::named`]) may have others, since readers
+    /// ask for them by key and target while the loader chooses a binary's
+    /// target by this list.
     pub arches: Vec<Target>,
     pub compression: Compression,
 }
@@ -316,7 +319,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn check_new_entry(&self, binary: &BinaryKey, target: &Target) -> Result<()> {
-        if !self.derive_arches && !self.options.arches.contains(target) {
+        let listed = self.derive_arches || self.options.arches.contains(target);
+        if !listed && binary.index().is_some() {
             return Err(Error::InvalidInput(format!(
                 "{binary}: target {target} is not among the archive's targets"
             )));

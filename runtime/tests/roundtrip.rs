@@ -306,3 +306,25 @@ fn named_entries_are_read_through_the_c_api_by_their_key() {
         (ErrorCode::Success, data)
     );
 }
+
+#[test]
+fn named_entries_may_have_targets_the_archive_does_not_list() {
+    let mut writer = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        options(Compression::None, &["gfx90a"]),
+    )
+    .unwrap();
+    let named = BinaryKey::named("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco");
+    writer.add(&named, &t("gfx90a:xnack-"), b"kernels").unwrap();
+    // A binary's code still needs a listed target: the loader picks by it.
+    let binary = BinaryKey::new("lib/librocblas.so", 0);
+    assert!(writer.add(&binary, &t("gfx90a:xnack-"), b"code").is_err());
+    writer.add(&binary, &t("gfx90a"), b"code").unwrap();
+    let bytes = writer.finish().unwrap().into_inner();
+    let archive = Archive::from_bytes("unlisted", &bytes).unwrap();
+    assert_eq!(archive.architectures(), [t("gfx90a")]);
+    assert_eq!(
+        &*archive.kernel(named.path(), &t("gfx90a:xnack-")).unwrap(),
+        b"kernels"
+    );
+}
