@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack::{ParseTargetError, Target};
+use rocm_kpack::ParseTargetError;
 
 /// What is wrong with a `.hip_fatbin` section's offload bundles. Offsets
 /// are relative to the start of the section.
@@ -84,20 +84,6 @@ pub enum ElfError {
     Bundle(#[from] BundleError),
 }
 
-/// A kernel database file's target that would hide a binary's code from
-/// the runtime's loader if both were in one archive.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{archive}: database files for {target} would hide {binary}'s code for {fallback} \
-     from the loader, which has none for {target}; keep the database files as payloads"
-)]
-pub struct HiddenCode {
-    pub archive: String,
-    pub target: Target,
-    pub binary: String,
-    pub fallback: Target,
-}
-
 /// Everything the packer library can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -141,8 +127,6 @@ pub enum Error {
         first: PathBuf,
         second: PathBuf,
     },
-    #[error(transparent)]
-    DatabaseHidesCode(Box<HiddenCode>),
     #[error("{}: {message}", path.display())]
     Sign { path: PathBuf, message: String },
     #[error(transparent)]

@@ -20,4 +20,4 @@ pub mod split;
 pub mod tree;
 pub mod verify;
 
-pub use error::{BundleError, ElfError, Error, HiddenCode, Result};
+pub use error::{BundleError, ElfError, Error, Result};

@@ -251,7 +251,6 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
     };
     if !packed.is_empty() {
         entries.extend(pack::entries(&databases, &packed)?);
-        pack::check_binaries_stay_reachable(&entries, &options.group, options.grouping)?;
         report.bytes_in += packed.iter().map(|m| m.bytes().len() as u64).sum::<u64>();
     }
     if let Some(payloads) = &payloads {
