@@ -140,9 +140,10 @@ struct Open {
 ///
 /// Entries go in in the order given, which fixes the archive bytes. They
 /// are compressed a chunk at a time on every core, and `done` is called
-/// with each entry's bytes once they are written, so a caller reading from
-/// a mapped file can drop those pages: memory stays bounded by the chunk,
-/// not the input.
+/// with each entry's bytes once they are compressed (a large entry, such as
+/// a kernel database file, a piece at a time), so a caller reading from a
+/// mapped file can drop those pages: memory stays bounded by the chunk and
+/// the pieces, not the input.
 pub fn write_archives(
     dir: &Path,
     group: &str,
@@ -247,7 +248,8 @@ fn chunk_len(entries: &[Entry<'_>]) -> usize {
 }
 
 /// Compresses `chunk` on every core, then adds it to the open archives in
-/// order, calling `done` with each entry's bytes once compressed.
+/// order, calling `done` with each entry's bytes as they are compressed
+/// (a large entry a piece at a time).
 fn add_chunk(
     open: &mut BTreeMap<&str, Open>,
     chunk: &[Entry<'_>],
@@ -257,11 +259,7 @@ fn add_chunk(
 ) -> Result<()> {
     let blobs = chunk
         .par_iter()
-        .map(|entry| {
-            let blob = PreparedBlob::new(compression, &entry.bytes);
-            done(&entry.bytes);
-            blob
-        })
+        .map(|entry| PreparedBlob::new_streamed(compression, &entry.bytes, done))
         .collect::<Result<Vec<_>, _>>()?;
     for (entry, blob) in chunk.iter().zip(blobs) {
         let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {

@@ -145,10 +145,44 @@ pub struct PreparedBlob {
     stored: Vec<u8>,
 }
 
+/// How much of a large code object is read before the pages under it are
+/// handed back ([`PreparedBlob::new_streamed`]).
+const PIECE_BYTES: usize = 8 * 1024 * 1024;
+
 impl PreparedBlob {
     /// Hashes and compresses `code_object` as `compression` says.
     pub fn new(compression: Compression, code_object: &[u8]) -> Result<PreparedBlob> {
         PreparedBlob::with_digest(compression, code_object, digest(code_object))
+    }
+
+    /// As [`new`](Self::new), calling `done` with each piece of
+    /// `code_object` once it is hashed and compressed, so that a caller
+    /// reading a mapped file can drop its pages as it goes: memory stays
+    /// bounded by a piece (8 MiB), not by a code object of hundreds of
+    /// megabytes (rocBLAS's Tensile libraries). Code objects of one piece
+    /// or less are stored exactly as `new` stores them.
+    pub fn new_streamed(
+        compression: Compression,
+        code_object: &[u8],
+        done: impl Fn(&[u8]),
+    ) -> Result<PreparedBlob> {
+        let level = match compression {
+            Compression::Zstd { level } if code_object.len() > PIECE_BYTES => level,
+            Compression::None if code_object.len() > PIECE_BYTES => {
+                return Ok(copy_streamed(code_object, done));
+            }
+            _ => {
+                let blob = PreparedBlob::new(compression, code_object)?;
+                done(code_object);
+                return Ok(blob);
+            }
+        };
+        let (digest, stored) = compress_frame_streamed(code_object, level, &done)?;
+        Ok(PreparedBlob {
+            digest,
+            original_size: code_object.len() as u64,
+            stored,
+        })
     }
 
     fn with_digest(
@@ -178,27 +212,88 @@ impl PreparedBlob {
     }
 }
 
-/// One zstd frame with the content size in its header and no checksum, as
-/// the format requires.
-fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let failed = |code: usize| Error::Write {
+/// A zstd failure while compressing a frame.
+fn frame_error(code: usize) -> Error {
+    Error::Write {
         what: "a zstd frame",
         source: io::Error::other(zstd::zstd_safe::get_error_name(code)),
-    };
+    }
+}
+
+/// A compression context for frames as the format requires them: the
+/// content size in the header, no checksum.
+fn frame_context(level: i32) -> Result<zstd::zstd_safe::CCtx<'static>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
     let mut context = CCtx::try_create().ok_or(Error::OutOfMemory { size: 0 })?;
-    context
-        .set_parameter(CParameter::CompressionLevel(level))
-        .map_err(failed)?;
-    context
-        .set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(failed)?;
-    context
-        .set_parameter(CParameter::ChecksumFlag(false))
-        .map_err(failed)?;
+    for parameter in [
+        CParameter::CompressionLevel(level),
+        CParameter::ContentSizeFlag(true),
+        CParameter::ChecksumFlag(false),
+    ] {
+        context.set_parameter(parameter).map_err(frame_error)?;
+    }
+    Ok(context)
+}
+
+/// One zstd frame of `data`.
+fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    context.compress2(&mut out, data).map_err(failed)?;
+    frame_context(level)?
+        .compress2(&mut out, data)
+        .map_err(frame_error)?;
     Ok(out)
+}
+
+/// One zstd frame of `data` (its size pledged, so the header records it),
+/// hashed and compressed a piece at a time, `done` called with each piece.
+fn compress_frame_streamed(
+    data: &[u8],
+    level: i32,
+    done: &dyn Fn(&[u8]),
+) -> Result<([u8; 32], Vec<u8>)> {
+    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+    use zstd::zstd_safe::{InBuffer, OutBuffer};
+    let mut context = frame_context(level)?;
+    context
+        .set_pledged_src_size(Some(data.len() as u64))
+        .map_err(frame_error)?;
+    let mut hasher = Sha256::new();
+    let mut out = Vec::new();
+    let mut step = |input: &mut InBuffer<'_>, end| -> Result<usize> {
+        out.reserve(zstd::zstd_safe::CCtx::out_size());
+        let at = out.len();
+        let mut output = OutBuffer::around_pos(&mut out, at);
+        context
+            .compress_stream2(&mut output, input, end)
+            .map_err(frame_error)
+    };
+    for piece in data.chunks(PIECE_BYTES) {
+        hasher.update(piece);
+        let mut input = InBuffer::around(piece);
+        while input.pos() < piece.len() {
+            step(&mut input, ZSTD_EndDirective::ZSTD_e_continue)?;
+        }
+        done(piece);
+    }
+    while step(&mut InBuffer::around(&[]), ZSTD_EndDirective::ZSTD_e_end)? > 0 {}
+    Ok((hasher.finalize().into(), out))
+}
+
+/// A code object stored as is, hashed and copied a piece at a time, `done`
+/// called with each piece.
+fn copy_streamed(data: &[u8], done: impl Fn(&[u8])) -> PreparedBlob {
+    let mut hasher = Sha256::new();
+    let mut stored = Vec::with_capacity(data.len());
+    for piece in data.chunks(PIECE_BYTES) {
+        hasher.update(piece);
+        stored.extend_from_slice(piece);
+        done(piece);
+    }
+    PreparedBlob {
+        digest: hasher.finalize().into(),
+        original_size: data.len() as u64,
+        stored,
+    }
 }
 
 fn digest(data: &[u8]) -> [u8; 32] {

@@ -328,3 +328,41 @@ fn named_entries_may_have_targets_the_archive_does_not_list() {
         b"kernels"
     );
 }
+
+#[test]
+fn large_code_objects_are_prepared_a_piece_at_a_time() {
+    let big = code_object(7, 20 * 1024 * 1024 + 123);
+    for compression in SCHEMES {
+        let seen = std::cell::Cell::new((0usize, 0usize));
+        let blob = PreparedBlob::new_streamed(compression, &big, |piece| {
+            let (pieces, bytes) = seen.get();
+            seen.set((pieces + 1, bytes + piece.len()));
+        })
+        .unwrap();
+        assert_eq!(seen.get(), (3, big.len()));
+        assert_eq!(blob.original_size(), big.len() as u64);
+        let mut writer =
+            ArchiveWriter::new(Cursor::new(Vec::new()), options(compression, &["gfx90a"])).unwrap();
+        let key = BinaryKey::named("rocblas/gfx90a/TensileLibrary_gfx90a.co");
+        writer
+            .add_prepared_with_metadata(&key, &t("gfx90a"), blob, None)
+            .unwrap();
+        // The same bytes added whole are recognised as the same blob.
+        writer
+            .add(&BinaryKey::new("lib/copy.so", 0), &t("gfx90a"), &big)
+            .unwrap();
+        let bytes = writer.finish().unwrap().into_inner();
+        let archive = Archive::from_bytes("big", &bytes).unwrap();
+        assert_eq!(archive.stored_count(), 1);
+        assert!(*archive.kernel(key.path(), &t("gfx90a")).unwrap() == big[..]);
+    }
+    // One piece or less: stored exactly as `new` stores it, `done` once.
+    let small = code_object(3, 4096);
+    let calls = std::cell::Cell::new(0);
+    let streamed =
+        PreparedBlob::new_streamed(Compression::DEFAULT, &small, |_| calls.set(calls.get() + 1))
+            .unwrap();
+    let whole = PreparedBlob::new(Compression::DEFAULT, &small).unwrap();
+    assert_eq!(calls.get(), 1);
+    assert_eq!(streamed.stored_size(), whole.stored_size());
+}
