@@ -24,9 +24,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Split a fat binary or an install tree: writes the host-only file (or
-    /// tree) to OUT, its device code to OUT/.kpack/<group>_<processor>.kpack
+    /// tree) to OUT, its device code to `OUT/.kpack/<group>_<processor>.kpack`
     /// and, for a tree, kernel database files for one target to
-    /// OUT.payloads/<component>/<processor>/ (or into the archives).
+    /// `OUT.payloads/<component>/<processor>/` (or into the archives).
     Split(split::SplitArgs),
     /// Show what an archive holds.
     Inspect(inspect::InspectArgs),
