@@ -669,3 +669,33 @@ fn packing_refuses_two_files_with_one_key_naming_both() {
     // As payloads, both keep their own paths.
     split_and_check(&layout);
 }
+
+#[test]
+fn payloads_go_where_asked_but_never_inside_the_host_tree() {
+    let work = tempfile::tempdir().unwrap();
+    let (input, output) = (work.path().join("in"), work.path().join("out"));
+    write_tree(&input, &debian_rocblas());
+    let inside = TreeOptions {
+        payload_dir: Some(output.join("payloads")),
+        ..TreeOptions::new("rocm")
+    };
+    let error = split_tree_with(&input, &output, &inside).unwrap_err();
+    assert!(error.to_string().contains("out/payloads"), "{error}");
+    assert!(!output.exists());
+    let elsewhere = work.path().join("device/blas");
+    let options = TreeOptions {
+        payload_dir: Some(elsewhere.clone()),
+        ..TreeOptions::new("rocm")
+    };
+    let report = split_tree_with(&input, &output, &options).unwrap();
+    assert!(!payloads_root(&output).exists());
+    assert_eq!(
+        payload(&report, "tensile", "gfx90a").dir,
+        elsewhere.join("tensile/gfx90a")
+    );
+    assert!(elsewhere
+        .join("tensile/gfx90a")
+        .join(DEBIAN_LIBRARY)
+        .join("Kernels.so-000-gfx90a-xnack-.hsaco")
+        .is_file());
+}
