@@ -6,13 +6,15 @@
 //! `<group>_@GFXARCH@.kpack` and the runtime's feature fallback finds it.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
 use rayon::prelude::*;
-use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, PreparedBlob, Target};
+use rocm_kpack::{
+    ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Metadata, PreparedBlob, Target,
+};
 
 use crate::error::{Error, Result};
 
@@ -79,6 +81,9 @@ pub struct Entry<'a> {
     pub binary: BinaryKey,
     pub target: Target,
     pub bytes: Cow<'a, [u8]>,
+    /// The entry's TOC metadata (kernel database files record their
+    /// library and path).
+    pub metadata: Option<Metadata>,
 }
 
 impl Entry<'_> {
@@ -88,6 +93,7 @@ impl Entry<'_> {
             binary: self.binary,
             target: self.target,
             bytes: Cow::Owned(self.bytes.into_owned()),
+            metadata: self.metadata,
         }
     }
 }
@@ -134,9 +140,10 @@ struct Open {
 ///
 /// Entries go in in the order given, which fixes the archive bytes. They
 /// are compressed a chunk at a time on every core, and `done` is called
-/// with each entry's bytes once they are written, so a caller reading from
-/// a mapped file can drop those pages: memory stays bounded by the chunk,
-/// not the input.
+/// with each entry's bytes once they are compressed (a large entry, such as
+/// a kernel database file, a piece at a time), so a caller reading from a
+/// mapped file can drop those pages: memory stays bounded by the chunk and
+/// the pieces, not the input.
 pub fn write_archives(
     dir: &Path,
     group: &str,
@@ -161,18 +168,35 @@ pub fn write_archives(
     Ok(written)
 }
 
-/// The targets of each archive, keyed by its name: known up front, as its
-/// header lists them.
+/// The targets each archive lists (`gfx_arches`), keyed by its name: known
+/// up front, as its header lists them.
+///
+/// The runtime's loader picks, for a GPU, the first of its compatible
+/// targets (most specific first) that an archive lists, then looks a binary
+/// up for exactly that target. So for a processor the archive holds
+/// binaries' code for, only the binaries' targets are listed: a kernel
+/// database file's `gfx90a:xnack-` beside a binary's plain `gfx90a` code
+/// (Debian's rocBLAS has exactly that) would hide the binary's code on an
+/// `xnack-` GPU. For other processors the database files' targets are
+/// listed, so the archive is still found and published for them. Database
+/// files are read by key and target, listed or not.
 fn archive_targets<'e>(
     entries: &'e [Entry<'_>],
     grouping: Grouping,
 ) -> BTreeMap<&'e str, Vec<Target>> {
+    let with_code: HashSet<&str> = entries
+        .iter()
+        .filter(|entry| entry.binary.index().is_some())
+        .map(|entry| entry.target.processor())
+        .collect();
     let mut targets: BTreeMap<&str, Vec<Target>> = BTreeMap::new();
     for entry in entries {
         let list = targets
             .entry(grouping.archive_key(&entry.target))
             .or_default();
-        if !list.contains(&entry.target) {
+        let listed =
+            entry.binary.index().is_some() || !with_code.contains(entry.target.processor());
+        if listed && !list.contains(&entry.target) {
             list.push(entry.target.clone());
         }
     }
@@ -224,7 +248,8 @@ fn chunk_len(entries: &[Entry<'_>]) -> usize {
 }
 
 /// Compresses `chunk` on every core, then adds it to the open archives in
-/// order, calling `done` with each entry's bytes once compressed.
+/// order, calling `done` with each entry's bytes as they are compressed
+/// (a large entry a piece at a time).
 fn add_chunk(
     open: &mut BTreeMap<&str, Open>,
     chunk: &[Entry<'_>],
@@ -234,19 +259,18 @@ fn add_chunk(
 ) -> Result<()> {
     let blobs = chunk
         .par_iter()
-        .map(|entry| {
-            let blob = PreparedBlob::new(compression, &entry.bytes);
-            done(&entry.bytes);
-            blob
-        })
+        .map(|entry| PreparedBlob::new_streamed(compression, &entry.bytes, done))
         .collect::<Result<Vec<_>, _>>()?;
     for (entry, blob) in chunk.iter().zip(blobs) {
         let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
             continue;
         };
-        archive
-            .writer
-            .add_prepared(&entry.binary, &entry.target, blob, None)?;
+        archive.writer.add_prepared_with_metadata(
+            &entry.binary,
+            &entry.target,
+            blob,
+            entry.metadata.clone(),
+        )?;
         archive.code_objects += 1;
     }
     Ok(())
@@ -269,5 +293,69 @@ impl Open {
             code_objects: self.code_objects,
             bytes,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(binary: BinaryKey, target: &str) -> Entry<'static> {
+        Entry {
+            binary,
+            target: Target::parse(target).unwrap(),
+            bytes: Cow::Borrowed(b"x"),
+            metadata: None,
+        }
+    }
+
+    fn listed(entries: &[Entry<'_>], grouping: Grouping) -> Vec<(String, Vec<String>)> {
+        archive_targets(entries, grouping)
+            .into_iter()
+            .map(|(name, targets)| {
+                let targets = targets.iter().map(ToString::to_string).collect();
+                (name.to_owned(), targets)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn database_targets_never_hide_a_binarys_code_from_the_loader() {
+        let library = || BinaryKey::new("lib/librocblas.so.0.1", 0);
+        let kernels = |target: &str| {
+            let name = format!("rocblas/{target}/Kernels.so-000.hsaco");
+            entry(BinaryKey::named(&name), target)
+        };
+        let entries = [
+            entry(library(), "gfx90a"),
+            kernels("gfx90a:xnack-"),
+            kernels("gfx90a:xnack+"),
+            kernels("gfx1010"),
+            kernels("gfx1100"),
+            entry(library(), "gfx1101"),
+        ];
+        // gfx90a and gfx1101 list the library's targets only; gfx1010 and
+        // gfx1100, which it has no code for, their database files'.
+        assert_eq!(
+            listed(&entries, Grouping::Processor),
+            [
+                ("gfx1010".to_owned(), vec!["gfx1010".to_owned()]),
+                ("gfx1100".to_owned(), vec!["gfx1100".to_owned()]),
+                ("gfx1101".to_owned(), vec!["gfx1101".to_owned()]),
+                ("gfx90a".to_owned(), vec!["gfx90a".to_owned()]),
+            ]
+        );
+        // In one family archive, per processor all the same.
+        assert_eq!(
+            listed(&entries, Grouping::Family),
+            [
+                ("gfx101X-all".to_owned(), vec!["gfx1010".to_owned()]),
+                (
+                    "gfx110X-all".to_owned(),
+                    vec!["gfx1100".to_owned(), "gfx1101".to_owned()]
+                ),
+                ("gfx90a-dcgpu".to_owned(), vec!["gfx90a".to_owned()]),
+            ]
+        );
     }
 }

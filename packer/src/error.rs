@@ -123,6 +123,18 @@ pub enum Error {
         #[source]
         source: ElfError,
     },
+    #[error("{}: no directory beside it can hold the database payloads", path.display())]
+    NoPayloadDir { path: PathBuf },
+    #[error(
+        "{} and {}: both database files would be stored under the key {key:?}",
+        first.display(),
+        second.display()
+    )]
+    DatabaseKeyClash {
+        key: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
     #[error("{}: {message}", path.display())]
     Sign { path: PathBuf, message: String },
     #[error(transparent)]

@@ -4,11 +4,14 @@
 //! Fat ELF files and install trees are split (`split`, `tree`): bundles
 //! are parsed (`bundle`), the binary rewritten (`elf`), code objects
 //! written to per-processor or per-family archives (`archive`) and signed
-//! (`sign`); `verify` checks the result through the runtime's loader. To
-//! come: kernel databases and wheels.
+//! (`sign`); kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
+//! rocFFT) are recognised by path and routed per target into payloads or
+//! archives (`databases`); `verify` checks the result through the runtime's
+//! loader. To come: wheels.
 
 pub mod archive;
 pub mod bundle;
+pub mod databases;
 pub mod elf;
 pub mod error;
 pub mod input;

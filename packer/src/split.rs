@@ -60,6 +60,7 @@ pub fn split_binary_with<'a>(
                 binary: binary.clone(),
                 target: code_object.target.clone(),
                 bytes: code_object.bytes.clone(),
+                metadata: None,
             });
         }
     }

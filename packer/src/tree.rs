@@ -1,9 +1,18 @@
 //! Splitting an install tree: every fat ELF file (found by content) is
-//! split, everything else is copied, symlinks stay symlinks, modes are
-//! kept, and one `.kpack/` at the root holds the archives.
+//! split, kernel database files (found by path, [`crate::databases`]) are
+//! routed per target, everything else is copied, symlinks stay symlinks,
+//! modes are kept, and one `.kpack/` at the root holds the archives.
 //!
-//! The tree is built in a temporary directory beside the destination and
-//! renamed into place at the end, so a failure leaves nothing behind.
+//! Database files for one target leave the host tree: by default they are
+//! copied into per-processor payloads beside it
+//! (`<output>.payloads/<component>/<processor>/<relative path>`, see
+//! [`crate::databases::payload`]); with [`DatabaseMode::Pack`] they go into
+//! the archives ([`crate::databases::pack`]). Shared database files stay.
+//! The host tree plus every payload is the input tree, fat binaries aside.
+//!
+//! The tree and the payloads are built in temporary directories beside
+//! their destinations and renamed into place at the end, so a failure
+//! leaves nothing behind.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -13,12 +22,53 @@ use rayon::prelude::*;
 use rocm_kpack::Compression;
 
 use crate::archive::{write_archives, Entry, Grouping, WrittenArchive};
+use crate::databases::payload::{default_payload_dir, write_payloads, DatabasePayload, DeviceFile};
+use crate::databases::{pack, Recognisers, Role};
 use crate::error::{Error, Result};
 use crate::input::MappedFile;
 use crate::split::{split_binary_with, write_like};
 
 /// The directory holding the archives, at the root of a split tree.
 pub const KPACK_DIR: &str = ".kpack";
+
+/// What happens to kernel database files for one target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DatabaseMode {
+    /// Copied into per-processor payloads beside the host tree.
+    #[default]
+    Payloads,
+    /// Stored in the kpack archives under `<library>/<target>/<name>`.
+    Pack,
+}
+
+/// How a tree is split.
+#[derive(Debug)]
+pub struct TreeOptions {
+    /// Archive group (`<group>_<processor>.kpack`).
+    pub group: String,
+    pub grouping: Grouping,
+    pub compression: Compression,
+    pub databases: DatabaseMode,
+    /// Where payloads go (it must not exist); `None`: `<output>.payloads`.
+    pub payload_dir: Option<PathBuf>,
+    /// Which files are kernel database files.
+    pub recognisers: Recognisers,
+}
+
+impl TreeOptions {
+    /// Per-processor archives of group `group`, zstd level 3, database
+    /// files of every known library into payloads beside the host tree.
+    pub fn new(group: &str) -> TreeOptions {
+        TreeOptions {
+            group: group.to_owned(),
+            grouping: Grouping::default(),
+            compression: Compression::DEFAULT,
+            databases: DatabaseMode::default(),
+            payload_dir: None,
+            recognisers: Recognisers::builtin(),
+        }
+    }
+}
 
 /// What a tree split did.
 #[derive(Debug, Clone, Default)]
@@ -27,11 +77,15 @@ pub struct TreeReport {
     pub files: usize,
     /// Of those, fat binaries split.
     pub binaries: usize,
+    /// Of those, kernel database files routed by target.
+    pub database_files: usize,
     /// Bytes of regular files read.
     pub bytes_in: u64,
     /// Bytes of the split binaries' host-only files.
     pub host_bytes_out: u64,
     pub archives: Vec<WrittenArchive>,
+    /// The database payloads, at their final place (none when packed).
+    pub payloads: Vec<DatabasePayload>,
 }
 
 /// One entry of the input tree, relative to its root.
@@ -121,9 +175,9 @@ fn split_or_copy<'a>(
     mapped: &'a MappedFile,
     output: &Path,
     relative: &Path,
-    group: &str,
-    grouping: Grouping,
+    options: &TreeOptions,
 ) -> Result<FileResult<'a>> {
+    let (group, grouping) = (options.group.as_str(), options.grouping);
     let source = mapped.path();
     let destination = output.join(relative);
     let data = mapped.bytes();
@@ -153,7 +207,8 @@ fn split_or_copy<'a>(
 }
 
 /// Splits the tree at `input` into a new tree at `output` (which must not
-/// exist), with archives of group `group` in `output/.kpack/`.
+/// exist), with archives of group `group` in `output/.kpack/` and database
+/// payloads beside it ([`TreeOptions::new`] otherwise).
 pub fn split_tree(
     input: &Path,
     output: &Path,
@@ -161,27 +216,91 @@ pub fn split_tree(
     grouping: Grouping,
     compression: Compression,
 ) -> Result<TreeReport> {
+    let options = TreeOptions {
+        grouping,
+        compression,
+        ..TreeOptions::new(group)
+    };
+    split_tree_with(input, output, &options)
+}
+
+/// Splits the tree at `input` into a new tree at `output` (which must not
+/// exist) as `options` say.
+pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Result<TreeReport> {
     let staging = staging_dir(output)?;
     let items = walk(input)?;
+    let (files, databases) = route(&items, &options.recognisers);
+    let payloads = payload_staging(output, options, &databases)?;
     make_dirs_and_symlinks(input, staging.path(), &items)?;
-    let files: Vec<&Path> = items
-        .iter()
-        .filter_map(|item| match item {
-            Item::File(relative) => Some(relative.as_path()),
-            _ => None,
-        })
-        .collect();
     let mapped = map_or_copy_all(input, staging.path(), &files)?;
     let results = mapped
         .par_iter()
-        .map(|(relative, file)| split_or_copy(file, staging.path(), relative, group, grouping))
+        .map(|(relative, file)| split_or_copy(file, staging.path(), relative, options))
         .collect::<Result<Vec<_>>>()?;
 
     let mut report = TreeReport {
-        files: files.len(),
+        files: files.len() + databases.len(),
+        database_files: databases.len(),
         bytes_in: copied_bytes(input, &files, &mapped),
         ..TreeReport::default()
     };
+    let mut entries = tally(&mut report, results);
+    let packed = match options.databases {
+        DatabaseMode::Pack => pack::map_files(input, &databases)?,
+        DatabaseMode::Payloads => Vec::new(),
+    };
+    if !packed.is_empty() {
+        entries.extend(pack::entries(&databases, &packed)?);
+        report.bytes_in += packed.iter().map(|m| m.bytes().len() as u64).sum::<u64>();
+    }
+    if let Some(payloads) = &payloads {
+        report.payloads = write_payloads(input, payloads.dir.path(), &databases)?;
+        report.bytes_in += report.payloads.iter().map(|p| p.bytes).sum::<u64>();
+        fs_err::set_permissions(payloads.dir.path(), fs_err::metadata(input)?.permissions())?;
+    }
+    if !entries.is_empty() {
+        report.archives = write_archives(
+            &staging.path().join(KPACK_DIR),
+            &options.group,
+            options.grouping,
+            options.compression,
+            &entries,
+            |bytes| release(&mapped, &packed, bytes),
+        )?;
+    }
+    copy_modes(input, staging.path(), &items)?;
+    move_into_place(staging, output, payloads, &mut report)?;
+    Ok(report)
+}
+
+/// Sorts the tree's regular files into those split or copied and the
+/// database files routed by target; shared database files stay with the
+/// first.
+fn route<'i>(items: &'i [Item], recognisers: &Recognisers) -> (Vec<&'i Path>, Vec<DeviceFile>) {
+    let mut files = Vec::new();
+    let mut databases = Vec::new();
+    for item in items {
+        let Item::File(relative) = item else { continue };
+        match recognisers.recognise(relative) {
+            Some(found) => match found.role {
+                Role::Device { target, name } => databases.push(DeviceFile {
+                    relative: relative.clone(),
+                    library: found.library,
+                    component: found.component,
+                    target,
+                    name,
+                }),
+                Role::Shared => files.push(relative.as_path()),
+            },
+            None => files.push(relative.as_path()),
+        }
+    }
+    (files, databases)
+}
+
+/// Adds the files' results up into `report` and gathers their code
+/// objects, in file order.
+fn tally<'a>(report: &mut TreeReport, results: Vec<FileResult<'a>>) -> Vec<Entry<'a>> {
     let mut entries = Vec::new();
     for result in results {
         report.bytes_in += result.bytes_in;
@@ -191,19 +310,44 @@ pub fn split_tree(
         }
         entries.extend(result.entries);
     }
-    if !entries.is_empty() {
-        report.archives = write_archives(
-            &staging.path().join(KPACK_DIR),
-            group,
-            grouping,
-            compression,
-            &entries,
-            |bytes| mapped.iter().for_each(|(_, file)| file.release(bytes)),
-        )?;
+    entries
+}
+
+/// Drops the pages under `bytes`, written into an archive, from whichever
+/// mapped input holds them.
+fn release(mapped: &[(&Path, MappedFile)], packed: &[MappedFile], bytes: &[u8]) {
+    mapped.iter().for_each(|(_, file)| file.release(bytes));
+    packed.iter().for_each(|file| file.release(bytes));
+}
+
+/// The payloads' staging directory and where it goes.
+struct PayloadStaging {
+    dir: tempfile::TempDir,
+    destination: PathBuf,
+}
+
+/// Stages payloads beside their destination when there are database files
+/// to copy into them; refuses a destination that exists or overlaps the
+/// host tree.
+fn payload_staging(
+    output: &Path,
+    options: &TreeOptions,
+    databases: &[DeviceFile],
+) -> Result<Option<PayloadStaging>> {
+    if options.databases != DatabaseMode::Payloads || databases.is_empty() {
+        return Ok(None);
     }
-    copy_modes(input, staging.path(), &items)?;
-    move_into_place(staging, output, &mut report)?;
-    Ok(report)
+    let destination = match &options.payload_dir {
+        Some(dir) => dir.clone(),
+        None => default_payload_dir(output)?,
+    };
+    if destination.starts_with(output) || output.starts_with(&destination) {
+        return Err(Error::NoPayloadDir { path: destination });
+    }
+    Ok(Some(PayloadStaging {
+        dir: staging_dir(&destination)?,
+        destination,
+    }))
 }
 
 /// A private directory beside `output` to build the tree in, so that a
@@ -289,24 +433,56 @@ fn copy_modes(input: &Path, staging: &Path, items: &[Item]) -> Result<()> {
     Ok(())
 }
 
-/// Renames the staged tree to `output` (removing it if that fails) and
-/// points the report's archive paths there.
+/// Renames the staged payloads, then the staged tree, into place (removing
+/// what was moved if a later rename fails) and points the report's paths
+/// there.
 fn move_into_place(
     staging: tempfile::TempDir,
     output: &Path,
+    payloads: Option<PayloadStaging>,
     report: &mut TreeReport,
 ) -> Result<()> {
+    let moved_payloads = match payloads {
+        Some(payloads) => {
+            let staged = rename_staged(payloads.dir, &payloads.destination)?;
+            for payload in &mut report.payloads {
+                repoint(&mut payload.dir, &staged, &payloads.destination);
+            }
+            Some(payloads.destination)
+        }
+        None => None,
+    };
+    let staged = match rename_staged(staging, output) {
+        Ok(staged) => staged,
+        Err(error) => {
+            if let Some(moved) = moved_payloads {
+                let _ = fs_err::remove_dir_all(moved);
+            }
+            return Err(error);
+        }
+    };
+    for archive in &mut report.archives {
+        repoint(&mut archive.path, &staged, output);
+    }
+    Ok(())
+}
+
+/// Renames a staged directory to `destination` (removing it if that
+/// fails); returns where it was staged.
+fn rename_staged(staging: tempfile::TempDir, destination: &Path) -> Result<PathBuf> {
     let staged = staging.keep();
-    if let Err(error) = fs_err::rename(&staged, output) {
+    if let Err(error) = fs_err::rename(&staged, destination) {
         let _ = fs_err::remove_dir_all(&staged);
         return Err(error.into());
     }
-    for archive in &mut report.archives {
-        if let Ok(relative) = archive.path.strip_prefix(&staged) {
-            archive.path = output.join(relative);
-        }
+    Ok(staged)
+}
+
+/// Points `path`, inside `staged`, at the same place inside `destination`.
+fn repoint(path: &mut PathBuf, staged: &Path, destination: &Path) {
+    if let Ok(relative) = path.strip_prefix(staged) {
+        *path = destination.join(relative);
     }
-    Ok(())
 }
 
 #[cfg(unix)]

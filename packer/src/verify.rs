@@ -1,6 +1,8 @@
 //! Checking a split tree: every split binary's wrappers resolve, through
 //! the runtime's loader and the binary's own marker, to a code object for
-//! every target the tree's archives serve.
+//! every target the tree's archives hold binaries' code for (kernel
+//! database files packed beside it are not a binary's code: their targets
+//! are not asked for).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,13 @@ fn split_binary_info(data: &[u8]) -> Option<(Marker, Vec<u32>)> {
     Some((marker, bundles))
 }
 
+/// Whether a TOC key names a binary's code object (`lib/libx.so#0`) rather
+/// than a named entry such as a kernel database file.
+fn is_binary_key(key: &str) -> bool {
+    key.rsplit_once('#')
+        .is_some_and(|(_, index)| !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let mut entries: Vec<_> = fs_err::read_dir(root)?.collect::<std::io::Result<_>>()?;
     entries.sort_by_key(|e| e.file_name());
@@ -78,7 +87,7 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// Verifies the split tree (or single split output) at `root`, for
 /// `targets` (GPU targets as the runtime would be asked for them), or when
-/// empty for every target the tree's archives serve.
+/// empty for every target the tree's archives hold binaries' code for.
 pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
     check_tree(root, targets, None)
 }
@@ -127,7 +136,9 @@ fn check_tree(
             .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
         {
             let archive = Archive::open(path)?;
-            served.extend(archive.architectures().iter().cloned());
+            for binary in archive.binaries().filter(|key| is_binary_key(key)) {
+                served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
+            }
         }
         report.targets = served.into_iter().collect();
     } else {

@@ -270,24 +270,8 @@ fn archive_bytes_do_not_depend_on_the_thread_count() {
 /// A shared library whose `.hip_fatbin` holds exactly `bundle` (no
 /// padding), with one wrapper pointing at it.
 fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
-    let bytes: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
-    let source = dir.join("fat.c");
-    fs_err::write(
-        &source,
-        format!(
-            "#include <stdint.h>\n\
-             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
-             __attribute__((section(\".hip_fatbin\"), used)) static const unsigned char b[] = {{{}}};\n\
-             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b, 0 }};\n",
-            bytes.join(",")
-        ),
-    )
-    .unwrap();
     let library = dir.join("libfat.so");
-    run(kpack_test_support::tool("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&library)
-        .arg(&source));
+    compile_fat_library(&library, bundle, None, "b");
     library
 }
 

@@ -239,24 +239,7 @@ fn refuses_an_existing_output() {
 /// into the middle of its bundle).
 fn write_bad_binary(dir: &Path) {
     let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[7u8; 64])]);
-    let array: Vec<String> = bundle.iter().map(|b| b.to_string()).collect();
-    let source = dir.join("bad.c");
-    fs_err::write(
-        &source,
-        format!(
-            "#include <stdint.h>\n\
-             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
-             __attribute__((section(\".hip_fatbin\"), aligned(4096), used)) static const unsigned char b[] = {{{}}};\n\
-             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b + 8, 0 }};\n",
-            array.join(",")
-        ),
-    )
-    .unwrap();
-    run(kpack_test_support::tool("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(dir.join("libbad.so"))
-        .arg(&source));
-    fs_err::remove_file(&source).unwrap();
+    compile_fat_library(&dir.join("libbad.so"), &bundle, Some(4096), "b + 8");
 }
 
 #[test]

@@ -51,6 +51,61 @@ pub mod key {
     // Entry metadata keys written by the reference tooling.
     pub const META_TARGET: &str = "target";
     pub const META_SOURCE_PREFIX: &str = "source_prefix";
+    // Entry metadata keys of kernel database files stored in an archive:
+    // the library the file belongs to and its path relative to the
+    // install root.
+    pub const META_LIBRARY: &str = "library";
+    pub const META_PATH: &str = "path";
+}
+
+/// An entry's optional `metadata` map as this crate writes and reads it:
+/// string keys and string values, in order. Readers ignore keys they do not
+/// know, so new keys extend the format without breaking anyone; values of
+/// other types, which other writers may store, are skipped when reading.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    fields: Vec<(String, String)>,
+}
+
+impl Metadata {
+    /// An empty map.
+    pub fn new() -> Metadata {
+        Metadata::default()
+    }
+
+    /// The map with `key` set to `value` (replacing an earlier value, so a
+    /// key is never written twice).
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Metadata {
+        let (key, value) = (key.into(), value.into());
+        match self.fields.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, slot)) => *slot = value,
+            None => self.fields.push((key, value)),
+        }
+        self
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The fields in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.fields.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
 }
 
 /// How the blob region stores code objects.
@@ -131,6 +186,18 @@ mod tests {
         assert_eq!(raw.version, 1);
         assert_eq!(raw.toc_offset, 570);
         assert!(header[16..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn metadata_keeps_order_and_replaces_a_key_set_twice() {
+        let metadata = Metadata::new()
+            .with("library", "rocblas")
+            .with("path", "a")
+            .with("path", "b");
+        let fields: Vec<_> = metadata.iter().collect();
+        assert_eq!(fields, [("library", "rocblas"), ("path", "b")]);
+        assert_eq!(metadata.get("path"), Some("b"));
+        assert_eq!(metadata.get("target"), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod capi;
 pub mod discover;
 
 pub use error::{Error, ErrorCode, Result};
-pub use format::Scheme;
+pub use format::{Metadata, Scheme};
 pub use loader::{Loader, LoaderConfig, Marker};
 pub use read::{Archive, Kernel};
 pub use target::{ParseTargetError, Target};

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_header, key, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
+    encode_header, key, Metadata, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
     HEADER_SIZE, TOC_FORMAT_VERSION,
 };
 use crate::target::Target;
@@ -51,13 +51,15 @@ impl Default for Compression {
     }
 }
 
-/// Where a code object came from: a path relative to the install root and
-/// the index of the code object for its target in that binary. Displayed
-/// as the TOC key `lib/librocrand.so.1.1#0`.
+/// A TOC key. For a binary's code object: where it came from, a path
+/// relative to the install root, and the index of the code object for its
+/// target in that binary, displayed as `lib/librocrand.so.1.1#0`. For other
+/// entries, such as kernel database files, a name used as is
+/// (`rocblas/gfx90a/TensileLibrary_gfx90a.co`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BinaryKey {
     path: String,
-    index: u32,
+    index: Option<u32>,
 }
 
 impl BinaryKey {
@@ -65,24 +67,38 @@ impl BinaryKey {
     pub fn new(path: &str, index: u32) -> BinaryKey {
         BinaryKey {
             path: path.replace('\\', "/"),
-            index,
+            index: Some(index),
         }
     }
 
-    /// The binary's path relative to the install root.
+    /// A key written as `name` (`\` normalised to `/`), without a `#N`
+    /// suffix: for entries that are not a binary's code objects, which
+    /// readers look up by that name (`kpack_get_kernel`).
+    pub fn named(name: &str) -> BinaryKey {
+        BinaryKey {
+            path: name.replace('\\', "/"),
+            index: None,
+        }
+    }
+
+    /// The binary's path relative to the install root (a named key's whole
+    /// name).
     pub fn path(&self) -> &str {
         &self.path
     }
 
-    /// The `#N` index.
-    pub fn index(&self) -> u32 {
+    /// The `#N` index; `None` for a named key.
+    pub fn index(&self) -> Option<u32> {
         self.index
     }
 }
 
 impl fmt::Display for BinaryKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.path, self.index)
+        match self.index {
+            Some(index) => write!(f, "{}#{index}", self.path),
+            None => f.write_str(&self.path),
+        }
     }
 }
 
@@ -95,6 +111,15 @@ pub struct EntryMetadata {
     pub source_prefix: String,
 }
 
+impl From<EntryMetadata> for Metadata {
+    /// The reference tooling's map: `{target, source_prefix}`.
+    fn from(metadata: EntryMetadata) -> Metadata {
+        Metadata::new()
+            .with(key::META_TARGET, metadata.bundle_triple)
+            .with(key::META_SOURCE_PREFIX, metadata.source_prefix)
+    }
+}
+
 /// Archive-wide fields of the TOC.
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -103,7 +128,10 @@ pub struct ArchiveOptions {
     /// `gfx_arch_family`: a family name or a single target.
     pub family: String,
     /// `gfx_arches`. When empty, the targets added, in first-seen order.
-    /// When given, every added target must be one of them.
+    /// When given, every target added for a binary must be one of them;
+    /// named entries ([`BinaryKey::named`]) may have others, since readers
+    /// ask for them by key and target while the loader chooses a binary's
+    /// target by this list.
     pub arches: Vec<Target>,
     pub compression: Compression,
 }
@@ -117,10 +145,44 @@ pub struct PreparedBlob {
     stored: Vec<u8>,
 }
 
+/// How much of a large code object is read before the pages under it are
+/// handed back ([`PreparedBlob::new_streamed`]).
+const PIECE_BYTES: usize = 8 * 1024 * 1024;
+
 impl PreparedBlob {
     /// Hashes and compresses `code_object` as `compression` says.
     pub fn new(compression: Compression, code_object: &[u8]) -> Result<PreparedBlob> {
         PreparedBlob::with_digest(compression, code_object, digest(code_object))
+    }
+
+    /// As [`new`](Self::new), calling `done` with each piece of
+    /// `code_object` once it is hashed and compressed, so that a caller
+    /// reading a mapped file can drop its pages as it goes: memory stays
+    /// bounded by a piece (8 MiB), not by a code object of hundreds of
+    /// megabytes (rocBLAS's Tensile libraries). Code objects of one piece
+    /// or less are stored exactly as `new` stores them.
+    pub fn new_streamed(
+        compression: Compression,
+        code_object: &[u8],
+        done: impl Fn(&[u8]),
+    ) -> Result<PreparedBlob> {
+        let level = match compression {
+            Compression::Zstd { level } if code_object.len() > PIECE_BYTES => level,
+            Compression::None if code_object.len() > PIECE_BYTES => {
+                return Ok(copy_streamed(code_object, done));
+            }
+            _ => {
+                let blob = PreparedBlob::new(compression, code_object)?;
+                done(code_object);
+                return Ok(blob);
+            }
+        };
+        let (digest, stored) = compress_frame_streamed(code_object, level, &done)?;
+        Ok(PreparedBlob {
+            digest,
+            original_size: code_object.len() as u64,
+            stored,
+        })
     }
 
     fn with_digest(
@@ -150,27 +212,88 @@ impl PreparedBlob {
     }
 }
 
-/// One zstd frame with the content size in its header and no checksum, as
-/// the format requires.
-fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let failed = |code: usize| Error::Write {
+/// A zstd failure while compressing a frame.
+fn frame_error(code: usize) -> Error {
+    Error::Write {
         what: "a zstd frame",
         source: io::Error::other(zstd::zstd_safe::get_error_name(code)),
-    };
+    }
+}
+
+/// A compression context for frames as the format requires them: the
+/// content size in the header, no checksum.
+fn frame_context(level: i32) -> Result<zstd::zstd_safe::CCtx<'static>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
     let mut context = CCtx::try_create().ok_or(Error::OutOfMemory { size: 0 })?;
-    context
-        .set_parameter(CParameter::CompressionLevel(level))
-        .map_err(failed)?;
-    context
-        .set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(failed)?;
-    context
-        .set_parameter(CParameter::ChecksumFlag(false))
-        .map_err(failed)?;
+    for parameter in [
+        CParameter::CompressionLevel(level),
+        CParameter::ContentSizeFlag(true),
+        CParameter::ChecksumFlag(false),
+    ] {
+        context.set_parameter(parameter).map_err(frame_error)?;
+    }
+    Ok(context)
+}
+
+/// One zstd frame of `data`.
+fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    context.compress2(&mut out, data).map_err(failed)?;
+    frame_context(level)?
+        .compress2(&mut out, data)
+        .map_err(frame_error)?;
     Ok(out)
+}
+
+/// One zstd frame of `data` (its size pledged, so the header records it),
+/// hashed and compressed a piece at a time, `done` called with each piece.
+fn compress_frame_streamed(
+    data: &[u8],
+    level: i32,
+    done: &dyn Fn(&[u8]),
+) -> Result<([u8; 32], Vec<u8>)> {
+    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+    use zstd::zstd_safe::{InBuffer, OutBuffer};
+    let mut context = frame_context(level)?;
+    context
+        .set_pledged_src_size(Some(data.len() as u64))
+        .map_err(frame_error)?;
+    let mut hasher = Sha256::new();
+    let mut out = Vec::new();
+    let mut step = |input: &mut InBuffer<'_>, end| -> Result<usize> {
+        out.reserve(zstd::zstd_safe::CCtx::out_size());
+        let at = out.len();
+        let mut output = OutBuffer::around_pos(&mut out, at);
+        context
+            .compress_stream2(&mut output, input, end)
+            .map_err(frame_error)
+    };
+    for piece in data.chunks(PIECE_BYTES) {
+        hasher.update(piece);
+        let mut input = InBuffer::around(piece);
+        while input.pos() < piece.len() {
+            step(&mut input, ZSTD_EndDirective::ZSTD_e_continue)?;
+        }
+        done(piece);
+    }
+    while step(&mut InBuffer::around(&[]), ZSTD_EndDirective::ZSTD_e_end)? > 0 {}
+    Ok((hasher.finalize().into(), out))
+}
+
+/// A code object stored as is, hashed and copied a piece at a time, `done`
+/// called with each piece.
+fn copy_streamed(data: &[u8], done: impl Fn(&[u8])) -> PreparedBlob {
+    let mut hasher = Sha256::new();
+    let mut stored = Vec::with_capacity(data.len());
+    for piece in data.chunks(PIECE_BYTES) {
+        hasher.update(piece);
+        stored.extend_from_slice(piece);
+        done(piece);
+    }
+    PreparedBlob {
+        digest: hasher.finalize().into(),
+        original_size: data.len() as u64,
+        stored,
+    }
 }
 
 fn digest(data: &[u8]) -> [u8; 32] {
@@ -182,7 +305,7 @@ struct Entry {
     target: Target,
     ordinal: u32,
     original_size: u64,
-    metadata: Option<EntryMetadata>,
+    metadata: Option<Metadata>,
 }
 
 /// Writes one archive to a seekable sink (usually a temporary file that
@@ -253,14 +376,26 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     /// Adds a code object prepared (hashed and compressed) elsewhere, with
-    /// optional entry metadata. A blob identical to one already stored is
-    /// not written again.
+    /// optional entry metadata as the reference tooling writes it. A blob
+    /// identical to one already stored is not written again.
     pub fn add_prepared(
         &mut self,
         binary: &BinaryKey,
         target: &Target,
         blob: PreparedBlob,
         metadata: Option<EntryMetadata>,
+    ) -> Result<()> {
+        self.add_prepared_with_metadata(binary, target, blob, metadata.map(Metadata::from))
+    }
+
+    /// As [`add_prepared`](Self::add_prepared), with any string metadata
+    /// (kernel database files record their library and path).
+    pub fn add_prepared_with_metadata(
+        &mut self,
+        binary: &BinaryKey,
+        target: &Target,
+        blob: PreparedBlob,
+        metadata: Option<Metadata>,
     ) -> Result<()> {
         self.check_new_entry(binary, target)?;
         let ordinal = match self.stored.get(&(blob.digest, blob.original_size)) {
@@ -279,7 +414,8 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     fn check_new_entry(&self, binary: &BinaryKey, target: &Target) -> Result<()> {
-        if !self.derive_arches && !self.options.arches.contains(target) {
+        let listed = self.derive_arches || self.options.arches.contains(target);
+        if !listed && binary.index().is_some() {
             return Err(Error::InvalidInput(format!(
                 "{binary}: target {target} is not among the archive's targets"
             )));
@@ -332,7 +468,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         target: &Target,
         ordinal: u32,
         original_size: u64,
-        metadata: Option<EntryMetadata>,
+        metadata: Option<Metadata>,
     ) {
         if self.derive_arches && !self.options.arches.contains(target) {
             self.options.arches.push(target.clone());
@@ -411,11 +547,11 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                 let _ = write_uint(buf, entry.original_size);
                 if let Some(metadata) = &entry.metadata {
                     let _ = write_str(buf, key::METADATA);
-                    let _ = write_map_len(buf, 2);
-                    let _ = write_str(buf, key::META_TARGET);
-                    let _ = write_str(buf, &metadata.bundle_triple);
-                    let _ = write_str(buf, key::META_SOURCE_PREFIX);
-                    let _ = write_str(buf, &metadata.source_prefix);
+                    let _ = write_map_len(buf, metadata.len() as u32);
+                    for (name, value) in metadata.iter() {
+                        let _ = write_str(buf, name);
+                        let _ = write_str(buf, value);
+                    }
                 }
             }
         }

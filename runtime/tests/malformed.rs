@@ -385,27 +385,9 @@ fn get_kernel_fails(bytes: &[u8], binary: &str, target: &str) -> Error {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.kpack");
     fs::write(&path, bytes).unwrap();
-    let c_path = CString::new(path.to_str().unwrap()).unwrap();
-    let (binary, target) = (CString::new(binary).unwrap(), CString::new(target).unwrap());
-    let mut handle = std::ptr::null_mut();
-    let mut data = std::ptr::null_mut();
-    let mut size = 0usize;
-    unsafe {
-        assert_eq!(
-            capi::kpack_open(c_path.as_ptr(), &mut handle),
-            ErrorCode::Success
-        );
-        let code = capi::kpack_get_kernel(
-            handle,
-            binary.as_ptr(),
-            target.as_ptr(),
-            &mut data,
-            &mut size,
-        );
-        assert_eq!(code, ErrorCode::DecompressionFailed);
-        assert!(data.is_null());
-        capi::kpack_close(handle);
-    }
+    let (code, data) = c_get_kernel(&path, binary, target);
+    assert_eq!(code, ErrorCode::DecompressionFailed);
+    assert!(data.is_empty());
     error
 }
 
@@ -501,4 +483,53 @@ fn rejects_a_huge_original_size_without_allocating_it() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn entry_metadata_keeps_string_values_and_skips_others() {
+    let bytes = with_toc(&noop(), |toc| {
+        let binary = entry(entry(toc, "toc"), "lib/libtest.so#0");
+        map(entry(binary, "gfx900")).push((
+            Value::from("metadata"),
+            Value::Map(vec![
+                (Value::from("library"), Value::from("rocblas")),
+                (Value::from("length"), Value::from(1024)),
+                (Value::from("factors"), Value::Array(vec![Value::from(2)])),
+                (Value::from("path"), Value::from("lib/rocblas/library/x.co")),
+            ]),
+        ));
+    });
+    let archive = Archive::from_bytes("meta", &bytes).unwrap();
+    let kernel = archive.find("lib/libtest.so#0", &t("gfx900")).unwrap();
+    let metadata = kernel.metadata().unwrap().unwrap();
+    let fields: Vec<_> = metadata.iter().collect();
+    assert_eq!(
+        fields,
+        [("library", "rocblas"), ("path", "lib/rocblas/library/x.co")]
+    );
+    let other = archive.find("lib/libtest.so#0", &t("gfx906")).unwrap();
+    assert_eq!(other.metadata().unwrap(), None);
+}
+
+#[test]
+fn metadata_that_is_not_a_map_fails_only_when_read() {
+    let bytes = with_toc(&noop(), |toc| {
+        let binary = entry(entry(toc, "toc"), "bin/testapp#0");
+        map(entry(binary, "gfx900")).push((Value::from("metadata"), Value::from(7)));
+    });
+    let archive = Archive::from_bytes("meta", &bytes).unwrap();
+    let kernel = archive.find("bin/testapp#0", &t("gfx900")).unwrap();
+    assert_eq!(kernel.bytes().unwrap().len(), 168);
+    let (offset, problem) = problem(kernel.metadata().unwrap_err());
+    assert!(offset > toc_offset(&bytes) as u64, "{offset}");
+    assert!(
+        matches!(
+            problem,
+            FormatProblem::WrongType {
+                expected: "map",
+                ..
+            }
+        ),
+        "{problem}"
+    );
 }

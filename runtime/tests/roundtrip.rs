@@ -7,8 +7,8 @@ use std::io::Cursor;
 
 use common::*;
 use rocm_kpack::{
-    Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, PreparedBlob,
-    Scheme,
+    Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, ErrorCode,
+    Metadata, PreparedBlob, Scheme,
 };
 
 const SCHEMES: [Compression; 2] = [Compression::None, Compression::Zstd { level: 3 }];
@@ -228,4 +228,141 @@ fn output_is_deterministic() {
         Archive::from_bytes("det", &first).unwrap().stored_count(),
         7
     );
+}
+
+/// A kernel database file's entry: a key without `#N` and string metadata,
+/// as the packer's `--pack-databases` writes them.
+fn database_archive(compression: Compression, data: &[u8]) -> Vec<u8> {
+    let mut writer = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        options(compression, &["gfx90a:xnack-", "gfx90a"]),
+    )
+    .unwrap();
+    let metadata = Metadata::new().with("library", "rocblas").with(
+        "path",
+        "lib/rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco",
+    );
+    writer
+        .add_prepared_with_metadata(
+            &BinaryKey::named("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco"),
+            &t("gfx90a:xnack-"),
+            PreparedBlob::new(compression, data).unwrap(),
+            Some(metadata),
+        )
+        .unwrap();
+    writer
+        .add_prepared(
+            &BinaryKey::new("lib/librocblas.so", 0),
+            &t("gfx90a"),
+            PreparedBlob::new(compression, &data[1..]).unwrap(),
+            Some(EntryMetadata {
+                bundle_triple: "hipv4-amdgcn-amd-amdhsa--gfx90a".into(),
+                source_prefix: "lib/".into(),
+            }),
+        )
+        .unwrap();
+    writer.finish().unwrap().into_inner()
+}
+
+#[test]
+fn named_entries_keep_their_key_and_metadata() {
+    let data = code_object(5, 3000);
+    let key = "rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco";
+    for compression in SCHEMES {
+        let bytes = database_archive(compression, &data);
+        let archive = Archive::from_bytes("db", &bytes).unwrap();
+        assert_eq!(
+            archive.binaries().collect::<Vec<_>>(),
+            [key, "lib/librocblas.so#0"]
+        );
+        let kernel = archive.find(key, &t("gfx90a:xnack-")).unwrap();
+        assert_eq!(&*kernel.bytes().unwrap(), &data[..]);
+        let metadata = kernel.metadata().unwrap().unwrap();
+        assert_eq!(metadata.get("library"), Some("rocblas"));
+        assert_eq!(
+            metadata.get("path"),
+            Some("lib/rocblas/library/Kernels.so-000-gfx90a-xnack-.hsaco")
+        );
+        // The reference tooling's metadata reads back too.
+        let binary = archive.find("lib/librocblas.so#0", &t("gfx90a")).unwrap();
+        let reference = binary.metadata().unwrap().unwrap();
+        assert_eq!(
+            reference.get("target"),
+            Some("hipv4-amdgcn-amd-amdhsa--gfx90a")
+        );
+        assert_eq!(reference.get("source_prefix"), Some("lib/"));
+    }
+}
+
+#[test]
+fn named_entries_are_read_through_the_c_api_by_their_key() {
+    let data = code_object(11, 5000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rocm_gfx90a.kpack");
+    fs_err::write(&path, database_archive(Compression::DEFAULT, &data)).unwrap();
+    let key = "rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco";
+    assert_eq!(
+        c_get_kernel(&path, key, "gfx90a:xnack-"),
+        (ErrorCode::Success, data)
+    );
+}
+
+#[test]
+fn named_entries_may_have_targets_the_archive_does_not_list() {
+    let mut writer = ArchiveWriter::new(
+        Cursor::new(Vec::new()),
+        options(Compression::None, &["gfx90a"]),
+    )
+    .unwrap();
+    let named = BinaryKey::named("rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco");
+    writer.add(&named, &t("gfx90a:xnack-"), b"kernels").unwrap();
+    // A binary's code still needs a listed target: the loader picks by it.
+    let binary = BinaryKey::new("lib/librocblas.so", 0);
+    assert!(writer.add(&binary, &t("gfx90a:xnack-"), b"code").is_err());
+    writer.add(&binary, &t("gfx90a"), b"code").unwrap();
+    let bytes = writer.finish().unwrap().into_inner();
+    let archive = Archive::from_bytes("unlisted", &bytes).unwrap();
+    assert_eq!(archive.architectures(), [t("gfx90a")]);
+    assert_eq!(
+        &*archive.kernel(named.path(), &t("gfx90a:xnack-")).unwrap(),
+        b"kernels"
+    );
+}
+
+#[test]
+fn large_code_objects_are_prepared_a_piece_at_a_time() {
+    let big = code_object(7, 20 * 1024 * 1024 + 123);
+    for compression in SCHEMES {
+        let seen = std::cell::Cell::new((0usize, 0usize));
+        let blob = PreparedBlob::new_streamed(compression, &big, |piece| {
+            let (pieces, bytes) = seen.get();
+            seen.set((pieces + 1, bytes + piece.len()));
+        })
+        .unwrap();
+        assert_eq!(seen.get(), (3, big.len()));
+        assert_eq!(blob.original_size(), big.len() as u64);
+        let mut writer =
+            ArchiveWriter::new(Cursor::new(Vec::new()), options(compression, &["gfx90a"])).unwrap();
+        let key = BinaryKey::named("rocblas/gfx90a/TensileLibrary_gfx90a.co");
+        writer
+            .add_prepared_with_metadata(&key, &t("gfx90a"), blob, None)
+            .unwrap();
+        // The same bytes added whole are recognised as the same blob.
+        writer
+            .add(&BinaryKey::new("lib/copy.so", 0), &t("gfx90a"), &big)
+            .unwrap();
+        let bytes = writer.finish().unwrap().into_inner();
+        let archive = Archive::from_bytes("big", &bytes).unwrap();
+        assert_eq!(archive.stored_count(), 1);
+        assert!(*archive.kernel(key.path(), &t("gfx90a")).unwrap() == big[..]);
+    }
+    // One piece or less: stored exactly as `new` stores it, `done` once.
+    let small = code_object(3, 4096);
+    let calls = std::cell::Cell::new(0);
+    let streamed =
+        PreparedBlob::new_streamed(Compression::DEFAULT, &small, |_| calls.set(calls.get() + 1))
+            .unwrap();
+    let whole = PreparedBlob::new(Compression::DEFAULT, &small).unwrap();
+    assert_eq!(calls.get(), 1);
+    assert_eq!(streamed.stored_size(), whole.stored_size());
 }

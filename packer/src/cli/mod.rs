@@ -23,8 +23,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Split a fat binary: writes the host-only file to OUT and its device
-    /// code to OUT/.kpack/<group>_<processor>.kpack.
+    /// Split a fat binary or an install tree: writes the host-only file (or
+    /// tree) to OUT, its device code to `OUT/.kpack/<group>_<processor>.kpack`
+    /// and, for a tree, kernel database files for one target to
+    /// `OUT.payloads/<component>/<processor>/` (or into the archives).
     Split(split::SplitArgs),
     /// Show what an archive holds.
     Inspect(inspect::InspectArgs),

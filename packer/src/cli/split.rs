@@ -7,19 +7,33 @@ use rocm_kpack::Compression;
 
 use super::{shown, CompressionArg, GroupByArg};
 use kpack_packer::archive::{write_archives, Grouping, WrittenArchive};
+use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::input::MappedFile;
 use kpack_packer::sign::Signer;
 use kpack_packer::split::{split_binary_with, write_like};
-use kpack_packer::tree::split_tree;
+use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct SplitArgs {
     /// The fat binary, or install tree, to split.
     input: PathBuf,
     /// Output directory: the host-only file (or tree) and `.kpack/` go
-    /// here. For a tree it must not exist yet.
+    /// here. For a tree it must not exist yet, and kernel database files
+    /// for one target (rocBLAS, hipBLASLt, AOTriton, MIOpen, rocFFT) go
+    /// into one payload per component and processor beside it:
+    /// `<OUTPUT>.payloads/<component>/<processor>/<path in the tree>`,
+    /// which installs by extracting it into the prefix.
     #[arg(short, long)]
     output: PathBuf,
+    /// Put the database payloads here instead (it must not exist).
+    #[arg(long, value_name = "DIR", conflicts_with = "pack_databases")]
+    payloads: Option<PathBuf>,
+    /// Store kernel database files in the kpack archives instead of
+    /// payloads, under `<library>/<target>/<file name>` (what
+    /// `kpack_get_kernel` is asked for), with their library and path as
+    /// metadata.
+    #[arg(long)]
+    pack_databases: bool,
     /// Archive group name (`<group>_<processor>.kpack`).
     #[arg(long, default_value = "rocm")]
     group: String,
@@ -71,6 +85,9 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     let signer = signer(&args)?;
     if args.input.is_dir() {
         return run_tree(&args, compression, signer.as_ref());
+    }
+    if args.pack_databases || args.payloads.is_some() {
+        bail!("--pack-databases and --payloads apply to trees, not to one file");
     }
     let input = &args.input;
     let mapped = MappedFile::open(input)?;
@@ -126,15 +143,21 @@ fn run_tree(
     compression: Compression,
     signer: Option<&Signer>,
 ) -> anyhow::Result<()> {
-    let report = split_tree(
-        &args.input,
-        &args.output,
-        &args.group,
-        args.group_by.into(),
+    let options = TreeOptions {
+        grouping: args.group_by.into(),
         compression,
-    )
-    .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
+        databases: if args.pack_databases {
+            DatabaseMode::Pack
+        } else {
+            DatabaseMode::Payloads
+        },
+        payload_dir: args.payloads.clone(),
+        ..TreeOptions::new(&args.group)
+    };
+    let report = split_tree_with(&args.input, &args.output, &options)
+        .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
     sign_all(signer, &report.archives)?;
+    payload_lines(&report.payloads);
     summary(
         report.files,
         report.binaries,
@@ -142,7 +165,30 @@ fn run_tree(
         report.host_bytes_out,
         &report.archives,
     );
+    if report.database_files > 0 {
+        println!(
+            "database files {}, payloads {}",
+            report.database_files,
+            report.payloads.len()
+        );
+    }
     Ok(())
+}
+
+/// One line per database payload written.
+fn payload_lines(payloads: &[DatabasePayload]) {
+    for payload in payloads {
+        let targets: Vec<String> = payload.targets.iter().map(ToString::to_string).collect();
+        println!(
+            "  {} ({} {} [{}], {} files, {} bytes)",
+            shown(&payload.dir),
+            payload.component,
+            payload.processor,
+            targets.join(", "),
+            payload.files,
+            payload.bytes
+        );
+    }
 }
 
 /// The archives written and the closing line every split prints.

@@ -11,7 +11,9 @@ use fs_err as fs;
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 
 use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
-use crate::format::{RawHeader, Scheme, BLOB_REGION_OFFSET, MAGIC, MIN_HEADER_BYTES, VERSION};
+use crate::format::{
+    Metadata, RawHeader, Scheme, BLOB_REGION_OFFSET, MAGIC, MIN_HEADER_BYTES, VERSION,
+};
 use crate::target::Target;
 
 /// An open, validated kpack archive.
@@ -32,6 +34,8 @@ pub struct Archive {
     by_name: HashMap<Box<str>, u32>,
     /// Stored bytes per ordinal: a code object (`none`) or a zstd frame.
     blobs: Vec<BlobRange>,
+    /// Where the TOC starts, for reading entry metadata when asked.
+    toc_offset: usize,
 }
 
 /// What the mapping holds: the archive file itself, or an anonymous copy.
@@ -55,6 +59,7 @@ pub struct Kernel<'a> {
     target: &'a Target,
     ordinal: u32,
     original_size: u64,
+    metadata: Option<toc::Span>,
 }
 
 impl Archive {
@@ -135,6 +140,7 @@ impl Archive {
             binaries: parsed.binaries,
             by_name,
             blobs,
+            toc_offset: toc_offset as usize,
         })
     }
 
@@ -221,6 +227,7 @@ impl Archive {
             // Checked against the blob count at open, which fits in u32.
             ordinal: kernel.ordinal as u32,
             original_size: kernel.original_size,
+            metadata: kernel.metadata,
         })
     }
 
@@ -250,6 +257,27 @@ impl<'a> Kernel<'a> {
     /// Size of the code object once decompressed.
     pub fn size(&self) -> u64 {
         self.original_size
+    }
+
+    /// The entry's `metadata` map (its string values), if it has one: read
+    /// from the TOC now, so archives whose entries are never asked for it
+    /// pay nothing at open.
+    pub fn metadata(&self) -> Result<Option<Metadata>> {
+        let Some(span) = self.metadata else {
+            return Ok(None);
+        };
+        let toc = self
+            .archive
+            .map
+            .get(self.archive.toc_offset..)
+            .unwrap_or_default();
+        toc::parse_metadata(toc, span)
+            .map(Some)
+            .map_err(|(at, problem)| Error::Format {
+                path: self.archive.path.clone(),
+                offset: (self.archive.toc_offset + at) as u64,
+                problem,
+            })
     }
 
     fn stored(&self) -> &'a [u8] {

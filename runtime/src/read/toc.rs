@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::error::FormatProblem;
-use crate::format::{key, Scheme, ENTRY_TYPE_HSACO, TOC_FORMAT_VERSION};
+use crate::format::{key, Metadata, Scheme, ENTRY_TYPE_HSACO, TOC_FORMAT_VERSION};
 use crate::msgpack::{Cursor, ReadError};
 use crate::target::Target;
 
@@ -37,6 +37,22 @@ pub(super) struct KernelEntry {
     pub target: u32,
     pub ordinal: u64,
     pub original_size: u64,
+    /// Where its `metadata` value is, read only when asked for.
+    pub metadata: Option<Span>,
+}
+
+/// A value's bytes, as offsets from the start of the TOC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The parts of an entry map the reader keeps.
+struct EntryFields {
+    ordinal: u64,
+    original_size: u64,
+    metadata: Option<Span>,
 }
 
 /// One element of `blobs` (scheme `none`).
@@ -296,12 +312,12 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
                     },
                 ));
             }
-            let (ordinal, original_size) =
-                parse_entry(c, || format!("{}[{target_name:?}]", what()))?;
+            let fields = parse_entry(c, || format!("{}[{target_name:?}]", what()))?;
             kernels.push(KernelEntry {
                 target,
-                ordinal,
-                original_size,
+                ordinal: fields.ordinal,
+                original_size: fields.original_size,
+                metadata: fields.metadata,
             });
         }
         binaries.push(Binary {
@@ -312,13 +328,14 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
     Ok((targets, binaries))
 }
 
-/// Parses one entry map, returning `(ordinal, original_size)`.
-fn parse_entry(c: &mut Cursor<'_>, what: impl Fn() -> String) -> Result<(u64, u64), TocError> {
+/// Parses one entry map: its ordinal, size and where its metadata is.
+fn parse_entry(c: &mut Cursor<'_>, what: impl Fn() -> String) -> Result<EntryFields, TocError> {
     let at = c.pos();
     let count = read(c, &what, Cursor::map_len)?;
     let mut entry_type = None;
     let mut ordinal = None;
     let mut original_size = None;
+    let mut metadata = None;
     for _ in 0..count {
         let key_at = c.pos();
         let name = read(c, || format!("a key of {}", what()), Cursor::str)?;
@@ -347,6 +364,16 @@ fn parse_entry(c: &mut Cursor<'_>, what: impl Fn() -> String) -> Result<(u64, u6
                     Cursor::uint,
                 )?)
                 .map(|_| ()),
+            key::METADATA => {
+                let start = c.pos();
+                skip(c)?;
+                metadata
+                    .replace(Span {
+                        start,
+                        end: c.pos(),
+                    })
+                    .map(|_| ())
+            }
             _ => {
                 skip(c)?;
                 None
@@ -372,10 +399,31 @@ fn parse_entry(c: &mut Cursor<'_>, what: impl Fn() -> String) -> Result<(u64, u6
         )
     };
     entry_type.ok_or_else(|| missing(key::TYPE))?;
-    Ok((
-        ordinal.ok_or_else(|| missing(key::ORDINAL))?,
-        original_size.ok_or_else(|| missing(key::ORIGINAL_SIZE))?,
-    ))
+    Ok(EntryFields {
+        ordinal: ordinal.ok_or_else(|| missing(key::ORDINAL))?,
+        original_size: original_size.ok_or_else(|| missing(key::ORIGINAL_SIZE))?,
+        metadata,
+    })
+}
+
+/// Reads an entry's `metadata` value (the bytes of `span` in `toc`): a
+/// map whose string values are kept and other values skipped. Offsets in
+/// errors are relative to the start of the TOC.
+pub(super) fn parse_metadata(toc: &[u8], span: Span) -> Result<Metadata, TocError> {
+    let bytes = toc.get(span.start..span.end).unwrap_or_default();
+    let mut c = Cursor::new(bytes);
+    let located = |(at, problem): TocError| (span.start + at, problem);
+    let count = read(&mut c, || "an entry's metadata", Cursor::map_len).map_err(located)?;
+    let mut metadata = Metadata::new();
+    for _ in 0..count {
+        let name = read(&mut c, || "a metadata key", Cursor::str).map_err(located)?;
+        match c.str() {
+            Ok(value) => metadata = metadata.with(name, value),
+            Err(ReadError::WrongType { .. }) => skip(&mut c).map_err(located)?,
+            Err(error) => return Err(located((c.pos(), problem(error, name.to_owned())))),
+        }
+    }
+    Ok(metadata)
 }
 
 fn parse_blobs(c: &mut Cursor<'_>) -> Result<Vec<BlobEntry>, TocError> {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+use rocm_kpack::{capi, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, ErrorCode, Target};
 
 /// `../shared/fixtures` beside the checkout (or `$KPACK_FIXTURES`).
 pub fn fixtures() -> PathBuf {
@@ -95,4 +95,33 @@ pub fn write_archive(
             .unwrap();
     }
     writer.finish().unwrap().into_inner()
+}
+
+/// Opens the archive file at `path` through the C API and asks it for
+/// `binary` and `arch`, as a library would: the error code, and the bytes
+/// on success (no buffer is handed out on failure).
+pub fn c_get_kernel(path: &std::path::Path, binary: &str, arch: &str) -> (ErrorCode, Vec<u8>) {
+    use std::ffi::CString;
+    let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    let (binary, arch) = (CString::new(binary).unwrap(), CString::new(arch).unwrap());
+    let mut handle = std::ptr::null_mut();
+    let (mut data, mut size) = (std::ptr::null_mut(), 0usize);
+    // SAFETY: valid C strings and out-pointers; the buffer and the handle
+    // are freed once.
+    unsafe {
+        let opened = capi::kpack_open(c_path.as_ptr(), &mut handle);
+        assert_eq!(opened, ErrorCode::Success);
+        let code =
+            capi::kpack_get_kernel(handle, binary.as_ptr(), arch.as_ptr(), &mut data, &mut size);
+        let bytes = if data.is_null() {
+            Vec::new()
+        } else {
+            let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size).to_vec();
+            capi::kpack_free_kernel(data);
+            bytes
+        };
+        assert!(code == ErrorCode::Success || data.is_null());
+        capi::kpack_close(handle);
+        (code, bytes)
+    }
 }

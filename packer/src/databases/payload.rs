@@ -1,0 +1,164 @@
+//! Database payloads: a tree split copies each processor's database files
+//! of one component into a directory of its own, at the files' original
+//! relative paths, so that a payload extracted into the install prefix puts
+//! every file where it was.
+//!
+//! Layout: `<payloads>/<component>/<processor>/<relative path>`, where
+//! `<payloads>` defaults to `<output>.payloads` beside the host tree (so
+//! the host tree holds no payload). One payload per processor: the
+//! `xnack+` and `xnack-` files of `gfx90a` (and its files for no feature)
+//! go into the `gfx90a` payload together, because xnack is a mode the same
+//! GPU runs in (`HSA_XNACK`), and the library picks the file for the mode
+//! at run time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use rocm_kpack::Target;
+
+use crate::error::{Error, Result};
+
+/// A database file a tree split routes by target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceFile {
+    /// Its path relative to the tree's root.
+    pub relative: PathBuf,
+    pub library: &'static str,
+    pub component: &'static str,
+    /// The full target it is for (`gfx90a:xnack-`).
+    pub target: Target,
+    /// Its name within the library and target (see
+    /// [`Role::Device`](super::Role::Device)).
+    pub name: String,
+}
+
+/// One processor's database files of one component, ready to publish as a
+/// tree artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabasePayload {
+    /// The artifact component (`tensile` for rocBLAS and hipBLASLt, else
+    /// the library's name).
+    pub component: &'static str,
+    /// The libraries whose files it holds (`rocblas`, `hipblaslt`).
+    pub libraries: Vec<&'static str>,
+    /// The processor it serves, without features: what a repository lists
+    /// the artifact for, which every GPU of that processor selects.
+    pub processor: Target,
+    /// The full targets of its files, sorted (`gfx90a`, `gfx90a:xnack-`,
+    /// `gfx90a:xnack+`).
+    pub targets: Vec<Target>,
+    /// Its directory: the files at their paths relative to the input
+    /// tree's root.
+    pub dir: PathBuf,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// The directory payloads go in unless told otherwise: `<output>.payloads`
+/// beside the host tree `output`.
+pub fn default_payload_dir(output: &Path) -> Result<PathBuf> {
+    let name = output.file_name().ok_or_else(|| Error::NoPayloadDir {
+        path: output.to_owned(),
+    })?;
+    let mut name = name.to_owned();
+    name.push(".payloads");
+    Ok(output.with_file_name(name))
+}
+
+/// A payload's directory below the payloads directory:
+/// `<component>/<processor>`.
+pub fn payload_subdir(component: &str, processor: &Target) -> PathBuf {
+    Path::new(component).join(processor.processor())
+}
+
+/// Copies `files` from `input` into per-processor payloads under `root`,
+/// in parallel and streamed by the kernel (`copy_file_range` where the
+/// file system has it), each keeping its mode; a payload's directories
+/// get the modes of the input's.
+pub fn write_payloads(
+    input: &Path,
+    root: &Path,
+    files: &[DeviceFile],
+) -> Result<Vec<DatabasePayload>> {
+    let copied = files
+        .par_iter()
+        .map(|file| {
+            let processor = file.target.without_features();
+            let to = root
+                .join(payload_subdir(file.component, &processor))
+                .join(&file.relative);
+            if let Some(parent) = to.parent() {
+                fs_err::create_dir_all(parent)?;
+            }
+            Ok(fs_err::copy(input.join(&file.relative), &to)?)
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    let mut payloads: BTreeMap<(&str, String), Vec<(&DeviceFile, u64)>> = BTreeMap::new();
+    for (file, bytes) in files.iter().zip(copied) {
+        let key = (file.component, file.target.processor().to_owned());
+        payloads.entry(key).or_default().push((file, bytes));
+    }
+    payloads
+        .into_values()
+        .map(|members| describe(input, root, &members))
+        .collect()
+}
+
+/// A payload's description, once its files are in place; gives its
+/// directories their modes in the input.
+fn describe(input: &Path, root: &Path, members: &[(&DeviceFile, u64)]) -> Result<DatabasePayload> {
+    let first = members[0].0;
+    let processor = first.target.without_features();
+    let dir = root.join(payload_subdir(first.component, &processor));
+    let mut libraries = BTreeSet::new();
+    let mut targets = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
+    for (file, _) in members {
+        libraries.insert(file.library);
+        targets.insert(file.target.clone());
+        dirs.extend(file.relative.ancestors().skip(1));
+    }
+    // Children first: a parent the input makes unsearchable would stop the
+    // rest.
+    for relative in dirs.iter().rev() {
+        let permissions = fs_err::metadata(input.join(relative))?.permissions();
+        fs_err::set_permissions(dir.join(relative), permissions)?;
+    }
+    Ok(DatabasePayload {
+        component: first.component,
+        libraries: libraries.into_iter().collect(),
+        processor,
+        targets: targets.into_iter().collect(),
+        dir,
+        files: members.len(),
+        bytes: members.iter().map(|(_, bytes)| bytes).sum(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_sit_beside_the_host_tree() {
+        assert_eq!(
+            default_payload_dir(Path::new("/tmp/out")).unwrap(),
+            Path::new("/tmp/out.payloads")
+        );
+        assert_eq!(
+            default_payload_dir(Path::new("split")).unwrap(),
+            Path::new("split.payloads")
+        );
+        assert!(default_payload_dir(Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn a_payload_is_named_by_component_and_processor() {
+        let target = Target::parse("gfx90a:xnack-").unwrap();
+        assert_eq!(
+            payload_subdir("tensile", &target.without_features()),
+            Path::new("tensile/gfx90a")
+        );
+    }
+}
