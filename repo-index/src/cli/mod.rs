@@ -16,7 +16,7 @@ use kpack_repo_index::publish::{NewArtifact, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::verify::verify_repository_with;
-use manifest::{build, write_host_tree, Manifest};
+use manifest::{build, write_tree, Manifest, TreeCompression};
 use rocm_kpack::Target;
 
 /// Builds, signs and checks kpack repositories.
@@ -213,7 +213,7 @@ fn add_command(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "tree".into());
             let file = packed.path().join(format!("{name}.tar.zst"));
-            write_host_tree(&artifact, &file)?;
+            write_tree(&artifact, &file, TreeCompression::Host)?;
             files.push(file);
         } else {
             files.push(artifact);
