@@ -524,34 +524,12 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
     };
 
     let total = md.len();
-    let mtime = md.modified().unwrap_or(UNIX_EPOCH);
-    let nanos = mtime
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let etag = format!("\"{total:x}-{nanos:x}\"");
-    let last_modified = http_date(mtime);
-
-    // Decide the byte range.
-    let mut honour_range = range.is_some() && fault != Some(Fault::IgnoreRange);
-    if honour_range {
-        if let Some(ir) = if_range.as_deref() {
-            let ir = ir.trim();
-            honour_range = if ir.starts_with('"') {
-                ir == etag
-            } else if ir.starts_with("W/") {
-                false
-            } else {
-                ir == last_modified
-            };
-        }
-    }
-    let spec = if honour_range {
-        range
-            .as_deref()
-            .map_or(RangeSpec::Ignore, |r| parse_range(r, total))
-    } else {
-        RangeSpec::Ignore
+    let (etag, last_modified) = validators(&md);
+    let honour_range = fault != Some(Fault::IgnoreRange)
+        && if_range_holds(if_range.as_deref(), &etag, &last_modified);
+    let spec = match range.as_deref() {
+        Some(range) if honour_range => parse_range(range, total),
+        _ => RangeSpec::Ignore,
     };
 
     let mut headers = vec![
@@ -560,26 +538,10 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
         ("ETag", etag),
         ("Last-Modified", last_modified),
     ];
-    let (status, start, len) = match spec {
-        RangeSpec::Ignore => (200, 0, total),
-        RangeSpec::Unsatisfiable => {
-            record(416);
-            write_head(
-                w,
-                416,
-                &[
-                    ("Content-Range", format!("bytes */{total}")),
-                    ("Accept-Ranges", "bytes".into()),
-                ],
-                0,
-                close,
-            )?;
-            return Ok(true);
-        }
-        RangeSpec::Range(s, e) => {
-            headers.push(("Content-Range", format!("bytes {s}-{e}/{total}")));
-            (206, s, e - s + 1)
-        }
+    let Some((status, start, len)) = status_and_range(spec, total, &mut headers) else {
+        record(416);
+        write_head(w, 416, &headers, 0, close)?;
+        return Ok(true);
     };
 
     let id = record(status);
@@ -598,11 +560,70 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
     let tamper_at = (fault == Some(Fault::Tamper) && total > 0).then_some(total / 2);
 
     file.seek(SeekFrom::Start(start))?;
+    let sent = send_body(&mut file, w, shared, id, start..start + send, tamper_at)?;
+    Ok(sent && !drop_after)
+}
+
+/// The status, first byte and length of the response for `spec`, with
+/// the Content-Range it needs; `None` for an unsatisfiable range (416, its
+/// headers then replace `headers`).
+fn status_and_range(
+    spec: RangeSpec,
+    total: u64,
+    headers: &mut Vec<(&'static str, String)>,
+) -> Option<(u16, u64, u64)> {
+    match spec {
+        RangeSpec::Ignore => Some((200, 0, total)),
+        RangeSpec::Unsatisfiable => {
+            *headers = vec![
+                ("Content-Range", format!("bytes */{total}")),
+                ("Accept-Ranges", "bytes".into()),
+            ];
+            None
+        }
+        RangeSpec::Range(s, e) => {
+            headers.push(("Content-Range", format!("bytes {s}-{e}/{total}")));
+            Some((206, s, e - s + 1))
+        }
+    }
+}
+
+/// A file's validators: an ETag from its size and time, and Last-Modified.
+fn validators(md: &std::fs::Metadata) -> (String, String) {
+    let mtime = md.modified().unwrap_or(UNIX_EPOCH);
+    let nanos = mtime
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    (format!("\"{:x}-{nanos:x}\"", md.len()), http_date(mtime))
+}
+
+/// Whether an `If-Range` (if any) still names the file: a strong ETag or
+/// the date; a weak ETag never does.
+fn if_range_holds(if_range: Option<&str>, etag: &str, last_modified: &str) -> bool {
+    match if_range.map(str::trim) {
+        None => true,
+        Some(ir) if ir.starts_with('"') => ir == etag,
+        Some(ir) if ir.starts_with("W/") => false,
+        Some(ir) => ir == last_modified,
+    }
+}
+
+/// Sends `range` of `file` (read from its current position), flipping the
+/// byte at `tamper_at`; false when the file ended early or the client went
+/// away. Bytes are counted in request `id` before they are written.
+fn send_body(
+    file: &mut File,
+    w: &mut TcpStream,
+    shared: &Shared,
+    id: u64,
+    range: std::ops::Range<u64>,
+    tamper_at: Option<u64>,
+) -> io::Result<bool> {
     let mut buf = vec![0u8; CHUNK];
-    let mut pos = start;
-    let mut remaining = send;
-    while remaining > 0 {
-        let want = remaining.min(CHUNK as u64) as usize;
+    let mut pos = range.start;
+    while pos < range.end {
+        let want = (range.end - pos).min(CHUNK as u64) as usize;
         let n = file.read(&mut buf[..want])?;
         if n == 0 {
             // File shrank underneath us: the response cannot be completed.
@@ -615,25 +636,30 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
         }
         // Count first so that a client that has the bytes sees them counted.
         shared.update(id, |r| r.body_bytes += n as u64);
-        let mut written = 0;
-        while written < n {
-            match w.write(&buf[written..n]) {
-                Ok(0) => break,
-                Ok(k) => written += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+        let written = write_some(w, &buf[..n]);
         if written < n {
             let unsent = (n - written) as u64;
             shared.update(id, |r| r.body_bytes -= unsent);
             return Ok(false);
         }
         pos += n as u64;
-        remaining -= n as u64;
     }
     w.flush()?;
-    Ok(!drop_after)
+    Ok(true)
+}
+
+/// Writes as much of `bytes` as the client takes; returns how much.
+fn write_some(w: &mut TcpStream, bytes: &[u8]) -> usize {
+    let mut written = 0;
+    while written < bytes.len() {
+        match w.write(&bytes[written..]) {
+            Ok(0) => break,
+            Ok(k) => written += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    written
 }
 
 enum RangeSpec {
