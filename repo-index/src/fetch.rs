@@ -16,6 +16,19 @@ pub enum FetchError {
     Http { location: String, message: String },
     #[error("{location}: not found")]
     NotFound { location: String },
+    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL or an http(s):// URL")]
+    UnsupportedScheme { location: String, scheme: String },
+}
+
+/// The scheme of a URL (`s3` of `s3://bucket/prefix`), or `None` for a
+/// path: something a path argument must never quietly become a directory
+/// named after (`s3:`).
+pub fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once("://")?;
+    let mut bytes = scheme.bytes();
+    let starts = bytes.next().is_some_and(|b| b.is_ascii_alphabetic());
+    (starts && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+        .then_some(scheme)
 }
 
 /// A repository location.
@@ -29,9 +42,18 @@ pub enum Source {
 }
 
 impl Source {
-    /// `http://` and `https://` URLs are fetched; `file://` URLs and
-    /// anything else are directories.
+    /// `http://` and `https://` URLs are fetched; `file://` URLs and paths
+    /// are directories; other URLs are refused.
     pub fn parse(location: &str) -> Result<Source, FetchError> {
+        match url_scheme(location) {
+            None | Some("http" | "https" | "file") => {}
+            Some(scheme) => {
+                return Err(FetchError::UnsupportedScheme {
+                    location: location.to_owned(),
+                    scheme: scheme.to_owned(),
+                })
+            }
+        }
         if location.starts_with("http://") || location.starts_with("https://") {
             // The ring provider, installed once per process; a second
             // install is refused harmlessly.

@@ -575,3 +575,49 @@ fn concurrent_adds_both_publish() {
         "{verified}"
     );
 }
+
+#[test]
+fn a_url_is_never_taken_for_a_repository_directory() {
+    let work = tempfile::tempdir().unwrap();
+    let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
+    for args in [
+        vec!["build", "s3://bucket/rocm", manifest.to_str().unwrap()],
+        vec![
+            "add",
+            "s3://bucket/rocm",
+            "rocm-rand",
+            "1.0.0",
+            "host.tar.zst",
+        ],
+        vec!["index", "s3://bucket/rocm"],
+        vec!["sign", "s3://bucket/rocm", "--key", "k.key"],
+        vec![
+            "mirror",
+            "https://example.org/rocm",
+            "s3://bucket/rocm",
+            "--pubkey",
+            "k.pub",
+        ],
+    ] {
+        let out = kpack_repo()
+            .args(&args)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("a s3:// URL"), "{args:?}: {stderr}");
+    }
+    let out = kpack_repo()
+        .args(["verify", "s3://bucket/rocm", "--pubkey", "k.pub"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("a s3:// URL"),
+        "{stderr}"
+    );
+    // Nothing was made of the URL: no `s3:` directory.
+    assert_eq!(fs::read_dir(work.path()).unwrap().count(), 0);
+}

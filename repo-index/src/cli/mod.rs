@@ -61,6 +61,8 @@ struct KeygenArgs {
 
 #[derive(Debug, Args)]
 struct AddArgs {
+    /// The repository directory.
+    #[arg(value_parser = local_directory)]
     repo: PathBuf,
     package: PackageName,
     version: semver::Version,
@@ -88,6 +90,8 @@ struct AddArgs {
 
 #[derive(Debug, Args)]
 struct BuildArgs {
+    /// The repository directory.
+    #[arg(value_parser = local_directory)]
     repo: PathBuf,
     manifest: PathBuf,
     /// Directory holding the package the manifest names (default: the
@@ -100,6 +104,8 @@ struct BuildArgs {
 
 #[derive(Debug, Args)]
 struct IndexArgs {
+    /// The repository directory.
+    #[arg(value_parser = local_directory)]
     repo: PathBuf,
     #[arg(long)]
     key: Option<PathBuf>,
@@ -107,6 +113,8 @@ struct IndexArgs {
 
 #[derive(Debug, Args)]
 struct SignArgs {
+    /// The repository directory.
+    #[arg(value_parser = local_directory)]
     repo: PathBuf,
     #[arg(long)]
     key: PathBuf,
@@ -128,6 +136,8 @@ struct VerifyArgs {
 struct MirrorArgs {
     /// The upstream repository: a directory or URL.
     upstream: String,
+    /// The mirror's directory.
+    #[arg(value_parser = local_directory)]
     dest: PathBuf,
     /// The upstream's public key file, or the key itself.
     #[arg(long)]
@@ -169,6 +179,17 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Sign(args) => sign_command(args),
         Command::Verify(args) => verify_command(args),
         Command::Mirror(args) => mirror_command(args),
+    }
+}
+
+/// A repository directory argument: a path, never a URL that would become
+/// a directory named after its scheme.
+fn local_directory(text: &str) -> Result<PathBuf, String> {
+    match kpack_repo_index::fetch::url_scheme(text) {
+        Some(scheme) => Err(format!(
+            "a {scheme}:// URL; kpack-repo writes repositories to local directories"
+        )),
+        None => Ok(PathBuf::from(text)),
     }
 }
 
@@ -302,8 +323,8 @@ fn verify_command(
         partial,
     }: VerifyArgs,
 ) -> anyhow::Result<()> {
-    let key = PublicKey::load(&pubkey)?;
     let source = Source::parse(&repo)?;
+    let key = PublicKey::load(&pubkey)?;
     let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
         .with_context(|| format!("{repo} does not verify"))?;
     println!(
