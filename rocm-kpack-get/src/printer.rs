@@ -99,6 +99,18 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
     format!("{:>10}  {}{device}", size(artifact.size), artifact.path)
 }
 
+/// An artifact for `--json`: path, kind, size, hash, targets, component.
+pub fn artifact_json(artifact: &kpack_repo_index::Artifact) -> serde_json::Value {
+    serde_json::json!({
+        "path": artifact.path.as_str(),
+        "kind": artifact.kind,
+        "size": artifact.size,
+        "sha256": artifact.sha256.to_string(),
+        "targets": artifact.targets,
+        "component": artifact.component(),
+    })
+}
+
 /// "downloads 2.1 MiB of 9.8 MiB: 79% saved".
 pub fn saving(part: u64, full: u64) -> String {
     let saved = (full.saturating_sub(part))

@@ -7,7 +7,7 @@ use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Exit, Failure};
-use crate::printer::artifact_line;
+use crate::printer::{artifact_json, artifact_line};
 
 pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
     let request = parse_request(package)?;
@@ -83,15 +83,11 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
         "versions": versions,
         "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "artifacts": entry.artifacts.iter().map(|a| json!({
-            "path": a.path.as_str(),
-            "kind": a.kind,
-            "size": a.size,
-            "sha256": a.sha256.to_string(),
-            "targets": a.targets,
-            "component": a.component(),
-            "chosen": chosen(&a.path),
-        })).collect::<Vec<_>>(),
+        "artifacts": entry.artifacts.iter().map(|a| {
+            let mut artifact = artifact_json(a);
+            artifact["chosen"] = chosen(&a.path).into();
+            artifact
+        }).collect::<Vec<_>>(),
         "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
     }));
 }

@@ -13,7 +13,7 @@ use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Failure};
-use crate::printer::{artifact_line, saving, size};
+use crate::printer::{artifact_json, artifact_line, saving, size};
 use crate::progress::{Bars, Lines};
 
 /// What to install: packages asked for, or newer versions of installed
@@ -278,14 +278,7 @@ fn plan_json(context: &Context, repos: &[Repo], plan: &Plan, done: bool) -> serd
             "up_to_date": p.up_to_date,
             "size": p.size(),
             "full_size": p.full_size,
-            "artifacts": p.chosen.iter().map(|a| json!({
-                "path": a.path.as_str(),
-                "kind": a.kind,
-                "size": a.size,
-                "sha256": a.sha256.to_string(),
-                "targets": a.targets,
-                "component": a.component(),
-            })).collect::<Vec<_>>(),
+            "artifacts": p.chosen.iter().map(artifact_json).collect::<Vec<_>>(),
             "why": p.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
