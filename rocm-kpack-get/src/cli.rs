@@ -172,6 +172,12 @@ pub enum Command {
         #[command(subcommand)]
         command: CacheCommand,
     },
+    /// Python integration: the device extras and wheel variants this
+    /// machine's GPUs need, installed with the environment's pip or uv.
+    Pip {
+        #[command(subcommand)]
+        command: PipCommand,
+    },
     /// Runs the HSA probe in this process and prints its result (used by
     /// `detect` in a child process).
     #[command(hide = true)]
@@ -179,6 +185,67 @@ pub enum Command {
         #[arg(long)]
         library: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PipCommand {
+    /// Print each requirement with the device extras this machine needs
+    /// (`torch[device-gfx1100]`), learning each candidate's extras from pip's
+    /// resolver. Installer arguments go after `--`.
+    Resolve {
+        /// Requirements as pip takes them (`torch`, `torch>=2.7`, a wheel file).
+        #[arg(required = true)]
+        requirements: Vec<String>,
+        #[command(flatten)]
+        options: PipOptions,
+        /// Arguments for the resolver (`--no-index --find-links DIR`).
+        #[arg(last = true, value_name = "INSTALLER ARGS")]
+        installer_args: Vec<String>,
+    },
+    /// Install requirements with the device extras this machine needs, and
+    /// the best variant wheel for it where find-links directories hold
+    /// variants. Installer arguments go after `--`.
+    Install {
+        /// Requirements as pip takes them.
+        #[arg(required = true)]
+        requirements: Vec<String>,
+        #[command(flatten)]
+        options: PipOptions,
+        /// Show what would be installed; install nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Arguments for the installer (`--no-index --find-links DIR`).
+        #[arg(last = true, value_name = "INSTALLER ARGS")]
+        installer_args: Vec<String>,
+    },
+    /// Install the device distributions this machine needs that are missing
+    /// for what is installed: run after any `pip install` or `uv pip
+    /// install`. A second run installs nothing.
+    Sync {
+        #[command(flatten)]
+        options: PipOptions,
+        /// Show what would be installed; install nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Arguments for the installer (`--no-index --find-links DIR`).
+        #[arg(last = true, value_name = "INSTALLER ARGS")]
+        installer_args: Vec<String>,
+    },
+    /// Print this machine's supported variant properties, most preferred
+    /// first, as JSON (`amd :: gfx_arch :: gfx1100`).
+    VariantProperties,
+}
+
+#[derive(Debug, Args)]
+pub struct PipOptions {
+    /// The environment's interpreter (default: `$VIRTUAL_ENV/bin/python`,
+    /// else `python3`).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Device code for every GPU target (`device-all`) instead of this
+    /// machine's.
+    #[arg(long)]
+    pub all_targets: bool,
 }
 
 #[derive(Debug, Subcommand)]

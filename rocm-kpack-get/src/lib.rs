@@ -1,7 +1,8 @@
 //! kpack-get's library: detect the machine's GPUs (`detect`), read the
 //! configuration (`config`), fetch and check repository indexes (`repo`),
 //! download pinned files into a shared cache (`client`, `cache`), and plan,
-//! stage and atomically commit installs into a prefix (`install`).
+//! stage and atomically commit installs into a prefix (`install`), and pick
+//! the device extras and wheel variants Python environments need (`pip`).
 //!
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
@@ -11,4 +12,5 @@ pub mod client;
 pub mod config;
 pub mod detect;
 pub mod install;
+pub mod pip;
 pub mod repo;

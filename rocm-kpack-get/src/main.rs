@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use rocm_kpack_get::config::{Overrides, RepoConfig, Settings};
 
-use cli::{CacheCommand, Cli, Command};
+use cli::{CacheCommand, Cli, Command, PipCommand};
 use commands::{Context, Failure};
 use printer::{write_err, Printer};
 
@@ -34,6 +34,29 @@ fn main() -> ExitCode {
             }
             ExitCode::from(failure.code as u8)
         }
+    }
+}
+
+fn run_pip(context: &Context, command: PipCommand) -> Result<(), Failure> {
+    use commands::pip;
+    match command {
+        PipCommand::Resolve {
+            requirements,
+            options,
+            installer_args,
+        } => pip::resolve::resolve(context, &requirements, &options, &installer_args),
+        PipCommand::Install {
+            requirements,
+            options,
+            dry_run,
+            installer_args,
+        } => pip::install::install(context, &requirements, &options, dry_run, &installer_args),
+        PipCommand::Sync {
+            options,
+            dry_run,
+            installer_args,
+        } => pip::sync::sync(context, &options, dry_run, &installer_args),
+        PipCommand::VariantProperties => pip::variant_properties(context),
     }
 }
 
@@ -79,6 +102,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Cache {
             command: CacheCommand::Clean,
         } => commands::cache::clean(&context),
+        Command::Pip { command } => run_pip(&context, command),
         Command::HsaProbe { .. } => Ok(()),
     }
 }

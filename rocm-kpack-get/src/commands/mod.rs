@@ -7,6 +7,7 @@ pub mod detect;
 pub mod info;
 pub mod install;
 pub mod list;
+pub mod pip;
 pub mod remove;
 pub mod search;
 pub mod update;

@@ -1,0 +1,136 @@
+//! `pip install`: variant wheels chosen for this machine from find-links
+//! directories, requirements resolved with their device extras, then the
+//! environment's installer (pip, or uv where there is no pip).
+
+use std::path::PathBuf;
+
+use kpack_wheel::variants::SupportedProperties;
+use rocm_kpack_get::pip::environment::PythonEnvironment;
+use rocm_kpack_get::pip::installer::Installer;
+use rocm_kpack_get::pip::requirement::Requirement;
+use rocm_kpack_get::pip::variants::{find_links_dirs, materialise, select, Selection};
+use serde_json::json;
+
+use super::resolve::{resolve_requirements, Resolved};
+use super::{environment, machine};
+use crate::cli::PipOptions;
+use crate::commands::{Context, Exit, Failure};
+
+/// A variant wheel chosen for a requirement.
+struct Chosen {
+    name: String,
+    label: String,
+    file: PathBuf,
+}
+
+/// Replaces requirements that have variant wheels in the find-links
+/// directories with the best variant, placed under its plain name in `dir`.
+fn choose_variants(
+    context: &Context,
+    env: &PythonEnvironment,
+    supported: &SupportedProperties,
+    requirements: &mut [Requirement],
+    args: &[String],
+    dir: &std::path::Path,
+) -> Result<Vec<Chosen>, Failure> {
+    let dirs = find_links_dirs(args);
+    let mut chosen = Vec::new();
+    if dirs.is_empty() {
+        return Ok(chosen);
+    }
+    for requirement in requirements.iter_mut().filter(|r| r.path.is_none()) {
+        let name = requirement.name.to_string();
+        match select(&dirs, requirement, env, supported)? {
+            Selection::NoVariants => {}
+            Selection::Plain => context
+                .printer
+                .detail(format!("{name}: no variant fits this machine better than the plain wheel")),
+            Selection::NoIndex { expected } => context.printer.warn(format!(
+                "{name} has variant wheels but no {expected} describing them; they are ignored"
+            )),
+            Selection::NoneCompatible { version } => context.printer.warn(format!(
+                "{name} {version}: no variant wheel fits this machine's GPUs and there is no plain wheel"
+            )),
+            Selection::Variant(wheel) => {
+                let file = materialise(&wheel, dir)?;
+                let label = wheel.filename.label.as_ref().map(ToString::to_string).unwrap_or_default();
+                context.printer.line(format!(
+                    "{name}: variant {label} ({})",
+                    wheel.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                ));
+                *requirement = requirement.for_file(&file);
+                chosen.push(Chosen {
+                    name,
+                    label,
+                    file: wheel.path,
+                });
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+pub fn install(
+    context: &Context,
+    requirements: &[String],
+    options: &PipOptions,
+    dry_run: bool,
+    args: &[String],
+) -> Result<(), Failure> {
+    let machine = machine(context)?;
+    machine.note_without_gpu(context);
+    let env = environment(options.python.as_deref())?;
+    let installer = Installer::for_environment(&env)?;
+    let mut requirements = requirements
+        .iter()
+        .map(|r| Requirement::parse(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let staging = tempfile::Builder::new()
+        .prefix("kpack-get-variants")
+        .tempdir()
+        .map_err(|e| Failure::new(Exit::Local, e))?;
+    let supported = machine.supported()?;
+    let variants = choose_variants(
+        context,
+        &env,
+        &supported,
+        &mut requirements,
+        args,
+        staging.path(),
+    )?;
+    let resolved = resolve_requirements(
+        context,
+        &env,
+        &machine,
+        &requirements,
+        options.all_targets,
+        args,
+    )?;
+    let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
+    if !dry_run {
+        let output = installer.install(&texts, args)?;
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            context.printer.detail(line);
+        }
+    }
+    let verb = if dry_run {
+        "would install"
+    } else {
+        "installed"
+    };
+    context.printer.line(format!(
+        "{verb} {} with {}",
+        texts.join(" "),
+        installer.describe()
+    ));
+    context.printer.json(&json!({
+        "machine": machine.json(),
+        "dry_run": dry_run,
+        "installer": installer.describe(),
+        "requirements": resolved.iter().map(Resolved::json).collect::<Vec<_>>(),
+        "variants": variants.iter().map(|v| json!({
+            "name": v.name, "label": v.label, "file": v.file.display().to_string(),
+        })).collect::<Vec<_>>(),
+    }));
+    Ok(())
+}

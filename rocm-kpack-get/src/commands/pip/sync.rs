@@ -1,0 +1,144 @@
+//! `pip sync`: after any install, reads what the environment has
+//! (`*.dist-info/METADATA`, no pip needed), and for every distribution
+//! offering `device-*` extras installs the device distributions this
+//! machine needs that are missing.
+//!
+//! A missing device distribution is installed as `name[device-X]==version`
+//! of the installed host, not by its own name: the host's
+//! `Requires-Dist ...; extra == "device-X"` stays the one authority for
+//! which device distributions and versions go with it (whatever the
+//! publisher named them), and the installer, seeing the host already
+//! satisfied at that version, fetches only the device part.
+
+use kpack_wheel::{DistName, ExtraName};
+use rocm_kpack_get::pip::environment::{is_installed, InstalledDist};
+use rocm_kpack_get::pip::extras::{choose, device_extras};
+use rocm_kpack_get::pip::installer::Installer;
+use serde_json::json;
+
+use super::{environment, machine, unmatched_warning, Machine};
+use crate::cli::PipOptions;
+use crate::commands::{Context, Failure};
+
+/// A host distribution's device extra whose distributions are not all installed.
+#[derive(Debug, Clone)]
+struct Missing {
+    host: DistName,
+    version: String,
+    extra: ExtraName,
+    dists: Vec<DistName>,
+}
+
+impl Missing {
+    fn requirement(&self) -> String {
+        format!("{}[{}]=={}", self.host, self.extra, self.version)
+    }
+}
+
+/// What the machine needs from the installed distributions and lacks.
+fn missing(
+    context: &Context,
+    installed: &[InstalledDist],
+    machine: &Machine,
+    all_targets: bool,
+) -> (Vec<Missing>, usize) {
+    let mut out = Vec::new();
+    let mut hosts = 0;
+    for dist in installed {
+        let metadata = &dist.metadata;
+        let offered = device_extras(&metadata.provides_extra);
+        if offered.is_empty() {
+            continue;
+        }
+        hosts += 1;
+        let choice = choose(&metadata.provides_extra, &machine.targets, all_targets);
+        for target in &choice.unmatched {
+            context
+                .printer
+                .warn(unmatched_warning(metadata.name.as_str(), target, &offered));
+        }
+        for extra in choice.extras {
+            let dists: Vec<DistName> = metadata
+                .requires_dist
+                .iter()
+                .filter(|r| r.extra().as_ref() == Some(&extra))
+                .map(|r| r.name.clone())
+                .filter(|name| !is_installed(installed, name))
+                .collect();
+            if !dists.is_empty() {
+                out.push(Missing {
+                    host: metadata.name.clone(),
+                    version: metadata.version.clone(),
+                    extra,
+                    dists,
+                });
+            }
+        }
+    }
+    (out, hosts)
+}
+
+pub fn sync(
+    context: &Context,
+    options: &PipOptions,
+    dry_run: bool,
+    args: &[String],
+) -> Result<(), Failure> {
+    let machine = machine(context)?;
+    machine.note_without_gpu(context);
+    let env = environment(options.python.as_deref())?;
+    let installed = env.installed()?;
+    let (missing, hosts) = missing(context, &installed, &machine, options.all_targets);
+    let requirements: Vec<String> = missing.iter().map(Missing::requirement).collect();
+    let mut installer_name = None;
+    if missing.is_empty() {
+        let text = if hosts == 0 {
+            "nothing to install: no installed distribution offers device extras".to_owned()
+        } else {
+            format!("nothing to install: the {hosts} distribution(s) with device extras have what this machine needs")
+        };
+        context.printer.line(text);
+    } else {
+        let installer = Installer::for_environment(&env)?;
+        for entry in &missing {
+            let names: Vec<&str> = entry.dists.iter().map(DistName::as_str).collect();
+            context.printer.line(format!(
+                "{}: {} ({})",
+                entry.host,
+                entry.extra,
+                names.join(", ")
+            ));
+        }
+        if !dry_run {
+            let output = installer.install(&requirements, args)?;
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                context.printer.detail(line);
+            }
+        }
+        let verb = if dry_run {
+            "would install"
+        } else {
+            "installed"
+        };
+        context.printer.line(format!(
+            "{verb} {} with {}",
+            requirements.join(" "),
+            installer.describe()
+        ));
+        installer_name = Some(installer.describe());
+    }
+    context.printer.json(&json!({
+        "machine": machine.json(),
+        "dry_run": dry_run,
+        "installer": installer_name,
+        "installed": if dry_run { Vec::new() } else { requirements.clone() },
+        "missing": missing.iter().map(|m| json!({
+            "host": m.host.as_str(),
+            "version": m.version,
+            "extra": m.extra.as_str(),
+            "dists": m.dists.iter().map(DistName::as_str).collect::<Vec<_>>(),
+            "requirement": m.requirement(),
+        })).collect::<Vec<_>>(),
+    }));
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! The environment's own installer: `python -m pip install`, or
+//! `uv pip install --python PY` for environments made by uv, which have no
+//! pip. And the resolver used to learn candidates' extras: pip, the
+//! environment's or, run with `--python`, one from `python3` on `PATH`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::environment::PythonEnvironment;
+use super::PipError;
+
+/// How packages get installed into an environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installer {
+    /// `python -m pip install`.
+    Pip {
+        /// The environment's interpreter.
+        python: PathBuf,
+    },
+    /// `uv pip install --python PY`.
+    Uv {
+        /// The uv program.
+        uv: PathBuf,
+        /// The environment's interpreter.
+        python: PathBuf,
+    },
+}
+
+impl Installer {
+    /// pip when the environment has it, else uv (`$UV`, beside the
+    /// interpreter, or on `PATH`).
+    pub fn for_environment(env: &PythonEnvironment) -> Result<Installer, PipError> {
+        if env.has_pip {
+            return Ok(Installer::Pip {
+                python: env.python.clone(),
+            });
+        }
+        find_uv(&env.prefix)
+            .map(|uv| Installer::Uv {
+                uv,
+                python: env.python.clone(),
+            })
+            .ok_or_else(|| PipError::NoInstaller {
+                python: env.python.clone(),
+            })
+    }
+
+    /// The command for people (`python -m pip install`).
+    pub fn describe(&self) -> String {
+        match self {
+            Installer::Pip { python } => format!("{} -m pip install", python.display()),
+            Installer::Uv { uv, python } => {
+                format!("{} pip install --python {}", uv.display(), python.display())
+            }
+        }
+    }
+
+    /// Installs requirements, installer arguments first; returns its output.
+    pub fn install(&self, requirements: &[String], args: &[String]) -> Result<Output, PipError> {
+        let mut command = match self {
+            Installer::Pip { python } => {
+                let mut command = Command::new(python);
+                command
+                    .args(["-m", "pip", "install"])
+                    .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+                command
+            }
+            Installer::Uv { uv, python } => {
+                let mut command = Command::new(uv);
+                command.args(["pip", "install", "--python"]).arg(python);
+                command
+            }
+        };
+        command.args(args).args(requirements);
+        run(&mut command)
+    }
+}
+
+/// `uv` from `$UV` (uv sets it for what it runs), the environment's `bin/`,
+/// or `PATH`.
+fn find_uv(prefix: &Path) -> Option<PathBuf> {
+    let from_env = std::env::var_os("UV").map(PathBuf::from);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    from_env
+        .into_iter()
+        .chain(std::iter::once(prefix.join("bin/uv")))
+        .chain(std::env::split_paths(&path).map(|dir| dir.join("uv")))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A `pip` command able to resolve for the environment: its own pip, else
+/// pip from `python3` on `PATH` run on it with `--python`.
+pub fn resolver(env: &PythonEnvironment) -> Result<Command, PipError> {
+    let mut command;
+    if env.has_pip {
+        command = Command::new(&env.python);
+        command.args(["-m", "pip"]);
+        return Ok(command);
+    }
+    let outer = PythonEnvironment::query(Path::new("python3")).ok();
+    match outer {
+        Some(outer) if outer.has_pip => {
+            command = Command::new(outer.python);
+            command.args(["-m", "pip", "--python"]).arg(&env.python);
+            Ok(command)
+        }
+        _ => Err(PipError::NoResolver {
+            python: env.python.clone(),
+        }),
+    }
+}
+
+/// Runs a command to its end; a failure carries what it printed.
+pub fn run(command: &mut Command) -> Result<Output, PipError> {
+    let program = PathBuf::from(command.get_program());
+    let output = command
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| PipError::Spawn { program, source })?;
+    if output.status.success() {
+        return Ok(output);
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    let message = if stderr.is_empty() {
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    } else {
+        stderr
+    };
+    let words: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    Err(PipError::Installer {
+        command: words.join(" "),
+        status: output.status.to_string(),
+        message,
+    })
+}

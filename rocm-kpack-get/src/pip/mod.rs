@@ -1,0 +1,96 @@
+//! Python integration (06-python.md): the device extras this machine needs
+//! ([`extras`]), the environment and what is installed in it
+//! ([`environment`]), the resolver's report of candidates' extras
+//! ([`report`]), the environment's installer ([`installer`]), requirement
+//! text ([`requirement`]) and choosing variant wheels ([`variants`]).
+
+pub mod environment;
+pub mod extras;
+pub mod installer;
+pub mod report;
+pub mod requirement;
+pub mod variants;
+
+use std::path::PathBuf;
+
+use kpack_wheel::variants::VariantsFileError;
+use kpack_wheel::MetadataError;
+
+/// What can go wrong talking to Python and its installers.
+#[derive(Debug, thiserror::Error)]
+pub enum PipError {
+    /// A program could not be started.
+    #[error("cannot run {program}")]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The interpreter failed to answer about itself.
+    #[error("{python} failed to describe its environment: {message}")]
+    Interpreter {
+        /// The interpreter.
+        python: PathBuf,
+        /// Its error output.
+        message: String,
+    },
+    /// The interpreter's answer was not the JSON asked for.
+    #[error("{python} answered something unexpected about its environment")]
+    InterpreterAnswer {
+        /// The interpreter.
+        python: PathBuf,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Neither pip in the environment nor uv could be found.
+    #[error("the environment of {python} has no pip, and no uv was found (UV or PATH)")]
+    NoInstaller {
+        /// The interpreter.
+        python: PathBuf,
+    },
+    /// No pip anywhere to resolve requirements with.
+    #[error("resolving requirements needs pip, and neither {python} nor python3 on PATH has it")]
+    NoResolver {
+        /// The interpreter.
+        python: PathBuf,
+    },
+    /// The installer or resolver failed.
+    #[error("{command} failed ({status}):\n{message}")]
+    Installer {
+        /// The command, for people.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed on stderr (and stdout when stderr was empty).
+        message: String,
+    },
+    /// pip's report could not be read.
+    #[error("pip's installation report is not what was expected")]
+    Report(#[source] serde_json::Error),
+    /// An installed distribution's METADATA cannot be read.
+    #[error("cannot read {path}")]
+    Metadata {
+        /// The METADATA file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: MetadataError,
+    },
+    /// A variant metadata file is not valid.
+    #[error(transparent)]
+    Variants(#[from] VariantsFileError),
+    /// A requirement that cannot be understood.
+    #[error("requirement `{text}`: {reason}")]
+    Requirement {
+        /// The requirement.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file or directory could not be read or written.
+    #[error(transparent)]
+    Io(std::io::Error),
+}
