@@ -9,6 +9,7 @@
 )]
 
 pub mod gpus;
+pub mod wheels;
 
 /// The loopback HTTP server with faults.
 pub mod server {
