@@ -1,0 +1,90 @@
+//! `pip install kpack-get`: the wheel maturin builds from
+//! `rocm-kpack-get/pyproject.toml` installs a working `kpack-get` command
+//! into a fresh virtual environment.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::success;
+
+fn test_venv() -> PathBuf {
+    let venv = std::env::var_os("KPACK_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!("KPACK_TEST_VENV is not set: run ./test.sh, which installs maturin and uv")
+        });
+    assert!(
+        venv.join("bin/maturin").is_file(),
+        "{} has no maturin: run ./test.sh",
+        venv.display()
+    );
+    venv
+}
+
+#[test]
+fn the_maturin_wheel_installs_a_working_kpack_get() {
+    let venv = test_venv();
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("wheels");
+    // Its own target directory: cargo test holds the workspace's while
+    // tests run. Kept between runs, so only the first build is slow.
+    let target = common::workspace().join("target/python-wheel");
+    success(
+        Command::new(venv.join("bin/maturin"))
+            .args(["build", "--quiet", "--compatibility", "linux", "--out"])
+            .arg(&out)
+            .current_dir(common::workspace().join("rocm-kpack-get"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env(
+                "CARGO_BUILD_JOBS",
+                std::env::var("CARGO_BUILD_JOBS").unwrap_or_else(|_| "1".into()),
+            ),
+    );
+    let wheels: Vec<PathBuf> = fs_err::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    let name = wheels[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("kpack_get-0.1.0-py3-none-linux_"),
+        "{name}"
+    );
+
+    let env = work.path().join("venv");
+    let uv = venv.join("bin/uv");
+    let cache = work.path().join("uv-cache");
+    success(
+        Command::new(&uv)
+            .args(["venv", "--quiet", "--python"])
+            .arg(venv.join("bin/python"))
+            .arg(&env)
+            .env("UV_CACHE_DIR", &cache),
+    );
+    success(
+        Command::new(&uv)
+            .args(["pip", "install", "--quiet", "--no-index", "--python"])
+            .arg(env.join("bin/python"))
+            .arg(&wheels[0])
+            .env("UV_CACHE_DIR", &cache),
+    );
+    let exe = env.join("bin/kpack-get");
+    assert_eq!(
+        success(Command::new(&exe).arg("--version")),
+        "kpack-get 0.1.0\n"
+    );
+    let json =
+        success(Command::new(&exe).args(["pip", "variant-properties", "--target", "gfx1100"]));
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json["properties"],
+        serde_json::json!(["amd :: gfx_arch :: gfx1100"])
+    );
+}
