@@ -138,13 +138,23 @@ impl Metadata {
     }
 }
 
+/// The header block and the rest (from the blank line that ends the
+/// headers), split where both the reader and the editor see the end.
+fn split_head(text: &str) -> (&str, &str) {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']).is_empty() {
+            return text.split_at(offset);
+        }
+        offset += line.len();
+    }
+    (text, "")
+}
+
 /// The header block as (name, value) pairs, continuation lines joined.
 fn headers(text: &str) -> Result<Vec<(String, String)>, MetadataError> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.is_empty() {
-            break;
-        }
+    for (index, line) in split_head(text).0.lines().enumerate() {
         if line.starts_with([' ', '\t']) {
             if let Some((_, value)) = out.last_mut() {
                 value.push('\n');
@@ -175,15 +185,7 @@ pub struct MetadataEditor {
 impl MetadataEditor {
     /// Starts from an existing document.
     pub fn new(text: &str) -> MetadataEditor {
-        let split = if text.starts_with('\n') {
-            Some(0)
-        } else {
-            text.find("\n\n").map(|i| i + 1)
-        };
-        let (head, tail) = match split {
-            Some(i) => text.split_at(i),
-            None => (text, ""),
-        };
+        let (head, tail) = split_head(text);
         let mut head = head.to_owned();
         if !head.is_empty() && !head.ends_with('\n') {
             head.push('\n');
@@ -280,6 +282,16 @@ Requires-Dist: numpy>=1\n\nThe body: with a colon.\n\nSecond paragraph.\n";
             "demo-device-gfx90a"
         );
         assert_eq!(out.replace("Provides-Extra: device-gfx90a\nRequires-Dist: demo-device-gfx90a == 1.0; extra == \"device-gfx90a\"\n", ""), DEMO);
+    }
+
+    #[test]
+    fn reader_and_editor_agree_on_where_headers_end() {
+        let text = "Name: demo\r\nVersion: 1\r\n\r\nProvides-Extra: not-a-header\r\n";
+        assert!(Metadata::parse(text).unwrap().provides_extra.is_empty());
+        let mut editor = MetadataEditor::new(text);
+        editor.push("Provides-Extra", "device-all");
+        let edited = Metadata::parse(&editor.finish()).unwrap();
+        assert_eq!(edited.provides_extra.len(), 1);
     }
 
     #[test]
