@@ -436,3 +436,86 @@ fn variant_properties_lists_the_machine_in_preference_order() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["properties"], serde_json::json!([]));
 }
+
+/// Serves the demo wheels and variants over loopback: the files under
+/// `files/`, a find-links page `files/links.html`, and a PEP 503 index
+/// `simple/<project>/` linking to them.
+fn serve_demo(root: &Path) -> common::server::TestServer {
+    let files = root.join("files");
+    demo_links(&files);
+    demo_variants(&files);
+    let mut names: Vec<String> = fs_err::read_dir(&files)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let page = |prefix: &str, href: &str| {
+        let anchors: String = names
+            .iter()
+            .filter(|n| n.starts_with(prefix))
+            .map(|n| format!("<a href=\"{href}{n}\">{n}</a><br/>\n"))
+            .collect();
+        format!("<!DOCTYPE html>\n<html><body>\n{anchors}</body></html>\n")
+    };
+    fs_err::write(files.join("links.html"), page("", "")).unwrap();
+    for project in ["demo", "demo-device-gfx1100", "demo-device-gfx90a"] {
+        let dir = root.join("simple").join(project);
+        fs_err::create_dir_all(&dir).unwrap();
+        let prefix = format!("{}-1.0", project.replace('-', "_"));
+        fs_err::write(dir.join("index.html"), page(&prefix, "../../files/")).unwrap();
+    }
+    common::server::TestServer::start(root)
+}
+
+#[test]
+fn install_picks_a_variant_from_a_package_index_over_http() {
+    let env = Env::new();
+    let server = serve_demo(&env.home.path().join("www"));
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(
+        stdout.contains("demo: variant gfx1100 (demo-1.0-py3-none-any-gfx1100.whl)"),
+        "{stdout}"
+    );
+    assert_eq!(installed_build(&python), "gfx1100");
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    let fetched: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        fetched.contains(&"files/demo-1.0-variants.json".to_owned()),
+        "{fetched:?}"
+    );
+    assert!(
+        fetched.contains(&"files/demo-1.0-py3-none-any-gfx1100.whl".to_owned()),
+        "{fetched:?}"
+    );
+    assert!(
+        !fetched.iter().any(|p| p.ends_with("-gfx90a.whl")),
+        "{fetched:?}"
+    );
+}
+
+#[test]
+fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
+    let env = Env::new();
+    let server = serve_demo(&env.home.path().join("www"));
+    let python = uv_venv(&env.home.path().join("venv"), env.home.path());
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--python"])
+        .arg(&python)
+        .args([
+            "--",
+            "--no-index",
+            "--find-links",
+            &format!("{}/files/links.html", server.url()),
+        ]);
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert!(stdout.contains("demo: variant null"), "{stdout}\n{stderr}");
+    assert_eq!(installed_build(&python), "null");
+    assert_eq!(installed(&python), names(&["demo"]));
+}

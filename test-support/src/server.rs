@@ -423,7 +423,18 @@ fn target_path(target: &str) -> String {
     percent_decode(t).unwrap_or_else(|| t.to_string())
 }
 
-/// Maps a decoded path to a file under root; None when it escapes root.
+/// HTML pages (package indexes, find-links pages) as HTML, the rest as bytes.
+fn content_type(path: &str) -> &'static str {
+    if path.is_empty() || path.ends_with('/') || path.ends_with(".html") {
+        "text/html"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// Maps a decoded path to a file under root; None when it escapes root. A
+/// directory's path (ending in `/`) maps to its `index.html`, as a static
+/// web server serves a package index.
 fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
     let mut p = root.to_path_buf();
     for seg in path.split('/') {
@@ -433,6 +444,9 @@ fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
             s if s.contains('\\') || s.contains('\0') => return None,
             s => p.push(s),
         }
+    }
+    if path.is_empty() || path.ends_with('/') {
+        p.push("index.html");
     }
     Some(p)
 }
@@ -533,7 +547,7 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
     };
 
     let mut headers = vec![
-        ("Content-Type", "application/octet-stream".to_string()),
+        ("Content-Type", content_type(&path).to_string()),
         ("Accept-Ranges", "bytes".to_string()),
         ("ETag", etag),
         ("Last-Modified", last_modified),

@@ -2,11 +2,13 @@
 //! ([`extras`]), the environment and what is installed in it
 //! ([`environment`]), the resolver's report of candidates' extras
 //! ([`report`]), the environment's installer ([`installer`]), requirement
-//! text ([`requirement`]) and choosing variant wheels ([`variants`]).
+//! text ([`requirement`]), where installers find files ([`links`]) and
+//! choosing variant wheels ([`variants`]).
 
 pub mod environment;
 pub mod extras;
 pub mod installer;
+pub mod links;
 pub mod report;
 pub mod requirement;
 pub mod variants;
@@ -89,6 +91,15 @@ pub enum PipError {
         text: String,
         /// What is wrong.
         reason: String,
+    },
+    /// A page or file could not be fetched.
+    #[error("cannot fetch {url}")]
+    Http {
+        /// What was asked for.
+        url: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
     },
     /// A file or directory could not be read or written.
     #[error(transparent)]

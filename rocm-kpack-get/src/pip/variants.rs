@@ -1,7 +1,8 @@
-//! Variant wheels in find-links directories (PEP 825): pip ignores them,
-//! so kpack-get picks the best for this machine itself, using the release's
-//! `{name}-{version}-variants.json`, and hands the installer that file
-//! under its plain wheel name (installers refuse labelled names).
+//! Variant wheels (PEP 825) in find-links directories and pages and in
+//! package indexes: pip ignores them, so kpack-get picks the best for this
+//! machine itself, using the release's `{name}-{version}-variants.json`,
+//! and hands the installer that file under its plain wheel name
+//! (installers refuse labelled names).
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
@@ -9,51 +10,23 @@ use std::path::{Path, PathBuf};
 use kpack_wheel::variants::{
     index_filename, order_candidates, Candidate, SupportedProperties, VariantsDocument,
 };
-use kpack_wheel::{DistName, VariantLabel, WheelFilename};
+use kpack_wheel::{DistName, WheelFilename};
 
 use super::environment::PythonEnvironment;
+use super::links::{Fetcher, Link, Source};
 use super::requirement::Requirement;
 use super::PipError;
 
-/// The local directories among installer arguments (`--find-links DIR`,
-/// `--find-links=DIR`, `-f DIR`, `file://` URLs); remote ones are left to
-/// the installer.
-pub fn find_links_dirs(args: &[String]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        let value = if arg == "--find-links" || arg == "-f" {
-            iter.next().cloned()
-        } else if let Some(v) = arg.strip_prefix("--find-links=") {
-            Some(v.to_owned())
-        } else {
-            arg.strip_prefix("-f")
-                .filter(|v| !v.is_empty() && !v.starts_with('-'))
-                .map(str::to_owned)
-        };
-        let Some(value) = value else { continue };
-        let path = match value.strip_prefix("file://") {
-            Some(path) => PathBuf::from(path),
-            None if value.contains("://") => continue,
-            None => PathBuf::from(value),
-        };
-        if path.is_dir() {
-            out.push(path);
-        }
-    }
-    out
-}
-
-/// A wheel file found in a directory.
+/// A wheel file a source offers.
 #[derive(Debug, Clone)]
 pub struct FoundWheel {
     /// Where it is.
-    pub path: PathBuf,
+    pub link: Link,
     /// Its parsed name.
     pub filename: WheelFilename,
 }
 
-/// What the directories offer a requirement.
+/// What the sources offer a requirement.
 #[derive(Debug, Clone)]
 pub enum Selection {
     /// No variant wheels of it: left to the installer.
@@ -71,7 +44,7 @@ pub enum Selection {
         version: String,
     },
     /// The variant to install.
-    Variant(FoundWheel),
+    Variant(Box<FoundWheel>),
 }
 
 /// Compares versions by their dot-separated parts, numerically where both
@@ -97,31 +70,20 @@ fn compare_versions(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// The wheels of `dist` in the directories that install here.
-fn wheels_of(
-    dirs: &[PathBuf],
-    dist: &DistName,
-    env: &PythonEnvironment,
-) -> Result<Vec<FoundWheel>, PipError> {
-    let mut out = Vec::new();
-    for dir in dirs {
-        for entry in fs_err::read_dir(dir).map_err(PipError::Io)? {
-            let path = entry.map_err(PipError::Io)?.path();
-            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let Ok(filename) = WheelFilename::parse(name) else {
-                continue;
-            };
-            if &filename.dist == dist
-                && env.accepts_tags(&filename.python, &filename.abi, &filename.platform)
-            {
-                out.push(FoundWheel { path, filename });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+/// The wheels of `dist` among links that install here.
+fn wheels_of(links: &[Link], dist: &DistName, env: &PythonEnvironment) -> Vec<FoundWheel> {
+    links
+        .iter()
+        .filter_map(|link| {
+            let filename = WheelFilename::parse(&link.filename).ok()?;
+            let fits = &filename.dist == dist
+                && env.accepts_tags(&filename.python, &filename.abi, &filename.platform);
+            fits.then(|| FoundWheel {
+                link: link.clone(),
+                filename,
+            })
+        })
+        .collect()
 }
 
 /// The version a requirement pins with `==`, if it does.
@@ -131,19 +93,18 @@ fn pinned(requirement: &Requirement) -> Option<&str> {
     (!version.is_empty() && !version.contains([',', '*'])).then_some(version)
 }
 
-/// Chooses among the variant wheels of a requirement in `dirs`: the pinned
-/// or newest version, then the PEP 825 order for `supported`.
-pub fn select(
-    dirs: &[PathBuf],
-    requirement: &Requirement,
-    env: &PythonEnvironment,
-    supported: &SupportedProperties,
-) -> Result<Selection, PipError> {
-    let wheels = wheels_of(dirs, &requirement.name, env)?;
-    if !wheels.iter().any(|w| w.filename.label.is_some()) {
-        return Ok(Selection::NoVariants);
-    }
-    let version = match pinned(requirement) {
+/// What kpack-get needs to choose variants: the sources, a fetcher, and
+/// a directory for what it downloads.
+#[derive(Debug)]
+pub struct VariantSources<'a> {
+    pub sources: Vec<Source>,
+    pub fetcher: Fetcher,
+    pub staging: &'a Path,
+}
+
+/// The version to look at: the one pinned with `==`, else the newest.
+fn release_version(wheels: &[FoundWheel], requirement: &Requirement) -> String {
+    match pinned(requirement) {
         Some(version) => version.to_owned(),
         None => wheels
             .iter()
@@ -151,18 +112,38 @@ pub fn select(
             .max_by(|a, b| compare_versions(a, b))
             .unwrap_or_default()
             .to_owned(),
-    };
+    }
+}
+
+/// Chooses among the variant wheels of a requirement: the pinned or newest
+/// version, then the PEP 825 order for `supported`.
+pub fn select(
+    from: &mut VariantSources<'_>,
+    requirement: &Requirement,
+    env: &PythonEnvironment,
+    supported: &SupportedProperties,
+) -> Result<Selection, PipError> {
+    let mut links = Vec::new();
+    for source in &from.sources {
+        links.extend(from.fetcher.links(source, &requirement.name)?);
+    }
+    let wheels = wheels_of(&links, &requirement.name, env);
+    if !wheels.iter().any(|w| w.filename.label.is_some()) {
+        return Ok(Selection::NoVariants);
+    }
+    let version = release_version(&wheels, requirement);
     let release: Vec<&FoundWheel> = wheels
         .iter()
         .filter(|w| compare_versions(&w.filename.version, &version) == Ordering::Equal)
         .collect();
-    if !release.iter().any(|w| w.filename.label.is_some()) {
+    let Some(first) = release.iter().find(|w| w.filename.label.is_some()) else {
         return Ok(Selection::NoVariants);
-    }
-    let expected = index_filename(&requirement.name, &release[0].filename.version);
-    let Some(index) = dirs.iter().map(|d| d.join(&expected)).find(|p| p.is_file()) else {
+    };
+    let expected = index_filename(&requirement.name, &first.filename.version);
+    let Some(index) = links.iter().find(|l| l.filename == expected) else {
         return Ok(Selection::NoIndex { expected });
     };
+    let index = from.fetcher.fetch(index, from.staging, &expected)?;
     let document = VariantsDocument::read(&index)?;
     let supported = supported
         .clone()
@@ -178,51 +159,20 @@ pub fn select(
     Ok(match order.first().map(|&i| release[i]) {
         None => Selection::NoneCompatible { version },
         Some(best) if best.filename.label.is_none() => Selection::Plain,
-        Some(best) => Selection::Variant(best.clone()),
+        Some(best) => Selection::Variant(Box::new(best.clone())),
     })
 }
 
-/// Puts the chosen variant in `dir` under its plain wheel name (a hard
-/// link, else a copy) and returns the new path.
-pub fn materialise(wheel: &FoundWheel, dir: &Path) -> Result<PathBuf, PipError> {
+/// Puts the chosen variant in the staging directory under its plain wheel
+/// name (a hard link, a copy, or a download) and returns its path.
+pub fn materialise(from: &mut VariantSources<'_>, wheel: &FoundWheel) -> Result<PathBuf, PipError> {
     let plain = wheel.filename.with_label(None).to_string();
-    let target = dir.join(plain);
-    if fs_err::hard_link(&wheel.path, &target).is_err() {
-        fs_err::copy(&wheel.path, &target).map_err(PipError::Io)?;
-    }
-    Ok(target)
-}
-
-/// The label of a chosen wheel, for people.
-pub fn label_of(wheel: &FoundWheel) -> Option<&VariantLabel> {
-    wheel.filename.label.as_ref()
+    from.fetcher.fetch(&wheel.link, from.staging, &plain)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn find_links_in_every_spelling() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().display().to_string();
-        let args: Vec<String> = [
-            "--no-index",
-            "--find-links",
-            &d,
-            &format!("--find-links={d}"),
-            "-f",
-            &d,
-            &format!("-f{d}"),
-            &format!("file://{d}"),
-            "--find-links",
-            "https://example.org/wheels",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        assert_eq!(find_links_dirs(&args).len(), 4);
-    }
 
     #[test]
     fn versions_compare_numerically() {

@@ -2,13 +2,12 @@
 //! directories, requirements resolved with their device extras, then the
 //! environment's installer (pip, or uv where there is no pip).
 
-use std::path::PathBuf;
-
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::installer::Installer;
+use rocm_kpack_get::pip::links::{sources, Fetcher, Location};
 use rocm_kpack_get::pip::requirement::Requirement;
-use rocm_kpack_get::pip::variants::{find_links_dirs, materialise, select, Selection};
+use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
 use serde_json::json;
 
 use super::resolve::{resolve_requirements, Resolved};
@@ -20,7 +19,8 @@ use crate::commands::{Context, Exit, Failure};
 struct Chosen {
     name: String,
     label: String,
-    file: PathBuf,
+    /// The file or URL it came from.
+    source: String,
 }
 
 /// Replaces requirements that have variant wheels in the find-links
@@ -33,14 +33,18 @@ fn choose_variants(
     args: &[String],
     dir: &std::path::Path,
 ) -> Result<Vec<Chosen>, Failure> {
-    let dirs = find_links_dirs(args);
+    let mut from = VariantSources {
+        sources: sources(args),
+        fetcher: Fetcher::new(),
+        staging: dir,
+    };
     let mut chosen = Vec::new();
-    if dirs.is_empty() {
+    if from.sources.is_empty() {
         return Ok(chosen);
     }
     for requirement in requirements.iter_mut().filter(|r| r.path.is_none()) {
         let name = requirement.name.to_string();
-        match select(&dirs, requirement, env, supported)? {
+        match select(&mut from, requirement, env, supported)? {
             Selection::NoVariants => {}
             Selection::Plain => context
                 .printer
@@ -52,17 +56,19 @@ fn choose_variants(
                 "{name} {version}: no variant wheel fits this machine's GPUs and there is no plain wheel"
             )),
             Selection::Variant(wheel) => {
-                let file = materialise(&wheel, dir)?;
+                let file = materialise(&mut from, &wheel)?;
                 let label = wheel.filename.label.as_ref().map(ToString::to_string).unwrap_or_default();
-                context.printer.line(format!(
-                    "{name}: variant {label} ({})",
-                    wheel.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
-                ));
+                context
+                    .printer
+                    .line(format!("{name}: variant {label} ({})", wheel.link.filename));
                 *requirement = requirement.for_file(&file);
                 chosen.push(Chosen {
                     name,
                     label,
-                    file: wheel.path,
+                    source: match &wheel.link.location {
+                        Location::File(path) => path.display().to_string(),
+                        Location::Url(url) => url.to_string(),
+                    },
                 });
             }
         }
@@ -129,7 +135,7 @@ pub fn install(
         "installer": installer.describe(),
         "requirements": resolved.iter().map(Resolved::json).collect::<Vec<_>>(),
         "variants": variants.iter().map(|v| json!({
-            "name": v.name, "label": v.label, "file": v.file.display().to_string(),
+            "name": v.name, "label": v.label, "file": v.source,
         })).collect::<Vec<_>>(),
     }));
     Ok(())

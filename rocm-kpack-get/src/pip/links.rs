@@ -1,0 +1,337 @@
+//! Where the installer finds distributions, as kpack-get reads them to
+//! choose variant wheels: local find-links directories, find-links pages
+//! over HTTP, and package indexes given with `--index-url` /
+//! `--extra-index-url` (PEP 503 pages, `{index}/{name}/`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kpack_wheel::DistName;
+use reqwest::Url;
+
+use super::PipError;
+
+/// One place the installer arguments name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A local directory of files.
+    Dir(PathBuf),
+    /// An HTML page of links.
+    Page(Url),
+    /// A package index: each project at `{url}/{name}/`.
+    Index(Url),
+}
+
+/// A file a source offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// On this machine.
+    File(PathBuf),
+    /// To download.
+    Url(Url),
+}
+
+/// A file name and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub filename: String,
+    pub location: Location,
+}
+
+/// The value of an option in its spellings (`--opt V`, `--opt=V`, `-sV`, `-s V`).
+fn option_values(args: &[String], long: &str, short: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut iter = args.iter();
+    let equals = format!("{long}=");
+    while let Some(arg) = iter.next() {
+        if arg == long || Some(arg.as_str()) == short {
+            out.extend(iter.next().cloned());
+        } else if let Some(value) = arg.strip_prefix(&equals) {
+            out.push(value.to_owned());
+        } else if let Some(value) = short
+            .and_then(|s| arg.strip_prefix(s))
+            .filter(|v| !v.is_empty() && !v.starts_with('-'))
+        {
+            out.push(value.to_owned());
+        }
+    }
+    out
+}
+
+/// The sources among installer arguments, find-links first.
+pub fn sources(args: &[String]) -> Vec<Source> {
+    let mut out = Vec::new();
+    for value in option_values(args, "--find-links", Some("-f")) {
+        if let Some(path) = value.strip_prefix("file://") {
+            out.push(Source::Dir(PathBuf::from(path)));
+        } else if let Some(url) = Url::parse(&value)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+        {
+            out.push(Source::Page(url));
+        } else {
+            out.push(Source::Dir(PathBuf::from(value)));
+        }
+    }
+    let indexes = option_values(args, "--index-url", Some("-i"))
+        .into_iter()
+        .chain(option_values(args, "--extra-index-url", None));
+    for value in indexes {
+        if let Ok(mut url) = Url::parse(&value) {
+            if !url.path().ends_with('/') {
+                url.set_path(&format!("{}/", url.path()));
+            }
+            out.push(Source::Index(url));
+        }
+    }
+    out.retain(|s| !matches!(s, Source::Dir(d) if !d.is_dir()));
+    out
+}
+
+/// Reads sources and downloads what is chosen.
+#[derive(Debug)]
+pub struct Fetcher {
+    http: Option<reqwest::blocking::Client>,
+}
+
+impl Default for Fetcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fetcher {
+    /// A fetcher; the HTTP client is made when first needed.
+    pub fn new() -> Fetcher {
+        Fetcher { http: None }
+    }
+
+    fn client(&mut self) -> Result<&reqwest::blocking::Client, PipError> {
+        let client = match self.http.take() {
+            Some(client) => client,
+            None => {
+                // The ring provider, installed once per process.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::blocking::Client::builder()
+                    .connect_timeout(Duration::from_secs(30))
+                    .timeout(None)
+                    .user_agent(concat!("kpack-get/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|source| PipError::Http {
+                        url: String::new(),
+                        source,
+                    })?
+            }
+        };
+        Ok(self.http.insert(client))
+    }
+
+    fn get(&mut self, url: &Url) -> Result<reqwest::blocking::Response, PipError> {
+        let http_error = |source| PipError::Http {
+            url: url.to_string(),
+            source,
+        };
+        let response = self.client()?.get(url.clone()).send().map_err(http_error)?;
+        response.error_for_status().map_err(http_error)
+    }
+
+    /// The files a source offers for `dist` (everything a page or directory
+    /// lists; the project page of an index).
+    pub fn links(&mut self, source: &Source, dist: &DistName) -> Result<Vec<Link>, PipError> {
+        let page = match source {
+            Source::Dir(dir) => return dir_links(dir),
+            Source::Page(url) => url.clone(),
+            Source::Index(url) => {
+                url.join(&format!("{dist}/"))
+                    .map_err(|e| PipError::Requirement {
+                        text: url.to_string(),
+                        reason: e.to_string(),
+                    })?
+            }
+        };
+        let response = match self.get(&page) {
+            Err(PipError::Http { source, .. })
+                if source.status() == Some(reqwest::StatusCode::NOT_FOUND) =>
+            {
+                return Ok(Vec::new())
+            }
+            other => other?,
+        };
+        let html = response.text().map_err(|source| PipError::Http {
+            url: page.to_string(),
+            source,
+        })?;
+        Ok(anchors(&html, &page))
+    }
+
+    /// The file of a link on this machine: itself, or downloaded into `dir`
+    /// under `name`.
+    pub fn fetch(&mut self, link: &Link, dir: &Path, name: &str) -> Result<PathBuf, PipError> {
+        let target = dir.join(name);
+        match &link.location {
+            Location::File(path) => {
+                if fs_err::hard_link(path, &target).is_err() {
+                    fs_err::copy(path, &target).map_err(PipError::Io)?;
+                }
+            }
+            Location::Url(url) => {
+                let mut response = self.get(url)?;
+                let mut file = fs_err::File::create(&target).map_err(PipError::Io)?;
+                response
+                    .copy_to(&mut file)
+                    .map_err(|source| PipError::Http {
+                        url: url.to_string(),
+                        source,
+                    })?;
+                file.flush().map_err(PipError::Io)?;
+            }
+        }
+        Ok(target)
+    }
+}
+
+fn dir_links(dir: &Path) -> Result<Vec<Link>, PipError> {
+    let mut out = Vec::new();
+    for entry in fs_err::read_dir(dir).map_err(PipError::Io)? {
+        let path = entry.map_err(PipError::Io)?.path();
+        if let Some(filename) = path.file_name().and_then(|n| n.to_str()) {
+            out.push(Link {
+                filename: filename.to_owned(),
+                location: Location::File(path.clone()),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.filename.cmp(&b.filename));
+    Ok(out)
+}
+
+/// The `href`s of an HTML page's anchors, resolved against the page, with
+/// their file names (fragments such as `#sha256=...` dropped).
+fn anchors(html: &str, page: &Url) -> Vec<Link> {
+    let mut out = Vec::new();
+    for piece in html.split("href=").skip(1) {
+        let Some(quote) = piece.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+            continue;
+        };
+        let Some(value) = piece[1..].split(quote).next() else {
+            continue;
+        };
+        let value = value.replace("&amp;", "&");
+        let Ok(mut url) = page.join(&value) else {
+            continue;
+        };
+        url.set_fragment(None);
+        let filename = url
+            .path_segments()
+            .and_then(|mut s| s.next_back())
+            .unwrap_or("")
+            .to_owned();
+        let filename = percent_decoded(&filename);
+        if !filename.is_empty() {
+            out.push(Link {
+                filename,
+                location: Location::Url(url),
+            });
+        }
+    }
+    out
+}
+
+/// `%XX` escapes decoded (a file name in a URL path).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = || {
+            std::str::from_utf8(bytes.get(i + 1..i + 3)?)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        };
+        match (bytes[i], hex()) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_in_every_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let args: Vec<String> = [
+            "--no-index",
+            "--find-links",
+            &d,
+            &format!("--find-links={d}"),
+            "-f",
+            &d,
+            &format!("-f{d}"),
+            &format!("--find-links=file://{d}"),
+            "--find-links",
+            "https://example.org/wheels.html",
+            "--find-links",
+            "/no/such/dir",
+            "-i",
+            "https://example.org/simple",
+            "--extra-index-url=https://example.org/extra/",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let found = sources(&args);
+        assert_eq!(
+            found.iter().filter(|s| matches!(s, Source::Dir(_))).count(),
+            5
+        );
+        assert!(found.contains(&Source::Page(
+            Url::parse("https://example.org/wheels.html").unwrap()
+        )));
+        assert!(found.contains(&Source::Index(
+            Url::parse("https://example.org/simple/").unwrap()
+        )));
+        assert!(found.contains(&Source::Index(
+            Url::parse("https://example.org/extra/").unwrap()
+        )));
+    }
+
+    #[test]
+    fn anchors_resolve_against_the_page() {
+        let page = Url::parse("http://host/simple/demo/").unwrap();
+        let html = r#"<html><body>
+            <a href="demo-1.0-py3-none-any-gfx1100.whl#sha256=abc">x</a>
+            <a href='../../files/demo-1.0-variants.json' data-x="y">y</a>
+            <a href="https://cdn.example/demo%2Bx-1.0.whl?a=1&amp;b=2">z</a>
+            </body></html>"#;
+        let links = anchors(html, &page);
+        let names: Vec<&str> = links.iter().map(|l| l.filename.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "demo-1.0-py3-none-any-gfx1100.whl",
+                "demo-1.0-variants.json",
+                "demo+x-1.0.whl"
+            ]
+        );
+        assert_eq!(
+            links[1].location,
+            Location::Url(Url::parse("http://host/files/demo-1.0-variants.json").unwrap())
+        );
+        assert_eq!(
+            links[2].location,
+            Location::Url(Url::parse("https://cdn.example/demo%2Bx-1.0.whl?a=1&b=2").unwrap())
+        );
+    }
+}
