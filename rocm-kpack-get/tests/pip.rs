@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::wheels::{demo_device, demo_host, demo_links, demo_variants};
+use common::wheels::{
+    demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
+};
 use common::{output, success, Env};
 
 /// The project's test environment, holding pip, uv and the interpreter.
@@ -518,4 +520,57 @@ fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
     assert!(stdout.contains("demo: variant null"), "{stdout}\n{stderr}");
     assert_eq!(installed_build(&python), "null");
     assert_eq!(installed(&python), names(&["demo"]));
+}
+
+/// The installed version of a distribution, as Python reports it.
+fn version_of(python: &Path, dist: &str) -> String {
+    success(Command::new(python).args([
+        "-c",
+        &format!("import importlib.metadata as m; print(m.version('{dist}'))"),
+    ]))
+    .trim()
+    .to_owned()
+}
+
+#[test]
+fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    let pip = |args: &[&str]| {
+        success(
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(links_args(&links))
+                .args(args),
+        )
+    };
+    pip(&["demo[device-gfx1100]==1.0"]);
+    demo_host_at(&links, "1.1", None);
+    demo_device_at(&links, "gfx1100", "1.1");
+    // An upgrade of the host alone leaves the 1.0 device code behind.
+    pip(&["--no-deps", "--upgrade", "demo"]);
+    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.0");
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "sync", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(
+        stdout.contains("installed demo[device-gfx1100]==1.1 with "),
+        "{stdout}"
+    );
+    assert_eq!(version_of(&python, "demo"), "1.1");
+    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.1");
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(stdout.starts_with("nothing to install"), "{stdout}");
 }

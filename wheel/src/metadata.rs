@@ -65,6 +65,18 @@ impl RequiresDist {
         })
     }
 
+    /// The version it pins with a single `== V` clause (`demo-device-gfx1100 == 1.0`).
+    pub fn pinned_version(&self) -> Option<&str> {
+        let spec = self.text.split(';').next()?;
+        let start =
+            spec.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))?;
+        let version = spec[start..].trim().strip_prefix("==")?.trim();
+        let plain = !version.is_empty()
+            && !version.starts_with('=')
+            && !version.contains([',', '*', ' ', '<', '>', '!', '~', '[']);
+        plain.then_some(version)
+    }
+
     /// The extra its marker requires, for the common `extra == "name"` form.
     pub fn extra(&self) -> Option<ExtraName> {
         let marker = self.marker.as_deref()?;
@@ -246,7 +258,22 @@ Requires-Dist: numpy>=1\n\nThe body: with a colon.\n\nSecond paragraph.\n";
             Some("extra == \"device-gfx1100\"")
         );
         assert_eq!(device.extra().unwrap().as_str(), "device-gfx1100");
+        assert_eq!(device.pinned_version(), Some("1.0"));
         assert_eq!(metadata.requires_dist[1].name.as_str(), "numpy");
+        assert_eq!(metadata.requires_dist[1].pinned_version(), None);
+        for (text, pinned) in [
+            ("a == 2.0 ; extra == 'x'", Some("2.0")),
+            ("a===2.0", None),
+            ("a==2.*", None),
+            ("a==1,!=1.5", None),
+            ("a[x]==1", None),
+        ] {
+            assert_eq!(
+                RequiresDist::parse(text).unwrap().pinned_version(),
+                pinned,
+                "{text}"
+            );
+        }
         assert_eq!(metadata.requires_dist[1].extra(), None);
     }
 

@@ -182,7 +182,10 @@ fn cp_at_most(tag: &str, major: u32, minor: u32) -> bool {
         .is_some_and(|m| m <= minor)
 }
 
-/// Whether a distribution of this name is installed.
-pub fn is_installed(installed: &[InstalledDist], name: &DistName) -> bool {
-    installed.iter().any(|d| &d.metadata.name == name)
+/// Whether a distribution of this name is installed, at `version` when
+/// one is given.
+pub fn is_installed(installed: &[InstalledDist], name: &DistName, version: Option<&str>) -> bool {
+    installed
+        .iter()
+        .any(|d| &d.metadata.name == name && version.is_none_or(|v| d.metadata.version == v))
 }

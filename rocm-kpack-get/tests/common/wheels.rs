@@ -79,24 +79,30 @@ pub const DEMO_DEVICES: [&str; 2] = ["gfx1100", "gfx90a"];
 /// and `device-all`, each requiring its device distributions; a file
 /// `demo/variant.txt` saying which build it is (`plain` or a label).
 pub fn demo_host(dir: &Path, label: Option<&str>) -> PathBuf {
+    demo_host_at(dir, "1.0", label)
+}
+
+/// The host wheel of `demo` at `version`, its extras pinning device
+/// distributions of the same version.
+pub fn demo_host_at(dir: &Path, version: &str, label: Option<&str>) -> PathBuf {
     let mut headers = Vec::new();
     for device in DEMO_DEVICES {
         headers.push(format!("Provides-Extra: device-{device}"));
         headers.push(format!(
-            "Requires-Dist: demo-device-{device}==1.0; extra == \"device-{device}\""
+            "Requires-Dist: demo-device-{device}=={version}; extra == \"device-{device}\""
         ));
     }
     headers.push("Provides-Extra: device-all".to_owned());
     for device in DEMO_DEVICES {
         headers.push(format!(
-            "Requires-Dist: demo-device-{device}==1.0; extra == \"device-all\""
+            "Requires-Dist: demo-device-{device}=={version}; extra == \"device-all\""
         ));
     }
     build_wheel(
         dir,
         &WheelSpec {
             name: "demo".into(),
-            version: "1.0".into(),
+            version: version.into(),
             label: label.map(str::to_owned),
             headers,
             files: vec![
@@ -112,13 +118,18 @@ pub fn demo_host(dir: &Path, label: Option<&str>) -> PathBuf {
 
 /// The device wheel `demo-device-<processor>` 1.0.
 pub fn demo_device(dir: &Path, processor: &str) -> PathBuf {
+    demo_device_at(dir, processor, "1.0")
+}
+
+/// The device wheel `demo-device-<processor>` at `version`.
+pub fn demo_device_at(dir: &Path, processor: &str, version: &str) -> PathBuf {
     build_wheel(
         dir,
         &WheelSpec {
             name: format!("demo-device-{processor}"),
-            version: "1.0".into(),
+            version: version.into(),
             label: None,
-            headers: vec!["Requires-Dist: demo==1.0".into()],
+            headers: vec![format!("Requires-Dist: demo=={version}")],
             files: vec![(
                 format!("demo/.kpack/code_{processor}.kpack"),
                 format!("device code for {processor}\n").into_bytes(),

@@ -1,7 +1,8 @@
 //! `pip sync`: after any install, reads what the environment has
 //! (`*.dist-info/METADATA`, no pip needed), and for every distribution
 //! offering `device-*` extras installs the device distributions this
-//! machine needs that are missing.
+//! machine needs that are missing, or installed at another version than
+//! the host pins (after the host was upgraded).
 //!
 //! A missing device distribution is installed as `name[device-X]==version`
 //! of the installed host, not by its own name: the host's
@@ -62,8 +63,8 @@ fn missing(
                 .requires_dist
                 .iter()
                 .filter(|r| r.extra().as_ref() == Some(&extra))
+                .filter(|r| !is_installed(installed, &r.name, r.pinned_version()))
                 .map(|r| r.name.clone())
-                .filter(|name| !is_installed(installed, name))
                 .collect();
             if !dists.is_empty() {
                 out.push(Missing {
