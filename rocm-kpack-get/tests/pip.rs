@@ -153,6 +153,24 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
             .args(links_args(&links));
         kpack_ok(&mut command)
     };
+    let mut dry_run = kpack(&env);
+    dry_run
+        .args([
+            "--target",
+            "gfx1100",
+            "pip",
+            "sync",
+            "--dry-run",
+            "--python",
+        ])
+        .arg(&python);
+    let (stdout, _) = kpack_ok(&mut dry_run);
+    assert!(
+        stdout.contains("would install demo[device-gfx1100]==1.0 with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo"]));
+
     let (stdout, _) = sync(&env);
     assert!(
         stdout.contains("demo: device-gfx1100 (demo-device-gfx1100)"),

@@ -1,6 +1,7 @@
-//! `pip install`: variant wheels chosen for this machine from find-links
-//! directories, requirements resolved with their device extras, then the
-//! environment's installer (pip, or uv where there is no pip).
+//! `pip install`: variant wheels chosen for this machine from the
+//! installer's sources (find-links directories and pages, package indexes),
+//! requirements resolved with their device extras, then the environment's
+//! installer (pip, or uv where there is no pip).
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
@@ -23,8 +24,8 @@ struct Chosen {
     source: String,
 }
 
-/// Replaces requirements that have variant wheels in the find-links
-/// directories with the best variant, placed under its plain name in `dir`.
+/// Replaces requirements that have variant wheels in the installer's
+/// sources with the best variant, placed under its plain name in `dir`.
 fn choose_variants(
     context: &Context,
     env: &PythonEnvironment,
