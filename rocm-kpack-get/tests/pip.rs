@@ -592,3 +592,48 @@ fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
     let (stdout, _) = kpack_ok(&mut command);
     assert!(stdout.starts_with("nothing to install"), "{stdout}");
 }
+
+#[test]
+fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why_not() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = uv_venv(&env.home.path().join("venv"), env.home.path());
+    // A PATH with uv and no python3 at all.
+    let bin = env.home.path().join("only-uv");
+    fs_err::create_dir_all(&bin).unwrap();
+    fs_err::os::unix::fs::symlink(test_venv().join("bin/uv"), bin.join("uv")).unwrap();
+
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "install", "demo", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links))
+        .env("PATH", &bin);
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert!(
+        stderr.contains("note: no pip to learn extras from"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("installed demo with "), "{stdout}");
+    assert!(
+        stdout.contains("installed demo[device-gfx1100]==1.0 with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "resolve", "demo", "--python"])
+        .arg(&python)
+        .env("PATH", &bin);
+    let out = output(&mut command);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: resolving requirements needs pip"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: "), "{stderr}");
+}

@@ -89,22 +89,28 @@ fn find_uv(prefix: &Path) -> Option<PathBuf> {
 }
 
 /// A `pip` command able to resolve for the environment: its own pip, else
-/// pip from `python3` on `PATH` run on it with `--python`.
+/// pip from a `python3` on `PATH` (not the environment's own) run on it
+/// with `--python`.
 pub fn resolver(env: &PythonEnvironment) -> Result<Command, PipError> {
-    let mut command;
     if env.has_pip {
-        command = Command::new(&env.python);
+        let mut command = Command::new(&env.python);
         command.args(["-m", "pip"]);
         return Ok(command);
     }
-    let outer = PythonEnvironment::query(Path::new("python3")).ok();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let outer = std::env::split_paths(&path)
+        .map(|dir| dir.join("python3"))
+        .filter(|candidate| candidate.is_file())
+        .take(8)
+        .filter_map(|candidate| PythonEnvironment::query(&candidate).ok())
+        .find(|outer| outer.has_pip && outer.prefix != env.prefix);
     match outer {
-        Some(outer) if outer.has_pip => {
-            command = Command::new(outer.python);
+        Some(outer) => {
+            let mut command = Command::new(outer.python);
             command.args(["-m", "pip", "--python"]).arg(&env.python);
             Ok(command)
         }
-        _ => Err(PipError::NoResolver {
+        None => Err(PipError::NoResolver {
             python: env.python.clone(),
         }),
     }

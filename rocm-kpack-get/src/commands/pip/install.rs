@@ -5,14 +5,16 @@
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
-use rocm_kpack_get::pip::installer::Installer;
+use rocm_kpack_get::pip::installer::{resolver, Installer};
 use rocm_kpack_get::pip::links::{sources, Fetcher, Location};
 use rocm_kpack_get::pip::requirement::Requirement;
 use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
+use rocm_kpack_get::pip::PipError;
 use serde_json::json;
 
 use super::resolve::{resolve_requirements, Resolved};
-use super::{environment, machine};
+use super::sync::sync_environment;
+use super::{environment, machine, Machine};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Exit, Failure};
 
@@ -77,6 +79,93 @@ fn choose_variants(
     Ok(chosen)
 }
 
+/// What an install works with.
+struct Job<'a> {
+    context: &'a Context,
+    env: &'a PythonEnvironment,
+    installer: &'a Installer,
+    machine: &'a Machine,
+    options: &'a PipOptions,
+    dry_run: bool,
+    args: &'a [String],
+}
+
+impl Job<'_> {
+    /// Installs requirements resolved with their extras by pip's report.
+    fn install_resolved(
+        &self,
+        pip: std::process::Command,
+        requirements: &[Requirement],
+    ) -> Result<serde_json::Value, Failure> {
+        let resolved = resolve_requirements(
+            self.context,
+            pip,
+            self.machine,
+            requirements,
+            self.options.all_targets,
+            self.args,
+        )?;
+        let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
+        if !self.dry_run {
+            let output = self.installer.install(&texts, self.args)?;
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                self.context.printer.detail(line);
+            }
+        }
+        let verb = if self.dry_run {
+            "would install"
+        } else {
+            "installed"
+        };
+        self.context.printer.line(format!(
+            "{verb} {} with {}",
+            texts.join(" "),
+            self.installer.describe()
+        ));
+        Ok(json!(resolved
+            .iter()
+            .map(Resolved::json)
+            .collect::<Vec<_>>()))
+    }
+
+    /// Without pip anywhere to resolve with: installs the requirements as
+    /// given, then what a sync finds missing in the environment.
+    fn install_then_sync(
+        &self,
+        requirements: &[Requirement],
+    ) -> Result<serde_json::Value, Failure> {
+        let printer = &self.context.printer;
+        printer.note(
+            "no pip to learn extras from (neither the environment's nor a python3 on PATH): \
+             installing as given, then the device extras of what is installed",
+        );
+        let texts: Vec<String> = requirements.iter().map(|r| r.with_extras(&[])).collect();
+        if self.dry_run {
+            printer.line(format!(
+                "would install {} with {}, then the device extras it offers",
+                texts.join(" "),
+                self.installer.describe()
+            ));
+            return Ok(json!({ "requirements": texts }));
+        }
+        self.installer.install(&texts, self.args)?;
+        printer.line(format!(
+            "installed {} with {}",
+            texts.join(" "),
+            self.installer.describe()
+        ));
+        let outcome = sync_environment(
+            self.context,
+            self.env,
+            self.machine,
+            self.options.all_targets,
+            false,
+            self.args,
+        )?;
+        Ok(json!({ "requirements": texts, "sync": outcome.json() }))
+    }
+}
+
 pub fn install(
     context: &Context,
     requirements: &[String],
@@ -105,36 +194,25 @@ pub fn install(
         args,
         staging.path(),
     )?;
-    let resolved = resolve_requirements(
+    let job = Job {
         context,
-        &env,
-        &machine,
-        &requirements,
-        options.all_targets,
+        env: &env,
+        installer: &installer,
+        machine: &machine,
+        options,
+        dry_run,
         args,
-    )?;
-    let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
-    if !dry_run {
-        let output = installer.install(&texts, args)?;
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            context.printer.detail(line);
-        }
-    }
-    let verb = if dry_run {
-        "would install"
-    } else {
-        "installed"
     };
-    context.printer.line(format!(
-        "{verb} {} with {}",
-        texts.join(" "),
-        installer.describe()
-    ));
+    let installed = match resolver(&env) {
+        Ok(pip) => job.install_resolved(pip, &requirements)?,
+        Err(PipError::NoResolver { .. }) => job.install_then_sync(&requirements)?,
+        Err(error) => return Err(error.into()),
+    };
     context.printer.json(&json!({
         "machine": machine.json(),
         "dry_run": dry_run,
         "installer": installer.describe(),
-        "requirements": resolved.iter().map(Resolved::json).collect::<Vec<_>>(),
+        "requirements": installed,
         "variants": variants.iter().map(|v| json!({
             "name": v.name, "label": v.label, "file": v.source,
         })).collect::<Vec<_>>(),

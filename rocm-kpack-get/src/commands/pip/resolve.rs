@@ -3,7 +3,6 @@
 //! device extras are added as requirements of their own.
 
 use kpack_wheel::ExtraName;
-use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::resolver;
 use rocm_kpack_get::pip::report;
@@ -51,14 +50,14 @@ impl Resolved {
 /// GPU a distribution has no device code for.
 pub fn resolve_requirements(
     context: &Context,
-    env: &PythonEnvironment,
+    pip: std::process::Command,
     machine: &Machine,
     requirements: &[Requirement],
     all_targets: bool,
     args: &[String],
 ) -> Result<Vec<Resolved>, Failure> {
     let texts: Vec<String> = requirements.iter().map(|r| r.with_extras(&[])).collect();
-    let candidates = report::resolve(resolver(env)?, &texts, args)?;
+    let candidates = report::resolve(pip, &texts, args)?;
     let mut out: Vec<Resolved> = requirements
         .iter()
         .map(|requirement| Resolved {
@@ -118,7 +117,7 @@ pub fn resolve(
         .collect::<Result<Vec<_>, _>>()?;
     let resolved = resolve_requirements(
         context,
-        &env,
+        resolver(&env)?,
         &machine,
         &requirements,
         options.all_targets,

@@ -12,7 +12,7 @@
 //! satisfied at that version, fetches only the device part.
 
 use kpack_wheel::{DistName, ExtraName};
-use rocm_kpack_get::pip::environment::{is_installed, InstalledDist};
+use rocm_kpack_get::pip::environment::{is_installed, InstalledDist, PythonEnvironment};
 use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::Installer;
 use serde_json::json;
@@ -79,6 +79,96 @@ fn missing(
     (out, hosts)
 }
 
+/// What a sync found and did.
+#[derive(Debug)]
+pub struct SyncOutcome {
+    missing: Vec<Missing>,
+    /// How many installed distributions offer device extras.
+    hosts: usize,
+    /// The installer used, when something was missing.
+    installer: Option<String>,
+    dry_run: bool,
+}
+
+impl SyncOutcome {
+    /// The requirements installed (or that would be, with `--dry-run`).
+    fn requirements(&self) -> Vec<String> {
+        self.missing.iter().map(Missing::requirement).collect()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        json!({
+            "dry_run": self.dry_run,
+            "installer": self.installer,
+            "with_device_extras": self.hosts,
+            "installed": if self.dry_run { Vec::new() } else { self.requirements() },
+            "missing": self.missing.iter().map(|m| json!({
+                "host": m.host.as_str(),
+                "version": m.version,
+                "extra": m.extra.as_str(),
+                "dists": m.dists.iter().map(DistName::as_str).collect::<Vec<_>>(),
+                "requirement": m.requirement(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Installs into `env` what the machine needs and lacks, saying what.
+pub fn sync_environment(
+    context: &Context,
+    env: &PythonEnvironment,
+    machine: &Machine,
+    all_targets: bool,
+    dry_run: bool,
+    args: &[String],
+) -> Result<SyncOutcome, Failure> {
+    let installed = env.installed()?;
+    let (missing, hosts) = missing(context, &installed, machine, all_targets);
+    let mut outcome = SyncOutcome {
+        missing,
+        hosts,
+        installer: None,
+        dry_run,
+    };
+    if outcome.missing.is_empty() {
+        context.printer.line(if hosts == 0 {
+            "nothing to install: no installed distribution offers device extras".to_owned()
+        } else {
+            format!("nothing to install: the {hosts} distribution(s) with device extras have what this machine needs")
+        });
+        return Ok(outcome);
+    }
+    let installer = Installer::for_environment(env)?;
+    for entry in &outcome.missing {
+        let names: Vec<&str> = entry.dists.iter().map(DistName::as_str).collect();
+        context.printer.line(format!(
+            "{}: {} ({})",
+            entry.host,
+            entry.extra,
+            names.join(", ")
+        ));
+    }
+    let requirements = outcome.requirements();
+    if !dry_run {
+        let output = installer.install(&requirements, args)?;
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            context.printer.detail(line);
+        }
+    }
+    let verb = if dry_run {
+        "would install"
+    } else {
+        "installed"
+    };
+    context.printer.line(format!(
+        "{verb} {} with {}",
+        requirements.join(" "),
+        installer.describe()
+    ));
+    outcome.installer = Some(installer.describe());
+    Ok(outcome)
+}
+
 pub fn sync(
     context: &Context,
     options: &PipOptions,
@@ -88,58 +178,9 @@ pub fn sync(
     let machine = machine(context)?;
     machine.note_without_gpu(context);
     let env = environment(options.python.as_deref())?;
-    let installed = env.installed()?;
-    let (missing, hosts) = missing(context, &installed, &machine, options.all_targets);
-    let requirements: Vec<String> = missing.iter().map(Missing::requirement).collect();
-    let mut installer_name = None;
-    if missing.is_empty() {
-        let text = if hosts == 0 {
-            "nothing to install: no installed distribution offers device extras".to_owned()
-        } else {
-            format!("nothing to install: the {hosts} distribution(s) with device extras have what this machine needs")
-        };
-        context.printer.line(text);
-    } else {
-        let installer = Installer::for_environment(&env)?;
-        for entry in &missing {
-            let names: Vec<&str> = entry.dists.iter().map(DistName::as_str).collect();
-            context.printer.line(format!(
-                "{}: {} ({})",
-                entry.host,
-                entry.extra,
-                names.join(", ")
-            ));
-        }
-        if !dry_run {
-            let output = installer.install(&requirements, args)?;
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                context.printer.detail(line);
-            }
-        }
-        let verb = if dry_run {
-            "would install"
-        } else {
-            "installed"
-        };
-        context.printer.line(format!(
-            "{verb} {} with {}",
-            requirements.join(" "),
-            installer.describe()
-        ));
-        installer_name = Some(installer.describe());
-    }
-    context.printer.json(&json!({
-        "machine": machine.json(),
-        "dry_run": dry_run,
-        "installer": installer_name,
-        "installed": if dry_run { Vec::new() } else { requirements.clone() },
-        "missing": missing.iter().map(|m| json!({
-            "host": m.host.as_str(),
-            "version": m.version,
-            "extra": m.extra.as_str(),
-            "dists": m.dists.iter().map(DistName::as_str).collect::<Vec<_>>(),
-            "requirement": m.requirement(),
-        })).collect::<Vec<_>>(),
-    }));
+    let outcome = sync_environment(context, &env, &machine, options.all_targets, dry_run, args)?;
+    let mut document = outcome.json();
+    document["machine"] = machine.json();
+    context.printer.json(&document);
     Ok(())
 }
