@@ -117,12 +117,14 @@ impl SchemaVersion {
         let Some(version) = version else {
             return Ok(SchemaVersion::V0_0);
         };
-        let numbers: Vec<&str> = version.split('.').collect();
-        match numbers.as_slice() {
-            ["0", "0", _] => Ok(SchemaVersion::V0_0),
-            ["0", "1", _] => Ok(SchemaVersion::V0_1),
-            ["0", "2", _] => Ok(SchemaVersion::V0_2),
-            _ => Err(VariantsError::UnsupportedSchema {
+        let numbers: Option<Vec<u32>> = version.split('.').map(|n| n.parse().ok()).collect();
+        match numbers.as_deref() {
+            // A name without a version (`variants.json`): the prototypes.
+            None => Ok(SchemaVersion::V0_0),
+            Some([0, 0, _]) => Ok(SchemaVersion::V0_0),
+            Some([0, 1, _]) => Ok(SchemaVersion::V0_1),
+            Some([0, 2, _]) => Ok(SchemaVersion::V0_2),
+            Some(_) => Err(VariantsError::UnsupportedSchema {
                 schema: url.to_owned(),
             }),
         }
@@ -536,6 +538,11 @@ mod tests {
         assert_eq!(values(&doc, "abcd1234"), ["amd :: gfx_arch :: gfx1100"]);
         let doc = VariantsDocument::from_json(
             r#"{"$schema": "https://wheelnext.dev/schema/variant-0.0.2.json", "variants": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(doc.schema, SchemaVersion::V0_0);
+        let doc = VariantsDocument::from_json(
+            r#"{"$schema": "https://wheelnext.dev/variants.json", "variants": {}}"#,
         )
         .unwrap();
         assert_eq!(doc.schema, SchemaVersion::V0_0);
