@@ -16,8 +16,12 @@ pub enum FetchError {
     Http { location: String, message: String },
     #[error("{location}: not found")]
     NotFound { location: String },
-    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL or an http(s):// URL")]
+    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL, an http(s):// URL or an s3://bucket/prefix")]
     UnsupportedScheme { location: String, scheme: String },
+    /// Reading a bucket; the error names the object.
+    #[cfg(feature = "publish")]
+    #[error(transparent)]
+    Store(Box<crate::store::StoreError>),
 }
 
 /// The scheme of a URL (`s3` of `s3://bucket/prefix`), or `None` for a
@@ -39,6 +43,9 @@ pub enum Source {
         base: String,
         client: reqwest::blocking::Client,
     },
+    /// A bucket, read through the S3 API (with credentials).
+    #[cfg(feature = "publish")]
+    Store(Box<crate::store::Store>),
 }
 
 impl Source {
@@ -77,6 +84,20 @@ impl Source {
         Ok(Source::Dir(PathBuf::from(path)))
     }
 
+    /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3
+    /// API as `s3` says.
+    #[cfg(feature = "publish")]
+    pub fn open(location: &str, s3: &crate::store::S3Options) -> Result<Source, FetchError> {
+        use crate::store::{Location, Store};
+        if url_scheme(location) != Some("s3") {
+            return Source::parse(location);
+        }
+        let store = Location::parse(location)
+            .and_then(|parsed| Store::open(&parsed, s3))
+            .map_err(|e| FetchError::Store(Box::new(e)))?;
+        Ok(Source::Store(Box::new(store)))
+    }
+
     /// A directory source.
     pub fn dir(path: &Path) -> Source {
         Source::Dir(path.to_owned())
@@ -87,6 +108,8 @@ impl Source {
         match self {
             Source::Dir(dir) => dir.join(relative).display().to_string(),
             Source::Http { base, .. } => format!("{base}{relative}"),
+            #[cfg(feature = "publish")]
+            Source::Store(store) => store.location(relative),
         }
     }
 
@@ -119,6 +142,11 @@ impl Source {
                 })?;
                 Ok(Some(bytes.to_vec()))
             }
+            #[cfg(feature = "publish")]
+            Source::Store(store) => match store.read(relative) {
+                Ok(read) => Ok(read.map(|read| read.bytes)),
+                Err(e) => Err(FetchError::Store(Box::new(e))),
+            },
         }
     }
 

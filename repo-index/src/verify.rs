@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::fetch::{FetchError, Source};
 
 use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
-use crate::sign::{verify_root, PublicKey, SignError};
+use crate::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
 use crate::types::{PackageName, RelativePath, Sha256, Timestamp};
 
 /// What is wrong with a repository.
@@ -117,14 +117,14 @@ pub(crate) fn verified_root(
     now: Timestamp,
     min_version: Option<u64>,
 ) -> Result<(RootIndex, RootBytes), VerifyError> {
-    let bytes = source.read("index.toml")?;
-    let signature = source.read("index.toml.minisig")?;
-    let root = verify_root(
-        key,
-        "index.toml",
-        &bytes,
-        &String::from_utf8_lossy(&signature),
-    )?;
+    let SignedRoot {
+        root,
+        bytes,
+        signature,
+    } = read_signed_root(key, |path| source.read(path)).map_err(|error| match error {
+        RootReadError::Read(error) => VerifyError::Fetch(error),
+        RootReadError::Sign(error) => VerifyError::Sign(error),
+    })?;
     if root.repo.expires < now {
         return Err(VerifyError::Expired {
             expires: root.repo.expires,
@@ -140,7 +140,13 @@ pub(crate) fn verified_root(
             });
         }
     }
-    Ok((root, RootBytes { bytes, signature }))
+    Ok((
+        root,
+        RootBytes {
+            bytes,
+            signature: signature.into_bytes(),
+        },
+    ))
 }
 
 /// The exact bytes of a verified root and of its signature.
