@@ -1,0 +1,17 @@
+//! The Python packaging vocabulary shared by the wheel splitter and
+//! kpack-get's pip integration (06-python.md):
+//!
+//! - [`filename`]: wheel file names, with PEP 825 variant labels;
+//! - [`names`]: distribution (PEP 503) and extra (PEP 685) names;
+//! - [`metadata`]: reading and extending core metadata (`METADATA`);
+//! - [`variants`]: variant properties, `variant.json` and
+//!   `{name}-{version}-variants.json`, and ordering variants for a machine.
+
+pub mod filename;
+pub mod metadata;
+pub mod names;
+pub mod variants;
+
+pub use filename::{InvalidFilename, VariantLabel, WheelFilename};
+pub use metadata::{Metadata, MetadataEditor, MetadataError, RequiresDist};
+pub use names::{DistName, ExtraName, InvalidName};

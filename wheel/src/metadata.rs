@@ -1,0 +1,294 @@
+//! Core metadata (`METADATA`): RFC 822 style headers, a blank line, then
+//! the description body. Read for `Name`, `Version`, `Provides-Extra` and
+//! `Requires-Dist` (markers kept as text); edited by appending headers while
+//! keeping everything else byte for byte.
+
+use crate::names::{DistName, ExtraName, InvalidName};
+
+/// A METADATA document that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// A required header is absent.
+    #[error("METADATA has no `{field}` header")]
+    Missing {
+        /// The header name.
+        field: &'static str,
+    },
+    /// A header value is not valid.
+    #[error("METADATA header `{field}`: `{value}` is not valid")]
+    Invalid {
+        /// The header name.
+        field: &'static str,
+        /// The value found.
+        value: String,
+        /// Why.
+        #[source]
+        source: InvalidName,
+    },
+    /// A line of the header block is neither `Key: value` nor a continuation.
+    #[error("METADATA line {line}: `{text}` is not a `Key: value` header")]
+    Malformed {
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+}
+
+/// One `Requires-Dist` entry: the distribution, the whole text, and the
+/// environment marker after `;` as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiresDist {
+    /// The required distribution.
+    pub name: DistName,
+    /// The requirement as written (`demo-device-gfx1100 == 1.0; extra == "device-gfx1100"`).
+    pub text: String,
+    /// The marker after `;`, trimmed, if any.
+    pub marker: Option<String>,
+}
+
+impl RequiresDist {
+    /// Reads a requirement's name and marker.
+    pub fn parse(text: &str) -> Result<RequiresDist, InvalidName> {
+        let (spec, marker) = match text.split_once(';') {
+            Some((spec, marker)) => (spec, Some(marker.trim().to_owned())),
+            None => (text, None),
+        };
+        let spec = spec.trim_start();
+        let end = spec
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+            .unwrap_or(spec.len());
+        Ok(RequiresDist {
+            name: DistName::new(&spec[..end])?,
+            text: text.trim().to_owned(),
+            marker,
+        })
+    }
+
+    /// The extra its marker requires, for the common `extra == "name"` form.
+    pub fn extra(&self) -> Option<ExtraName> {
+        let marker = self.marker.as_deref()?;
+        let rest = marker
+            .split("extra")
+            .nth(1)?
+            .trim_start()
+            .strip_prefix("==")?;
+        let rest = rest.trim_start();
+        let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+        let value = rest[1..].split(quote).next()?;
+        ExtraName::new(value).ok()
+    }
+}
+
+/// The fields of METADATA this project reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// `Name`.
+    pub name: DistName,
+    /// `Version`, as written.
+    pub version: String,
+    /// Every `Provides-Extra`, in order.
+    pub provides_extra: Vec<ExtraName>,
+    /// Every `Requires-Dist`, in order.
+    pub requires_dist: Vec<RequiresDist>,
+}
+
+impl Metadata {
+    /// Parses a METADATA document.
+    pub fn parse(text: &str) -> Result<Metadata, MetadataError> {
+        let headers = headers(text)?;
+        let first = |field: &'static str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(field))
+                .map(|(_, v)| v.as_str())
+                .ok_or(MetadataError::Missing { field })
+        };
+        fn invalid<'v>(
+            field: &'static str,
+            value: &'v str,
+        ) -> impl FnOnce(InvalidName) -> MetadataError + 'v {
+            move |source| MetadataError::Invalid {
+                field,
+                value: value.to_owned(),
+                source,
+            }
+        }
+        let name_text = first("Name")?;
+        let name = DistName::new(name_text).map_err(invalid("Name", name_text))?;
+        let version = first("Version")?.to_owned();
+        let all = |field: &'static str| {
+            headers
+                .iter()
+                .filter(move |(k, _)| k.eq_ignore_ascii_case(field))
+                .map(|(_, v)| v.as_str())
+        };
+        let provides_extra = all("Provides-Extra")
+            .map(|v| ExtraName::new(v).map_err(invalid("Provides-Extra", v)))
+            .collect::<Result<_, _>>()?;
+        let requires_dist = all("Requires-Dist")
+            .map(|v| RequiresDist::parse(v).map_err(invalid("Requires-Dist", v)))
+            .collect::<Result<_, _>>()?;
+        Ok(Metadata {
+            name,
+            version,
+            provides_extra,
+            requires_dist,
+        })
+    }
+}
+
+/// The header block as (name, value) pairs, continuation lines joined.
+fn headers(text: &str) -> Result<Vec<(String, String)>, MetadataError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some((_, value)) = out.last_mut() {
+                value.push('\n');
+                value.push_str(line.trim());
+                continue;
+            }
+        }
+        let (key, value) = line
+            .split_once(':')
+            .ok_or_else(|| MetadataError::Malformed {
+                line: index + 1,
+                text: line.to_owned(),
+            })?;
+        out.push((key.trim().to_owned(), value.trim().to_owned()));
+    }
+    Ok(out)
+}
+
+/// Appends headers to a METADATA document, after its last header and
+/// before the blank line and body, leaving every other byte as it was.
+#[derive(Debug, Clone)]
+pub struct MetadataEditor {
+    head: String,
+    added: Vec<String>,
+    tail: String,
+}
+
+impl MetadataEditor {
+    /// Starts from an existing document.
+    pub fn new(text: &str) -> MetadataEditor {
+        let split = if text.starts_with('\n') {
+            Some(0)
+        } else {
+            text.find("\n\n").map(|i| i + 1)
+        };
+        let (head, tail) = match split {
+            Some(i) => text.split_at(i),
+            None => (text, ""),
+        };
+        let mut head = head.to_owned();
+        if !head.is_empty() && !head.ends_with('\n') {
+            head.push('\n');
+        }
+        MetadataEditor {
+            head,
+            added: Vec::new(),
+            tail: tail.to_owned(),
+        }
+    }
+
+    /// Adds a header line `name: value`.
+    pub fn push(&mut self, name: &str, value: &str) -> &mut Self {
+        self.added.push(format!("{name}: {value}\n"));
+        self
+    }
+
+    /// Adds `Provides-Extra: extra`.
+    pub fn provides_extra(&mut self, extra: &ExtraName) -> &mut Self {
+        self.push("Provides-Extra", extra.as_str())
+    }
+
+    /// Adds `Requires-Dist: requirement`.
+    pub fn requires_dist(&mut self, requirement: &str) -> &mut Self {
+        self.push("Requires-Dist", requirement)
+    }
+
+    /// The edited document.
+    pub fn finish(&self) -> String {
+        let mut out = self.head.clone();
+        for line in &self.added {
+            out.push_str(line);
+        }
+        out.push_str(&self.tail);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEMO: &str = "Metadata-Version: 2.1\nName: Demo_Pkg\nVersion: 1.0\n\
+Summary: a demo\n  continued\nProvides-Extra: Device_GFX1100\n\
+Requires-Dist: demo-device-gfx1100==1.0; extra == \"device-gfx1100\"\n\
+Requires-Dist: numpy>=1\n\nThe body: with a colon.\n\nSecond paragraph.\n";
+
+    #[test]
+    fn reads_name_version_extras_and_requirements() {
+        let metadata = Metadata::parse(DEMO).unwrap();
+        assert_eq!(metadata.name.as_str(), "demo-pkg");
+        assert_eq!(metadata.version, "1.0");
+        assert_eq!(metadata.provides_extra[0].as_str(), "device-gfx1100");
+        let device = &metadata.requires_dist[0];
+        assert_eq!(device.name.as_str(), "demo-device-gfx1100");
+        assert_eq!(
+            device.marker.as_deref(),
+            Some("extra == \"device-gfx1100\"")
+        );
+        assert_eq!(device.extra().unwrap().as_str(), "device-gfx1100");
+        assert_eq!(metadata.requires_dist[1].name.as_str(), "numpy");
+        assert_eq!(metadata.requires_dist[1].extra(), None);
+    }
+
+    #[test]
+    fn missing_and_bad_headers_name_the_field() {
+        let err = Metadata::parse("Name: demo\n").unwrap_err();
+        assert!(matches!(err, MetadataError::Missing { field: "Version" }));
+        let err = Metadata::parse("Name: demo\nVersion: 1\nProvides-Extra: a b\n").unwrap_err();
+        assert!(matches!(
+            err,
+            MetadataError::Invalid {
+                field: "Provides-Extra",
+                ..
+            }
+        ));
+        let err = Metadata::parse("Name: demo\nno colon here\n").unwrap_err();
+        assert!(matches!(err, MetadataError::Malformed { line: 2, .. }));
+    }
+
+    #[test]
+    fn editor_appends_headers_and_keeps_the_body() {
+        let mut editor = MetadataEditor::new(DEMO);
+        let extra = ExtraName::new("device-gfx90a").unwrap();
+        editor
+            .provides_extra(&extra)
+            .requires_dist("demo-device-gfx90a == 1.0; extra == \"device-gfx90a\"");
+        let out = editor.finish();
+        assert!(out.ends_with("\n\nThe body: with a colon.\n\nSecond paragraph.\n"));
+        let metadata = Metadata::parse(&out).unwrap();
+        assert_eq!(metadata.provides_extra.len(), 2);
+        assert_eq!(
+            metadata.requires_dist[2].name.as_str(),
+            "demo-device-gfx90a"
+        );
+        assert_eq!(out.replace("Provides-Extra: device-gfx90a\nRequires-Dist: demo-device-gfx90a == 1.0; extra == \"device-gfx90a\"\n", ""), DEMO);
+    }
+
+    #[test]
+    fn editor_handles_documents_without_a_body() {
+        let mut editor = MetadataEditor::new("Name: demo\nVersion: 1");
+        editor.push("Provides-Extra", "device-all");
+        assert_eq!(
+            editor.finish(),
+            "Name: demo\nVersion: 1\nProvides-Extra: device-all\n"
+        );
+    }
+}
