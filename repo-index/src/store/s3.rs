@@ -53,7 +53,7 @@ impl S3Store {
         // The ring provider, installed once per process; a second install
         // is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        opendal::install_default();
+        opendal_http_transport_reqwest::install_default();
         let endpoint = options
             .endpoint
             .clone()
