@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use crate::tools::tool;
 
@@ -15,6 +16,8 @@ pub struct S3Server {
     child: Child,
     /// `http://127.0.0.1:PORT`: the S3 API and plain HTTP reads alike.
     pub endpoint: String,
+    /// The server's request log, a line a request.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl S3Server {
@@ -38,8 +41,18 @@ impl S3Server {
             }
         };
         // Keep reading, so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        S3Server { child, endpoint }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        S3Server {
+            child,
+            endpoint,
+            log,
+        }
     }
 
     /// Creates `bucket`, readable by anyone (as a bucket behind a CDN is).
@@ -108,6 +121,24 @@ impl S3Server {
         let (status, head, _) = self.exchange("GET", &format!("/{bucket}/{key}"), &[]);
         assert_eq!(status, 200, "{bucket}/{key}");
         head
+    }
+
+    /// The paths of the successful GETs logged so far that start with
+    /// `prefix` (`/bucket/key`), in order.
+    pub fn gets(&self, prefix: &str) -> Vec<String> {
+        let needle = format!("\"GET {prefix}");
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|line| {
+                let at = line.find(&needle)?;
+                let request = &line[at + 1..];
+                let path = request.split(' ').nth(1)?;
+                let status = line[at..].split('"').nth(2)?.split_whitespace().next()?;
+                (status == "200" || status == "206").then(|| path.to_owned())
+            })
+            .collect()
     }
 
     /// The multipart uploads begun and neither completed nor aborted.
