@@ -21,11 +21,12 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Write(#[from] kpack_fs::PathError),
-    #[error("{location}: {source}")]
+    /// A bucket's request failed; the message is the store's own (its
+    /// error code) and the cause underneath, without the client's context.
+    #[error("{location}: {}", describe(error))]
     S3 {
         location: String,
-        #[source]
-        source: opendal::Error,
+        error: opendal::Error,
     },
     #[error("{url}: not a repository location: {message}")]
     BadLocation { url: String, message: String },
@@ -35,6 +36,32 @@ pub enum StoreError {
          --no-conditional-writes if this repository has a single publisher"
     )]
     NoConditionalWrites { location: String },
+}
+
+/// An S3 client error in a line: the store's message and error code (from
+/// its XML answer) or the client's message, then the innermost cause
+/// (`Connection refused`).
+fn describe(error: &opendal::Error) -> String {
+    let message = error.message();
+    let field = |name: &str| {
+        let start = message.find(&format!("{name}: \""))? + name.len() + 3;
+        let end = message[start..].find('"')? + start;
+        Some(&message[start..end])
+    };
+    let mut text = match (field("code"), field("message")) {
+        (Some(code), Some(said)) if message.starts_with("S3Error") => format!("{said} ({code})"),
+        _ => message.to_owned(),
+    };
+    let mut cause = std::error::Error::source(error);
+    let mut innermost = None;
+    while let Some(next) = cause {
+        innermost = Some(next);
+        cause = next.source();
+    }
+    if let Some(innermost) = innermost {
+        text.push_str(&format!(": {innermost}"));
+    }
+    text
 }
 
 /// A repository's place: a directory or `s3://bucket/prefix`.

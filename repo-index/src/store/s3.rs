@@ -46,9 +46,9 @@ pub struct S3Store {
 impl S3Store {
     pub fn open(bucket: &str, prefix: &str, options: &S3Options) -> Result<S3Store, StoreError> {
         let location = format!("s3://{bucket}/{prefix}");
-        let failed = |source| StoreError::S3 {
+        let failed = |error| StoreError::S3 {
             location: location.clone(),
-            source,
+            error,
         };
         // The ring provider, installed once per process; a second install
         // is refused harmlessly.
@@ -92,7 +92,7 @@ impl S3Store {
 
     fn error(&self, key: &str) -> impl FnOnce(opendal::Error) -> StoreError + '_ {
         let location = self.url(key);
-        move |source| StoreError::S3 { location, source }
+        move |error| StoreError::S3 { location, error }
     }
 
     pub fn read(&self, key: &str) -> Result<Option<Versioned>, StoreError> {
