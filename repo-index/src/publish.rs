@@ -217,8 +217,9 @@ impl Repo {
         summary: Option<String>,
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
-        if let Some(root) = self.current()?.root {
-            self.refuse_published(&root, name, version)?;
+        let current = self.current()?;
+        if let Some(root) = &current.root {
+            self.refuse_published(root, name, version)?;
         }
         // In one order for every publisher, so that of two racing with
         // different bytes the loser stops at its first file.
@@ -229,7 +230,7 @@ impl Repo {
             entries[i] = Some(self.add_artifact(name, version, &artifacts[i])?);
         }
         let entries: Vec<Artifact> = entries.into_iter().flatten().collect();
-        self.commit(key, |root| {
+        self.commit(Some(current), key, |root| {
             self.refuse_published(root, name, version)?;
             let mut shard = self.shard(root, name)?.unwrap_or_else(|| Shard {
                 name: name.clone(),
@@ -369,12 +370,13 @@ impl Repo {
     /// sync pools by other means. Published versions are immutable: bytes
     /// that changed at a published path are refused, naming the path.
     pub fn reindex(&self, key: Option<&SecretKey>) -> Result<RootIndex, PublishError> {
-        if self.current()?.root.is_none() {
+        let current = self.current()?;
+        if current.root.is_none() {
             return Err(PublishError::NoIndex {
                 location: self.store.location("index.toml"),
             });
         }
-        self.commit(key, |root| {
+        self.commit(Some(current), key, |root| {
             for name in root.packages.keys() {
                 let Some(shard) = self.shard(root, name)? else {
                     continue;
@@ -410,7 +412,7 @@ impl Repo {
         root: RootIndex,
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
-        self.commit(key, |current| {
+        self.commit(None, key, |current| {
             *current = root.clone();
             Ok(())
         })
@@ -423,30 +425,38 @@ impl Repo {
     /// files (shards); it must not depend on an earlier attempt.
     fn commit(
         &self,
+        first: Option<Current>,
         key: Option<&SecretKey>,
         mut change: impl FnMut(&mut RootIndex) -> Result<(), PublishError>,
     ) -> Result<RootIndex, PublishError> {
+        let mut read = first;
         for _ in 0..MAX_ATTEMPTS {
-            let Current { root, etag } = self.current()?;
+            let Current { root, etag } = match read.take() {
+                Some(current) => current,
+                None => self.current()?,
+            };
             let mut root = root.unwrap_or_else(|| empty_root(self.default_name()));
             let previous = root.repo.version;
             change(&mut root)?;
             stamp(&mut root, previous + 1);
-            if self.claim(&mut root, key)?.is_none() {
+            let Some(signature) = self.claim(&mut root, key)? else {
                 continue;
-            }
+            };
             let text = root.to_toml()?;
             let claimed = RootIndex::versioned_key(root.repo.version);
-            if !self
-                .store
-                .swap("index.toml", text.as_bytes(), etag.as_ref(), Cache::NoCache)?
-            {
+            let swapped =
+                self.store
+                    .swap("index.toml", text.as_bytes(), etag.as_ref(), Cache::NoCache)?;
+            let Some(swapped) = swapped else {
                 // Never named by index.toml, so no reader can want it.
                 self.store.delete(&format!("{claimed}.minisig"))?;
                 self.store.delete(&claimed)?;
                 continue;
+            };
+            self.write_signature(signature.as_deref())?;
+            if self.store.etag("index.toml")? != Some(swapped) {
+                self.settle_signature()?;
             }
-            self.settle_signature()?;
             return Ok(root);
         }
         Err(PublishError::Contended {
@@ -457,12 +467,14 @@ impl Repo {
 
     /// Writes the immutable copy of `root` (and its signature) at the first
     /// free `roots/<version>.toml` from its version on, setting the version
-    /// to the one claimed; `None` if others keep taking them.
+    /// to the one claimed: its signature (`Some(None)` unsigned), or `None`
+    /// if others keep taking the versions.
+    #[allow(clippy::option_option)]
     fn claim(
         &self,
         root: &mut RootIndex,
         key: Option<&SecretKey>,
-    ) -> Result<Option<()>, PublishError> {
+    ) -> Result<Option<Option<String>>, PublishError> {
         // A publisher stopped after its claim leaves a version no root
         // names; versions need only increase, so step over it.
         for _ in 0..MAX_ATTEMPTS {
@@ -474,12 +486,12 @@ impl Repo {
                 .create(&claimed, Body::Bytes(text.as_bytes()), Cache::Immutable)?
             {
                 Created::Created => {
-                    if let Some(signature) = signature {
+                    if let Some(signature) = &signature {
                         let key = format!("{claimed}.minisig");
                         self.store
                             .put(&key, signature.as_bytes(), Cache::Immutable)?;
                     }
-                    return Ok(Some(()));
+                    return Ok(Some(signature));
                 }
                 Created::Exists => root.repo.version += 1,
             }
@@ -487,10 +499,22 @@ impl Repo {
         Ok(None)
     }
 
+    /// Writes `index.toml.minisig`, or removes it for an unsigned root.
+    fn write_signature(&self, signature: Option<&str>) -> Result<(), PublishError> {
+        match signature {
+            Some(signature) => {
+                self.store
+                    .put("index.toml.minisig", signature.as_bytes(), Cache::NoCache)?
+            }
+            None => self.store.delete("index.toml.minisig")?,
+        }
+        Ok(())
+    }
+
     /// Makes `index.toml.minisig` the signature of the current root (from
-    /// its immutable copy), or removes it for an unsigned root. Run after
-    /// each swap: a slower publisher may have written the signature of an
-    /// older root after a newer root went in.
+    /// its immutable copy), or removes it for an unsigned root: for when
+    /// another root went in after this publisher's, whose signature may
+    /// have been written after the newer one's.
     fn settle_signature(&self) -> Result<(), PublishError> {
         for _ in 0..MAX_ATTEMPTS {
             let Some(current) = self.store.read("index.toml")? else {
@@ -500,15 +524,10 @@ impl Repo {
                 return Ok(());
             };
             let copy = format!("{}.minisig", RootIndex::versioned_key(version));
-            match self.store.read(&copy)? {
-                Some(signature) => {
-                    self.store
-                        .put("index.toml.minisig", &signature.bytes, Cache::NoCache)?
-                }
-                None => self.store.delete("index.toml.minisig")?,
-            }
-            let now = self.store.read("index.toml")?.map(|read| read.etag);
-            if now.as_ref() == Some(&current.etag) {
+            let signature = self.store.read(&copy)?.map(|read| read.bytes);
+            let signature = signature.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+            self.write_signature(signature.as_deref())?;
+            if self.store.etag("index.toml")?.as_ref() == Some(&current.etag) {
                 return Ok(());
             }
         }

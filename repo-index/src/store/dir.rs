@@ -74,7 +74,7 @@ impl DirStore {
         key: &str,
         bytes: &[u8],
         expected: Option<&Etag>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Etag>, StoreError> {
         // Held only while the current version is compared and replaced;
         // publishers otherwise run side by side, as on object storage.
         fs::create_dir_all(&self.root)?;
@@ -86,10 +86,10 @@ impl DirStore {
         lock.lock()?;
         let current = self.read(key)?.map(|v| v.etag);
         if current.as_ref() != expected {
-            return Ok(false);
+            return Ok(None);
         }
         kpack_fs::write_atomic(&self.path(key), bytes)?;
-        Ok(true)
+        Ok(Some(Etag(Sha256::of(bytes).to_string())))
     }
 
     pub fn delete(&self, key: &str) -> Result<(), StoreError> {
@@ -109,13 +109,13 @@ mod tests {
     fn a_swap_happens_only_from_the_version_read() {
         let dir = tempfile::tempdir().unwrap();
         let store = DirStore::open(dir.path()).unwrap();
-        assert!(store.swap("index.toml", b"one", None).unwrap());
-        assert!(!store.swap("index.toml", b"two", None).unwrap());
+        assert!(store.swap("index.toml", b"one", None).unwrap().is_some());
+        assert!(store.swap("index.toml", b"two", None).unwrap().is_none());
         let read = store.read("index.toml").unwrap().unwrap();
-        assert!(store.swap("index.toml", b"two", Some(&read.etag)).unwrap());
-        assert!(!store
-            .swap("index.toml", b"three", Some(&read.etag))
-            .unwrap());
+        let swapped = store.swap("index.toml", b"two", Some(&read.etag)).unwrap();
+        assert_eq!(swapped, store.read("index.toml").unwrap().map(|r| r.etag));
+        let stale = store.swap("index.toml", b"three", Some(&read.etag));
+        assert!(stale.unwrap().is_none());
         assert_eq!(store.read("index.toml").unwrap().unwrap().bytes, b"two");
     }
 

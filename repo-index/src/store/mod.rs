@@ -219,15 +219,24 @@ impl Store {
         }
     }
 
+    /// The version `key` is at now; `None` when absent.
+    pub fn etag(&self, key: &str) -> Result<Option<Etag>, StoreError> {
+        match self {
+            Store::Dir(store) => Ok(store.read(key)?.map(|read| read.etag)),
+            Store::S3(store) => store.etag(key),
+        }
+    }
+
     /// Replaces `key` with `bytes` only if it is still at `expected` (absent
-    /// for `None`); `false`, and nothing written, when it is not.
+    /// for `None`): the new version, or `None`, and nothing written, when
+    /// it is not.
     pub fn swap(
         &self,
         key: &str,
         bytes: &[u8],
         expected: Option<&Etag>,
         cache: Cache,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Etag>, StoreError> {
         match self {
             Store::Dir(store) => store.swap(key, bytes, expected),
             Store::S3(store) => store.swap(key, bytes, expected, cache),

@@ -129,6 +129,14 @@ impl S3Store {
         )))
     }
 
+    pub fn etag(&self, key: &str) -> Result<Option<Etag>, StoreError> {
+        match self.runtime.block_on(self.operator.stat(key)) {
+            Ok(metadata) => Ok(Some(Etag(metadata.etag().unwrap_or_default().to_owned()))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.error(key)(e)),
+        }
+    }
+
     pub fn reader(&self, key: &str) -> Result<Option<Box<dyn Read + '_>>, StoreError> {
         let size = match self.runtime.block_on(self.operator.stat(key)) {
             Ok(metadata) => metadata.content_length(),
@@ -211,7 +219,7 @@ impl S3Store {
         bytes: &[u8],
         expected: Option<&Etag>,
         cache: Cache,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Etag>, StoreError> {
         let write = self
             .operator
             .write_with(key, bytes.to_vec())
@@ -221,10 +229,13 @@ impl S3Store {
             None => write.if_not_exists(true),
         };
         match self.runtime.block_on(write.into_future()) {
-            Ok(_) => Ok(true),
+            Ok(metadata) => match metadata.etag() {
+                Some(etag) => Ok(Some(Etag(etag.to_owned()))),
+                None => Ok(Some(self.etag(key)?.unwrap_or(Etag(String::new())))),
+            },
             // Conflict: another conditional write to the key was under way.
             Err(e) if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::Conflict) => {
-                Ok(false)
+                Ok(None)
             }
             Err(e) => Err(self.error(key)(e)),
         }
