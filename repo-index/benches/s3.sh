@@ -44,7 +44,7 @@ fi
 [[ -x $VENV/bin/moto_server ]] || die "no moto_server in $VENV: run ./test.sh once (it makes the venv)"
 
 say "building (release)"
-(cd "$ROOT" && cargo build -q --release -p kpack-repo-index -p rocm-kpack-get --bench gen_repo)
+(cd "$ROOT" && cargo build -q --release -p kpack-repo-index --bin kpack-repo)
 REPO=$ROOT/target/release/kpack-repo
 mkdir -p "$WORK"
 

@@ -2,6 +2,7 @@
 //! an HTTP(S) server. Both give the same bytes for a relative path, so the
 //! same verification runs against either.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -115,39 +116,49 @@ impl Source {
 
     /// The bytes of `relative`; `Ok(None)` when it does not exist.
     pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
+        let mut bytes = Vec::new();
+        Ok(self.copy_to(relative, &mut bytes)?.then_some(bytes))
+    }
+
+    /// Streams `relative` into `out` (an artifact may be gigabytes);
+    /// `false`, with nothing written, when it does not exist.
+    pub fn copy_to(&self, relative: &str, out: &mut dyn Write) -> Result<bool, FetchError> {
         let location = self.location(relative);
-        match self {
-            Source::Dir(dir) => match fs_err::read(dir.join(relative)) {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(source) => Err(FetchError::Io(source)),
+        let http = |message: String| FetchError::Http {
+            location: location.clone(),
+            message,
+        };
+        let mut reader: Box<dyn Read + '_> = match self {
+            Source::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
+                Ok(file) => Box::new(file),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(source) => return Err(FetchError::Io(source)),
             },
             Source::Http { client, .. } => {
-                let response = client.get(&location).send().map_err(|e| FetchError::Http {
-                    location: location.clone(),
-                    message: e.to_string(),
-                })?;
+                let response = client
+                    .get(&location)
+                    .send()
+                    .map_err(|e| http(e.to_string()))?;
                 if response.status() == reqwest::StatusCode::NOT_FOUND {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 if !response.status().is_success() {
-                    return Err(FetchError::Http {
-                        message: format!("HTTP {}", response.status()),
-                        location,
-                    });
+                    return Err(http(format!("HTTP {}", response.status())));
                 }
-                let bytes = response.bytes().map_err(|e| FetchError::Http {
-                    location: location.clone(),
-                    message: e.to_string(),
-                })?;
-                Ok(Some(bytes.to_vec()))
+                Box::new(response)
             }
             #[cfg(feature = "publish")]
-            Source::Store(store) => match store.read(relative) {
-                Ok(read) => Ok(read.map(|read| read.bytes)),
-                Err(e) => Err(FetchError::Store(Box::new(e))),
+            Source::Store(store) => match store.reader(relative) {
+                Ok(Some(reader)) => reader,
+                Ok(None) => return Ok(false),
+                Err(e) => return Err(FetchError::Store(Box::new(e))),
             },
-        }
+        };
+        std::io::copy(&mut reader, out).map_err(|e| match self {
+            Source::Http { .. } => http(e.to_string()),
+            _ => FetchError::Io(e),
+        })?;
+        Ok(true)
     }
 
     /// The bytes of `relative`, which must exist.

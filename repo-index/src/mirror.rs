@@ -9,7 +9,9 @@ use crate::fetch::{FetchError, Source};
 use crate::schema::{Artifact, RootIndex, SchemaError};
 use crate::sign::PublicKey;
 use crate::store::{Body, Cache, Created, Store, StoreError};
-use crate::types::{HashingReader, Listed, PackageName, Sha256, Timestamp};
+use crate::types::{
+    HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
+};
 use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 
 /// Why a mirror cannot be made.
@@ -105,16 +107,7 @@ pub fn mirror(
                 .filter(|a| scope.wants_artifact(&families, a))
             {
                 if !holds(dest, artifact)? {
-                    let bytes = upstream.read(artifact.path.as_str())?;
-                    check_artifact(&shard_path, artifact, &bytes)?;
-                    let key = artifact.path.as_str();
-                    if dest.create(key, Body::Bytes(&bytes), Cache::Immutable)? == Created::Exists
-                        && !holds(dest, artifact)?
-                    {
-                        return Err(MirrorError::Immutable {
-                            location: dest.location(key),
-                        });
-                    }
+                    copy_artifact(upstream, dest, &shard_path, artifact)?;
                 }
                 report.artifacts.push(artifact.path.to_string());
                 report.bytes += artifact.size;
@@ -130,6 +123,36 @@ pub fn mirror(
     dest.put("index.toml", &root_bytes.bytes, Cache::NoCache)?;
     dest.put("index.toml.minisig", &root_bytes.signature, Cache::NoCache)?;
     Ok(report)
+}
+
+/// Copies `artifact` from `upstream` to `dest` through a file on disk
+/// (an artifact may be gigabytes), checked against its shard before it is
+/// written.
+fn copy_artifact(
+    upstream: &Source,
+    dest: &Store,
+    shard_path: &RelativePath,
+    artifact: &Artifact,
+) -> Result<(), MirrorError> {
+    let key = artifact.path.as_str();
+    let spool = tempfile::NamedTempFile::new()?;
+    let mut writer = HashingWriter::new(std::io::BufWriter::new(spool.as_file()));
+    if !upstream.copy_to(key, &mut writer)? {
+        return Err(FetchError::NotFound {
+            location: upstream.location(key),
+        }
+        .into());
+    }
+    let (sha256, size, buffered) = writer.finish();
+    buffered.into_inner().map_err(|e| e.into_error())?;
+    check_artifact(shard_path, artifact, sha256, size)?;
+    let created = dest.create(key, Body::File(spool.path()), Cache::Immutable)?;
+    if created == Created::Exists && !holds(dest, artifact)? {
+        return Err(MirrorError::Immutable {
+            location: dest.location(key),
+        });
+    }
+    Ok(())
 }
 
 /// Whether `dest` already holds exactly the bytes `artifact` pins.
