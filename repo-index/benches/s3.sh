@@ -14,7 +14,8 @@
 # Environment:
 #   BENCH_DIR   work directory (default target/bench-s3; the 1 GiB input and
 #               the 10,000-package repository are kept there between runs)
-#   RUNS        hyperfine runs (default 5)
+#   RUNS        hyperfine runs of A (default 5)
+#   RUNS_B      hyperfine runs of B (default 10, after one warm-up run)
 #   PACKAGES    packages in B's repository (default 10000)
 set -euo pipefail
 
@@ -82,6 +83,11 @@ hyperfine --runs "$RUNS" --export-json "$WORK/a.json" \
 /usr/bin/time -v "$REPO" add s3://bench/a big-rss 1.0.0 "$BIG" --key "$WORK/key.key" 2>"$WORK/a.time" >/dev/null
 RSS_KB=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$WORK/a.time")
 echo "kpack-repo add of 1 GiB: peak RSS $((RSS_KB / 1024)) MiB" >&2
+# Where the time goes: the parts going up, then the server assembling them
+# (the server's log has one-second timestamps).
+plain() { sed 's/\x1b\[[0-9;]*m//g' "$LOG"; }
+stamp() { plain | grep "$1" | head -1 | grep -o '[0-9][0-9]:[0-9][0-9]:[0-9][0-9]'; }
+echo "big-rss: upload begun $(stamp 'big-rss/.*?uploads'), last part $(plain | grep 'big-rss/.*partNumber' | tail -1 | grep -o '[0-9][0-9]:[0-9][0-9]:[0-9][0-9]'), assembled $(stamp 'POST /bench/a/pool/big-rss/.*uploadId=')" >&2
 
 # --- B: one-package update in a 10,000-package repository ---------------------
 say "B: generating a $PACKAGES-package repository and copying it into the bucket"
@@ -105,11 +111,11 @@ echo "index.toml: $(stat -c %s "$INDEX/index.toml") bytes" >&2
 echo update >"$WORK/small.txt"
 mkdir -p "$WORK/small" && cp "$WORK/small.txt" "$WORK/small/"
 # shellcheck disable=SC2016
-hyperfine --runs "$RUNS" --export-json "$WORK/b.json" \
+hyperfine --warmup 1 --runs "${RUNS_B:-10}" --export-json "$WORK/b.json" \
     -n "one-package update, $PACKAGES packages" \
     "$REPO add s3://bench/b update-\$(date +%s%N) 1.0.0 $WORK/small --key $WORK/key.key"
 before=$(wc -l <"$LOG")
 "$REPO" add s3://bench/b update-counted 1.0.0 "$WORK/small" --key "$WORK/key.key" >/dev/null
 echo "requests of one update:" >&2
-tail -n +$((before + 1)) "$LOG" | grep -o '"[A-Z]* [^ ]*' | sed 's/^"/  /; s/?.*//' >&2
-echo "  total: $(tail -n +$((before + 1)) "$LOG" | grep -c '"[A-Z]* /')" >&2
+plain | tail -n +$((before + 1)) | grep -o '"[A-Z]* [^ ]* [^ ]* [0-9]*' | sed 's/^"/  /; s/ HTTP[^ ]*//' >&2
+echo "  total: $(plain | tail -n +$((before + 1)) | grep -c '"[A-Z]* /')" >&2

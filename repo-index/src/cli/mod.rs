@@ -43,7 +43,7 @@ struct StorageArgs {
     #[arg(long, global = true)]
     no_conditional_writes: bool,
     /// Part size of multipart uploads, in MiB (at least 5).
-    #[arg(long, global = true, value_name = "MIB", default_value_t = 16,
+    #[arg(long, global = true, value_name = "MIB", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(5..=4096))]
     part_size: u32,
 }

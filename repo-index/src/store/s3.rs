@@ -11,7 +11,10 @@ use opendal::{ErrorKind, Operator};
 use super::{Body, Cache, Created, Etag, StoreError, Versioned};
 
 /// Files above this size go up as multipart uploads, in parts of it.
-pub const DEFAULT_PART_SIZE: usize = 16 << 20;
+pub const DEFAULT_PART_SIZE: usize = 8 << 20;
+
+/// Parts of one upload in flight at once (memory: about this many parts).
+const PARTS_IN_FLIGHT: usize = 4;
 
 /// How to reach the bucket; credentials and region come from the usual
 /// `AWS_*` environment.
@@ -191,6 +194,7 @@ impl S3Store {
                 .if_not_exists(true)
                 .cache_control(cache.header())
                 .chunk(self.part_size)
+                .concurrent(PARTS_IN_FLIGHT)
                 .await?;
             let result = async {
                 loop {
