@@ -112,6 +112,25 @@ impl AtomicFile {
     }
 }
 
+impl AtomicFile {
+    /// As [`commit`](AtomicFile::commit), but only if nothing is at the
+    /// destination yet: `Ok(false)`, and the destination untouched, when
+    /// something is (a create-only write, as `If-None-Match: *` is on
+    /// object storage).
+    pub fn commit_new(self) -> Result<bool, PathError> {
+        let Self { temp, path } = self;
+        let result = temp
+            .as_file()
+            .sync_all()
+            .and_then(|()| match temp.persist_noclobber(&path) {
+                Ok(_) => sync_dir(parent(&path)).map(|()| true),
+                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e.error),
+            });
+        result.map_err(|source| PathError { path, source })
+    }
+}
+
 /// Write errors name the destination (the temporary file's name means
 /// nothing to anyone).
 impl Write for AtomicFile {
@@ -189,6 +208,21 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"data");
         assert_eq!(mode(&path), 0o666 & !umask());
         assert_ne!(mode(&path) & 0o044, 0, "readable by group or others");
+    }
+
+    #[test]
+    fn commit_new_never_replaces_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool/a");
+        let mut first = AtomicFile::create(&path).unwrap();
+        first.write_all(b"first").unwrap();
+        assert!(first.commit_new().unwrap());
+        let mut second = AtomicFile::create(&path).unwrap();
+        second.write_all(b"second").unwrap();
+        assert!(!second.commit_new().unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        let names: Vec<_> = fs::read_dir(dir.path().join("pool")).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! an HTTP(S) server. Both give the same bytes for a relative path, so the
 //! same verification runs against either.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,8 +17,12 @@ pub enum FetchError {
     Http { location: String, message: String },
     #[error("{location}: not found")]
     NotFound { location: String },
-    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL or an http(s):// URL")]
+    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL, an http(s):// URL or an s3://bucket/prefix")]
     UnsupportedScheme { location: String, scheme: String },
+    /// Reading a bucket; the error names the object.
+    #[cfg(feature = "publish")]
+    #[error(transparent)]
+    Store(Box<crate::store::StoreError>),
 }
 
 /// The scheme of a URL (`s3` of `s3://bucket/prefix`), or `None` for a
@@ -39,6 +44,9 @@ pub enum Source {
         base: String,
         client: reqwest::blocking::Client,
     },
+    /// A bucket, read through the S3 API (with credentials).
+    #[cfg(feature = "publish")]
+    Store(Box<crate::store::Store>),
 }
 
 impl Source {
@@ -77,6 +85,20 @@ impl Source {
         Ok(Source::Dir(PathBuf::from(path)))
     }
 
+    /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3
+    /// API as `s3` says.
+    #[cfg(feature = "publish")]
+    pub fn open(location: &str, s3: &crate::store::S3Options) -> Result<Source, FetchError> {
+        use crate::store::{Location, Store};
+        if url_scheme(location) != Some("s3") {
+            return Source::parse(location);
+        }
+        let store = Location::parse(location)
+            .and_then(|parsed| Store::open(&parsed, s3))
+            .map_err(|e| FetchError::Store(Box::new(e)))?;
+        Ok(Source::Store(Box::new(store)))
+    }
+
     /// A directory source.
     pub fn dir(path: &Path) -> Source {
         Source::Dir(path.to_owned())
@@ -87,39 +109,56 @@ impl Source {
         match self {
             Source::Dir(dir) => dir.join(relative).display().to_string(),
             Source::Http { base, .. } => format!("{base}{relative}"),
+            #[cfg(feature = "publish")]
+            Source::Store(store) => store.location(relative),
         }
     }
 
     /// The bytes of `relative`; `Ok(None)` when it does not exist.
     pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
+        let mut bytes = Vec::new();
+        Ok(self.copy_to(relative, &mut bytes)?.then_some(bytes))
+    }
+
+    /// Streams `relative` into `out` (an artifact may be gigabytes);
+    /// `false`, with nothing written, when it does not exist.
+    pub fn copy_to(&self, relative: &str, out: &mut dyn Write) -> Result<bool, FetchError> {
         let location = self.location(relative);
-        match self {
-            Source::Dir(dir) => match fs_err::read(dir.join(relative)) {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(source) => Err(FetchError::Io(source)),
+        let http = |message: String| FetchError::Http {
+            location: location.clone(),
+            message,
+        };
+        let mut reader: Box<dyn Read + '_> = match self {
+            Source::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
+                Ok(file) => Box::new(file),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(source) => return Err(FetchError::Io(source)),
             },
             Source::Http { client, .. } => {
-                let response = client.get(&location).send().map_err(|e| FetchError::Http {
-                    location: location.clone(),
-                    message: e.to_string(),
-                })?;
+                let response = client
+                    .get(&location)
+                    .send()
+                    .map_err(|e| http(e.to_string()))?;
                 if response.status() == reqwest::StatusCode::NOT_FOUND {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 if !response.status().is_success() {
-                    return Err(FetchError::Http {
-                        message: format!("HTTP {}", response.status()),
-                        location,
-                    });
+                    return Err(http(format!("HTTP {}", response.status())));
                 }
-                let bytes = response.bytes().map_err(|e| FetchError::Http {
-                    location: location.clone(),
-                    message: e.to_string(),
-                })?;
-                Ok(Some(bytes.to_vec()))
+                Box::new(response)
             }
-        }
+            #[cfg(feature = "publish")]
+            Source::Store(store) => match store.reader(relative) {
+                Ok(Some(reader)) => reader,
+                Ok(None) => return Ok(false),
+                Err(e) => return Err(FetchError::Store(Box::new(e))),
+            },
+        };
+        std::io::copy(&mut reader, out).map_err(|e| match self {
+            Source::Http { .. } => http(e.to_string()),
+            _ => FetchError::Io(e),
+        })?;
+        Ok(true)
     }
 
     /// The bytes of `relative`, which must exist.

@@ -9,11 +9,15 @@
 
 pub mod families;
 pub mod fetch;
+#[cfg(feature = "publish")]
 pub mod mirror;
+#[cfg(feature = "publish")]
 pub mod publish;
 pub mod resolve;
 pub mod schema;
 pub mod sign;
+#[cfg(feature = "publish")]
+pub mod store;
 pub mod types;
 pub mod verify;
 

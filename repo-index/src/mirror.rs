@@ -2,15 +2,16 @@
 //! mirror verifies with the upstream key), and only the artifacts chosen
 //! packages need for chosen GPU targets.
 
-use std::path::Path;
-
 use rocm_kpack::Target;
 
 use crate::families::Families;
 use crate::fetch::{FetchError, Source};
-use crate::schema::{Artifact, SchemaError};
+use crate::schema::{Artifact, RootIndex, SchemaError};
 use crate::sign::PublicKey;
-use crate::types::{Listed, PackageName, Timestamp};
+use crate::store::{Body, Cache, Created, Store, StoreError};
+use crate::types::{
+    HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
+};
 use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 
 /// Why a mirror cannot be made.
@@ -18,7 +19,11 @@ use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 #[non_exhaustive]
 pub enum MirrorError {
     #[error(transparent)]
-    Write(#[from] kpack_fs::PathError),
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{location}: holds other bytes than upstream's; published files never change")]
+    Immutable { location: String },
     #[error(transparent)]
     Schema(#[from] SchemaError),
     #[error(transparent)]
@@ -72,10 +77,9 @@ pub fn mirror(
     upstream: &Source,
     key: &PublicKey,
     now: Timestamp,
-    dest: &Path,
+    dest: &Store,
     scope: &Scope,
 ) -> Result<MirrorReport, MirrorError> {
-    let copy = |relative: &str, bytes: &[u8]| kpack_fs::write_atomic(&dest.join(relative), bytes);
     let (root, root_bytes) = verified_root(upstream, key, now, None)?;
     for name in &scope.packages {
         if !root.packages.contains_key(name) {
@@ -86,7 +90,12 @@ pub fn mirror(
     let mut report = MirrorReport::default();
     for (name, entry) in &root.packages {
         let (shard_path, shard, shard_bytes) = verified_shard(upstream, name, entry)?;
-        copy(shard_path.as_str(), &shard_bytes)?;
+        // Named by its hash: what is there already is these bytes.
+        dest.create(
+            shard_path.as_str(),
+            Body::Bytes(&shard_bytes),
+            Cache::Immutable,
+        )?;
         report.shards += 1;
         if !scope.packages.is_empty() && !scope.packages.contains(name) {
             continue;
@@ -97,18 +106,64 @@ pub fn mirror(
                 .iter()
                 .filter(|a| scope.wants_artifact(&families, a))
             {
-                let bytes = upstream.read(artifact.path.as_str())?;
-                check_artifact(&shard_path, artifact, &bytes)?;
-                copy(artifact.path.as_str(), &bytes)?;
+                if !holds(dest, artifact)? {
+                    copy_artifact(upstream, dest, &shard_path, artifact)?;
+                }
                 report.artifacts.push(artifact.path.to_string());
-                report.bytes += bytes.len() as u64;
+                report.bytes += artifact.size;
             }
         }
     }
-    // The signed root last, signature first, as a publish does.
-    copy("index.toml.minisig", &root_bytes.signature)?;
-    copy("index.toml", &root_bytes.bytes)?;
+    // The signed root last, as a publish writes it: its immutable copy,
+    // then the root, then its signature.
+    let copy = RootIndex::versioned_key(root.repo.version);
+    dest.create(&copy, Body::Bytes(&root_bytes.bytes), Cache::Immutable)?;
+    let signature_copy = format!("{copy}.minisig");
+    dest.put(&signature_copy, &root_bytes.signature, Cache::Immutable)?;
+    dest.put("index.toml", &root_bytes.bytes, Cache::NoCache)?;
+    dest.put("index.toml.minisig", &root_bytes.signature, Cache::NoCache)?;
     Ok(report)
+}
+
+/// Copies `artifact` from `upstream` to `dest` through a file on disk
+/// (an artifact may be gigabytes), checked against its shard before it is
+/// written.
+fn copy_artifact(
+    upstream: &Source,
+    dest: &Store,
+    shard_path: &RelativePath,
+    artifact: &Artifact,
+) -> Result<(), MirrorError> {
+    let key = artifact.path.as_str();
+    let spool = tempfile::NamedTempFile::new()?;
+    let mut writer = HashingWriter::new(std::io::BufWriter::new(spool.as_file()));
+    if !upstream.copy_to(key, &mut writer)? {
+        return Err(FetchError::NotFound {
+            location: upstream.location(key),
+        }
+        .into());
+    }
+    let (sha256, size, buffered) = writer.finish();
+    buffered.into_inner().map_err(|e| e.into_error())?;
+    check_artifact(shard_path, artifact, sha256, size)?;
+    let created = dest.create(key, Body::File(spool.path()), Cache::Immutable)?;
+    if created == Created::Exists && !holds(dest, artifact)? {
+        return Err(MirrorError::Immutable {
+            location: dest.location(key),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `dest` already holds exactly the bytes `artifact` pins.
+fn holds(dest: &Store, artifact: &Artifact) -> Result<bool, MirrorError> {
+    let Some(reader) = dest.reader(artifact.path.as_str())? else {
+        return Ok(false);
+    };
+    let mut reader = HashingReader::new(reader);
+    std::io::copy(&mut reader, &mut std::io::sink())?;
+    let (sha256, size): (Sha256, u64) = reader.finish();
+    Ok(sha256 == artifact.sha256 && size == artifact.size)
 }
 
 /// What a mirror carries: some packages (all when empty), device code for

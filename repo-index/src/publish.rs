@@ -1,7 +1,11 @@
-//! Writing a repository: artifacts into the immutable pool, one shard per
-//! package, then the signed root, atomically for readers (new immutable
-//! files first, then signature and root renamed into place), with a lock
-//! file so a second writer waits instead of interleaving.
+//! Writing a repository, to a directory or an S3-compatible bucket,
+//! through one protocol that needs no lock and no rename (see
+//! `docs/publishing.md`): artifacts and shards are written create-only,
+//! then the new root's immutable copy `roots/<version>.toml` (and its
+//! signature) claims the version, then `index.toml` is swapped in only if it
+//! is still the root the change was made to, then its signature is written.
+//! A publisher that loses the swap re-reads the root, applies its change
+//! again and retries, so concurrent publishers never lose an update.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,12 +17,17 @@ use crate::schema::{
     FORMAT,
 };
 use crate::sign::{sign_root, SecretKey, SignError};
+use crate::store::{Body, Cache, Created, Etag, Location, S3Options, Store, StoreError};
 use crate::types::{
     Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
 
 /// How long a published root stays valid unless told otherwise.
 pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
+
+/// How many times a publisher re-reads the root and retries after losing
+/// the swap to another publisher before giving up.
+const MAX_ATTEMPTS: usize = 64;
 
 /// Why a repository cannot be written.
 #[derive(Debug, thiserror::Error)]
@@ -29,10 +38,12 @@ pub enum PublishError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Write(#[from] kpack_fs::PathError),
-    #[error("{}: no index to regenerate", path.display())]
-    NoIndex { path: PathBuf },
-    #[error("{}: already published with different bytes; published files never change", path.display())]
-    Immutable { path: PathBuf },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{location}: no index to regenerate")]
+    NoIndex { location: String },
+    #[error("{location}: already published with different bytes; published files never change")]
+    Immutable { location: String },
     #[error("{}: {message}", path.display())]
     Artifact { path: PathBuf, message: String },
     /// A `.kpack` artifact that cannot be read; the error names the path.
@@ -43,17 +54,42 @@ pub enum PublishError {
         name: PackageName,
         version: semver::Version,
     },
+    #[error("{location}: gave up after {attempts} publishes by others came in between")]
+    Contended { location: String, attempts: usize },
     #[error(transparent)]
     Schema(#[from] SchemaError),
     #[error(transparent)]
     Sign(#[from] SignError),
 }
 
-/// A repository directory, locked for writing while this value lives.
+/// How a repository is opened for publishing.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    pub s3: S3Options,
+    /// Probe that the store refuses a second create-only write before
+    /// writing anything; off only for a store with a single publisher.
+    pub check_conditional_writes: bool,
+}
+
+impl Default for PublishOptions {
+    fn default() -> Self {
+        PublishOptions {
+            s3: S3Options::default(),
+            check_conditional_writes: true,
+        }
+    }
+}
+
+/// A repository open for publishing.
 #[derive(Debug)]
 pub struct Repo {
-    root: PathBuf,
-    _lock: fs::File,
+    store: Store,
+}
+
+/// The root as read, and the version of `index.toml` it was read from.
+struct Current {
+    root: Option<RootIndex>,
+    etag: Option<Etag>,
 }
 
 /// An artifact to add: a file, the targets it serves if it is device code
@@ -71,43 +107,59 @@ pub struct NewArtifact {
 }
 
 impl Repo {
-    /// Opens (creating if needed) the repository at `root` and takes its
-    /// write lock, waiting for another writer to finish.
+    /// Opens (creating if needed) the repository directory `root`.
     pub fn open(root: &Path) -> Result<Repo, PublishError> {
-        fs::create_dir_all(root)?;
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(root.join(".lock"))?;
-        lock.lock()?;
-        Ok(Repo {
-            root: root.to_owned(),
-            _lock: lock,
-        })
+        Repo::open_at(&Location::Dir(root.to_owned()), &PublishOptions::default())
+    }
+
+    /// Opens the repository at `location`; for a bucket, first checks that
+    /// it honours conditional writes (unless `options` say not to).
+    pub fn open_at(location: &Location, options: &PublishOptions) -> Result<Repo, PublishError> {
+        let store = Store::open(location, &options.s3)?;
+        if options.check_conditional_writes {
+            store.check_conditional_writes()?;
+        }
+        Ok(Repo { store })
+    }
+
+    /// The store, for readers of what was published.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The name a new repository gets: its directory's name when that is a
     /// valid name, else `kpack`.
     fn default_name(&self) -> PackageName {
-        fs::canonicalize(&self.root)
-            .ok()
+        self.store
+            .dir()
+            .and_then(|dir| fs::canonicalize(dir).ok())
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(PackageName::fallback)
     }
 
-    /// The current root index, if the repository has one.
-    pub fn root_index(&self) -> Result<Option<RootIndex>, PublishError> {
-        let path = self.root.join("index.toml");
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(RootIndex::parse("index.toml", &text)?)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+    fn current(&self) -> Result<Current, PublishError> {
+        Ok(match self.store.read("index.toml")? {
+            Some(read) => {
+                let text = String::from_utf8_lossy(&read.bytes);
+                Current {
+                    root: Some(RootIndex::parse("index.toml", &text)?),
+                    etag: Some(read.etag),
+                }
+            }
+            None => Current {
+                root: None,
+                etag: None,
+            },
+        })
     }
 
-    /// The shard of `name` in the current root, if any.
+    /// The current root index, if the repository has one.
+    pub fn root_index(&self) -> Result<Option<RootIndex>, PublishError> {
+        Ok(self.current()?.root)
+    }
+
+    /// The shard of `name` in `root`, if any.
     pub fn shard(
         &self,
         root: &RootIndex,
@@ -117,29 +169,41 @@ impl Repo {
             return Ok(None);
         };
         let shard_path = entry.shard_path(name);
-        let path = self.root.join(shard_path.as_str());
-        let text = fs::read_to_string(&path)?;
+        let read = self
+            .store
+            .read(shard_path.as_str())?
+            .ok_or_else(|| StoreError::Io(missing(&self.store.location(shard_path.as_str()))))?;
+        let text = String::from_utf8_lossy(&read.bytes);
         Ok(Some(Shard::parse(shard_path.as_str(), &text)?))
     }
 
-    /// Copies `file` into the pool at `relative`; a file already there must
-    /// have the same bytes.
+    /// Writes `file` into the pool at `relative`, create-only; a file
+    /// already there must have the same bytes.
     fn put(&self, relative: &RelativePath, file: &Path) -> Result<(Sha256, u64), PublishError> {
-        let destination = self.root.join(relative.as_str());
-        // Copied and hashed in one pass, block by block (an artifact may be
-        // gigabytes); the copy appears only if nothing is published there.
-        let mut copy = kpack_fs::AtomicFile::create(&destination)?;
-        let mut reader = HashingReader::new(fs::File::open(file)?);
-        std::io::copy(&mut reader, &mut copy)?;
-        let (digest, size) = reader.finish();
-        match Sha256::of_file(&destination) {
-            Ok((existing, _)) if existing == digest => return Ok((digest, size)),
-            Ok(_) => return Err(PublishError::Immutable { path: destination }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
+        // Hashed first, then streamed up: an artifact may be gigabytes.
+        let (digest, size) = Sha256::of_file(file)?;
+        match self
+            .store
+            .create(relative.as_str(), Body::File(file), Cache::Immutable)?
+        {
+            Created::Created => Ok((digest, size)),
+            Created::Exists if self.hash_of(relative.as_str())? == Some(digest) => {
+                Ok((digest, size))
+            }
+            Created::Exists => Err(PublishError::Immutable {
+                location: self.store.location(relative.as_str()),
+            }),
         }
-        copy.commit()?;
-        Ok((digest, size))
+    }
+
+    /// The sha256 of what is at `key`, streamed; `None` when absent.
+    fn hash_of(&self, key: &str) -> Result<Option<Sha256>, PublishError> {
+        let Some(reader) = self.store.reader(key)? else {
+            return Ok(None);
+        };
+        let mut reader = HashingReader::new(reader);
+        std::io::copy(&mut reader, &mut std::io::sink())?;
+        Ok(Some(reader.finish().0))
     }
 
     /// Adds version `version` of `name` with `artifacts` and publishes a new
@@ -153,39 +217,54 @@ impl Repo {
         summary: Option<String>,
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
-        let mut root = match self.root_index()? {
-            Some(root) => root,
-            None => empty_root(self.default_name()),
-        };
-        let mut shard = self.shard(&root, name)?.unwrap_or_else(|| Shard {
-            name: name.clone(),
-            versions: Vec::new(),
-        });
-        if shard.versions.iter().any(|v| &v.version == version) {
+        let current = self.current()?;
+        if let Some(root) = &current.root {
+            self.refuse_published(root, name, version)?;
+        }
+        // In one order for every publisher, so that of two racing with
+        // different bytes the loser stops at its first file.
+        let mut order: Vec<usize> = (0..artifacts.len()).collect();
+        order.sort_by_key(|&i| artifacts[i].file.file_name());
+        let mut entries = vec![None; artifacts.len()];
+        for i in order {
+            entries[i] = Some(self.add_artifact(name, version, &artifacts[i])?);
+        }
+        let entries: Vec<Artifact> = entries.into_iter().flatten().collect();
+        self.commit(Some(current), key, |root| {
+            self.refuse_published(root, name, version)?;
+            let mut shard = self.shard(root, name)?.unwrap_or_else(|| Shard {
+                name: name.clone(),
+                versions: Vec::new(),
+            });
+            shard.versions.push(VersionEntry {
+                version: version.clone(),
+                depends: depends.clone(),
+                artifacts: entries.clone(),
+            });
+            shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
+            let previous_summary = root.packages.get(name).map(|p| p.summary.clone());
+            let summary = summary.clone().or(previous_summary).unwrap_or_default();
+            self.publish_shard(root, shard, summary)
+        })
+    }
+
+    fn refuse_published(
+        &self,
+        root: &RootIndex,
+        name: &PackageName,
+        version: &semver::Version,
+    ) -> Result<(), PublishError> {
+        let published = self
+            .shard(root, name)?
+            .is_some_and(|shard| shard.versions.iter().any(|v| &v.version == version));
+        if published {
             return Err(PublishError::VersionExists {
                 name: name.clone(),
                 version: version.clone(),
             });
         }
-        let mut entries = Vec::new();
-        for artifact in artifacts {
-            entries.push(self.add_artifact(name, version, artifact)?);
-        }
-        shard.versions.push(VersionEntry {
-            version: version.clone(),
-            depends,
-            artifacts: entries,
-        });
-        shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
-        let previous_summary = root.packages.get(name).map(|p| p.summary.clone());
-        self.publish_shard(
-            &mut root,
-            shard,
-            summary.or(previous_summary).unwrap_or_default(),
-        )?;
-        self.publish_root(root, key)
+        Ok(())
     }
-
     fn add_artifact(
         &self,
         name: &PackageName,
@@ -245,8 +324,8 @@ impl Repo {
         })
     }
 
-    /// Writes a shard (content-addressed, so never over another) and points
-    /// the root at it.
+    /// Writes a shard (content-addressed, so create-only and never over
+    /// another) and points `root` at it.
     fn publish_shard(
         &self,
         root: &mut RootIndex,
@@ -254,16 +333,19 @@ impl Repo {
         summary: String,
     ) -> Result<(), PublishError> {
         let text = shard.to_toml()?;
+        let sha256 = Sha256::of(text.as_bytes());
         let path: RelativePath = Shard::path_for(&shard.name, text.as_bytes())
             .parse()
             .map_err(|e: crate::types::InvalidValue| PublishError::Artifact {
                 path: PathBuf::from("packages"),
                 message: e.to_string(),
             })?;
-        let destination = self.root.join(path.as_str());
-        if !destination.exists() {
-            kpack_fs::write_atomic(&destination, text.as_bytes())?;
-        }
+        // Named by its hash: whatever is already there is these bytes.
+        self.store.create(
+            path.as_str(),
+            Body::Bytes(text.as_bytes()),
+            Cache::Immutable,
+        )?;
         let latest = shard
             .versions
             .iter()
@@ -274,10 +356,8 @@ impl Repo {
             shard.name.clone(),
             PackageEntry {
                 // Written at its usual place, so the root need not say.
-                shard: (path
-                    != RelativePath::usual_shard(&shard.name, &Sha256::of(text.as_bytes())))
-                .then_some(path),
-                sha256: Sha256::of(text.as_bytes()),
+                shard: (path != RelativePath::usual_shard(&shard.name, &sha256)).then_some(path),
+                sha256,
                 latest,
                 summary,
             },
@@ -290,64 +370,206 @@ impl Repo {
     /// sync pools by other means. Published versions are immutable: bytes
     /// that changed at a published path are refused, naming the path.
     pub fn reindex(&self, key: Option<&SecretKey>) -> Result<RootIndex, PublishError> {
-        let Some(root) = self.root_index()? else {
+        let current = self.current()?;
+        if current.root.is_none() {
             return Err(PublishError::NoIndex {
-                path: self.root.join("index.toml"),
+                location: self.store.location("index.toml"),
             });
-        };
-        for name in root.packages.keys() {
-            let Some(shard) = self.shard(&root, name)? else {
-                continue;
-            };
-            for artifact in shard.versions.iter().flat_map(|v| &v.artifacts) {
-                let path = self.root.join(artifact.path.as_str());
-                let (sha256, size) = Sha256::of_file(&path)?;
-                if sha256 != artifact.sha256 || size != artifact.size {
-                    return Err(PublishError::Immutable { path });
+        }
+        self.commit(Some(current), key, |root| {
+            for name in root.packages.keys() {
+                let Some(shard) = self.shard(root, name)? else {
+                    continue;
+                };
+                for artifact in shard.versions.iter().flat_map(|v| &v.artifacts) {
+                    let key = artifact.path.as_str();
+                    let (sha256, size) = self.hash_and_size(key)?;
+                    if sha256 != artifact.sha256 || size != artifact.size {
+                        return Err(PublishError::Immutable {
+                            location: self.store.location(key),
+                        });
+                    }
                 }
             }
-        }
-        self.publish_root(root, key)
+            Ok(())
+        })
     }
 
-    /// Bumps the version, refreshes the dates, signs, and renames the
-    /// signature then the root into place.
+    fn hash_and_size(&self, key: &str) -> Result<(Sha256, u64), PublishError> {
+        let reader = self
+            .store
+            .reader(key)?
+            .ok_or_else(|| StoreError::Io(missing(&self.store.location(key))))?;
+        let mut reader = HashingReader::new(reader);
+        std::io::copy(&mut reader, &mut std::io::sink())?;
+        Ok(reader.finish())
+    }
+
+    /// Publishes `root` as the repository's next version, whatever the
+    /// current root holds (for tools that generate a whole index).
     pub fn publish_root(
         &self,
-        mut root: RootIndex,
+        root: RootIndex,
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
-        let now = Timestamp::now();
-        root.repo.version += 1;
-        root.repo.generated = Timestamp::from_second(now.as_second()).unwrap_or(now);
-        root.repo.expires =
-            Timestamp::from_second(now.as_second() + DEFAULT_VALIDITY_DAYS * 86_400).unwrap_or(now);
-        let text = root.to_toml()?;
-        let index = self.root.join("index.toml");
-        let signature_path = self.root.join("index.toml.minisig");
-        match key {
-            Some(key) => {
-                let signature = sign_root(key, text.as_bytes())?;
-                kpack_fs::write_atomic(&signature_path, signature.as_bytes())?;
+        self.commit(None, key, |current| {
+            *current = root.clone();
+            Ok(())
+        })
+    }
+
+    /// The publishing protocol: applies `change` to the current root (an
+    /// empty one for a new repository) and publishes the result as a new
+    /// version, retrying from a fresh read whenever another publisher got
+    /// in first. `change` runs once per attempt and may write immutable
+    /// files (shards); it must not depend on an earlier attempt.
+    fn commit(
+        &self,
+        first: Option<Current>,
+        key: Option<&SecretKey>,
+        mut change: impl FnMut(&mut RootIndex) -> Result<(), PublishError>,
+    ) -> Result<RootIndex, PublishError> {
+        let mut read = first;
+        for _ in 0..MAX_ATTEMPTS {
+            let Current { root, etag } = match read.take() {
+                Some(current) => current,
+                None => self.current()?,
+            };
+            let mut root = root.unwrap_or_else(|| empty_root(self.default_name()));
+            let previous = root.repo.version;
+            change(&mut root)?;
+            stamp(&mut root, previous + 1);
+            let Some(signature) = self.claim(&mut root, key)? else {
+                continue;
+            };
+            let text = root.to_toml()?;
+            let claimed = RootIndex::versioned_key(root.repo.version);
+            let swapped =
+                self.store
+                    .swap("index.toml", text.as_bytes(), etag.as_ref(), Cache::NoCache)?;
+            let Some(swapped) = swapped else {
+                // Never named by index.toml, so no reader can want it.
+                self.store.delete(&format!("{claimed}.minisig"))?;
+                self.store.delete(&claimed)?;
+                continue;
+            };
+            self.write_signature(signature.as_deref())?;
+            if self.store.etag("index.toml")? != Some(swapped) {
+                self.settle_signature()?;
             }
-            None => match fs::remove_file(&signature_path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            },
+            return Ok(root);
         }
-        kpack_fs::write_atomic(&index, text.as_bytes())?;
-        Ok(root)
+        Err(PublishError::Contended {
+            location: self.store.location("index.toml"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Writes the immutable copy of `root` (and its signature) at the first
+    /// free `roots/<version>.toml` from its version on, setting the version
+    /// to the one claimed: its signature (`Some(None)` unsigned), or `None`
+    /// if others keep taking the versions.
+    #[allow(clippy::option_option)]
+    fn claim(
+        &self,
+        root: &mut RootIndex,
+        key: Option<&SecretKey>,
+    ) -> Result<Option<Option<String>>, PublishError> {
+        // A publisher stopped after its claim leaves a version no root
+        // names; versions need only increase, so step over it.
+        for _ in 0..MAX_ATTEMPTS {
+            let text = root.to_toml()?;
+            let claimed = RootIndex::versioned_key(root.repo.version);
+            let signature = key.map(|key| sign_root(key, text.as_bytes())).transpose()?;
+            match self
+                .store
+                .create(&claimed, Body::Bytes(text.as_bytes()), Cache::Immutable)?
+            {
+                Created::Created => {
+                    if let Some(signature) = &signature {
+                        let key = format!("{claimed}.minisig");
+                        self.store
+                            .put(&key, signature.as_bytes(), Cache::Immutable)?;
+                    }
+                    return Ok(Some(signature));
+                }
+                Created::Exists => root.repo.version += 1,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes `index.toml.minisig`, or removes it for an unsigned root.
+    fn write_signature(&self, signature: Option<&str>) -> Result<(), PublishError> {
+        match signature {
+            Some(signature) => {
+                self.store
+                    .put("index.toml.minisig", signature.as_bytes(), Cache::NoCache)?
+            }
+            None => self.store.delete("index.toml.minisig")?,
+        }
+        Ok(())
+    }
+
+    /// Makes `index.toml.minisig` the signature of the current root (from
+    /// its immutable copy), or removes it for an unsigned root: for when
+    /// another root went in after this publisher's, whose signature may
+    /// have been written after the newer one's.
+    fn settle_signature(&self) -> Result<(), PublishError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(current) = self.store.read("index.toml")? else {
+                return Ok(());
+            };
+            let Some(version) = RootIndex::peek_version(&current.bytes) else {
+                return Ok(());
+            };
+            let copy = format!("{}.minisig", RootIndex::versioned_key(version));
+            let signature = self.store.read(&copy)?.map(|read| read.bytes);
+            let signature = signature.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+            self.write_signature(signature.as_deref())?;
+            if self.store.etag("index.toml")?.as_ref() == Some(&current.etag) {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// Signs the current root as it is (after an unsigned publish).
     pub fn sign(&self, key: &SecretKey) -> Result<(), PublishError> {
-        let index = self.root.join("index.toml");
-        let bytes = fs::read(&index)?;
-        let signature = sign_root(key, &bytes)?;
-        kpack_fs::write_atomic(&self.root.join("index.toml.minisig"), signature.as_bytes())?;
-        Ok(())
+        let current = self
+            .store
+            .read("index.toml")?
+            .ok_or_else(|| PublishError::NoIndex {
+                location: self.store.location("index.toml"),
+            })?;
+        let text = String::from_utf8_lossy(&current.bytes);
+        let root = RootIndex::parse("index.toml", &text)?;
+        let signature = sign_root(key, &current.bytes)?;
+        let claimed = RootIndex::versioned_key(root.repo.version);
+        self.store
+            .create(&claimed, Body::Bytes(&current.bytes), Cache::Immutable)?;
+        let copy = format!("{claimed}.minisig");
+        self.store
+            .put(&copy, signature.as_bytes(), Cache::NoCache)?;
+        self.settle_signature()
     }
+}
+
+/// Sets a new root's version and its dates.
+fn stamp(root: &mut RootIndex, version: u64) {
+    let now = Timestamp::now();
+    root.repo.version = version;
+    root.repo.generated = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    root.repo.expires =
+        Timestamp::from_second(now.as_second() + DEFAULT_VALIDITY_DAYS * 86_400).unwrap_or(now);
+}
+
+/// The error for a file an index names that is not there.
+fn missing(location: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("{location}: named by the index but not found"),
+    )
 }
 
 fn empty_root(name: PackageName) -> RootIndex {

@@ -230,6 +230,27 @@ impl RootIndex {
     pub fn to_toml(&self) -> Result<String, SchemaError> {
         to_toml_text("index.toml", self)
     }
+
+    /// The `repo.version` an unverified root claims, only to find the
+    /// signature that then verifies its bytes (or does not).
+    pub fn peek_version(bytes: &[u8]) -> Option<u64> {
+        #[derive(Deserialize)]
+        struct Peek {
+            repo: PeekRepo,
+        }
+        #[derive(Deserialize)]
+        struct PeekRepo {
+            version: u64,
+        }
+        let text = std::str::from_utf8(bytes).ok()?;
+        toml::from_str::<Peek>(text).ok().map(|p| p.repo.version)
+    }
+
+    /// Where the immutable copy of root version `version` is kept (its
+    /// signature beside it, `.minisig` added).
+    pub fn versioned_key(version: u64) -> String {
+        format!("roots/{version}.toml")
+    }
 }
 
 impl Shard {

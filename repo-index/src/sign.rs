@@ -190,3 +190,65 @@ pub fn verify_root(
     }
     Ok(root)
 }
+
+/// A root index whose signature verified, with the exact bytes of both.
+#[derive(Debug, Clone)]
+pub struct SignedRoot {
+    pub root: RootIndex,
+    pub bytes: Vec<u8>,
+    pub signature: String,
+}
+
+/// Why [`read_signed_root`] found no verified root: the reader's own error,
+/// or the signature's.
+#[derive(Debug)]
+pub enum RootReadError<E> {
+    Read(E),
+    Sign(SignError),
+}
+
+/// Reads `index.toml` and its signature through `read` and verifies them
+/// with `key`. A reader can catch the two out of step (a publish writes the
+/// root, then its signature): they are read once more, and if they still
+/// disagree the signature of the root's immutable copy (`roots/<version>`,
+/// written before the root) is tried, so a publisher stopped between the
+/// two writes leaves a root that verifies.
+pub fn read_signed_root<E>(
+    key: &PublicKey,
+    mut read: impl FnMut(&str) -> Result<Vec<u8>, E>,
+) -> Result<SignedRoot, RootReadError<E>> {
+    let mut attempt = || -> Result<Result<SignedRoot, (Vec<u8>, SignError)>, E> {
+        let bytes = read("index.toml")?;
+        let signature = read("index.toml.minisig")?;
+        let signature = String::from_utf8_lossy(&signature).into_owned();
+        Ok(match verify_root(key, "index.toml", &bytes, &signature) {
+            Ok(root) => Ok(SignedRoot {
+                root,
+                bytes,
+                signature,
+            }),
+            Err(error) => Err((bytes, error)),
+        })
+    };
+    if let Ok(signed) = attempt().map_err(RootReadError::Read)? {
+        return Ok(signed);
+    }
+    let (bytes, error) = match attempt().map_err(RootReadError::Read)? {
+        Ok(signed) => return Ok(signed),
+        Err(failed) => failed,
+    };
+    if let Some(version) = RootIndex::peek_version(&bytes) {
+        let key_path = format!("{}.minisig", RootIndex::versioned_key(version));
+        if let Ok(signature) = read(&key_path) {
+            let signature = String::from_utf8_lossy(&signature).into_owned();
+            if let Ok(root) = verify_root(key, "index.toml", &bytes, &signature) {
+                return Ok(SignedRoot {
+                    root,
+                    bytes,
+                    signature,
+                });
+            }
+        }
+    }
+    Err(RootReadError::Sign(error))
+}

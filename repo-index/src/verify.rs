@@ -7,8 +7,8 @@ use std::path::Path;
 use crate::fetch::{FetchError, Source};
 
 use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
-use crate::sign::{verify_root, PublicKey, SignError};
-use crate::types::{PackageName, RelativePath, Sha256, Timestamp};
+use crate::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
+use crate::types::{HashingWriter, PackageName, RelativePath, Sha256, Timestamp};
 
 /// What is wrong with a repository.
 #[derive(Debug, thiserror::Error)]
@@ -86,20 +86,19 @@ pub fn verify_repository_with(
         for version in &shard.versions {
             report.versions += 1;
             for artifact in &version.artifacts {
-                let data = match source.read_optional(artifact.path.as_str())? {
-                    Some(data) => data,
-                    None if partial => {
+                let mut hashed = HashingWriter::new(std::io::sink());
+                if !source.copy_to(artifact.path.as_str(), &mut hashed)? {
+                    if partial {
                         report.missing += 1;
                         continue;
                     }
-                    None => {
-                        return Err(FetchError::NotFound {
-                            location: source.location(artifact.path.as_str()),
-                        }
-                        .into())
+                    return Err(FetchError::NotFound {
+                        location: source.location(artifact.path.as_str()),
                     }
-                };
-                check_artifact(&shard_path, artifact, &data)?;
+                    .into());
+                }
+                let (sha256, size, _) = hashed.finish();
+                check_artifact(&shard_path, artifact, sha256, size)?;
                 report.artifacts += 1;
                 report.bytes += artifact.size;
             }
@@ -117,14 +116,14 @@ pub(crate) fn verified_root(
     now: Timestamp,
     min_version: Option<u64>,
 ) -> Result<(RootIndex, RootBytes), VerifyError> {
-    let bytes = source.read("index.toml")?;
-    let signature = source.read("index.toml.minisig")?;
-    let root = verify_root(
-        key,
-        "index.toml",
-        &bytes,
-        &String::from_utf8_lossy(&signature),
-    )?;
+    let SignedRoot {
+        root,
+        bytes,
+        signature,
+    } = read_signed_root(key, |path| source.read(path)).map_err(|error| match error {
+        RootReadError::Read(error) => VerifyError::Fetch(error),
+        RootReadError::Sign(error) => VerifyError::Sign(error),
+    })?;
     if root.repo.expires < now {
         return Err(VerifyError::Expired {
             expires: root.repo.expires,
@@ -140,7 +139,13 @@ pub(crate) fn verified_root(
             });
         }
     }
-    Ok((root, RootBytes { bytes, signature }))
+    Ok((
+        root,
+        RootBytes {
+            bytes,
+            signature: signature.into_bytes(),
+        },
+    ))
 }
 
 /// The exact bytes of a verified root and of its signature.
@@ -162,9 +167,8 @@ pub(crate) fn verified_shard(
     check(
         shard_path.as_str(),
         "index.toml",
-        &bytes,
+        Sha256::of(&bytes),
         entry.sha256,
-        None,
     )?;
     let shard = Shard::parse(shard_path.as_str(), &String::from_utf8_lossy(&bytes))?;
     if &shard.name != name {
@@ -177,44 +181,31 @@ pub(crate) fn verified_shard(
     Ok((shard_path, shard, bytes))
 }
 
-/// Checks an artifact's bytes against the size and hash its shard pins.
+/// Checks an artifact's digest and size against what its shard pins.
 pub(crate) fn check_artifact(
     shard_path: &RelativePath,
     artifact: &Artifact,
-    data: &[u8],
+    sha256: Sha256,
+    size: u64,
 ) -> Result<(), VerifyError> {
-    check(
-        artifact.path.as_str(),
-        shard_path.as_str(),
-        data,
-        artifact.sha256,
-        Some(artifact.size),
-    )
+    let (path, pinned_by) = (artifact.path.as_str(), shard_path.as_str());
+    if size != artifact.size {
+        return Err(VerifyError::SizeMismatch {
+            path: path.to_owned(),
+            pinned_by: pinned_by.to_owned(),
+            expected: artifact.size,
+            actual: size,
+        });
+    }
+    check(path, pinned_by, sha256, artifact.sha256)
 }
 
-fn check(
-    path: &str,
-    pinned_by: &str,
-    data: &[u8],
-    sha256: Sha256,
-    size: Option<u64>,
-) -> Result<(), VerifyError> {
-    if let Some(expected) = size {
-        if data.len() as u64 != expected {
-            return Err(VerifyError::SizeMismatch {
-                path: path.to_owned(),
-                pinned_by: pinned_by.to_owned(),
-                expected,
-                actual: data.len() as u64,
-            });
-        }
-    }
-    let actual = Sha256::of(data);
-    if actual != sha256 {
+fn check(path: &str, pinned_by: &str, actual: Sha256, expected: Sha256) -> Result<(), VerifyError> {
+    if actual != expected {
         return Err(VerifyError::HashMismatch {
             path: path.to_owned(),
             pinned_by: pinned_by.to_owned(),
-            expected: sha256,
+            expected,
             actual,
         });
     }

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use kpack_repo_index::sign::{verify_root, PublicKey, SignError};
+use kpack_repo_index::sign::{
+    read_signed_root, verify_root, PublicKey, RootReadError, SignError, SignedRoot,
+};
 use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
 
 use crate::cache::Cache;
@@ -193,30 +195,21 @@ impl RepoStore {
     ) -> Result<Updated, RepoError> {
         let mirrors = std::slice::from_ref(mirror);
         let url = mirror.locate("index.toml").to_string();
-        // A publish renames the signature, then the root: a reader between
-        // the two sees them out of step, so fetch both once more.
-        let mut verified = None;
-        for _ in 0..2 {
-            let bytes = client.fetch_unpinned(mirrors, "index.toml")?;
-            let signature = client.fetch_unpinned(mirrors, "index.toml.minisig")?;
-            let signature = String::from_utf8_lossy(&signature).into_owned();
-            match verify_root(key, "index.toml", &bytes, &signature) {
-                Ok(root) => {
-                    verified = Some(Ok((root, bytes, signature)));
-                    break;
-                }
-                Err(source) => {
-                    verified = Some(Err(RepoError::Signature {
-                        repo: config.name.clone(),
-                        url: url.clone(),
-                        source: Box::new(source),
-                    }))
-                }
-            }
-        }
-        let (root, bytes, signature) = verified.unwrap_or(Err(RepoError::NotUpdated {
-            repo: config.name.clone(),
-        }))?;
+        // A reader can catch a publish between the root and its signature;
+        // `read_signed_root` reads again, then tries the root's own copy.
+        let signed = read_signed_root(key, |path| client.fetch_unpinned(mirrors, path));
+        let SignedRoot {
+            root,
+            bytes,
+            signature,
+        } = signed.map_err(|error| match error {
+            RootReadError::Read(error) => RepoError::from(error),
+            RootReadError::Sign(source) => RepoError::Signature {
+                repo: config.name.clone(),
+                url: url.clone(),
+                source: Box::new(source),
+            },
+        })?;
         let mut warnings = Vec::new();
         let previous = seen.get(root.repo.name.as_str()).copied();
         if let Some(seen) = previous {

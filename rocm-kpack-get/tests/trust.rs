@@ -386,6 +386,8 @@ fn a_root_and_signature_out_of_step_are_fetched_again_once() {
 fn a_root_and_signature_that_stay_out_of_step_are_refused_after_one_more_fetch() {
     let private = private_repo();
     half_published(&private);
+    // No immutable copies of the roots to fall back on.
+    fs_err::remove_dir_all(private.repo.dir.join("roots")).unwrap();
     let server = TestServer::start(&private.repo.dir);
     let env = Env::new();
     let out = output(&mut env.with_repo(&server.url(), private.public_key(), &["update"]));
@@ -393,6 +395,22 @@ fn a_root_and_signature_that_stay_out_of_step_are_refused_after_one_more_fetch()
     assert_eq!(gets_of(&server, "index.toml"), 2);
     assert_eq!(gets_of(&server, "index.toml.minisig"), 2);
     assert_eq!(stored_version(&env), None);
+}
+
+/// A publisher stopped between the root and its signature: the root
+/// verifies with the signature of its immutable copy, `roots/<version>`.
+#[test]
+fn a_root_whose_signature_stays_out_of_step_verifies_through_its_copy() {
+    let private = private_repo();
+    let before = private.root().repo.version;
+    half_published(&private);
+    let server = TestServer::start(&private.repo.dir);
+    let env = Env::new();
+    let out = output(&mut env.with_repo(&server.url(), private.public_key(), &["update"]));
+    assert!(out.status.success(), "{}", describe(&out));
+    let copy = format!("roots/{before}.toml.minisig");
+    assert_eq!(gets_of(&server, &copy), 1);
+    assert_eq!(stored_version(&env), Some(before));
 }
 
 /// Changes the repository's shard of rocm-rand (same name, other bytes);

@@ -126,13 +126,13 @@ impl Manifest {
 }
 
 /// Builds `manifest` from the package in `sources` and publishes it to the
-/// repository at `repo`, signed with `key` if given: a host tree, one
+/// repository `repo`, signed with `key` if given: a host tree, one
 /// archive per processor (or family), and one payload per processor and
 /// kernel database (a component of its own, e.g. `tensile`).
 pub fn build(
     manifest: &Manifest,
     sources: &Path,
-    repo: &Path,
+    repo: &Repo,
     key: Option<&SecretKey>,
 ) -> Result<RootIndex, BuildError> {
     let work = tempfile::tempdir().map_err(BuildError::WorkDir)?;
@@ -150,7 +150,7 @@ pub fn build(
     let report = split_tree_with(&prefix, &split, &options)?;
     let artifacts = pack_artifacts(manifest, &split, &report, work.path())?;
     let package = &manifest.package;
-    let root = Repo::open(repo)?.add(
+    let root = repo.add(
         &package.name,
         &package.version,
         package.depends.clone(),

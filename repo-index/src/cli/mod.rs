@@ -12,8 +12,9 @@ use clap::{Args, Parser, Subcommand};
 
 use kpack_repo_index::fetch::Source;
 use kpack_repo_index::mirror::{mirror, Scope};
-use kpack_repo_index::publish::{NewArtifact, Repo};
+use kpack_repo_index::publish::{NewArtifact, PublishOptions, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
+use kpack_repo_index::store::{Location, S3Options, Store};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::verify::verify_repository_with;
 use manifest::{build, write_tree, Manifest, TreeCompression};
@@ -25,6 +26,43 @@ use rocm_kpack::Target;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    storage: StorageArgs,
+}
+
+/// How to reach `s3://bucket/prefix` repositories; credentials and region
+/// come from the usual AWS_* environment.
+#[derive(Debug, Args)]
+struct StorageArgs {
+    /// The S3 API endpoint of a non-AWS store (MinIO, Ceph, R2, a local
+    /// server); path-style addressing. Default: AWS_ENDPOINT_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    endpoint: Option<String>,
+    /// Publish to a store that ignores conditional writes (If-None-Match,
+    /// If-Match); safe only with a single publisher.
+    #[arg(long, global = true)]
+    no_conditional_writes: bool,
+    /// Part size of multipart uploads, in MiB (at least 5).
+    #[arg(long, global = true, value_name = "MIB", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(5..=4096))]
+    part_size: u32,
+}
+
+impl StorageArgs {
+    fn s3(&self) -> S3Options {
+        S3Options {
+            endpoint: self.endpoint.clone(),
+            part_size: (self.part_size as usize) << 20,
+        }
+    }
+
+    fn open(&self, location: &Location) -> anyhow::Result<Repo> {
+        let options = PublishOptions {
+            s3: self.s3(),
+            check_conditional_writes: !self.no_conditional_writes,
+        };
+        Repo::open_at(location, &options).with_context(|| format!("cannot publish to {location}"))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,9 +99,9 @@ struct KeygenArgs {
 
 #[derive(Debug, Args)]
 struct AddArgs {
-    /// The repository directory.
-    #[arg(value_parser = local_directory)]
-    repo: PathBuf,
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
     package: PackageName,
     version: semver::Version,
     /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
@@ -90,9 +128,9 @@ struct AddArgs {
 
 #[derive(Debug, Args)]
 struct BuildArgs {
-    /// The repository directory.
-    #[arg(value_parser = local_directory)]
-    repo: PathBuf,
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
     manifest: PathBuf,
     /// Directory holding the package the manifest names (default: the
     /// manifest's directory).
@@ -104,25 +142,25 @@ struct BuildArgs {
 
 #[derive(Debug, Args)]
 struct IndexArgs {
-    /// The repository directory.
-    #[arg(value_parser = local_directory)]
-    repo: PathBuf,
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
     #[arg(long)]
     key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 struct SignArgs {
-    /// The repository directory.
-    #[arg(value_parser = local_directory)]
-    repo: PathBuf,
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
     #[arg(long)]
     key: PathBuf,
 }
 
 #[derive(Debug, Args)]
 struct VerifyArgs {
-    /// A repository directory or URL.
+    /// A repository: a directory, an http(s):// URL or s3://bucket/prefix.
     repo: String,
     /// Public key file, or the key itself.
     #[arg(long)]
@@ -134,11 +172,12 @@ struct VerifyArgs {
 
 #[derive(Debug, Args)]
 struct MirrorArgs {
-    /// The upstream repository: a directory or URL.
+    /// The upstream repository: a directory, an http(s):// URL or
+    /// s3://bucket/prefix.
     upstream: String,
-    /// The mirror's directory.
-    #[arg(value_parser = local_directory)]
-    dest: PathBuf,
+    /// The mirror: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    dest: Location,
     /// The upstream's public key file, or the key itself.
     #[arg(long)]
     pubkey: String,
@@ -158,7 +197,7 @@ fn secret(path: &Path) -> anyhow::Result<SecretKey> {
 /// Parses arguments, runs the command, renders errors.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command, &cli.storage) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -170,27 +209,22 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+fn run(command: Command, storage: &StorageArgs) -> anyhow::Result<()> {
     match command {
         Command::Keygen(args) => keygen_command(args),
-        Command::Add(args) => add_command(args),
-        Command::Build(args) => build_command(args),
-        Command::Index(args) => index_command(args),
-        Command::Sign(args) => sign_command(args),
-        Command::Verify(args) => verify_command(args),
-        Command::Mirror(args) => mirror_command(args),
+        Command::Add(args) => add_command(args, storage),
+        Command::Build(args) => build_command(args, storage),
+        Command::Index(args) => index_command(args, storage),
+        Command::Sign(args) => sign_command(args, storage),
+        Command::Verify(args) => verify_command(args, storage),
+        Command::Mirror(args) => mirror_command(args, storage),
     }
 }
 
-/// A repository directory argument: a path, never a URL that would become
-/// a directory named after its scheme.
-fn local_directory(text: &str) -> Result<PathBuf, String> {
-    match kpack_repo_index::fetch::url_scheme(text) {
-        Some(scheme) => Err(format!(
-            "a {scheme}:// URL; kpack-repo writes repositories to local directories"
-        )),
-        None => Ok(PathBuf::from(text)),
-    }
+/// A repository to write: a path or `s3://bucket/prefix`, never another URL
+/// that would become a directory named after its scheme.
+fn repository(text: &str) -> Result<Location, String> {
+    Location::parse(text).map_err(|e| e.to_string())
 }
 
 fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result<()> {
@@ -223,6 +257,7 @@ fn add_command(
         summary,
         key,
     }: AddArgs,
+    storage: &StorageArgs,
 ) -> anyhow::Result<()> {
     let key = key.as_deref().map(secret).transpose()?;
     let packed = tempfile::tempdir()?;
@@ -252,7 +287,7 @@ fn add_command(
             }
         })
         .collect();
-    let root = Repo::open(&repo)?.add(
+    let root = storage.open(&repo)?.add(
         &package,
         &version,
         depends,
@@ -261,8 +296,7 @@ fn add_command(
         key.as_ref(),
     )?;
     println!(
-        "published {package} {version} in {} (repo {} version {}{})",
-        repo.display(),
+        "published {package} {version} in {repo} (repo {} version {}{})",
         root.repo.name,
         root.repo.version,
         if key.is_some() {
@@ -281,38 +315,35 @@ fn build_command(
         sources,
         key,
     }: BuildArgs,
+    storage: &StorageArgs,
 ) -> anyhow::Result<()> {
     let key = key.as_deref().map(secret).transpose()?;
     let parsed = Manifest::load(&manifest)?;
     let sources = sources.unwrap_or_else(|| manifest.parent().unwrap_or(Path::new(".")).to_owned());
-    let root = build(&parsed, &sources, &repo, key.as_ref())
+    let root = build(&parsed, &sources, &storage.open(&repo)?, key.as_ref())
         .with_context(|| format!("cannot build {}", manifest.display()))?;
     let entry = &root.packages[&parsed.package.name];
     println!(
-        "built and published {} {} in {} (repo version {}, shard {})",
+        "built and published {} {} in {repo} (repo version {}, shard {})",
         parsed.package.name,
         parsed.package.version,
-        repo.display(),
         root.repo.version,
         entry.shard_path(&parsed.package.name)
     );
     Ok(())
 }
 
-fn index_command(IndexArgs { repo, key }: IndexArgs) -> anyhow::Result<()> {
+fn index_command(IndexArgs { repo, key }: IndexArgs, storage: &StorageArgs) -> anyhow::Result<()> {
     let key = key.as_deref().map(secret).transpose()?;
-    let root = Repo::open(&repo)?.reindex(key.as_ref())?;
-    println!(
-        "reindexed {}: version {}",
-        repo.display(),
-        root.repo.version
-    );
+    let root = storage.open(&repo)?.reindex(key.as_ref())?;
+    println!("reindexed {repo}: version {}", root.repo.version);
     Ok(())
 }
 
-fn sign_command(SignArgs { repo, key }: SignArgs) -> anyhow::Result<()> {
-    Repo::open(&repo)?.sign(&secret(&key)?)?;
-    println!("signed {}", repo.join("index.toml").display());
+fn sign_command(SignArgs { repo, key }: SignArgs, storage: &StorageArgs) -> anyhow::Result<()> {
+    let opened = storage.open(&repo)?;
+    opened.sign(&secret(&key)?)?;
+    println!("signed {}", opened.store().location("index.toml"));
     Ok(())
 }
 
@@ -322,8 +353,9 @@ fn verify_command(
         pubkey,
         partial,
     }: VerifyArgs,
+    storage: &StorageArgs,
 ) -> anyhow::Result<()> {
-    let source = Source::parse(&repo)?;
+    let source = Source::open(&repo, &storage.s3())?;
     let key = PublicKey::load(&pubkey)?;
     let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
         .with_context(|| format!("{repo} does not verify"))?;
@@ -351,21 +383,23 @@ fn mirror_command(
         targets,
         packages,
     }: MirrorArgs,
+    storage: &StorageArgs,
 ) -> anyhow::Result<()> {
     let scope = Scope { targets, packages };
     let key = PublicKey::load(&pubkey)?;
-    let source = Source::parse(&upstream)?;
-    let report = mirror(&source, &key, Timestamp::now(), &dest, &scope)
+    let source = Source::open(&upstream, &storage.s3())?;
+    // Copied verbatim, so no publishing protocol: a plain store.
+    let store = Store::open(&dest, &storage.s3())?;
+    let report = mirror(&source, &key, Timestamp::now(), &store, &scope)
         .with_context(|| format!("cannot mirror {upstream}"))?;
     for artifact in &report.artifacts {
         println!("  {artifact}");
     }
     println!(
-        "mirrored {} shards and {} artifacts ({} bytes) into {}",
+        "mirrored {} shards and {} artifacts ({} bytes) into {dest}",
         report.shards,
         report.artifacts.len(),
         report.bytes,
-        dest.display()
     );
     Ok(())
 }
