@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::wheels::{
-    demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
+    build_wheel, demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
+    WheelSpec,
 };
 use common::{output, success, Env};
 
@@ -333,7 +334,18 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = uv_venv(&env.home.path().join("venv"), env.home.path());
-    let resolve = |targets: &str, extra: &[&str]| {
+    // An application depending on demo: demo's extras are added for it.
+    build_wheel(
+        &links,
+        &WheelSpec {
+            name: "app".into(),
+            version: "2.0".into(),
+            headers: vec!["Requires-Dist: demo>=1.0".into()],
+            files: vec![("app/__init__.py".into(), Vec::new())],
+            ..WheelSpec::default()
+        },
+    );
+    let resolve = |targets: &str, requirement: &str, extra: &[&str]| {
         let mut command = kpack(&env);
         command
             .args([
@@ -341,7 +353,7 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
                 targets,
                 "pip",
                 "resolve",
-                "demo>=1.0",
+                requirement,
                 "--python",
             ])
             .arg(&python)
@@ -351,16 +363,20 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
         kpack_ok(&mut command).0
     };
     assert_eq!(
-        resolve("gfx1100,gfx90a:xnack-", &[]),
+        resolve("gfx1100,gfx90a:xnack-", "demo>=1.0", &[]),
         "demo[device-gfx1100,device-gfx90a]>=1.0\n"
     );
     assert_eq!(
-        resolve("gfx90a:xnack+,gfx90a:xnack-", &[]),
+        resolve("gfx90a:xnack+,gfx90a:xnack-", "demo>=1.0", &[]),
         "demo[device-gfx90a]>=1.0\n"
     );
     assert_eq!(
-        resolve("gfx1100", &["--all-targets"]),
+        resolve("gfx1100", "demo>=1.0", &["--all-targets"]),
         "demo[device-all]>=1.0\n"
+    );
+    assert_eq!(
+        resolve("gfx1100", "app", &[]),
+        "app\ndemo[device-gfx1100]\n"
     );
 }
 
