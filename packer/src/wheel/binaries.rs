@@ -1,5 +1,7 @@
 //! The fat binaries of a wheel: found among its spooled ELF members, and
-//! split with markers pointing at `<top-level package>/.kpack/`.
+//! split a few at a time with markers pointing at
+//! `<top-level package>/.kpack/`, their code going into the archives as
+//! each batch is split (memory holds one batch's code, not the wheel's).
 
 use std::path::{Path, PathBuf};
 
@@ -8,31 +10,24 @@ use rayon::prelude::*;
 
 use super::error::WheelError;
 use super::reader::{Checked, Member};
-use crate::archive::{Entry, Grouping};
+use crate::archive::{ArchiveSet, Entry, Grouping};
 use crate::elf::FATBIN_SECTION;
 use crate::input::MappedFile;
 use crate::split::split_binary_with;
 use crate::tree::KPACK_DIR;
 
-/// A spooled member with device code.
+/// A fat member's host-only file, spooled.
 #[derive(Debug)]
-pub struct FatMember {
-    /// Its position among the wheel's members.
+pub struct SplitHost {
+    /// The member's position among the wheel's members.
     pub number: usize,
-    pub mapped: MappedFile,
+    pub path: PathBuf,
+    pub size: u64,
 }
 
-/// A fat member split: its host-only file (spooled) and code objects.
-#[derive(Debug)]
-pub struct SplitMember<'a> {
-    pub number: usize,
-    pub host: PathBuf,
-    pub host_size: u64,
-    pub entries: Vec<Entry<'a>>,
-}
-
-/// Maps the spooled ELF members that carry a `.hip_fatbin` section.
-pub fn find_fat(checked: &[Checked]) -> Result<Vec<FatMember>, WheelError> {
+/// The positions of the spooled ELF members that carry a `.hip_fatbin`
+/// section.
+pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
     let mut fat = Vec::new();
     for (number, member) in checked.iter().enumerate() {
         let Some(path) = &member.spooled else {
@@ -42,7 +37,7 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<FatMember>, WheelError> {
         let has_fatbin = object::File::parse(mapped.bytes())
             .is_ok_and(|file| file.section_by_name(FATBIN_SECTION).is_some());
         if has_fatbin {
-            fat.push(FatMember { number, mapped });
+            fat.push(number);
         }
     }
     Ok(fat)
@@ -51,9 +46,9 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<FatMember>, WheelError> {
 /// The top-level package whose `.kpack/` holds the archives: the first
 /// directory of the first fat binary's path. Fat binaries outside the
 /// package tree (`.data/`, the wheel's root) are refused.
-pub fn top_level_package(members: &[Member], fat: &[FatMember]) -> Result<String, WheelError> {
-    for binary in fat {
-        let name = &members[binary.number].name;
+pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, WheelError> {
+    for &number in fat {
+        let name = &members[number].name;
         let placement = |reason: &str| WheelError::Placement {
             member: name.clone(),
             reason: reason.to_owned(),
@@ -71,7 +66,7 @@ pub fn top_level_package(members: &[Member], fat: &[FatMember]) -> Result<String
     }
     let first = fat
         .first()
-        .and_then(|binary| members[binary.number].name.split_once('/'))
+        .and_then(|&number| members[number].name.split_once('/'))
         .map(|(top, _)| top.to_owned());
     Ok(first.unwrap_or_default())
 }
@@ -92,43 +87,88 @@ pub fn key_and_prefix(member: &str, top: &str) -> (String, String) {
     }
 }
 
-/// Splits every fat member in parallel, each host-only file spooled into
-/// `spool` as soon as it is made; code objects stay borrowed from the
-/// mappings where they are stored uncompressed.
-pub fn split_all<'a>(
-    members: &[Member],
-    fat: &'a [FatMember],
-    top: &str,
-    group: &str,
-    spool: &Path,
-) -> Result<Vec<SplitMember<'a>>, WheelError> {
-    fat.par_iter()
-        .map(|binary| {
-            let name = &members[binary.number].name;
-            let (key, prefix) = key_and_prefix(name, top);
-            let split = split_binary_with(binary.mapped.bytes(), &key, |targets| {
-                Grouping::Processor.search_paths(group, &prefix, targets)
-            })
-            .map_err(|source| WheelError::Split {
-                member: name.clone(),
-                source,
-            })?;
-            let Some(split) = split else {
-                return Err(WheelError::Placement {
-                    member: name.clone(),
-                    reason: "has a .hip_fatbin section but no device code".to_owned(),
-                });
-            };
-            let host = spool.join(format!("host-{}", binary.number));
-            fs_err::write(&host, &split.host)?;
-            Ok(SplitMember {
-                number: binary.number,
-                host,
-                host_size: split.host.len() as u64,
-                entries: split.entries,
-            })
+/// Where the split binaries go and how they are named.
+#[derive(Debug)]
+pub struct Splitter<'a> {
+    pub members: &'a [Member],
+    pub checked: &'a [Checked],
+    pub top: &'a str,
+    pub group: &'a str,
+    /// Where host-only files are spooled.
+    pub spool: &'a Path,
+}
+
+impl Splitter<'_> {
+    /// Splits the fat members `fat`, as many at a time as there are
+    /// threads, adding their code objects to `archives` in member order.
+    pub fn split_all(
+        &self,
+        fat: &[usize],
+        archives: &mut ArchiveSet,
+    ) -> Result<Vec<SplitHost>, WheelError> {
+        let mut hosts = Vec::with_capacity(fat.len());
+        for batch in fat.chunks(rayon::current_num_threads().max(1)) {
+            let mapped = batch
+                .iter()
+                .map(|&number| self.map(number))
+                .collect::<Result<Vec<_>, _>>()?;
+            let split = mapped
+                .par_iter()
+                .zip(batch)
+                .map(|(file, &number)| self.split_one(file, number))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut entries = Vec::new();
+            for (host, code) in split {
+                hosts.push(host);
+                entries.extend(code);
+            }
+            archives
+                .add(&entries, |bytes| {
+                    mapped.iter().for_each(|m| m.release(bytes))
+                })
+                .map_err(boxed)?;
+        }
+        Ok(hosts)
+    }
+
+    fn map(&self, number: usize) -> Result<MappedFile, WheelError> {
+        let path = self.checked[number]
+            .spooled
+            .as_deref()
+            .unwrap_or(Path::new(""));
+        MappedFile::open(path).map_err(boxed)
+    }
+
+    /// Splits one member, spooling its host-only file.
+    fn split_one<'m>(
+        &self,
+        file: &'m MappedFile,
+        number: usize,
+    ) -> Result<(SplitHost, Vec<Entry<'m>>), WheelError> {
+        let name = &self.members[number].name;
+        let (key, prefix) = key_and_prefix(name, self.top);
+        let split = split_binary_with(file.bytes(), &key, |targets| {
+            Grouping::Processor.search_paths(self.group, &prefix, targets)
         })
-        .collect()
+        .map_err(|source| WheelError::Split {
+            member: name.clone(),
+            source,
+        })?;
+        let Some(split) = split else {
+            return Err(WheelError::Placement {
+                member: name.clone(),
+                reason: "has a .hip_fatbin section but no device code".to_owned(),
+            });
+        };
+        let path = self.spool.join(format!("host-{number}"));
+        fs_err::write(&path, &split.host)?;
+        let host = SplitHost {
+            number,
+            path,
+            size: split.host.len() as u64,
+        };
+        Ok((host, split.entries))
+    }
 }
 
 fn boxed(error: crate::Error) -> WheelError {

@@ -25,12 +25,13 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
 use rocm_kpack::{Compression, Target};
+use zip::extra_fields::ExtraField;
 use zip::{CompressionMethod, DateTime};
 
-use crate::archive::{write_archives, Entry, Grouping, WrittenArchive};
+use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::sign::Signer;
 use crate::tree::KPACK_DIR;
-use binaries::{find_fat, split_all, top_level_package, FatMember, SplitMember};
+use binaries::{find_fat, top_level_package, SplitHost, Splitter};
 use metadata::{device_distribution, device_metadata, device_wheel_file, NameVersion};
 use reader::{Checked, InputWheel};
 use writer::{zip_time, WheelWriter};
@@ -109,9 +110,22 @@ pub fn split_wheel(
         return Ok(report);
     }
     let top = top_level_package(&wheel.members, &fat)?;
-    let split = split_all(&wheel.members, &fat, &top, &options.group, spool.path())?;
-    report.binaries = split.len();
-    let archives = archive_all(spool.path(), options, &fat, &split)?;
+    report.binaries = fat.len();
+    let splitter = Splitter {
+        members: &wheel.members,
+        checked: &checked,
+        top: &top,
+        group: &options.group,
+        spool: spool.path(),
+    };
+    let mut set = ArchiveSet::new(
+        &spool.path().join(KPACK_DIR),
+        &options.group,
+        Grouping::Processor,
+        options.compression,
+    );
+    let split = splitter.split_all(&fat, &mut set)?;
+    let archives = finish_archives(set, options)?;
 
     let host_path = output_dir.join(input.file_name().unwrap_or_default());
     if same_file(input, &host_path) {
@@ -153,27 +167,13 @@ pub fn split_wheel(
     Ok(report)
 }
 
-/// Writes the per-processor archives of every split binary's code into
-/// `spool/.kpack/`, signed when asked; keyed by processor.
-fn archive_all(
-    spool: &Path,
+/// Finishes the per-processor archives, signed when asked; keyed by
+/// processor.
+fn finish_archives(
+    set: ArchiveSet,
     options: &WheelOptions,
-    fat: &[FatMember],
-    split: &[SplitMember<'_>],
 ) -> Result<BTreeMap<String, WrittenArchive>, WheelError> {
-    let entries: Vec<Entry<'_>> = split
-        .iter()
-        .flat_map(|s| s.entries.iter().cloned())
-        .collect();
-    let written = write_archives(
-        &spool.join(KPACK_DIR),
-        &options.group,
-        Grouping::Processor,
-        options.compression,
-        &entries,
-        |bytes| fat.iter().for_each(|binary| binary.mapped.release(bytes)),
-    )
-    .map_err(|e| WheelError::Packer(Box::new(e)))?;
+    let written = set.finish().map_err(|e| WheelError::Packer(Box::new(e)))?;
     let mut archives = BTreeMap::new();
     for archive in written {
         if let Some(signer) = &options.signer {
@@ -199,14 +199,14 @@ fn write_host(
     path: &Path,
     time: DateTime,
     checked: &[Checked],
-    split: &[SplitMember<'_>],
+    split: &[SplitHost],
     processors: &[String],
 ) -> Result<AtomicFile, WheelError> {
     let mut writer = WheelWriter::create(path, time)?;
     let record_path = wheel.dist_info_file("RECORD");
     let metadata_path = wheel.dist_info_file("METADATA");
     let dist_info_prefix = format!("{}/", wheel.dist_info);
-    let hosts: BTreeMap<usize, &SplitMember<'_>> = split.iter().map(|s| (s.number, s)).collect();
+    let hosts: BTreeMap<usize, &SplitHost> = split.iter().map(|s| (s.number, s)).collect();
     let members = wheel.members.clone();
     let (dist_info, rest): (Vec<_>, Vec<_>) = members
         .iter()
@@ -220,13 +220,13 @@ fn write_host(
             let edited = metadata::with_device_extras(&wheel.metadata, processors)?;
             writer.write_bytes(&member.name, &edited, member.mode)?;
         } else if let Some(host) = hosts.get(&number) {
-            let file = fs_err::File::open(&host.host)?;
+            let file = fs_err::File::open(&host.path)?;
             writer.write_from(
                 &member.name,
                 file,
                 member.mode,
                 CompressionMethod::Deflated,
-                host.host_size,
+                host.size,
             )?;
         } else {
             copy_member(&mut writer, wheel, member, &checked[number])?;
@@ -248,7 +248,9 @@ fn copy_member(
     let plain = matches!(
         raw.compression(),
         CompressionMethod::Stored | CompressionMethod::Deflated
-    ) && raw.extra_data_fields().next().is_none();
+    ) && raw
+        .extra_data_fields()
+        .all(|field| matches!(field, ExtraField::Zip64ExtendedInformation(_)));
     if plain {
         return writer.copy_raw(
             raw,

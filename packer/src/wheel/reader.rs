@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use zip::read::ZipFile;
 use zip::ZipArchive;
@@ -143,29 +144,52 @@ impl InputWheel {
     /// Reads every member through, checking it against RECORD (every file
     /// but RECORD and its signatures must be listed with a matching hash
     /// and size, every file listed must be there), and spools each ELF file
-    /// into `spool`.
+    /// into `spool`. Members are read on every core, each worker through
+    /// its own handle on the wheel.
     pub fn check_and_spool(&mut self, spool: &Path) -> Result<Vec<Checked>, WheelError> {
         let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
             .iter()
             .map(|file| self.dist_info_file(file))
             .collect();
-        let members = self.members.clone();
-        let mut checked = Vec::with_capacity(members.len());
-        for (number, member) in members.iter().enumerate() {
-            let spool_path = spool.join(format!("member-{number}"));
-            let result =
-                read_through(self.open_member(member)?, &spool_path).map_err(|source| {
-                    WheelError::Member {
-                        member: member.name.clone(),
-                        source,
+        let open = || -> Result<ZipArchive<fs_err::File>, WheelError> {
+            let file = fs_err::File::open(&self.path)?;
+            ZipArchive::new(file).map_err(|source| WheelError::Zip {
+                path: self.path.clone(),
+                source,
+            })
+        };
+        let checked = self
+            .members
+            .par_iter()
+            .enumerate()
+            .map_init(
+                || None,
+                |archive: &mut Option<ZipArchive<fs_err::File>>, (number, member)| {
+                    let archive = match archive {
+                        Some(archive) => archive,
+                        None => archive.insert(open()?),
+                    };
+                    let file =
+                        archive
+                            .by_index(member.index)
+                            .map_err(|source| WheelError::MemberZip {
+                                member: member.name.clone(),
+                                source,
+                            })?;
+                    let spool_path = spool.join(format!("member-{number}"));
+                    let result =
+                        read_through(file, &spool_path).map_err(|source| WheelError::Member {
+                            member: member.name.clone(),
+                            source,
+                        })?;
+                    if !unhashed.contains(&member.name) {
+                        self.check_recorded(&member.name, &result)?;
                     }
-                })?;
-            if !unhashed.contains(&member.name) {
-                self.check_recorded(&member.name, &result)?;
-            }
-            checked.push(result);
-        }
-        let present: HashSet<&str> = members.iter().map(|m| m.name.as_str()).collect();
+                    Ok(result)
+                },
+            )
+            .collect::<Result<Vec<_>, WheelError>>()?;
+        let present: HashSet<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
         if let Some(missing) = self.record.keys().find(|p| !present.contains(p.as_str())) {
             return Err(WheelError::MissingMember {
                 member: missing.clone(),

@@ -62,6 +62,9 @@ fn civil_from_days(days: i64) -> (i64, u8, u8) {
     (year, month, day)
 }
 
+/// Bytes written to the file at a time.
+const IO_BUFFER: usize = 1024 * 1024;
+
 /// A wheel being written; it appears at its path only when the caller
 /// commits what [`WheelWriter::finish`] returns.
 #[derive(Debug)]
@@ -78,7 +81,7 @@ impl WheelWriter {
         let file = AtomicFile::create(path).map_err(std::io::Error::from)?;
         Ok(WheelWriter {
             path: path.to_owned(),
-            zip: ZipWriter::new(BufWriter::new(file)),
+            zip: ZipWriter::new(BufWriter::with_capacity(IO_BUFFER, file)),
             record: RecordWriter::default(),
             time,
         })
