@@ -51,8 +51,18 @@ pub enum WheelError {
     },
     #[error("RECORD line {line}: {reason}")]
     BadRecord { line: usize, reason: String },
-    #[error("METADATA: {reason}")]
-    BadMetadata { reason: String },
+    #[error("METADATA is not UTF-8")]
+    MetadataNotUtf8,
+    #[error("cannot read METADATA")]
+    BadMetadata {
+        #[source]
+        source: kpack_wheel::MetadataError,
+    },
+    #[error("no device distribution name can be made")]
+    BadName {
+        #[source]
+        source: kpack_wheel::InvalidName,
+    },
     #[error("fat binary {member:?}: {reason}")]
     Placement { member: String, reason: String },
     #[error("fat binary {member:?}: cannot split")]

@@ -1,70 +1,22 @@
-//! Core metadata (`METADATA`, an email-style header block and a body):
-//! reading the name and version, adding the device extras to a host
-//! wheel's, and writing a device wheel's.
+//! The METADATA and WHEEL files of the split wheels: the host's gains a
+//! `device-<processor>` extra per processor and `device-all`; each device
+//! wheel gets its own, requiring the host at exactly its version. Names
+//! and METADATA editing come from `kpack-wheel`.
+
+use kpack_wheel::{DistName, ExtraName, Metadata, MetadataEditor};
 
 use super::error::WheelError;
-use super::name::normalize;
 
-/// The name and version a wheel's METADATA declares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameVersion {
-    pub name: String,
-    pub version: String,
+/// Reads METADATA's bytes.
+pub fn parse(bytes: &[u8]) -> Result<Metadata, WheelError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| WheelError::MetadataNotUtf8)?;
+    Metadata::parse(text).map_err(|source| WheelError::BadMetadata { source })
 }
 
-/// The header block: everything before the first empty line.
-fn header(text: &str) -> &str {
-    let end = header_end(text);
-    &text[..end]
-}
-
-/// Where the header block ends (the empty line, or the end of the text).
-fn header_end(text: &str) -> usize {
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if line.trim_end_matches(['\r', '\n']).is_empty() {
-            return offset;
-        }
-        offset += line.len();
-    }
-    text.len()
-}
-
-/// The first value of header field `field` (case-insensitive).
-fn field<'t>(text: &'t str, field: &str) -> Option<&'t str> {
-    header(text).lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        key.eq_ignore_ascii_case(field).then(|| value.trim())
-    })
-}
-
-/// Reads `Name` and `Version` from METADATA's bytes.
-pub fn name_version(bytes: &[u8]) -> Result<NameVersion, WheelError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| WheelError::BadMetadata {
-        reason: "not UTF-8".to_owned(),
-    })?;
-    let get = |name: &str| {
-        field(text, name)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-            .ok_or_else(|| WheelError::BadMetadata {
-                reason: format!("no {name} field"),
-            })
-    };
-    Ok(NameVersion {
-        name: get("Name")?,
-        version: get("Version")?,
-    })
-}
-
-/// The distribution name of the device wheel for `processor`.
-pub fn device_distribution(name: &str, processor: &str) -> String {
-    normalize(&format!("{name}-device-{processor}"))
-}
-
-/// The extra that selects `processor`'s device wheel (PEP 685 normalised).
-pub fn device_extra(processor: &str) -> String {
-    normalize(&format!("device-{processor}"))
+/// The distribution of the device wheel for `processor`.
+pub fn device_distribution(host: &DistName, processor: &str) -> Result<DistName, WheelError> {
+    host.device(processor)
+        .map_err(|source| WheelError::BadName { source })
 }
 
 /// The host wheel's METADATA: the original with, for each processor, a
@@ -72,41 +24,34 @@ pub fn device_extra(processor: &str) -> String {
 /// version, and `device-all` requiring all of them, added at the end of
 /// the header block.
 pub fn with_device_extras(bytes: &[u8], processors: &[String]) -> Result<Vec<u8>, WheelError> {
-    let NameVersion { name, version } = name_version(bytes)?;
-    let text = std::str::from_utf8(bytes).map_err(|_| WheelError::BadMetadata {
-        reason: "not UTF-8".to_owned(),
-    })?;
-    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
-    let mut added = String::new();
-    let mut extra = |extra: &str, processors: &[String]| {
-        added.push_str(&format!("Provides-Extra: {extra}{newline}"));
-        for processor in processors {
-            let device = device_distribution(&name, processor);
-            added.push_str(&format!(
-                "Requires-Dist: {device}=={version}; extra == \"{extra}\"{newline}"
-            ));
-        }
-    };
+    let host = parse(bytes)?;
+    let text = std::str::from_utf8(bytes).map_err(|_| WheelError::MetadataNotUtf8)?;
+    let mut editor = MetadataEditor::new(text);
+    let mut devices = Vec::new();
     for processor in processors {
-        extra(&device_extra(processor), std::slice::from_ref(processor));
+        let extra =
+            ExtraName::device(processor).map_err(|source| WheelError::BadName { source })?;
+        let device = device_distribution(&host.name, processor)?;
+        editor.provides_extra(&extra);
+        editor.requires_dist(&requirement(&device, &host.version, &extra));
+        devices.push(device);
     }
-    extra("device-all", processors);
-    let end = header_end(text);
-    let mut out = String::with_capacity(text.len() + added.len() + 1);
-    out.push_str(&text[..end]);
-    if !out.is_empty() && !out.ends_with('\n') {
-        out.push_str(newline);
+    let all = ExtraName::device("all").map_err(|source| WheelError::BadName { source })?;
+    editor.provides_extra(&all);
+    for device in &devices {
+        editor.requires_dist(&requirement(device, &host.version, &all));
     }
-    out.push_str(&added);
-    out.push_str(&text[end..]);
-    Ok(out.into_bytes())
+    Ok(editor.finish().into_bytes())
+}
+
+fn requirement(device: &DistName, version: &str, extra: &ExtraName) -> String {
+    format!("{device}=={version}; extra == \"{extra}\"")
 }
 
 /// A device wheel's METADATA: its name, the host's version, and the host
 /// distribution at exactly that version.
-pub fn device_metadata(host: &NameVersion, processor: &str) -> String {
-    let NameVersion { name, version } = host;
-    let device = device_distribution(name, processor);
+pub fn device_metadata(host: &Metadata, device: &DistName, processor: &str) -> String {
+    let (name, version) = (&host.name, &host.version);
     format!(
         "Metadata-Version: 2.1\nName: {device}\nVersion: {version}\n\
          Summary: {processor} device code for {name}\n\
@@ -140,14 +85,6 @@ mod tests {
         Requires-Dist: jax-rocm7-pjrt==0.10.2\n\nThe description.\n";
 
     #[test]
-    fn name_and_version_come_from_the_header() {
-        let found = name_version(METADATA.as_bytes()).unwrap();
-        assert_eq!(found.name, "Jax-ROCm7_Plugin");
-        assert_eq!(found.version, "0.10.2");
-        assert!(name_version(b"Name: x\n").is_err());
-    }
-
-    #[test]
     fn device_extras_end_the_header_block() {
         let processors = ["gfx1100".to_owned(), "gfx90a".to_owned()];
         let edited = with_device_extras(METADATA.as_bytes(), &processors).unwrap();
@@ -168,9 +105,15 @@ mod tests {
 
     #[test]
     fn a_device_wheel_requires_its_host_at_the_same_version() {
-        let host = name_version(METADATA.as_bytes()).unwrap();
-        let text = device_metadata(&host, "gfx90a");
+        let host = parse(METADATA.as_bytes()).unwrap();
+        let device = device_distribution(&host.name, "gfx90a").unwrap();
+        let text = device_metadata(&host, &device, "gfx90a");
         assert!(text.contains("Name: jax-rocm7-plugin-device-gfx90a\n"));
-        assert!(text.contains("Requires-Dist: Jax-ROCm7_Plugin==0.10.2\n"));
+        assert!(text.contains("Requires-Dist: jax-rocm7-plugin==0.10.2\n"));
+    }
+
+    #[test]
+    fn metadata_without_a_version_is_refused() {
+        assert!(parse(b"Name: x\n").is_err());
     }
 }

@@ -15,7 +15,6 @@
 pub mod binaries;
 pub mod error;
 pub mod metadata;
-pub mod name;
 pub mod reader;
 pub mod record;
 pub mod writer;
@@ -32,7 +31,8 @@ use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::sign::Signer;
 use crate::tree::KPACK_DIR;
 use binaries::{find_fat, top_level_package, SplitHost, Splitter};
-use metadata::{device_distribution, device_metadata, device_wheel_file, NameVersion};
+use kpack_wheel::{DistName, Metadata, WheelFilename};
+use metadata::{device_distribution, device_metadata, device_wheel_file};
 use reader::{Checked, InputWheel};
 use writer::{zip_time, WheelWriter};
 
@@ -67,7 +67,7 @@ impl WheelOptions {
 pub struct DeviceWheel {
     pub processor: String,
     /// Its distribution name (`<name>-device-<processor>`).
-    pub distribution: String,
+    pub distribution: DistName,
     pub path: PathBuf,
     /// The targets its archive holds code for.
     pub targets: Vec<Target>,
@@ -97,7 +97,7 @@ pub fn split_wheel(
     options: &WheelOptions,
 ) -> Result<WheelReport, WheelError> {
     let mut wheel = InputWheel::open(input)?;
-    let host_name = metadata::name_version(&wheel.metadata)?;
+    let host_name = metadata::parse(&wheel.metadata)?;
     let spool = tempfile::Builder::new().prefix("kpack-wheel-").tempdir()?;
     let checked = wheel.check_and_spool(spool.path())?;
     let mut report = WheelReport {
@@ -273,7 +273,7 @@ fn copy_member(
 
 /// One device wheel to write.
 struct DeviceSpec<'a> {
-    host: &'a NameVersion,
+    host: &'a Metadata,
     processor: &'a str,
     archive: &'a WrittenArchive,
     top: &'a str,
@@ -290,8 +290,13 @@ impl DeviceSpec<'_> {
         wheel: &InputWheel,
         dir: &Path,
     ) -> Result<(AtomicFile, DeviceWheel), WheelError> {
-        let distribution = device_distribution(&self.host.name, self.processor);
-        let path = dir.join(wheel.file_name.with_distribution(&distribution));
+        let distribution = device_distribution(&self.host.name, self.processor)?;
+        let file_name = WheelFilename {
+            dist: distribution.clone(),
+            label: None,
+            ..wheel.file_name.clone()
+        };
+        let path = dir.join(file_name.to_string());
         let mut writer = WheelWriter::create(&path, self.time)?;
         let archive_name = self.archive.path.file_name().unwrap_or_default();
         let member = format!(
@@ -316,10 +321,10 @@ impl DeviceSpec<'_> {
         }
         let dist_info = format!(
             "{}-{}.dist-info",
-            name::escape(&distribution),
+            distribution.wheel_name(),
             self.host.version
         );
-        let metadata = device_metadata(self.host, self.processor);
+        let metadata = device_metadata(self.host, &distribution, self.processor);
         writer.write_bytes(&format!("{dist_info}/METADATA"), metadata.as_bytes(), 0o644)?;
         let wheel_file = device_wheel_file(&wheel.wheel);
         writer.write_bytes(&format!("{dist_info}/WHEEL"), wheel_file.as_bytes(), 0o644)?;

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_wheel::{DistName, WheelFilename};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use zip::read::ZipFile;
 use zip::ZipArchive;
 
 use super::error::WheelError;
-use super::name::{normalize, WheelFileName};
 use super::record::{self, hash_field, Recorded};
 
 /// The most bytes a METADATA, WHEEL or RECORD file may have: they are read
@@ -42,7 +42,7 @@ pub struct Checked {
 #[derive(Debug)]
 pub struct InputWheel {
     pub path: PathBuf,
-    pub file_name: WheelFileName,
+    pub file_name: WheelFilename,
     archive: ZipArchive<fs_err::File>,
     pub members: Vec<Member>,
     /// `<name>-<version>.dist-info`.
@@ -60,9 +60,8 @@ impl InputWheel {
             reason,
         };
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let file_name = WheelFileName::parse(&name).ok_or_else(|| {
-            not_a_wheel("the file name is not `{name}-{version}-{tags}.whl`".to_owned())
-        })?;
+        let file_name =
+            WheelFilename::parse(&name).map_err(|e| not_a_wheel(format!("bad file name: {e}")))?;
         let file = fs_err::File::open(path)?;
         let archive = ZipArchive::new(file).map_err(|source| WheelError::Zip {
             path: path.to_owned(),
@@ -318,7 +317,7 @@ fn list_members(
 
 /// The one top-level `.dist-info` directory, named for the wheel's
 /// distribution.
-fn find_dist_info(members: &[Member], file_name: &WheelFileName) -> Result<String, String> {
+fn find_dist_info(members: &[Member], file_name: &WheelFilename) -> Result<String, String> {
     let mut found: Vec<&str> = members
         .iter()
         .filter_map(|m| m.name.split_once('/').map(|(top, _)| top))
@@ -334,10 +333,10 @@ fn find_dist_info(members: &[Member], file_name: &WheelFileName) -> Result<Strin
     };
     let stem = dist_info.trim_end_matches(".dist-info");
     let name = stem.rsplit_once('-').map_or(stem, |(name, _)| name);
-    if normalize(name) != normalize(&file_name.distribution) {
+    if DistName::new(name).ok().as_ref() != Some(&file_name.dist) {
         return Err(format!(
             "{dist_info} does not belong to distribution {}",
-            file_name.distribution
+            file_name.dist
         ));
     }
     Ok(dist_info.to_owned())
