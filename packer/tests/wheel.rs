@@ -101,6 +101,7 @@ fn check_wheels(dir: &Path) -> BTreeMap<String, Value> {
     let mut wheels: Vec<PathBuf> = fs_err::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "whl"))
         .collect();
     wheels.sort();
     let out = run(python().arg("-c").arg(CHECK_WHEELS).args(&wheels));
@@ -597,4 +598,81 @@ fn signed_archives_travel_in_their_device_wheels() {
         .arg(&archive)
         .arg("-p")
         .arg(&public));
+}
+
+#[test]
+fn variant_wheels_carry_one_processors_code_and_name_it_in_variant_json() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    let result = kpack_pack()
+        .args(["wheel", "split", "--variants"])
+        .arg(jax_wheel())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let bundles = original_bundles(&jax_wheel());
+    let processors = processors(&bundles);
+    let stem = JAX.trim_end_matches(".whl");
+    let mut expected: BTreeSet<String> = processors.iter().map(|p| device_wheel(p)).collect();
+    expected.extend(processors.iter().map(|p| format!("{stem}-{p}.whl")));
+    expected.insert(JAX.to_owned());
+    expected.insert("jax_rocm7_plugin-0.10.2-variants.json".to_owned());
+    assert_eq!(file_names(&out), expected);
+
+    // Read back with Python's json: each wheel's variant.json names its
+    // processor, the index names them all, with AMD's provider.
+    let script = r#"
+import json, sys, zipfile
+out, stem = sys.argv[1], sys.argv[2]
+index = json.load(open(f"{out}/jax_rocm7_plugin-0.10.2-variants.json"))
+found = {"index": index, "wheels": {}}
+for label in index["variants"]:
+    with zipfile.ZipFile(f"{out}/{stem}-{label}.whl") as wheel:
+        found["wheels"][label] = json.loads(wheel.read("jax_rocm7_plugin-0.10.2.dist-info/variant.json"))
+print(json.dumps(found))
+"#;
+    let found: Value =
+        serde_json::from_str(&run(python().arg("-c").arg(script).arg(&out).arg(stem))).unwrap();
+    let index = &found["index"];
+    assert_eq!(
+        index["default-priorities"]["namespace"],
+        serde_json::json!(["amd"])
+    );
+    assert_eq!(
+        index["providers"]["amd"]["plugin-api"],
+        "rocm_bootstrap.variant_provider:AMDVariantPlugin"
+    );
+    let labels: BTreeSet<String> = index["variants"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(labels, processors);
+    for processor in &processors {
+        let properties = serde_json::json!({"amd": {"gfx_arch": [processor]}});
+        assert_eq!(index["variants"][processor], properties);
+        let own = &found["wheels"][processor]["variants"];
+        assert_eq!(own, &serde_json::json!({ processor.as_str(): properties }));
+    }
+
+    // A variant wheel is the host wheel plus its processor's archive, its
+    // METADATA the original's (no device extras: the code is inside).
+    let wheels = check_wheels(&out);
+    let first = processors.iter().next().unwrap();
+    let other = processors.iter().nth(1).unwrap();
+    let variant = &wheels[&format!("{stem}-{first}.whl")];
+    assert!(!strings(&variant["extras"])
+        .iter()
+        .any(|e| e.starts_with("device-")));
+    let site = work.path().join("site");
+    let file = fs_err::File::open(out.join(format!("{stem}-{first}.whl"))).unwrap();
+    zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
+    assert_loads_original_code(&site, &bundles, first, other);
 }

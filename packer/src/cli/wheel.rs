@@ -42,6 +42,12 @@ pub struct SplitArgs {
     /// `KPACK_SIGN_PASSWORD`.
     #[arg(long, value_name = "SECRET_KEY")]
     sign: Option<PathBuf>,
+    /// Also write a PEP 825 variant wheel per processor (the host wheel's
+    /// content plus that processor's archive, labelled with the processor,
+    /// `amd :: gfx_arch :: <processor>` in its `variant.json`) and the
+    /// release's `{name}-{version}-variants.json`.
+    #[arg(long)]
+    variants: bool,
 }
 
 pub fn run(command: WheelCommand) -> anyhow::Result<()> {
@@ -74,6 +80,7 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
         },
         source_date_epoch,
         signer,
+        variants: args.variants,
     };
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;
@@ -103,6 +110,12 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
             device.code_objects,
             device.bytes
         );
+    }
+    for variant in &report.variants {
+        println!("  {} (variant)", shown(variant));
+    }
+    if let Some(index) = &report.variants_index {
+        println!("  {} (variants index)", shown(index));
     }
     let devices: u64 = report.devices.iter().map(|d| d.bytes).sum();
     println!(

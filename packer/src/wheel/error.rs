@@ -73,6 +73,21 @@ pub enum WheelError {
     },
     #[error("the output {} would overwrite the input", path.display())]
     OverwritesInput { path: PathBuf },
+    #[error("no variant label can be made")]
+    VariantLabel {
+        #[source]
+        source: kpack_wheel::filename::InvalidLabel,
+    },
+    #[error("no variant property can be made")]
+    VariantProperty {
+        #[source]
+        source: kpack_wheel::variants::InvalidProperty,
+    },
+    #[error("cannot write variant metadata")]
+    Variants {
+        #[source]
+        source: kpack_wheel::variants::VariantsError,
+    },
     /// A file-system call failed; the error (from fs-err or tempfile)
     /// names the path.
     #[error(transparent)]
