@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
@@ -133,8 +133,41 @@ pub fn write_processor_archives(
 #[derive(Debug)]
 struct Open {
     path: PathBuf,
-    writer: ArchiveWriter<BufWriter<AtomicFile>>,
+    writer: ArchiveWriter<BufWriter<ArchiveFile>>,
     code_objects: usize,
+}
+
+/// Where an archive is written: atomically into place (synced, renamed),
+/// or as a scratch file another step copies elsewhere (no sync).
+#[derive(Debug)]
+enum ArchiveFile {
+    Atomic(AtomicFile),
+    Scratch(fs_err::File),
+}
+
+impl Write for ArchiveFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            ArchiveFile::Atomic(file) => file.write(buf),
+            ArchiveFile::Scratch(file) => file.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ArchiveFile::Atomic(file) => file.flush(),
+            ArchiveFile::Scratch(file) => file.flush(),
+        }
+    }
+}
+
+impl Seek for ArchiveFile {
+    fn seek(&mut self, position: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            ArchiveFile::Atomic(file) => file.seek(position),
+            ArchiveFile::Scratch(file) => file.seek(position),
+        }
+    }
 }
 
 /// Writes one archive per processor or family into `dir`, each atomically.
@@ -217,7 +250,8 @@ fn open_archives(
 ) -> Result<BTreeMap<String, Open>> {
     let mut open = BTreeMap::new();
     for (name, arches) in targets {
-        let archive = Open::create(dir, group, name, compression, arches.clone())?;
+        let file = ArchiveFile::create(dir, group, name, false)?;
+        let archive = Open::start(file, group, name, compression, arches.clone())?;
         open.insert((*name).to_owned(), archive);
     }
     Ok(open)
@@ -236,10 +270,12 @@ pub struct ArchiveSet {
     compression: Compression,
     open: BTreeMap<String, Open>,
     targets: BTreeMap<String, Vec<Target>>,
+    scratch: bool,
 }
 
 impl ArchiveSet {
-    /// Archives of group `group` in `dir`, none open yet.
+    /// Archives of group `group` in `dir`, none open yet, each written
+    /// atomically.
     pub fn new(dir: &Path, group: &str, grouping: Grouping, compression: Compression) -> Self {
         ArchiveSet {
             dir: dir.to_owned(),
@@ -248,6 +284,17 @@ impl ArchiveSet {
             compression,
             open: BTreeMap::new(),
             targets: BTreeMap::new(),
+            scratch: false,
+        }
+    }
+
+    /// As [`ArchiveSet::new`], written as scratch files (neither synced
+    /// nor renamed) for a caller that copies them elsewhere, as the wheel
+    /// splitter does into the device wheels.
+    pub fn scratch(dir: &Path, group: &str, grouping: Grouping, compression: Compression) -> Self {
+        ArchiveSet {
+            scratch: true,
+            ..ArchiveSet::new(dir, group, grouping, compression)
         }
     }
 
@@ -257,8 +304,8 @@ impl ArchiveSet {
         for entry in entries {
             let name = self.grouping.archive_key(&entry.target);
             if !self.open.contains_key(name) {
-                let archive =
-                    Open::create(&self.dir, &self.group, name, self.compression, Vec::new())?;
+                let file = ArchiveFile::create(&self.dir, &self.group, name, self.scratch)?;
+                let archive = Open::start(file, &self.group, name, self.compression, Vec::new())?;
                 self.open.insert(name.to_owned(), archive);
             }
             let listed = self.targets.entry(name.to_owned()).or_default();
@@ -334,25 +381,46 @@ fn add_chunk(
     Ok(())
 }
 
+impl ArchiveFile {
+    /// The file for the archive of `name` (a processor or family) in `dir`.
+    fn create(dir: &Path, group: &str, name: &str, scratch: bool) -> Result<(PathBuf, Self)> {
+        let path = dir.join(processor_archive_name(group, name));
+        let file = if scratch {
+            fs_err::create_dir_all(dir)?;
+            ArchiveFile::Scratch(fs_err::File::create(&path)?)
+        } else {
+            ArchiveFile::Atomic(AtomicFile::create(&path)?)
+        };
+        Ok((path, file))
+    }
+
+    /// Makes the finished file appear at its path.
+    fn commit(self) -> Result<()> {
+        match self {
+            ArchiveFile::Atomic(file) => file.commit()?,
+            ArchiveFile::Scratch(file) => drop(file),
+        }
+        Ok(())
+    }
+}
+
 impl Open {
-    /// Starts writing the archive for `name` (a processor or family) in
-    /// `dir`, listing `arches` (empty: the targets added, as they come).
-    fn create(
-        dir: &Path,
+    /// Starts writing the archive for `name` (a processor or family) into
+    /// `file`, listing `arches` (empty: the targets added, as they come).
+    fn start(
+        (path, file): (PathBuf, ArchiveFile),
         group: &str,
         name: &str,
         compression: Compression,
         arches: Vec<Target>,
     ) -> Result<Open> {
-        let path = dir.join(processor_archive_name(group, name));
-        let temp = AtomicFile::create(&path)?;
         let options = ArchiveOptions {
             group: group.to_owned(),
             family: name.to_owned(),
             arches,
             compression,
         };
-        let writer = ArchiveWriter::new(BufWriter::new(temp), options)?;
+        let writer = ArchiveWriter::new(BufWriter::new(file), options)?;
         Ok(Open {
             path,
             writer,

@@ -483,6 +483,14 @@ fn a_wheel_with_nothing_to_split_says_so_and_writes_nothing() {
     let stdout = split_ok(&wheel, &out);
     assert!(stdout.contains("nothing to split"), "{stdout}");
     assert!(file_names(&out).is_empty());
+
+    // A host wheel has nothing left to split either.
+    let host = work.path().join("host");
+    split_ok(&jax_wheel(), &host);
+    let again = work.path().join("again");
+    let stdout = split_ok(&host.join(JAX), &again);
+    assert!(stdout.contains("nothing to split"), "{stdout}");
+    assert!(file_names(&again).is_empty());
 }
 
 /// A shared library whose one bundle holds `code` for each target.

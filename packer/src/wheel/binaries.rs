@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use object::Object;
+use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
 use super::error::WheelError;
@@ -25,8 +25,9 @@ pub struct SplitHost {
     pub size: u64,
 }
 
-/// The positions of the spooled ELF members that carry a `.hip_fatbin`
-/// section.
+/// The positions of the spooled ELF members that carry device code: a
+/// `.hip_fatbin` section with bytes in the file (a split binary keeps the
+/// section, memory-only).
 pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
     let mut fat = Vec::new();
     for (number, member) in checked.iter().enumerate() {
@@ -34,8 +35,10 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
             continue;
         };
         let mapped = MappedFile::open(path).map_err(boxed)?;
-        let has_fatbin = object::File::parse(mapped.bytes())
-            .is_ok_and(|file| file.section_by_name(FATBIN_SECTION).is_some());
+        let has_fatbin = object::File::parse(mapped.bytes()).is_ok_and(|file| {
+            file.section_by_name(FATBIN_SECTION)
+                .is_some_and(|section| section.file_range().is_some())
+        });
         if has_fatbin {
             fat.push(number);
         }

@@ -116,7 +116,7 @@ pub fn split_wheel(
         group: &options.group,
         spool: spool.path(),
     };
-    let mut set = ArchiveSet::new(
+    let mut set = ArchiveSet::scratch(
         &spool.path().join(KPACK_DIR),
         &options.group,
         Grouping::Processor,
