@@ -370,6 +370,7 @@ fn wheel_of(dir: &Path, file_name: &str, files: &[(&str, &[u8])], extra: Value) 
 }
 
 fn assert_refused(input: &Path, out: &Path, expected: &[&str]) {
+    let existed = out.exists();
     let result = split(input, out);
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{stderr}");
@@ -377,6 +378,7 @@ fn assert_refused(input: &Path, out: &Path, expected: &[&str]) {
         assert!(stderr.contains(text), "{text:?} in {stderr}");
     }
     assert!(file_names(out).is_empty(), "{:?}", file_names(out));
+    assert_eq!(out.exists(), existed, "the output directory was made");
 }
 
 #[test]
@@ -482,7 +484,7 @@ fn a_wheel_with_nothing_to_split_says_so_and_writes_nothing() {
     let out = work.path().join("out");
     let stdout = split_ok(&wheel, &out);
     assert!(stdout.contains("nothing to split"), "{stdout}");
-    assert!(file_names(&out).is_empty());
+    assert!(!out.exists());
 
     // A host wheel has nothing left to split either.
     let host = work.path().join("host");

@@ -88,15 +88,40 @@ pub struct WheelReport {
     pub variants_index: Option<PathBuf>,
 }
 
-/// Splits the wheel at `input` into `output_dir` (created if needed).
+/// Splits the wheel at `input` into `output_dir` (created if needed, and
+/// removed again when nothing was written into it).
+///
+/// Members being split are spooled into a private directory inside
+/// `output_dir` (where the output's disk space is, never a memory-backed
+/// `/tmp`), removed at the end.
 pub fn split_wheel(
     input: &Path,
     output_dir: &Path,
     options: &WheelOptions,
 ) -> Result<WheelReport, WheelError> {
     let mut wheel = InputWheel::open(input)?;
+    let created = !output_dir.exists();
+    fs_err::create_dir_all(output_dir)?;
+    let result = split_open_wheel(&mut wheel, input, output_dir, options);
+    let wrote = result.as_ref().is_ok_and(|report| report.host.is_some());
+    if created && !wrote {
+        // Only an empty directory goes: a refused or empty split wrote
+        // nothing.
+        let _ = fs_err::remove_dir(output_dir);
+    }
+    result
+}
+
+fn split_open_wheel(
+    wheel: &mut InputWheel,
+    input: &Path,
+    output_dir: &Path,
+    options: &WheelOptions,
+) -> Result<WheelReport, WheelError> {
     let host_metadata = metadata::parse(&wheel.metadata)?;
-    let spool = tempfile::Builder::new().prefix("kpack-wheel-").tempdir()?;
+    let spool = tempfile::Builder::new()
+        .prefix(".kpack-wheel-")
+        .tempdir_in(output_dir)?;
     let checked = wheel.check_and_spool(spool.path())?;
     let mut report = WheelReport {
         members: wheel.members.len(),
@@ -138,11 +163,11 @@ pub fn split_wheel(
         content: &content,
     };
     let mut pending = Vec::new();
-    let host = outputs.host(&mut wheel, input, &mut pending)?;
-    report.devices = outputs.devices(&wheel, &mut pending)?;
+    let host = outputs.host(wheel, input, &mut pending)?;
+    report.devices = outputs.devices(wheel, &mut pending)?;
     if options.variants {
-        report.variants = outputs.variants(&mut wheel, &mut pending)?;
-        report.variants_index = Some(outputs.variants_index(&wheel, &mut pending)?);
+        report.variants = outputs.variants(wheel, &mut pending)?;
+        report.variants_index = Some(outputs.variants_index(wheel, &mut pending)?);
     }
     for file in pending {
         file.commit().map_err(std::io::Error::from)?;
