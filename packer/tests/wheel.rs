@@ -413,6 +413,28 @@ fn members_missing_from_record_or_leaving_the_wheel_are_refused() {
         &["\"jax_rocm7_plugin/_prng.so\" is not listed in RECORD"],
     );
 
+    let phantom = make_wheel(serde_json::json!({
+        "out": work.path().join(JAX),
+        "from": jax_wheel(),
+        "phantom": ["jax_rocm7_plugin/gone.py,sha256=AAAA,4"],
+    }));
+    assert_refused(
+        &phantom,
+        &out,
+        &["RECORD lists \"jax_rocm7_plugin/gone.py\", which the wheel does not hold"],
+    );
+
+    let twice = work.path().join("twice");
+    fs_err::create_dir(&twice).unwrap();
+    let source = twice.join("version.py");
+    fs_err::write(&source, "x = 2").unwrap();
+    let duplicated = make_wheel(serde_json::json!({
+        "out": twice.join(JAX),
+        "from": jax_wheel(),
+        "files": [["jax_rocm7_plugin/version.py", source]],
+    }));
+    assert_refused(&duplicated, &out, &["two members have the same name"]);
+
     for evil in [
         "../evil.py",
         "/etc/evil.py",

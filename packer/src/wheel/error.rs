@@ -31,8 +31,8 @@ pub enum WheelError {
     },
     #[error("member {member:?}: unsafe path (absolute, `..`, backslash or empty part); refused")]
     UnsafePath { member: String },
-    #[error("member {member:?} appears twice in the wheel")]
-    DuplicateMember { member: String },
+    #[error("{}: two members have the same name (readers would disagree on its content); refused", path.display())]
+    DuplicateMember { path: PathBuf },
     #[error("member {member:?} is not listed in RECORD")]
     NotInRecord { member: String },
     #[error("RECORD lists {member:?}, which the wheel does not hold")]

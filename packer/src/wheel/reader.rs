@@ -67,6 +67,11 @@ impl InputWheel {
             path: path.to_owned(),
             source,
         })?;
+        if archive.has_duplicate_names() {
+            return Err(WheelError::DuplicateMember {
+                path: path.to_owned(),
+            });
+        }
         let members = list_members(&archive, path)?;
         let dist_info = find_dist_info(&members, &file_name).map_err(not_a_wheel)?;
         let mut wheel = InputWheel {
@@ -279,7 +284,6 @@ fn list_members(
     path: &Path,
 ) -> Result<Vec<Member>, WheelError> {
     let mut members = Vec::new();
-    let mut seen = HashSet::new();
     for index in 0..archive.len() {
         let entry = archive
             .by_index_data(index)
@@ -301,9 +305,6 @@ fn list_members(
         }
         if !safe_path(&name) {
             return Err(WheelError::UnsafePath { member: name });
-        }
-        if !seen.insert(name.clone()) {
-            return Err(WheelError::DuplicateMember { member: name });
         }
         let executable = entry.unix_mode().is_some_and(|mode| mode & 0o111 != 0);
         members.push(Member {

@@ -7,12 +7,16 @@ Reads a JSON object on stdin:
   files       [[member, source file], ...] added after them
   unrecorded  members RECORD leaves out
   tamper      {member: text}: contents replaced after RECORD was made
+  phantom     RECORD lines for files the wheel does not hold
 """
 import base64
 import hashlib
 import json
 import sys
+import warnings
 import zipfile
+
+warnings.simplefilter("ignore")  # a duplicate member is asked for on purpose
 
 spec = json.load(sys.stdin)
 members = []
@@ -31,6 +35,7 @@ for name, data, _ in members:
         continue
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     record.append(f"{name},sha256={digest},{len(data)}")
+record.extend(spec.get("phantom", []))
 record.append(f"{dist_info}/RECORD,,")
 tamper = spec.get("tamper", {})
 with zipfile.ZipFile(spec["out"], "w", zipfile.ZIP_DEFLATED) as wheel:
