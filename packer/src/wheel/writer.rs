@@ -15,51 +15,33 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 use super::error::WheelError;
 use super::record::RecordWriter;
 
-/// The zip timestamp for `SOURCE_DATE_EPOCH` seconds (clamped to the zip
-/// range, 1980 to 2107); without one, 1980-01-01 00:00:00.
+/// The zip timestamp for `SOURCE_DATE_EPOCH` seconds, in UTC and clamped
+/// to what zip can hold (1980 to 2107); without one, 1980-01-01 00:00:00.
 pub fn zip_time(source_date_epoch: Option<i64>) -> DateTime {
+    let earliest = DateTime::default();
     let Some(seconds) = source_date_epoch else {
-        return DateTime::default();
+        return earliest;
     };
-    let days = seconds.div_euclid(86_400);
-    let second_of_day = seconds.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    let clamped = year.clamp(1980, 2107);
-    let time = if clamped != year {
-        None
-    } else {
-        DateTime::from_date_and_time(
-            year as u16,
-            month,
-            day,
-            (second_of_day / 3600) as u8,
-            (second_of_day / 60 % 60) as u8,
-            (second_of_day % 60) as u8,
-        )
-        .ok()
+    let Ok(timestamp) = jiff::Timestamp::from_second(seconds) else {
+        return earliest;
     };
-    time.unwrap_or_else(|| {
-        if year < 1980 {
-            DateTime::default()
-        } else {
-            DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58).unwrap_or_default()
-        }
-    })
-}
-
-/// Year, month, day of a day count since 1970-01-01 (Howard Hinnant's
-/// algorithm).
-fn civil_from_days(days: i64) -> (i64, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let civil = jiff::tz::Offset::UTC.to_datetime(timestamp);
+    let Ok(year) = u16::try_from(civil.year()) else {
+        return earliest;
+    };
+    let time = DateTime::from_date_and_time(
+        year,
+        civil.month() as u8,
+        civil.day() as u8,
+        civil.hour() as u8,
+        civil.minute() as u8,
+        civil.second() as u8,
+    );
+    match time {
+        Ok(time) => time,
+        Err(_) if year < 1980 => earliest,
+        Err(_) => DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58).unwrap_or(earliest),
+    }
 }
 
 /// Bytes written to the file at a time.
@@ -199,6 +181,8 @@ mod tests {
         assert_eq!((time.year(), time.month(), time.day()), (2023, 11, 14));
         assert_eq!((time.hour(), time.minute(), time.second()), (22, 13, 20));
         assert_eq!(zip_time(Some(0)), DateTime::default());
+        assert_eq!(zip_time(Some(-5)), DateTime::default());
+        assert_eq!(zip_time(Some(5_000_000_000)).year(), 2107);
         assert_eq!(zip_time(None), DateTime::default());
     }
 }
