@@ -113,12 +113,18 @@ impl InputWheel {
             })?;
         let mut bytes = Vec::new();
         (&mut member)
-            .take(SMALL_FILE_LIMIT)
+            .take(SMALL_FILE_LIMIT + 1)
             .read_to_end(&mut bytes)
             .map_err(|source| WheelError::Member {
                 member: name.clone(),
                 source,
             })?;
+        if bytes.len() as u64 > SMALL_FILE_LIMIT {
+            return Err(WheelError::NotAWheel {
+                path: self.path.clone(),
+                reason: format!("{name} is over {SMALL_FILE_LIMIT} bytes"),
+            });
+        }
         Ok(bytes)
     }
 
