@@ -156,7 +156,7 @@ impl InputWheel {
     /// and size, every file listed must be there), and spools each ELF file
     /// into `spool`. Members are read on every core, each worker through
     /// its own handle on the wheel.
-    pub fn check_and_spool(&mut self, spool: &Path) -> Result<Vec<Checked>, WheelError> {
+    pub fn check_and_spool(&self, spool: &Path) -> Result<Vec<Checked>, WheelError> {
         let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
             .iter()
             .map(|file| self.dist_info_file(file))
