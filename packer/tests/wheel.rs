@@ -337,6 +337,40 @@ fn pip_installs_the_host_and_a_device_wheel_whose_code_the_loader_finds() {
     assert!(site.join("jax_rocm7_plugin/_linalg.so").is_file());
 }
 
+#[test]
+fn uv_installs_the_host_and_a_device_wheel_too() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    split_ok(&jax_wheel(), &out);
+    let processor = processors(&original_bundles(&jax_wheel()))
+        .into_iter()
+        .next_back()
+        .unwrap();
+    let venv = work.path().join("venv");
+    run(python().args(["-m", "venv", "--without-pip"]).arg(&venv));
+    run(kpack_test_support::tool("uv")
+        .args(["pip", "install", "--offline", "--no-deps", "--python"])
+        .arg(venv.join("bin/python"))
+        .arg(out.join(JAX))
+        .arg(out.join(device_wheel(&processor)))
+        .env("UV_CACHE_DIR", work.path().join("uv-cache")));
+    let listed = run(kpack_test_support::tool("uv")
+        .args(["pip", "list", "--format", "freeze", "--python"])
+        .arg(venv.join("bin/python")));
+    assert!(listed.contains("jax-rocm7-plugin==0.10.2"), "{listed}");
+    assert!(
+        listed.contains(&format!("jax-rocm7-plugin-device-{processor}==0.10.2")),
+        "{listed}"
+    );
+    let found = run(Command::new(venv.join("bin/python")).args([
+        "-c",
+        "import importlib.util, pathlib; \
+         print(pathlib.Path(importlib.util.find_spec('jax_rocm7_plugin').origin).parent)",
+    ]));
+    let archive = PathBuf::from(found.trim()).join(format!(".kpack/rocm_{processor}.kpack"));
+    assert!(archive.is_file(), "{}", archive.display());
+}
+
 /// Runs `make_wheel.py` with `spec` (JSON); returns the wheel.
 fn make_wheel(spec: Value) -> PathBuf {
     let out = PathBuf::from(spec["out"].as_str().unwrap());
