@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
@@ -130,10 +130,44 @@ pub fn write_processor_archives(
 }
 
 /// An archive being written: its temporary file and what went in.
+#[derive(Debug)]
 struct Open {
     path: PathBuf,
-    writer: ArchiveWriter<BufWriter<AtomicFile>>,
+    writer: ArchiveWriter<BufWriter<ArchiveFile>>,
     code_objects: usize,
+}
+
+/// Where an archive is written: atomically into place (synced, renamed),
+/// or as a scratch file another step copies elsewhere (no sync).
+#[derive(Debug)]
+enum ArchiveFile {
+    Atomic(AtomicFile),
+    Scratch(fs_err::File),
+}
+
+impl Write for ArchiveFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            ArchiveFile::Atomic(file) => file.write(buf),
+            ArchiveFile::Scratch(file) => file.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ArchiveFile::Atomic(file) => file.flush(),
+            ArchiveFile::Scratch(file) => file.flush(),
+        }
+    }
+}
+
+impl Seek for ArchiveFile {
+    fn seek(&mut self, position: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            ArchiveFile::Atomic(file) => file.seek(position),
+            ArchiveFile::Scratch(file) => file.seek(position),
+        }
+    }
 }
 
 /// Writes one archive per processor or family into `dir`, each atomically.
@@ -153,8 +187,12 @@ pub fn write_archives(
     done: impl Fn(&[u8]) + Sync,
 ) -> Result<Vec<WrittenArchive>> {
     fs_err::create_dir_all(dir)?;
-    let mut targets = archive_targets(entries, grouping);
-    let mut open = open_archives(dir, group, compression, &targets)?;
+    let listed = archive_targets(entries, grouping);
+    let mut open = open_archives(dir, group, compression, &listed)?;
+    let mut targets: BTreeMap<String, Vec<Target>> = listed
+        .into_iter()
+        .map(|(name, list)| (name.to_owned(), list))
+        .collect();
     let mut rest = entries;
     while !rest.is_empty() {
         let (chunk, after) = rest.split_at(chunk_len(rest));
@@ -163,7 +201,7 @@ pub fn write_archives(
     }
     let mut written = Vec::new();
     for (name, archive) in open {
-        written.push(archive.finish(targets.remove(name).unwrap_or_default())?);
+        written.push(archive.finish(targets.remove(&name).unwrap_or_default())?);
     }
     Ok(written)
 }
@@ -204,33 +242,100 @@ fn archive_targets<'e>(
 }
 
 /// Starts writing every archive in `dir`.
-fn open_archives<'t>(
+fn open_archives(
     dir: &Path,
     group: &str,
     compression: Compression,
-    targets: &BTreeMap<&'t str, Vec<Target>>,
-) -> Result<BTreeMap<&'t str, Open>> {
+    targets: &BTreeMap<&str, Vec<Target>>,
+) -> Result<BTreeMap<String, Open>> {
     let mut open = BTreeMap::new();
     for (name, arches) in targets {
-        let path = dir.join(processor_archive_name(group, name));
-        let temp = AtomicFile::create(&path)?;
-        let options = ArchiveOptions {
-            group: group.to_owned(),
-            family: (*name).to_owned(),
-            arches: arches.clone(),
-            compression,
-        };
-        let writer = ArchiveWriter::new(BufWriter::new(temp), options)?;
-        open.insert(
-            *name,
-            Open {
-                path,
-                writer,
-                code_objects: 0,
-            },
-        );
+        let file = ArchiveFile::create(dir, group, name, false)?;
+        let archive = Open::start(file, group, name, compression, arches.clone())?;
+        open.insert((*name).to_owned(), archive);
     }
     Ok(open)
+}
+
+/// Archives written as code objects arrive, a batch at a time, for a
+/// caller that cannot hold them all at once (a wheel's binaries are split a
+/// few at a time). Each archive is opened when its first code object comes
+/// and lists its targets in the order they came; the bytes depend only on
+/// the order of the entries added.
+#[derive(Debug)]
+pub struct ArchiveSet {
+    dir: PathBuf,
+    group: String,
+    grouping: Grouping,
+    compression: Compression,
+    open: BTreeMap<String, Open>,
+    targets: BTreeMap<String, Vec<Target>>,
+    scratch: bool,
+}
+
+impl ArchiveSet {
+    /// Archives of group `group` in `dir`, none open yet, each written
+    /// atomically.
+    pub fn new(dir: &Path, group: &str, grouping: Grouping, compression: Compression) -> Self {
+        ArchiveSet {
+            dir: dir.to_owned(),
+            group: group.to_owned(),
+            grouping,
+            compression,
+            open: BTreeMap::new(),
+            targets: BTreeMap::new(),
+            scratch: false,
+        }
+    }
+
+    /// As [`ArchiveSet::new`], written as scratch files (neither synced
+    /// nor renamed) for a caller that copies them elsewhere, as the wheel
+    /// splitter does into the device wheels.
+    pub fn scratch(dir: &Path, group: &str, grouping: Grouping, compression: Compression) -> Self {
+        ArchiveSet {
+            scratch: true,
+            ..ArchiveSet::new(dir, group, grouping, compression)
+        }
+    }
+
+    /// Adds `entries` in order (compressed a chunk at a time on every core,
+    /// `done` called as for [`write_archives`]).
+    pub fn add(&mut self, entries: &[Entry<'_>], done: impl Fn(&[u8]) + Sync) -> Result<()> {
+        for entry in entries {
+            let name = self.grouping.archive_key(&entry.target);
+            if !self.open.contains_key(name) {
+                let file = ArchiveFile::create(&self.dir, &self.group, name, self.scratch)?;
+                let archive = Open::start(file, &self.group, name, self.compression, Vec::new())?;
+                self.open.insert(name.to_owned(), archive);
+            }
+            let listed = self.targets.entry(name.to_owned()).or_default();
+            if !listed.contains(&entry.target) {
+                listed.push(entry.target.clone());
+            }
+        }
+        let mut rest = entries;
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(chunk_len(rest));
+            add_chunk(
+                &mut self.open,
+                chunk,
+                self.grouping,
+                self.compression,
+                &done,
+            )?;
+            rest = after;
+        }
+        Ok(())
+    }
+
+    /// Finishes every archive and renames it into place.
+    pub fn finish(mut self) -> Result<Vec<WrittenArchive>> {
+        let mut written = Vec::new();
+        for (name, archive) in self.open {
+            written.push(archive.finish(self.targets.remove(&name).unwrap_or_default())?);
+        }
+        Ok(written)
+    }
 }
 
 /// How many of `entries` (at least one) make the next chunk: up to
@@ -251,7 +356,7 @@ fn chunk_len(entries: &[Entry<'_>]) -> usize {
 /// order, calling `done` with each entry's bytes as they are compressed
 /// (a large entry a piece at a time).
 fn add_chunk(
-    open: &mut BTreeMap<&str, Open>,
+    open: &mut BTreeMap<String, Open>,
     chunk: &[Entry<'_>],
     grouping: Grouping,
     compression: Compression,
@@ -276,7 +381,53 @@ fn add_chunk(
     Ok(())
 }
 
+impl ArchiveFile {
+    /// The file for the archive of `name` (a processor or family) in `dir`.
+    fn create(dir: &Path, group: &str, name: &str, scratch: bool) -> Result<(PathBuf, Self)> {
+        let path = dir.join(processor_archive_name(group, name));
+        let file = if scratch {
+            fs_err::create_dir_all(dir)?;
+            ArchiveFile::Scratch(fs_err::File::create(&path)?)
+        } else {
+            ArchiveFile::Atomic(AtomicFile::create(&path)?)
+        };
+        Ok((path, file))
+    }
+
+    /// Makes the finished file appear at its path.
+    fn commit(self) -> Result<()> {
+        match self {
+            ArchiveFile::Atomic(file) => file.commit()?,
+            ArchiveFile::Scratch(file) => drop(file),
+        }
+        Ok(())
+    }
+}
+
 impl Open {
+    /// Starts writing the archive for `name` (a processor or family) into
+    /// `file`, listing `arches` (empty: the targets added, as they come).
+    fn start(
+        (path, file): (PathBuf, ArchiveFile),
+        group: &str,
+        name: &str,
+        compression: Compression,
+        arches: Vec<Target>,
+    ) -> Result<Open> {
+        let options = ArchiveOptions {
+            group: group.to_owned(),
+            family: name.to_owned(),
+            arches,
+            compression,
+        };
+        let writer = ArchiveWriter::new(BufWriter::new(file), options)?;
+        Ok(Open {
+            path,
+            writer,
+            code_objects: 0,
+        })
+    }
+
     /// Finishes the archive and renames it into place.
     fn finish(self, targets: Vec<Target>) -> Result<WrittenArchive> {
         let temp = self

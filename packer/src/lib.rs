@@ -7,7 +7,8 @@
 //! (`sign`); kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
 //! rocFFT) are recognised by path and routed per target into payloads or
 //! archives (`databases`); `verify` checks the result through the runtime's
-//! loader. To come: wheels.
+//! loader. Wheels are split into a host wheel and per-processor device
+//! wheels (`wheel`).
 
 pub mod archive;
 pub mod bundle;
@@ -19,5 +20,6 @@ pub mod sign;
 pub mod split;
 pub mod tree;
 pub mod verify;
+pub mod wheel;
 
 pub use error::{BundleError, ElfError, Error, Result};

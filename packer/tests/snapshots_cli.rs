@@ -1,5 +1,6 @@
 //! What `kpack-pack` prints, as snapshots: split, inspect (human and JSON),
-//! verify and an error, on Debian's rocRAND library. The commands run in a
+//! verify and an error, on Debian's rocRAND library; wheel split on the
+//! jax ROCm plugin wheel. The commands run in a
 //! temporary directory with relative paths, so the output is the same on
 //! every machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -18,6 +19,7 @@ fn kpack_pack(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env_remove("KPACK_SIGN_PASSWORD")
+        .env_remove("SOURCE_DATE_EPOCH")
         .output()
         .unwrap()
 }
@@ -67,5 +69,40 @@ fn errors_say_what_and_where() {
     insta::assert_snapshot!(
         "usage",
         transcript(&kpack_pack(work.path(), &["split"]), &[])
+    );
+}
+
+#[test]
+fn wheel_split_of_jax() {
+    let work = tempfile::tempdir().unwrap();
+    let name = "jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl";
+    fs_err::copy(
+        common::fixtures().join("pypi").join(name),
+        work.path().join(name),
+    )
+    .unwrap();
+    insta::assert_snapshot!(
+        "wheel_split",
+        transcript(
+            &kpack_pack(work.path(), &["wheel", "split", name, "-o", "dist"]),
+            &[]
+        )
+    );
+    fs_err::write(work.path().join("notes-1.0-py3-none-any.whl"), "not a zip").unwrap();
+    insta::assert_snapshot!(
+        "wheel_split_not_zip",
+        transcript(
+            &kpack_pack(
+                work.path(),
+                &[
+                    "wheel",
+                    "split",
+                    "notes-1.0-py3-none-any.whl",
+                    "-o",
+                    "dist2"
+                ]
+            ),
+            &[]
+        )
     );
 }

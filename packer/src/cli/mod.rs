@@ -7,6 +7,7 @@
 mod inspect;
 mod split;
 mod verify;
+mod wheel;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,10 @@ enum Command {
     /// Check that every split binary under a directory loads its code
     /// objects, through its marker, for every target in `.kpack/`.
     Verify(verify::VerifyArgs),
+    /// Split Python wheels into a host wheel and per-processor device
+    /// wheels.
+    #[command(subcommand)]
+    Wheel(wheel::WheelCommand),
 }
 
 /// How archives store code objects.
@@ -65,6 +70,7 @@ pub fn main() -> ExitCode {
         Command::Split(args) => split::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Wheel(command) => wheel::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,126 @@
+//! `kpack-pack wheel split`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use rocm_kpack::Compression;
+
+use super::{shown, CompressionArg};
+use kpack_packer::sign::Signer;
+use kpack_packer::wheel::{split_wheel, WheelOptions};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum WheelCommand {
+    /// Split a fat wheel into the host wheel (same file name, fat binaries
+    /// split, a `device-<processor>` extra per processor and `device-all`)
+    /// and one device wheel per processor
+    /// (`<name>_device_<processor>-<version>-<tags>.whl`) holding
+    /// `<top-level package>/.kpack/<group>_<processor>.kpack`. Zip
+    /// timestamps come from `SOURCE_DATE_EPOCH` when set.
+    Split(SplitArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SplitArgs {
+    /// The fat wheel.
+    input: PathBuf,
+    /// Directory the wheels are written to (created if needed).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Archive group name (`<group>_<processor>.kpack`).
+    #[arg(long, default_value = "rocm")]
+    group: String,
+    /// How archives store code objects.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: CompressionArg,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Sign every archive with this minisign secret key
+    /// (`<archive>.minisig` beside it in its device wheel); a
+    /// password-protected key's password is read from
+    /// `KPACK_SIGN_PASSWORD`.
+    #[arg(long, value_name = "SECRET_KEY")]
+    sign: Option<PathBuf>,
+    /// Also write a PEP 825 variant wheel per processor (the host wheel's
+    /// content plus that processor's archive, labelled with the processor,
+    /// `amd :: gfx_arch :: <processor>` in its `variant.json`) and the
+    /// release's `{name}-{version}-variants.json`.
+    #[arg(long)]
+    variants: bool,
+}
+
+pub fn run(command: WheelCommand) -> anyhow::Result<()> {
+    match command {
+        WheelCommand::Split(args) => split(args),
+    }
+}
+
+fn split(args: SplitArgs) -> anyhow::Result<()> {
+    if args.group.is_empty() || args.group.contains(['/', '\\']) {
+        bail!("invalid group name {:?}", args.group);
+    }
+    let source_date_epoch =
+        match std::env::var("SOURCE_DATE_EPOCH") {
+            Ok(value) => Some(value.trim().parse::<i64>().with_context(|| {
+                format!("SOURCE_DATE_EPOCH={value:?} is not a number of seconds")
+            })?),
+            Err(_) => None,
+        };
+    let signer = args
+        .sign
+        .as_deref()
+        .map(|key| Signer::from_file(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
+        .transpose()?;
+    let options = WheelOptions {
+        group: args.group.clone(),
+        compression: match args.compression {
+            CompressionArg::Zstd => Compression::Zstd { level: args.level },
+            CompressionArg::None => Compression::None,
+        },
+        source_date_epoch,
+        signer,
+        variants: args.variants,
+    };
+    let report = split_wheel(&args.input, &args.output, &options)
+        .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;
+    let Some(host) = &report.host else {
+        println!(
+            "{}: nothing to split ({} files, no fat binary); nothing written",
+            shown(&args.input),
+            report.members
+        );
+        return Ok(());
+    };
+    println!(
+        "split {}: {} of {} files were fat binaries, device code for {} processors",
+        shown(&args.input),
+        report.binaries,
+        report.members,
+        report.devices.len()
+    );
+    println!("  {} (host, {} bytes)", shown(host), report.host_bytes);
+    for device in &report.devices {
+        let targets: Vec<String> = device.targets.iter().map(ToString::to_string).collect();
+        println!(
+            "  {} ({} [{}], {} code objects, {} bytes)",
+            shown(&device.path),
+            device.distribution,
+            targets.join(", "),
+            device.code_objects,
+            device.bytes
+        );
+    }
+    for variant in &report.variants {
+        println!("  {} (variant)", shown(variant));
+    }
+    if let Some(index) = &report.variants_index {
+        println!("  {} (variants index)", shown(index));
+    }
+    let devices: u64 = report.devices.iter().map(|d| d.bytes).sum();
+    println!(
+        "bytes in {}, host bytes out {}, device bytes out {devices}",
+        report.bytes_in, report.host_bytes
+    );
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! Why a wheel cannot be split.
+
+use std::path::PathBuf;
+
+use crate::error::ElfError;
+
+/// What is wrong with an input wheel, or what failed while splitting it.
+/// `member` is a path inside the wheel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WheelError {
+    #[error("{}: not a wheel: {reason}", path.display())]
+    NotAWheel { path: PathBuf, reason: String },
+    #[error("{}: cannot read the zip archive", path.display())]
+    Zip {
+        path: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("member {member:?}: cannot be read")]
+    Member {
+        member: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("member {member:?}: {source}")]
+    MemberZip {
+        member: String,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("member {member:?}: unsafe path (absolute, `..`, backslash or empty part); refused")]
+    UnsafePath { member: String },
+    #[error("{}: two members have the same name (readers would disagree on its content); refused", path.display())]
+    DuplicateMember { path: PathBuf },
+    #[error("member {member:?} is not listed in RECORD")]
+    NotInRecord { member: String },
+    #[error("RECORD lists {member:?}, which the wheel does not hold")]
+    MissingMember { member: String },
+    #[error("member {member:?}: sha256 {actual} does not match RECORD's {expected}")]
+    HashMismatch {
+        member: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("member {member:?}: {actual} bytes, RECORD says {expected}")]
+    SizeMismatch {
+        member: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("RECORD line {line}: {reason}")]
+    BadRecord { line: usize, reason: String },
+    #[error("METADATA is not UTF-8")]
+    MetadataNotUtf8,
+    #[error("cannot read METADATA")]
+    BadMetadata {
+        #[source]
+        source: kpack_wheel::MetadataError,
+    },
+    #[error("no device distribution name can be made")]
+    BadName {
+        #[source]
+        source: kpack_wheel::InvalidName,
+    },
+    #[error("fat binary {member:?}: {reason}")]
+    Placement { member: String, reason: String },
+    #[error("fat binary {member:?}: cannot split")]
+    Split {
+        member: String,
+        #[source]
+        source: ElfError,
+    },
+    #[error("the output {} would overwrite the input", path.display())]
+    OverwritesInput { path: PathBuf },
+    #[error("no variant label can be made")]
+    VariantLabel {
+        #[source]
+        source: kpack_wheel::filename::InvalidLabel,
+    },
+    #[error("no variant property can be made")]
+    VariantProperty {
+        #[source]
+        source: kpack_wheel::variants::InvalidProperty,
+    },
+    #[error("cannot write variant metadata")]
+    Variants {
+        #[source]
+        source: kpack_wheel::variants::VariantsError,
+    },
+    /// A file-system call failed; the error (from fs-err or tempfile)
+    /// names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Writing or signing the archives failed.
+    #[error(transparent)]
+    Packer(Box<crate::Error>),
+    #[error("{}: cannot write the wheel", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
+}
