@@ -167,7 +167,7 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
         .arg(&python);
     let (stdout, _) = kpack_ok(&mut dry_run);
     assert!(
-        stdout.contains("would install demo[device-gfx1100]==1.0 with "),
+        stdout.contains("would install demo-device-gfx1100==1.0 with "),
         "{stdout}"
     );
     assert_eq!(installed(&python), names(&["demo"]));
@@ -178,7 +178,7 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("installed demo[device-gfx1100]==1.0 with "),
+        stdout.contains("installed demo-device-gfx1100==1.0 with "),
         "{stdout}"
     );
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
@@ -216,7 +216,7 @@ fn sync_in_a_uv_environment_without_pip_uses_uv() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         json["installed"],
-        serde_json::json!(["demo[device-gfx90a]==1.0"])
+        serde_json::json!(["demo-device-gfx90a==1.0"])
     );
     assert!(
         json["installer"]
@@ -600,7 +600,7 @@ fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
         .args(links_args(&links));
     let (stdout, _) = kpack_ok(&mut command);
     assert!(
-        stdout.contains("installed demo[device-gfx1100]==1.1 with "),
+        stdout.contains("installed demo-device-gfx1100==1.1 with "),
         "{stdout}"
     );
     assert_eq!(version_of(&python, "demo"), "1.1");
@@ -634,7 +634,7 @@ fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why
     );
     assert!(stdout.contains("installed demo with "), "{stdout}");
     assert!(
-        stdout.contains("installed demo[device-gfx1100]==1.0 with "),
+        stdout.contains("installed demo-device-gfx1100==1.0 with "),
         "{stdout}"
     );
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));

@@ -65,6 +65,11 @@ impl RequiresDist {
         })
     }
 
+    /// The requirement without its marker (`demo-device-gfx1100 == 1.0`).
+    pub fn without_marker(&self) -> &str {
+        self.text.split(';').next().unwrap_or_default().trim()
+    }
+
     /// The version it pins with a single `== V` clause (`demo-device-gfx1100 == 1.0`).
     pub fn pinned_version(&self) -> Option<&str> {
         let spec = self.text.split(';').next()?;
@@ -259,6 +264,7 @@ Requires-Dist: numpy>=1\n\nThe body: with a colon.\n\nSecond paragraph.\n";
         );
         assert_eq!(device.extra().unwrap().as_str(), "device-gfx1100");
         assert_eq!(device.pinned_version(), Some("1.0"));
+        assert_eq!(device.without_marker(), "demo-device-gfx1100==1.0");
         assert_eq!(metadata.requires_dist[1].name.as_str(), "numpy");
         assert_eq!(metadata.requires_dist[1].pinned_version(), None);
         for (text, pinned) in [

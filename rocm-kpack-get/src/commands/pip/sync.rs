@@ -4,14 +4,14 @@
 //! machine needs that are missing, or installed at another version than
 //! the host pins (after the host was upgraded).
 //!
-//! A missing device distribution is installed as `name[device-X]==version`
-//! of the installed host, not by its own name: the host's
-//! `Requires-Dist ...; extra == "device-X"` stays the one authority for
-//! which device distributions and versions go with it (whatever the
-//! publisher named them), and the installer, seeing the host already
-//! satisfied at that version, fetches only the device part.
+//! A missing device distribution is installed by the host's own
+//! requirement for it, its `Requires-Dist: demo-device-gfx1100 == 1.0;
+//! extra == "device-gfx1100"` without the marker: the installed host stays
+//! the one authority for which device distributions and versions go with it
+//! (whatever the publisher named them), and, unlike `demo[device-X]`, it
+//! also works with the installer's `--no-deps`.
 
-use kpack_wheel::{DistName, ExtraName};
+use kpack_wheel::{DistName, ExtraName, RequiresDist};
 use rocm_kpack_get::pip::environment::{is_installed, InstalledDist, PythonEnvironment};
 use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::Installer;
@@ -28,12 +28,8 @@ struct Missing {
     version: String,
     extra: ExtraName,
     dists: Vec<DistName>,
-}
-
-impl Missing {
-    fn requirement(&self) -> String {
-        format!("{}[{}]=={}", self.host, self.extra, self.version)
-    }
+    /// The host's requirements for them, without markers.
+    requirements: Vec<String>,
 }
 
 /// What the machine needs from the installed distributions and lacks.
@@ -59,19 +55,22 @@ fn missing(
                 .warn(unmatched_warning(metadata.name.as_str(), target, &offered));
         }
         for extra in choice.extras {
-            let dists: Vec<DistName> = metadata
+            let lacking: Vec<&RequiresDist> = metadata
                 .requires_dist
                 .iter()
                 .filter(|r| r.extra().as_ref() == Some(&extra))
                 .filter(|r| !is_installed(installed, &r.name, r.pinned_version()))
-                .map(|r| r.name.clone())
                 .collect();
-            if !dists.is_empty() {
+            if !lacking.is_empty() {
                 out.push(Missing {
                     host: metadata.name.clone(),
                     version: metadata.version.clone(),
                     extra,
-                    dists,
+                    dists: lacking.iter().map(|r| r.name.clone()).collect(),
+                    requirements: lacking
+                        .iter()
+                        .map(|r| r.without_marker().to_owned())
+                        .collect(),
                 });
             }
         }
@@ -93,7 +92,10 @@ pub struct SyncOutcome {
 impl SyncOutcome {
     /// The requirements installed (or that would be, with `--dry-run`).
     fn requirements(&self) -> Vec<String> {
-        self.missing.iter().map(Missing::requirement).collect()
+        self.missing
+            .iter()
+            .flat_map(|m| m.requirements.iter().cloned())
+            .collect()
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -107,7 +109,7 @@ impl SyncOutcome {
                 "version": m.version,
                 "extra": m.extra.as_str(),
                 "dists": m.dists.iter().map(DistName::as_str).collect::<Vec<_>>(),
-                "requirement": m.requirement(),
+                "requirements": m.requirements,
             })).collect::<Vec<_>>(),
         })
     }
