@@ -148,8 +148,10 @@ pub(crate) fn verified_root(
     ))
 }
 
-/// The exact bytes of a verified root and of its signature.
+/// The exact bytes of a verified root and of its signature (what a mirror
+/// copies).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "publish"), allow(dead_code))]
 pub(crate) struct RootBytes {
     pub bytes: Vec<u8>,
     pub signature: Vec<u8>,
