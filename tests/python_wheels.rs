@@ -135,3 +135,95 @@ fn a_split_jax_wheel_gets_its_device_code_from_sync_and_its_variant_from_install
     );
     assert_eq!(installed_archives(&python), ["rocm_gfx90a.kpack"]);
 }
+
+/// A pip-made environment (with pip) of the test environment's Python.
+fn pip_venv(dir: &Path) -> PathBuf {
+    success(
+        Command::new(test_venv().join("bin/python"))
+            .args(["-m", "venv"])
+            .arg(dir),
+    );
+    dir.join("bin/python")
+}
+
+/// The device distributions of jax-rocm7-plugin that pip lists.
+fn device_dists(python: &Path) -> Vec<String> {
+    let listed = success(Command::new(python).args(["-m", "pip", "list", "--format=freeze"]));
+    listed
+        .lines()
+        .filter(|line| line.starts_with("jax-rocm7-plugin-device-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn with_pip_sync_installs_the_gpus_device_wheel_once_and_pip_uninstall_removes_it() {
+    let env = Env::new();
+    let out = env.home.path().join("wheels");
+    success(
+        Command::new(workspace_binary("kpack-packer", "kpack-pack"))
+            .args(["wheel", "split", "-o"])
+            .arg(&out)
+            .arg(fixtures().join("pypi").join(JAX)),
+    );
+    let links = [
+        "--no-index".to_owned(),
+        "--find-links".to_owned(),
+        out.display().to_string(),
+    ];
+
+    // `pip install X && kpack-get pip sync`.
+    let python = pip_venv(&env.home.path().join("synced"));
+    success(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps"])
+            .args(&links)
+            .arg("jax-rocm7-plugin"),
+    );
+    assert!(installed_archives(&python).is_empty());
+    let mut sync = kpack(&env);
+    sync.args(["--target", "gfx1100", "pip", "sync", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(&links)
+        .arg("--no-deps");
+    success(&mut sync);
+    assert_eq!(
+        device_dists(&python),
+        ["jax-rocm7-plugin-device-gfx1100==0.10.2"]
+    );
+    assert_eq!(installed_archives(&python), ["rocm_gfx1100.kpack"]);
+    assert!(success(&mut sync).starts_with("nothing to install"));
+    success(Command::new(&python).args([
+        "-m",
+        "pip",
+        "uninstall",
+        "--yes",
+        "--quiet",
+        "jax-rocm7-plugin-device-gfx1100",
+    ]));
+    assert!(installed_archives(&python).is_empty());
+
+    // `kpack-get pip install`: the host and the one device wheel the GPU needs.
+    let python = pip_venv(&env.home.path().join("installed"));
+    let mut install = kpack(&env);
+    install
+        .args([
+            "--target",
+            "gfx90a:xnack-",
+            "pip",
+            "install",
+            "jax-rocm7-plugin",
+        ])
+        .args(["--python"])
+        .arg(&python)
+        .arg("--")
+        .args(&links)
+        .arg("--no-deps");
+    success(&mut install);
+    assert_eq!(
+        device_dists(&python),
+        ["jax-rocm7-plugin-device-gfx90a==0.10.2"]
+    );
+    assert_eq!(installed_archives(&python), ["rocm_gfx90a.kpack"]);
+}

@@ -50,7 +50,8 @@ impl PackageName {
         &self.0
     }
 
-    /// The name of a repository nobody named.
+    /// The name of a repository nobody named (publishing's).
+    #[cfg(feature = "publish")]
     pub(crate) fn fallback() -> PackageName {
         PackageName("kpack".to_owned())
     }

@@ -122,10 +122,21 @@ impl Job<'_> {
             texts.join(" "),
             self.installer.describe()
         ));
-        Ok(json!(resolved
-            .iter()
-            .map(Resolved::json)
-            .collect::<Vec<_>>()))
+        let resolved = json!(resolved.iter().map(Resolved::json).collect::<Vec<_>>());
+        // `--no-deps` leaves an extra's requirements out, device
+        // distributions included: bring those in as a sync does.
+        if !self.dry_run && self.args.iter().any(|a| a == "--no-deps") {
+            let outcome = sync_environment(
+                self.context,
+                self.env,
+                self.machine,
+                self.options.all_targets,
+                false,
+                self.args,
+            )?;
+            return Ok(json!({ "requirements": resolved, "sync": outcome.json() }));
+        }
+        Ok(resolved)
     }
 
     /// Without pip anywhere to resolve with: installs the requirements as
