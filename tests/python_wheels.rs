@@ -5,6 +5,7 @@
 //! GPU's variant wheel. Offline: a find-links directory, `--no-deps`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kpack_test_support::python_venv;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,24 +14,12 @@ use kpack_test_support::fixtures;
 
 const JAX: &str = "jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl";
 
-fn test_venv() -> PathBuf {
-    let venv = std::env::var_os("KPACK_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("KPACK_TEST_VENV is not set: run ./test.sh, which makes the test environment with uv"));
-    assert!(
-        venv.join("bin/uv").is_file(),
-        "{} has no uv: run ./test.sh",
-        venv.display()
-    );
-    venv
-}
-
 /// A uv-made environment (no pip) of the test environment's Python 3.11.
 fn uv_venv(dir: &Path, cache: &Path) -> PathBuf {
     success(
-        Command::new(test_venv().join("bin/uv"))
+        Command::new(python_venv().join("bin/uv"))
             .args(["venv", "--quiet", "--python"])
-            .arg(test_venv().join("bin/python"))
+            .arg(python_venv().join("bin/python"))
             .arg(dir)
             .env("UV_CACHE_DIR", cache),
     );
@@ -60,7 +49,7 @@ fn installed_archives(python: &Path) -> Vec<String> {
 fn kpack(env: &Env) -> Command {
     let mut command = env.command();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![test_venv().join("bin")];
+    let mut dirs = vec![python_venv().join("bin")];
     dirs.extend(std::env::split_paths(&path));
     command
         .env("PATH", std::env::join_paths(dirs).unwrap())
@@ -92,7 +81,7 @@ fn a_split_jax_wheel_gets_its_device_code_from_sync_and_its_variant_from_install
     // The host alone, as `uv pip install` leaves it; then sync for gfx1100.
     let python = uv_venv(&env.home.path().join("host"), &cache);
     success(
-        Command::new(test_venv().join("bin/uv"))
+        Command::new(python_venv().join("bin/uv"))
             .args(["pip", "install", "--quiet", "--python"])
             .arg(&python)
             .args(&links)
@@ -139,7 +128,7 @@ fn a_split_jax_wheel_gets_its_device_code_from_sync_and_its_variant_from_install
 /// A pip-made environment (with pip) of the test environment's Python.
 fn pip_venv(dir: &Path) -> PathBuf {
     success(
-        Command::new(test_venv().join("bin/python"))
+        Command::new(python_venv().join("bin/python"))
             .args(["-m", "venv"])
             .arg(dir),
     );

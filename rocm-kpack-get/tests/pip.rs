@@ -5,6 +5,7 @@
 
 mod common;
 
+use kpack_test_support::python_venv;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,23 +16,10 @@ use common::wheels::{
 };
 use common::{output, success, Env};
 
-/// The project's test environment, holding pip, uv and the interpreter.
-fn test_venv() -> PathBuf {
-    let venv = std::env::var_os("KPACK_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| {
-        panic!("KPACK_TEST_VENV is not set: run ./test.sh, which makes the test environment with pip and uv")
-    });
-    assert!(
-        venv.join("bin/python").is_file(),
-        "{} has no bin/python: run ./test.sh",
-        venv.display()
-    );
-    venv
-}
-
 /// A virtual environment with pip (`python -m venv`); returns its python.
 fn pip_venv(dir: &Path) -> PathBuf {
     success(
-        Command::new(test_venv().join("bin/python"))
+        Command::new(python_venv().join("bin/python"))
             .args(["-m", "venv"])
             .arg(dir),
     );
@@ -41,9 +29,9 @@ fn pip_venv(dir: &Path) -> PathBuf {
 /// A virtual environment made by uv, which has no pip; returns its python.
 fn uv_venv(dir: &Path, home: &Path) -> PathBuf {
     success(
-        Command::new(test_venv().join("bin/uv"))
+        Command::new(python_venv().join("bin/uv"))
             .args(["venv", "--quiet", "--python"])
-            .arg(test_venv().join("bin/python"))
+            .arg(python_venv().join("bin/python"))
             .arg(dir)
             .env("UV_CACHE_DIR", home.join("uv-cache")),
     );
@@ -87,7 +75,7 @@ fn installed_build(python: &Path) -> String {
 fn kpack(env: &Env) -> Command {
     let mut command = env.command();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![test_venv().join("bin")];
+    let mut dirs = vec![python_venv().join("bin")];
     dirs.extend(std::env::split_paths(&path));
     command
         .env("PATH", std::env::join_paths(dirs).unwrap())
@@ -198,7 +186,7 @@ fn sync_in_a_uv_environment_without_pip_uses_uv() {
     demo_links(&links);
     let python = uv_venv(&env.home.path().join("venv"), env.home.path());
     success(
-        Command::new(test_venv().join("bin/uv"))
+        Command::new(python_venv().join("bin/uv"))
             .args(["pip", "install", "--quiet", "--python"])
             .arg(&python)
             .args(links_args(&links))
@@ -618,7 +606,7 @@ fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why
     // A PATH with uv and no python3 at all.
     let bin = env.home.path().join("only-uv");
     fs_err::create_dir_all(&bin).unwrap();
-    fs_err::os::unix::fs::symlink(test_venv().join("bin/uv"), bin.join("uv")).unwrap();
+    fs_err::os::unix::fs::symlink(python_venv().join("bin/uv"), bin.join("uv")).unwrap();
 
     let mut command = kpack(&env);
     command

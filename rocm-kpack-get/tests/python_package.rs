@@ -5,30 +5,15 @@
 
 mod common;
 
+use kpack_test_support::python_venv;
 use std::path::PathBuf;
 use std::process::Command;
 
 use common::success;
 
-fn test_venv() -> PathBuf {
-    let venv = std::env::var_os("KPACK_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            panic!(
-                "KPACK_TEST_VENV is not set: run ./test.sh, which installs maturin, ziglang and uv"
-            )
-        });
-    assert!(
-        venv.join("bin/maturin").is_file(),
-        "{} has no maturin: run ./test.sh",
-        venv.display()
-    );
-    venv
-}
-
 #[test]
 fn the_maturin_wheel_installs_a_working_kpack_get() {
-    let venv = test_venv();
+    let venv = python_venv();
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("wheels");
     // Its own target directory: cargo test holds the workspace's while

@@ -16,8 +16,8 @@ mod tools;
 mod transcript;
 
 pub use tools::{
-    find_tool, provided_files, provided_programs, tool, tool_path, MissingTool, Origin, SearchPath,
-    SETUP_COMMAND,
+    find_tool, provided_files, provided_programs, python_venv, tool, tool_path, MissingTool,
+    Origin, SearchPath, SETUP_COMMAND,
 };
 pub use transcript::{mask_times, transcript};
 

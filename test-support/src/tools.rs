@@ -137,6 +137,18 @@ impl SearchPath {
     }
 }
 
+/// The virtual environment `./test.sh` makes (pip, uv, maturin, moto, ...),
+/// which must be there: a test that needs it fails saying how to make it.
+pub fn python_venv() -> PathBuf {
+    match test_venv() {
+        Some(venv) if venv.join("bin/python").is_file() => venv,
+        _ => panic!(
+            "no test virtual environment ($KPACK_TEST_VENV, or test-venv in the target \
+             directory): run {SETUP_COMMAND}, which makes it"
+        ),
+    }
+}
+
 /// The virtual environment `./test.sh` makes: `$KPACK_TEST_VENV`, else
 /// `test-venv` in the target directory holding the running test.
 fn test_venv() -> Option<PathBuf> {

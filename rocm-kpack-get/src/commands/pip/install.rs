@@ -126,17 +126,22 @@ impl Job<'_> {
         // `--no-deps` leaves an extra's requirements out, device
         // distributions included: bring those in as a sync does.
         if !self.dry_run && self.args.iter().any(|a| a == "--no-deps") {
-            let outcome = sync_environment(
-                self.context,
-                self.env,
-                self.machine,
-                self.options.all_targets,
-                false,
-                self.args,
-            )?;
-            return Ok(json!({ "requirements": resolved, "sync": outcome.json() }));
+            return Ok(json!({ "requirements": resolved, "sync": self.sync()? }));
         }
         Ok(resolved)
+    }
+
+    /// Installs the device distributions the environment lacks, as `sync`.
+    fn sync(&self) -> Result<serde_json::Value, Failure> {
+        let outcome = sync_environment(
+            self.context,
+            self.env,
+            self.machine,
+            self.options.all_targets,
+            false,
+            self.args,
+        )?;
+        Ok(outcome.json())
     }
 
     /// Without pip anywhere to resolve with: installs the requirements as
@@ -165,15 +170,7 @@ impl Job<'_> {
             texts.join(" "),
             self.installer.describe()
         ));
-        let outcome = sync_environment(
-            self.context,
-            self.env,
-            self.machine,
-            self.options.all_targets,
-            false,
-            self.args,
-        )?;
-        Ok(json!({ "requirements": texts, "sync": outcome.json() }))
+        Ok(json!({ "requirements": texts, "sync": self.sync()? }))
     }
 }
 
