@@ -7,6 +7,8 @@
 //! server or another user must be able to read what is published. A file
 //! made from an input can take the input's mode instead.
 
+pub mod confined;
+
 use std::fs::{File, Permissions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
