@@ -180,6 +180,18 @@ impl ConfinedDir {
         Ok(File::from(fd))
     }
 
+    /// Opens the regular file `relative` for reading and writing, creating
+    /// it (with `mode` under the umask) when it is missing: a lock file.
+    pub fn open_or_create(&self, relative: &Path, mode: u32) -> Result<File, ConfinedError> {
+        let fd = self.open_beneath(
+            relative,
+            OFlags::RDWR | OFlags::CREATE | OFlags::NONBLOCK,
+            Mode::from_raw_mode(mode & 0o7777),
+            "open",
+        )?;
+        self.regular(fd, relative)
+    }
+
     /// Opens the regular file `relative` for reading; a link, a directory,
     /// a FIFO or a device is refused (a FIFO without blocking on it).
     pub fn open_file(&self, relative: &Path) -> Result<File, ConfinedError> {
@@ -189,6 +201,12 @@ impl ConfinedDir {
             Mode::empty(),
             "open",
         )?;
+        self.regular(fd, relative)
+    }
+
+    /// `fd`, opened without blocking, if it is a regular file; made
+    /// blocking again for reading and writing.
+    fn regular(&self, fd: OwnedFd, relative: &Path) -> Result<File, ConfinedError> {
         let io = |op, errno: rustix::io::Errno| ConfinedError::Io {
             op,
             path: self.path.join(relative),
@@ -207,9 +225,13 @@ impl ConfinedDir {
     }
 
     /// What is at `relative`, without following it; `None` when nothing
-    /// is. A parent that is a link or a file is [`ConfinedError::NotBeneath`].
+    /// is (nor at a parent). A parent that is a link or a file is
+    /// [`ConfinedError::NotBeneath`].
     pub fn entry(&self, relative: &Path) -> Result<Option<EntryKind>, ConfinedError> {
-        let (parent, name) = self.parent(relative)?;
+        let (parent, name) = match self.parent(relative) {
+            Err(error) if error.is_not_found() => return Ok(None),
+            parent => parent?,
+        };
         let stat = match rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
@@ -322,6 +344,16 @@ impl ConfinedDir {
     pub fn sync(&self) -> Result<(), ConfinedError> {
         rustix::fs::fsync(&self.fd).map_err(|errno| ConfinedError::Io {
             op: "flush",
+            path: self.path.clone(),
+            source: errno.into(),
+        })
+    }
+
+    /// Flushes the whole file system the directory is on: one call instead
+    /// of one per file, for changes of many files.
+    pub fn sync_filesystem(&self) -> Result<(), ConfinedError> {
+        rustix::fs::syncfs(&self.fd).map_err(|errno| ConfinedError::Io {
+            op: "flush the file system of",
             path: self.path.clone(),
             source: errno.into(),
         })

@@ -9,65 +9,19 @@ mod common;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use common::gpus::{fake_sysfs, FakeNode};
+use common::hostile::{private_repo, publish_tree, tree, Entry};
 use common::server::TestServer;
 use common::{
-    kpack_repo_exe, output, pool, pool_gets, shared_rocrand_repo, snapshot, success, Env,
-    RocrandRepo, HOST_TREE,
+    error_text, failed, hint_text, output, pool, pool_gets, shared_rocrand_repo, snapshot, success,
+    Env, HOST_TREE,
 };
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const LIBRARY: &str = "lib/librocrand.so.1.1";
 const ARCHIVE: &str = ".kpack/rocrand_gfx90a.kpack";
-
-/// Checks a failed run: exit `code`, an `error:` line, no panic or
-/// backtrace; returns stderr.
-fn failed(out: &Output, code: i32) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "exit code:\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(
-        stderr.lines().any(|l| l.starts_with("error: ")),
-        "an error line:\n{stderr}"
-    );
-    for text in [
-        "panicked",
-        "RUST_BACKTRACE",
-        "stack backtrace",
-        "Os {",
-        "Error {",
-    ] {
-        assert!(
-            !stderr.contains(text) && !stdout.contains(text),
-            "no {text:?}:\nstdout:\n{stdout}\nstderr:\n{stderr}"
-        );
-    }
-    stderr
-}
-
-/// The `error:` line (with its `caused by:` lines).
-fn error_text(stderr: &str) -> String {
-    stderr
-        .lines()
-        .skip_while(|l| !l.starts_with("error: "))
-        .take_while(|l| !l.starts_with("hint: "))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn hint_text(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find(|l| l.starts_with("hint: "))
-        .unwrap_or_else(|| panic!("a hint:\n{stderr}"))
-        .to_owned()
-}
 
 /// The prefix without kpack-get's lock file and an otherwise empty
 /// `.kpack`: what a failed change may leave.
@@ -396,90 +350,8 @@ fn disk_full_in_the_prefix() {
     success(env.command().arg("verify"));
 }
 
-/// One entry of a hand-made tar: the header is written field by field, so
-/// names the tar crate refuses to build (`..`, absolute) can be made.
-fn raw_entry(
-    tar: &mut tar::Builder<Vec<u8>>,
-    kind: tar::EntryType,
-    name: &str,
-    link: Option<&str>,
-    data: &[u8],
-) {
-    assert!(
-        name.len() < 100 && link.is_none_or(|l| l.len() < 100),
-        "{name:?} fits an old-style tar header"
-    );
-    let mut header = tar::Header::new_gnu();
-    {
-        let old = header.as_old_mut();
-        old.name[..name.len()].copy_from_slice(name.as_bytes());
-        if let Some(link) = link {
-            old.linkname[..link.len()].copy_from_slice(link.as_bytes());
-        }
-    }
-    header.set_entry_type(kind);
-    header.set_mode(if kind.is_dir() { 0o755 } else { 0o644 });
-    header.set_size(data.len() as u64);
-    header.set_mtime(0);
-    header.set_cksum();
-    tar.append(&header, data).unwrap();
-}
-
-/// A tar entry to make: kind, name, link target.
-type Entry<'a> = (tar::EntryType, &'a str, Option<&'a str>);
-
-/// A zstd-compressed tar tree of `entries`.
-fn tree(entries: &[Entry<'_>]) -> Vec<u8> {
-    let mut tar = tar::Builder::new(Vec::new());
-    for (kind, name, link) in entries {
-        let data: &[u8] = if kind.is_file() { b"escaped\n" } else { b"" };
-        raw_entry(&mut tar, *kind, name, *link, data);
-    }
-    zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
-}
-
-/// A copy of the shared rocRAND repository, to publish more into.
-fn private_repo(dir: &Path) -> RocrandRepo {
-    fn copy(from: &Path, to: &Path) {
-        fs_err::create_dir_all(to).unwrap();
-        for entry in fs_err::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            let target = to.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                copy(&entry.path(), &target);
-            } else {
-                fs_err::copy(entry.path(), &target).unwrap();
-            }
-        }
-    }
-    let shared = shared_rocrand_repo();
-    copy(&shared.dir, &dir.join("repo"));
-    RocrandRepo {
-        dir: dir.join("repo"),
-        public_key: shared.public_key.clone(),
-        secret_key: shared.secret_key.clone(),
-    }
-}
-
-/// Publishes `name` 1.0.0 with one host tree, with the real `kpack-repo`.
-fn publish_tree(repo: &RocrandRepo, work: &Path, name: &str, bytes: &[u8]) -> String {
-    let file = work.join(format!("{name}-1.0.0-host.tar.zst"));
-    fs_err::write(&file, bytes).unwrap();
-    common::hip::run(
-        Command::new(kpack_repo_exe())
-            .arg("add")
-            .arg(&repo.dir)
-            .args([name, "1.0.0"])
-            .arg(&file)
-            .arg("--key")
-            .arg(&repo.secret_key),
-    );
-    format!("pool/{name}/1.0.0/{name}-1.0.0-host.tar.zst")
-}
-
 #[test]
 fn tar_entries_escaping_the_prefix_are_refused() {
-    use tar::EntryType;
     let env = Env::new();
     let work = env.home.path().join("work");
     fs_err::create_dir_all(&work).unwrap();
@@ -489,54 +361,55 @@ fn tar_entries_escaping_the_prefix_are_refused() {
     let absolute = outside.join("absolute-escape").display().to_string();
     // From the staging directory, five levels up is above the prefix.
     let parent = "../../../../../parent-escape";
+    let escaped = b"escaped\n";
     // Package, its tree, the entry the refusal names.
-    let cases: Vec<(&str, Vec<Entry<'_>>, &str)> = vec![
+    let cases: Vec<(&str, Vec<Entry>, &str)> = vec![
         (
             "escape-parent",
             vec![
-                (EntryType::Directory, "share/", None),
-                (EntryType::Regular, "share/innocent.txt", None),
-                (EntryType::Regular, parent, None),
+                Entry::dir("share/"),
+                Entry::file("share/innocent.txt", escaped),
+                Entry::file(parent, escaped),
             ],
             parent,
         ),
         (
             "escape-absolute",
             vec![
-                (EntryType::Regular, "share/innocent.txt", None),
-                (EntryType::Regular, &absolute, None),
+                Entry::file("share/innocent.txt", escaped),
+                Entry::file(&absolute, escaped),
             ],
             &absolute,
         ),
         (
             "escape-link",
             vec![
-                (EntryType::Regular, "share/innocent.txt", None),
-                (EntryType::Symlink, "share/etc", Some("/etc")),
-                (EntryType::Regular, "share/etc/kpack-get-escape", None),
+                Entry::file("share/innocent.txt", escaped),
+                Entry::link("share/etc", "/etc"),
+                Entry::file("share/etc/kpack-get-escape", escaped),
             ],
             "share/etc",
         ),
         (
             "escape-relative-link",
             vec![
-                (EntryType::Symlink, "share/up", Some("../..")),
-                (EntryType::Regular, "share/up/relative-escape", None),
+                Entry::link("share/up", "../.."),
+                Entry::file("share/up/relative-escape", escaped),
             ],
             "share/up",
         ),
         (
             "escape-through-link",
             vec![
-                (EntryType::Symlink, "share/inside", Some("../lib")),
-                (EntryType::Regular, "share/inside/librocrand.so.1.1", None),
+                Entry::link("share/inside", "../lib"),
+                Entry::file("share/inside/librocrand.so.1.1", escaped),
             ],
             "share/inside/librocrand.so.1.1",
         ),
     ];
     let mut artifacts = Vec::new();
     for (name, entries, _) in &cases {
-        artifacts.push(publish_tree(&repo, &work, name, &tree(entries)));
+        artifacts.push(publish_tree(&repo, &work, name, "1.0.0", &tree(entries)));
     }
     let server = TestServer::start(&repo.dir);
     // A prefix with something in it, to see it is left alone.

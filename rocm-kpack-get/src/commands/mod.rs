@@ -135,11 +135,16 @@ impl From<InstallError> for Failure {
                 Exit::Locked,
                 Some("wait for it to finish, or run without --no-wait to wait"),
             ),
-            InstallError::UnsafeEntry { .. } => (
+            InstallError::UnsafeEntry { .. }
+            | InstallError::LinkRefused { .. }
+            | InstallError::NotAnArchive { .. }
+            | InstallError::TooLarge { .. } => (
                 Exit::Verification,
                 Some("the package would write outside the prefix or through a link; nothing was installed; report it to the repository's maintainers"),
             ),
-            InstallError::Unowned { .. } => (
+            InstallError::Unowned { .. }
+            | InstallError::NotADirectory { owner: None, .. }
+            | InstallError::DirectoryInTheWay { .. } => (
                 Exit::Failure,
                 Some("move the file away if kpack-get may replace it, or install into another --prefix; nothing was changed"),
             ),

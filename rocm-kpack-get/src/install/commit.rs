@@ -12,9 +12,10 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_fs::confined::{ConfinedDir, ConfinedError, EntryKind};
 use kpack_repo_index::RelativePath;
 use serde::{Deserialize, Serialize};
 
@@ -40,31 +41,106 @@ pub struct Journal {
     pub prune: Vec<RelativePath>,
 }
 
-/// The paths of a prefix's bookkeeping.
+/// The paths of a prefix's bookkeeping, opened through handles that never
+/// follow a link inside the prefix.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub prefix: PathBuf,
 }
 
+/// Where a change is staged, below `.kpack/`.
+fn staging_dir(id: &str) -> PathBuf {
+    Path::new(STAGING).join(id)
+}
+
+/// `.kpack/staging`: where changes are staged.
+pub const STAGING: &str = "staging";
+/// `.kpack/transaction.toml`: the journal.
+pub const JOURNAL: &str = "transaction.toml";
+/// `.kpack/installed.toml`: the install record.
+pub const RECORD: &str = "installed.toml";
+/// `.kpack/.lock`: the prefix's lock.
+pub const LOCK: &str = ".lock";
+/// In a staging directory: the new record, or this when none remains.
+const NO_PACKAGES: &str = "no-packages";
+
 impl Layout {
-    pub fn meta(&self) -> PathBuf {
+    /// The prefix.
+    pub fn root(&self) -> Result<ConfinedDir, InstallError> {
+        Ok(ConfinedDir::open(&self.prefix)?)
+    }
+
+    /// `.kpack/`, which must be a real directory.
+    pub fn meta(&self, root: &ConfinedDir) -> Result<ConfinedDir, InstallError> {
+        Ok(root.open_dir(Path::new(".kpack"))?)
+    }
+
+    /// `.kpack/`, or `None` when there is no prefix or no `.kpack/` yet.
+    pub fn existing_meta(&self) -> Result<Option<ConfinedDir>, InstallError> {
+        let root = match ConfinedDir::open(&self.prefix) {
+            Err(error) if error.is_not_found() => return Ok(None),
+            root => root?,
+        };
+        match root.open_dir(Path::new(".kpack")) {
+            Err(error) if error.is_not_found() => Ok(None),
+            meta => Ok(Some(meta?)),
+        }
+    }
+
+    pub fn meta_path(&self) -> PathBuf {
         self.prefix.join(".kpack")
     }
     pub fn journal(&self) -> PathBuf {
-        self.meta().join("transaction.toml")
+        self.meta_path().join(JOURNAL)
     }
     pub fn record(&self) -> PathBuf {
-        self.meta().join("installed.toml")
+        self.meta_path().join(RECORD)
     }
     pub fn lock(&self) -> PathBuf {
-        self.meta().join(".lock")
+        self.meta_path().join(LOCK)
     }
-    pub fn staging_root(&self) -> PathBuf {
-        self.meta().join("staging")
-    }
-    pub fn staging(&self, id: &str) -> PathBuf {
-        self.staging_root().join(id)
-    }
+}
+
+/// The text of the bookkeeping file `name` in `meta`; `None` when absent.
+pub fn read_bookkeeping(meta: &ConfinedDir, name: &str) -> Result<Option<String>, InstallError> {
+    let mut file = match meta.open_file(Path::new(name)) {
+        Err(error) if error.is_not_found() => return Ok(None),
+        file => file?,
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|source| {
+        InstallError::Io(std::io::Error::new(
+            source.kind(),
+            format!("{}: {source}", meta.display_path(Path::new(name)).display()),
+        ))
+    })?;
+    Ok(Some(text))
+}
+
+/// The staging directory of a change, opened.
+pub fn open_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
+    Ok(meta.open_dir(&staging_dir(id))?)
+}
+
+/// Makes the staging directory of a change (and `staging/` itself).
+pub fn create_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
+    Ok(meta.create_dir_all(&staging_dir(id))?)
+}
+
+/// Writes the new record (or the note that none remains) beside a change's
+/// staged files.
+pub fn stage_record(staging: &ConfinedDir, text: Option<&str>) -> Result<(), InstallError> {
+    let (name, bytes) = match text {
+        Some(text) => (RECORD, text.as_bytes()),
+        None => (NO_PACKAGES, &b""[..]),
+    };
+    let mut file = staging.create_file(Path::new(name), 0o644)?;
+    file.write_all(bytes)
+        .map_err(|source| InstallError::Write {
+            path: staging.display_path(Path::new(name)),
+            source,
+        })?;
+    Ok(())
 }
 
 impl Journal {
@@ -79,120 +155,133 @@ impl Journal {
     /// Makes the change decided: flushes the staged files to disk, then
     /// writes the journal through a synced temporary file and a rename.
     pub fn commit(&self, layout: &Layout) -> Result<(), InstallError> {
-        let staging = layout.staging(&self.id);
-        let staged_root = staging.join("root");
+        let root = layout.root()?;
+        let meta = layout.meta(&root)?;
+        let staging = open_staging(&meta, &self.id)?;
         if self.moves.len() > MANY_FILES {
-            sync_filesystem(&staging)?;
+            root.sync_filesystem()?;
         } else {
-            let mut dirs = BTreeSet::new();
-            for relative in &self.moves {
-                let path = staged_root.join(relative.as_str());
-                if fs_err::symlink_metadata(&path)?.is_file() {
-                    // Cheap for archives linked from the cache: their bytes
-                    // were flushed when they were downloaded.
-                    sync_file(&path)?;
-                }
-                dirs.extend(
-                    relative
-                        .parents()
-                        .into_iter()
-                        .map(|d| staged_root.join(d.as_str())),
-                );
-            }
-            dirs.insert(staged_root);
-            for name in ["installed.toml", "no-packages"] {
-                let path = staging.join(name);
-                if path.exists() {
-                    sync_file(&path)?;
-                }
-            }
-            dirs.insert(staging.clone());
-            for dir in &dirs {
-                sync_dir(dir)?;
-            }
+            self.sync_staged(&staging)?;
         }
         let text = toml::to_string(self).map_err(|e| InstallError::BadRecord {
             path: layout.journal(),
             message: e.to_string(),
         })?;
-        // The temporary file is in the staging directory, which recovery
-        // deletes, so a crash before the rename leaves no stray file in
-        // `.kpack/`.
-        let mut journal = kpack_fs::AtomicFile::create_in(&layout.journal(), &staging)?;
-        journal.write_all(text.as_bytes())?;
-        Ok(journal.commit()?)
+        // Written in the staging directory, which recovery deletes, so a
+        // crash before the rename leaves no stray file in `.kpack/`.
+        let temporary = Path::new(".journal");
+        staging.remove_all(temporary)?;
+        let mut file = staging.create_file(temporary, 0o644)?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|source| InstallError::Write {
+                path: layout.journal(),
+                source,
+            })?;
+        staging.rename(temporary, &meta, Path::new(JOURNAL))?;
+        meta.sync()?;
+        Ok(())
+    }
+
+    /// Flushes every staged file and the directories holding them.
+    fn sync_staged(&self, staging: &ConfinedDir) -> Result<(), InstallError> {
+        let staged_root = staging.open_dir(Path::new("root"))?;
+        let mut dirs = BTreeSet::new();
+        for relative in &self.moves {
+            let path = Path::new(relative.as_str());
+            if let Some(EntryKind::File { .. }) = staged_root.entry(path)? {
+                // Cheap for archives linked from the cache: their bytes
+                // were flushed when they were downloaded.
+                sync_file(&staged_root, path)?;
+            }
+            dirs.extend(relative.parents());
+        }
+        for dir in &dirs {
+            staged_root.open_dir(Path::new(dir.as_str()))?.sync()?;
+        }
+        staged_root.sync()?;
+        for name in [RECORD, NO_PACKAGES] {
+            if staging.entry(Path::new(name))?.is_some() {
+                sync_file(staging, Path::new(name))?;
+            }
+        }
+        Ok(staging.sync()?)
     }
 
     /// Carries out a committed change; safe to run again after a crash.
+    /// Every path is resolved beneath the prefix without following links:
+    /// a file the record names that is now reached through a link or a
+    /// file is not there to remove.
     pub fn apply(&self, layout: &Layout) -> Result<(), InstallError> {
-        let staging = layout.staging(&self.id);
-        let staged_root = staging.join("root");
+        let root = layout.root()?;
+        let meta = layout.meta(&root)?;
+        let staging = open_staging(&meta, &self.id)?;
+        let staged_root = staging.open_dir(Path::new("root"))?;
         for relative in &self.deletes {
-            remove_if_there(&layout.prefix.join(relative.as_str()))?;
+            remove_if_there(&root, Path::new(relative.as_str()))?;
         }
         for relative in &self.moves {
-            let from = staged_root.join(relative.as_str());
-            if fs_err::symlink_metadata(&from).is_err() {
+            let path = Path::new(relative.as_str());
+            if staged_root.entry(path)?.is_none() {
                 // Moved before a crash.
                 continue;
             }
-            for dir in relative.parents() {
-                match fs_err::create_dir(layout.prefix.join(dir.as_str())) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e.into()),
-                    _ => {}
-                }
+            if let Some(parent) = relative.parents().pop() {
+                root.create_dir_all(Path::new(parent.as_str()))?;
             }
-            fs_err::rename(&from, layout.prefix.join(relative.as_str()))?;
+            staged_root.rename(path, &root, path)?;
         }
         for relative in &self.prune {
             // Only empty directories go; anything else is kept.
-            let _ = fs_err::remove_dir(layout.prefix.join(relative.as_str()));
+            let _ = root.remove_dir(Path::new(relative.as_str()));
         }
-        let new_record = staging.join("installed.toml");
-        if new_record.exists() {
-            fs_err::rename(&new_record, layout.record())?;
-        } else if staging.join("no-packages").exists() {
+        if staging.entry(Path::new(RECORD))?.is_some() {
+            staging.rename(Path::new(RECORD), &meta, Path::new(RECORD))?;
+        } else if staging.entry(Path::new(NO_PACKAGES))?.is_some() {
             // The last package went: no record at all, as before any install.
-            remove_if_there(&layout.record())?;
+            remove_if_there(&meta, Path::new(RECORD))?;
         }
         // The renames must be on disk before the journal that would redo
         // them goes.
         if self.moves.len() > MANY_FILES {
-            sync_filesystem(&layout.meta())?;
+            root.sync_filesystem()?;
         } else {
-            let mut dirs: BTreeSet<PathBuf> = self
-                .moves
-                .iter()
-                .chain(&self.deletes)
-                .filter_map(|relative| {
-                    layout
-                        .prefix
-                        .join(relative.as_str())
-                        .parent()
-                        .map(Path::to_owned)
-                })
-                .collect();
-            dirs.insert(layout.meta());
-            for dir in &dirs {
-                if dir.exists() {
-                    sync_dir(dir)?;
-                }
+            self.sync_applied(&root)?;
+        }
+        meta.sync()?;
+        meta.remove_file(Path::new(JOURNAL))?;
+        meta.remove_all(&staging_dir(&self.id))?;
+        // Left only while a change is under way.
+        let _ = meta.remove_dir(Path::new(STAGING));
+        Ok(())
+    }
+
+    /// Flushes the directories the change renamed into or removed from.
+    fn sync_applied(&self, root: &ConfinedDir) -> Result<(), InstallError> {
+        let dirs: BTreeSet<RelativePath> = self
+            .moves
+            .iter()
+            .chain(&self.deletes)
+            .filter_map(|relative| relative.parents().pop())
+            .collect();
+        for dir in &dirs {
+            // A directory that was pruned, or is not the prefix's own, is
+            // not flushed.
+            if let Ok(dir) = root.open_dir(Path::new(dir.as_str())) {
+                dir.sync()?;
             }
         }
-        fs_err::remove_file(layout.journal())?;
-        fs_err::remove_dir_all(&staging)?;
-        // Left only while a change is under way.
-        let _ = fs_err::remove_dir(layout.staging_root());
-        Ok(())
+        Ok(root.sync()?)
     }
 
     /// Reads the journal left in a prefix, if any.
     pub fn load(layout: &Layout) -> Result<Option<Journal>, InstallError> {
         let path = layout.journal();
-        let text = match fs_err::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error.into()),
+        let Some(meta) = layout.existing_meta()? else {
+            return Ok(None);
+        };
+        let Some(text) = read_bookkeeping(&meta, JOURNAL)? else {
+            return Ok(None);
         };
         let journal: Journal = toml::from_str(&text).map_err(|e| InstallError::BadRecord {
             path: path.clone(),
@@ -219,40 +308,31 @@ impl Journal {
 /// default).
 const MANY_FILES: usize = 512;
 
-fn sync_file(path: &Path) -> Result<(), InstallError> {
-    Ok(fs_err::File::open(path)?.sync_all()?)
+fn sync_file(dir: &ConfinedDir, path: &Path) -> Result<(), InstallError> {
+    dir.open_file(path)?
+        .sync_all()
+        .map_err(|source| InstallError::Write {
+            path: dir.display_path(path),
+            source,
+        })
 }
 
-/// Removes a file or link; one already gone is fine.
-fn remove_if_there(path: &Path) -> Result<(), InstallError> {
-    match fs_err::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-        _ => Ok(()),
+/// Removes a file or link; one already gone, or not reached through
+/// directories only, is not there.
+fn remove_if_there(dir: &ConfinedDir, path: &Path) -> Result<(), InstallError> {
+    match dir.remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(ConfinedError::NotBeneath { .. }) => Ok(()),
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
     }
-}
-
-/// Flushes the file system holding `path` (one call instead of a sync per
-/// staged file).
-fn sync_filesystem(path: &Path) -> Result<(), InstallError> {
-    let file = fs_err::File::open(path)?;
-    // SAFETY: syncfs takes a valid open file descriptor and nothing else.
-    let result = unsafe { libc::syncfs(std::os::unix::io::AsRawFd::as_raw_fd(file.file())) };
-    if result != 0 {
-        let error = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(
-            error.kind(),
-            format!(
-                "cannot flush the file system of {}: {error}",
-                path.display()
-            ),
-        )
-        .into());
-    }
-    Ok(())
-}
-
-fn sync_dir(path: &Path) -> Result<(), InstallError> {
-    Ok(kpack_fs::sync_dir(path)?)
 }
 
 #[cfg(test)]
@@ -265,7 +345,7 @@ mod tests {
         let layout = Layout {
             prefix: prefix.path().to_owned(),
         };
-        fs_err::create_dir_all(layout.meta()).unwrap();
+        fs_err::create_dir_all(layout.meta_path()).unwrap();
         fs_err::write(
             layout.journal(),
             "format = 1\nid = \"1-2\"\ndeletes = [\"../../etc/passwd\"]\n",

@@ -3,6 +3,7 @@
 //! checking installed files.
 
 pub mod commit;
+pub mod future;
 pub mod plan;
 pub mod record;
 pub mod stage;
@@ -11,11 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use fs_err::File;
+use std::fs::File;
+
+use kpack_fs::confined::{ConfinedDir, ConfinedError};
 use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 
 use commit::{Journal, Layout};
+use future::{Change, LinkProblem};
 use record::{InstalledArtifact, InstalledPackage, InstalledRecord};
 use stage::{EntryProblem, StageDir, StagedFiles};
 
@@ -51,6 +55,39 @@ pub enum InstallError {
         prefix: PathBuf,
         package: PackageName,
     },
+    #[error(
+        "{path} is a file{}; {package} needs a directory there for {needed_by}",
+        installed_by(owner)
+    )]
+    NotADirectory {
+        path: RelativePath,
+        needed_by: RelativePath,
+        package: PackageName,
+        owner: Option<PackageName>,
+    },
+    #[error("{path} is a directory in the prefix; {package} would put a file there")]
+    DirectoryInTheWay {
+        path: RelativePath,
+        package: PackageName,
+    },
+    #[error("{package}: {path} links to {target}, which {problem}; refused")]
+    LinkRefused {
+        package: PackageName,
+        path: RelativePath,
+        target: String,
+        problem: LinkProblem,
+    },
+    #[error("{artifact}: not a kpack archive; refused")]
+    NotAnArchive {
+        artifact: RelativePath,
+        #[source]
+        source: Box<rocm_kpack::Error>,
+    },
+    #[error("{artifact}: unpacks to more than {limit} bytes, more than the index allows; refused")]
+    TooLarge { artifact: RelativePath, limit: u64 },
+    /// A file-system operation in the prefix (the error names the path).
+    #[error(transparent)]
+    Confined(#[from] ConfinedError),
     #[error("{path}: {message}")]
     BadRecord { path: PathBuf, message: String },
     #[error("another kpack-get is changing {prefix} (lock {lock})")]
@@ -65,11 +102,20 @@ impl From<kpack_fs::PathError> for InstallError {
     }
 }
 
+/// ` (installed by NAME)` or ` not installed by kpack-get`.
+fn installed_by(owner: &Option<PackageName>) -> String {
+    match owner {
+        Some(owner) => format!(" installed by {owner}"),
+        None => " not installed by kpack-get".to_owned(),
+    }
+}
+
 impl InstallError {
     /// The underlying I/O error, for exit codes and hints.
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
             InstallError::Io(source) | InstallError::Write { source, .. } => Some(source.kind()),
+            InstallError::Confined(error) => Some(error.kind()),
             _ => None,
         }
     }
@@ -116,6 +162,8 @@ pub struct ReadyArtifact {
     pub component: Option<Component>,
     pub sha256: Sha256,
     pub size: u64,
+    /// For a tree: the most bytes of tar it may unpack to.
+    pub unpack_limit: u64,
     pub blob: PathBuf,
 }
 
@@ -176,13 +224,14 @@ impl fmt::Display for Problem {
 }
 
 impl Prefix {
-    /// The prefix at `root` (created when `create`).
+    /// The prefix at `root` (created when `create`, with `.kpack/` in it).
     pub fn open(root: &Path, create: bool) -> Result<Prefix, InstallError> {
         let layout = Layout {
             prefix: root.to_owned(),
         };
         if create {
-            fs_err::create_dir_all(layout.meta())?;
+            fs_err::create_dir_all(root)?;
+            layout.root()?.create_dir_all(Path::new(".kpack"))?;
         }
         Ok(Prefix { layout })
     }
@@ -194,14 +243,16 @@ impl Prefix {
     /// Takes the prefix's lock; when another process holds it, calls
     /// `waiting` and then waits, or fails with `wait` false.
     pub fn lock(&self, wait: bool, waiting: impl FnOnce()) -> Result<PrefixLock, InstallError> {
-        let path = self.layout.lock();
-        let file = fs_err::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        self.acquire(&file, path, LockKind::Exclusive, wait, waiting)?;
+        let root = self.layout.root()?;
+        let meta = root.create_dir_all(Path::new(".kpack"))?;
+        let file = meta.open_or_create(Path::new(commit::LOCK), 0o644)?;
+        self.acquire(
+            &file,
+            self.layout.lock(),
+            LockKind::Exclusive,
+            wait,
+            waiting,
+        )?;
         Ok(PrefixLock { _file: file })
     }
 
@@ -214,8 +265,10 @@ impl Prefix {
         wait: bool,
         waiting: impl FnOnce(),
     ) -> Result<Option<PrefixReadLock>, InstallError> {
-        let path = self.layout.lock();
-        let file = match File::open(&path) {
+        let Some(meta) = self.layout.existing_meta()? else {
+            return Ok(None);
+        };
+        let file = match meta.open_file(Path::new(commit::LOCK)) {
             Ok(file) => file,
             Err(error)
                 if matches!(
@@ -227,7 +280,7 @@ impl Prefix {
             }
             Err(error) => return Err(error.into()),
         };
-        self.acquire(&file, path, LockKind::Shared, wait, waiting)?;
+        self.acquire(&file, self.layout.lock(), LockKind::Shared, wait, waiting)?;
         Ok(Some(PrefixReadLock { _file: file }))
     }
 
@@ -245,6 +298,9 @@ impl Prefix {
             LockKind::Exclusive => file.try_lock(),
             LockKind::Shared => file.try_lock_shared(),
         };
+        let named = |source: std::io::Error| {
+            std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
+        };
         match tried {
             Ok(()) => Ok(()),
             Err(std::fs::TryLockError::WouldBlock) if !wait => Err(InstallError::Locked {
@@ -253,12 +309,13 @@ impl Prefix {
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
                 waiting();
-                Ok(match kind {
+                let locked = match kind {
                     LockKind::Exclusive => file.lock(),
                     LockKind::Shared => file.lock_shared(),
-                }?)
+                };
+                Ok(locked.map_err(named)?)
             }
-            Err(std::fs::TryLockError::Error(error)) => Err(error.into()),
+            Err(std::fs::TryLockError::Error(error)) => Err(named(error).into()),
         }
     }
 
@@ -275,14 +332,15 @@ impl Prefix {
             journal.apply(&self.layout)?;
             completed = Some(journal.id);
         }
-        let staging_root = self.layout.staging_root();
         let mut discarded = Vec::new();
-        if let Ok(entries) = fs_err::read_dir(&staging_root) {
-            for entry in entries.flatten() {
-                fs_err::remove_dir_all(entry.path())?;
-                discarded.push(entry.file_name().to_string_lossy().into_owned());
+        if let Some(meta) = self.layout.existing_meta()? {
+            if let Ok(staging) = meta.open_dir(Path::new(commit::STAGING)) {
+                for name in staging.names()? {
+                    staging.remove_all(Path::new(&name))?;
+                    discarded.push(name.to_string_lossy().into_owned());
+                }
+                let _ = meta.remove_dir(Path::new(commit::STAGING));
             }
-            let _ = fs_err::remove_dir(&staging_root);
         }
         Ok(match (completed, discarded.is_empty()) {
             (Some(id), _) => Some(Recovered::Completed { id }),
@@ -292,7 +350,14 @@ impl Prefix {
     }
 
     pub fn record(&self) -> Result<InstalledRecord, InstallError> {
-        InstalledRecord::load(&self.layout.record())
+        let text = match self.layout.existing_meta()? {
+            Some(meta) => commit::read_bookkeeping(&meta, commit::RECORD)?,
+            None => None,
+        };
+        match text {
+            Some(text) => InstalledRecord::parse(&self.layout.record(), &text),
+            None => Ok(InstalledRecord::empty()),
+        }
     }
 
     /// Installs `packages` (replacing other versions of them) and removes
@@ -318,171 +383,116 @@ impl Prefix {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0)
         );
-        let staging = self.layout.staging(&id);
-        fs_err::create_dir_all(staging.join("root"))?;
-        let result = self.stage_and_commit(&old, packages, remove, &id);
+        let root = self.layout.root()?;
+        let meta = self.layout.meta(&root)?;
+        let staging = commit::create_staging(&meta, &id)?;
+        let result = self.stage_and_commit(&root, &staging, &old, packages, remove, &id);
         if result.is_err() && Journal::load(&self.layout).ok().flatten().is_none() {
             // Not committed: nothing of it reaches the prefix.
-            let _ = fs_err::remove_dir_all(&staging);
-            let _ = fs_err::remove_dir(self.layout.staging_root());
+            let _ = staging.remove_all(Path::new("root"));
+            drop(staging);
+            let _ = meta.remove_all(&Path::new(commit::STAGING).join(&id));
+            let _ = meta.remove_dir(Path::new(commit::STAGING));
         }
         result
     }
 
+    /// Stages every package in a directory of its own (so two packages
+    /// claiming one path are caught rather than merged), judges the change
+    /// as a whole against the prefix, then gathers the files and commits.
     fn stage_and_commit(
         &self,
+        root: &ConfinedDir,
+        staging: &ConfinedDir,
         old: &InstalledRecord,
         packages: &[PackageInstall],
         remove: &[PackageName],
         id: &str,
     ) -> Result<Applied, InstallError> {
-        let staging = self.layout.staging(id);
-        let staged_root = StageDir {
-            dir: &staging.join("root"),
-            prefix: self.root(),
-        };
         let mut new = old.clone();
         for name in remove {
             new.packages.remove(name);
         }
         let mut applied = Applied::default();
-        let mut journal = Journal::new(id.to_owned());
-        let mut claimed: BTreeMap<RelativePath, PackageName> = BTreeMap::new();
-        for package in packages {
-            // Each package stages into its own directory first, so two
-            // packages claiming one path are caught rather than merged.
-            let own = StageDir {
-                dir: &staging.join("package"),
-                prefix: self.root(),
-            };
-            let _ = fs_err::remove_dir_all(own.dir);
-            let files = stage_package(package, own)?;
+        let mut placed: BTreeMap<RelativePath, PackageName> = BTreeMap::new();
+        let mut own_dirs = Vec::new();
+        for (index, package) in packages.iter().enumerate() {
+            let own_path = PathBuf::from(format!("package-{index}"));
+            let own = staging.create_dir_all(&own_path)?;
+            let files = stage_package(
+                package,
+                StageDir {
+                    dir: &own,
+                    prefix: self.root(),
+                },
+            )?;
             for (path, file) in &files {
-                if let Some(other) = claimed.insert(path.clone(), package.name.clone()) {
+                if let Some(other) = placed.insert(path.clone(), package.name.clone()) {
                     return Err(InstallError::OwnedByOther {
                         path: path.clone(),
                         owner: other,
                         package: package.name.clone(),
                     });
                 }
-                self.check_overwrite(old, remove, packages, path, &package.name)?;
-                move_staged(own, staged_root, path)?;
                 applied.files_added += 1;
                 applied.bytes_added += file.size.unwrap_or(0);
             }
-            let _ = fs_err::remove_dir_all(own.dir);
-            let dirs = self.created_dirs(&files, old.packages.get(&package.name));
+            let dirs = created_dirs(root, &files, old.packages.get(&package.name))?;
             new.packages
                 .insert(package.name.clone(), installed(package, dirs, files));
+            own_dirs.push((own_path, own));
         }
-        journal.moves = claimed.keys().cloned().collect();
-        applied.files_removed = self.plan_removals(old, &new, packages, remove, &mut journal);
-        if new.packages.is_empty() {
-            fs_err::write(staging.join("no-packages"), b"")?;
-        } else {
-            fs_err::write(staging.join("installed.toml"), new.to_toml()?)?;
+        let mut journal = Journal::new(id.to_owned());
+        journal.moves = placed.keys().cloned().collect();
+        applied.files_removed = plan_removals(old, &new, packages, remove, &mut journal);
+        let replaced: BTreeSet<PackageName> = remove
+            .iter()
+            .cloned()
+            .chain(packages.iter().map(|p| p.name.clone()))
+            .collect();
+        Change::new(root, old, &new, &placed, &journal.deletes, &replaced).check()?;
+        let staged_root = staging.create_dir_all(Path::new("root"))?;
+        for (path, name) in &placed {
+            let index = packages.iter().position(|p| &p.name == name).unwrap_or(0);
+            if let Some((_, own)) = own_dirs.get(index) {
+                move_staged(own, &staged_root, path)?;
+            }
         }
+        for (own_path, own) in own_dirs {
+            drop(own);
+            staging.remove_all(&own_path)?;
+        }
+        let record = (!new.packages.is_empty())
+            .then(|| new.to_toml())
+            .transpose()?;
+        commit::stage_record(staging, record.as_deref())?;
         journal.commit(&self.layout)?;
         journal.apply(&self.layout)?;
         Ok(applied)
     }
 
-    /// Puts into `journal` the files of replaced or removed versions that
-    /// the new state no longer has, and the directories of removed packages
-    /// (deepest first, so a parent is empty by the time its turn comes);
-    /// returns how many files go.
-    fn plan_removals(
-        &self,
-        old: &InstalledRecord,
-        new: &InstalledRecord,
-        packages: &[PackageInstall],
-        remove: &[PackageName],
-        journal: &mut Journal,
-    ) -> usize {
-        let moved: BTreeSet<&RelativePath> = journal.moves.iter().collect();
-        let mut deletes = Vec::new();
-        let mut prune = BTreeSet::new();
-        for (name, package) in &old.packages {
-            let replaced = remove.contains(name) || packages.iter().any(|p| &p.name == name);
-            if !replaced {
-                continue;
-            }
-            deletes.extend(
-                package
-                    .files
-                    .iter()
-                    .filter(|file| !moved.contains(&file.path))
-                    .map(|file| file.path.clone()),
-            );
-            if !new.packages.contains_key(name) {
-                prune.extend(package.dirs.iter().cloned());
-            }
-        }
-        let mut prune: Vec<RelativePath> = prune.into_iter().collect();
-        prune.sort_by_key(|dir| std::cmp::Reverse(dir.parents().len()));
-        journal.prune = prune;
-        journal.deletes = deletes;
-        journal.deletes.len()
-    }
-
-    /// The directories `files` need that the prefix does not have yet,
-    /// plus those an earlier version (`previous`) created: the package owns
-    /// them and removing it prunes them.
-    fn created_dirs(
-        &self,
-        files: &StagedFiles,
-        previous: Option<&InstalledPackage>,
-    ) -> Vec<RelativePath> {
-        let mut dirs: BTreeSet<RelativePath> = files
-            .keys()
-            .flat_map(RelativePath::parents)
-            .filter(|dir| dir.as_str() != ".kpack")
-            .filter(|dir| !self.layout.prefix.join(dir.as_str()).exists())
-            .collect();
-        if let Some(previous) = previous {
-            dirs.extend(previous.dirs.iter().cloned());
-        }
-        dirs.into_iter().collect()
-    }
-
-    fn check_overwrite(
-        &self,
-        old: &InstalledRecord,
-        remove: &[PackageName],
-        packages: &[PackageInstall],
-        path: &RelativePath,
-        package: &PackageName,
-    ) -> Result<(), InstallError> {
-        match old.owner(path) {
-            Some(owner) if owner == package => Ok(()),
-            Some(owner) if remove.contains(owner) || packages.iter().any(|p| &p.name == owner) => {
-                Ok(())
-            }
-            Some(owner) => Err(InstallError::OwnedByOther {
-                path: path.clone(),
-                owner: owner.clone(),
-                package: package.clone(),
-            }),
-            None if fs_err::symlink_metadata(self.layout.prefix.join(path.as_str())).is_ok() => {
-                Err(InstallError::Unowned {
-                    path: path.clone(),
-                    prefix: self.layout.prefix.clone(),
-                    package: package.clone(),
-                })
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Re-hashes every installed file against the record; reads only.
+    /// Re-hashes every installed file against the record; reads only, and
+    /// never through a link inside the prefix.
     pub fn verify(&self) -> Result<(usize, Vec<Mismatch>), InstallError> {
         let record = self.record()?;
+        let root = match self.layout.root() {
+            Ok(root) => Some(root),
+            Err(InstallError::Confined(error)) if error.is_not_found() => None,
+            Err(error) => return Err(error),
+        };
         let mut checked = 0;
         let mut mismatches = Vec::new();
         for (name, package) in &record.packages {
             for file in &package.files {
                 checked += 1;
-                if let Some(problem) = self.check_file(file) {
+                let problem = match &root {
+                    Some(root) => check_file(root, file),
+                    None => Some(Problem::Unreadable(format!(
+                        "{} does not exist",
+                        self.layout.prefix.display()
+                    ))),
+                };
+                if let Some(problem) = problem {
                     mismatches.push(Mismatch {
                         package: name.clone(),
                         path: file.path.clone(),
@@ -493,47 +503,117 @@ impl Prefix {
         }
         Ok((checked, mismatches))
     }
+}
 
-    /// How an installed file differs from its record, if it does.
-    fn check_file(&self, file: &record::InstalledFile) -> Option<Problem> {
-        let path = self.layout.prefix.join(file.path.as_str());
-        let unreadable = |error: std::io::Error| Some(Problem::Unreadable(error.to_string()));
-        match (&file.link, file.sha256) {
-            (Some(link), _) => match fs_err::read_link(&path) {
-                Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
-                Ok(actual) => Some(Problem::Link {
-                    actual,
-                    recorded: link.clone(),
-                }),
-                Err(error) => unreadable(error),
-            },
-            (None, Some(recorded)) => match fs_err::File::open(&path).and_then(Sha256::of_reader) {
+/// Puts into `journal` the files of replaced or removed versions that
+/// the new state no longer has, and the directories of removed packages
+/// (deepest first, so a parent is empty by the time its turn comes);
+/// returns how many files go.
+fn plan_removals(
+    old: &InstalledRecord,
+    new: &InstalledRecord,
+    packages: &[PackageInstall],
+    remove: &[PackageName],
+    journal: &mut Journal,
+) -> usize {
+    let moved: BTreeSet<&RelativePath> = journal.moves.iter().collect();
+    let mut deletes = Vec::new();
+    let mut prune = BTreeSet::new();
+    for (name, package) in &old.packages {
+        let replaced = remove.contains(name) || packages.iter().any(|p| &p.name == name);
+        if !replaced {
+            continue;
+        }
+        deletes.extend(
+            package
+                .files
+                .iter()
+                .filter(|file| !moved.contains(&file.path))
+                .map(|file| file.path.clone()),
+        );
+        if !new.packages.contains_key(name) {
+            prune.extend(package.dirs.iter().cloned());
+        }
+    }
+    let mut prune: Vec<RelativePath> = prune.into_iter().collect();
+    prune.sort_by_key(|dir| std::cmp::Reverse(dir.parents().len()));
+    journal.prune = prune;
+    journal.deletes = deletes;
+    journal.deletes.len()
+}
+
+/// The directories `files` need that the prefix does not have yet, plus
+/// those an earlier version (`previous`) created: the package owns them
+/// and removing it prunes them.
+fn created_dirs(
+    root: &ConfinedDir,
+    files: &StagedFiles,
+    previous: Option<&InstalledPackage>,
+) -> Result<Vec<RelativePath>, InstallError> {
+    let mut dirs = BTreeSet::new();
+    for dir in files.keys().flat_map(RelativePath::parents) {
+        if dir.as_str() == ".kpack" || dirs.contains(&dir) {
+            continue;
+        }
+        match root.entry(Path::new(dir.as_str())) {
+            Ok(None) => {
+                dirs.insert(dir);
+            }
+            // There already, or not reachable: judged by the change's check.
+            Ok(Some(_)) | Err(ConfinedError::NotBeneath { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if let Some(previous) = previous {
+        dirs.extend(previous.dirs.iter().cloned());
+    }
+    Ok(dirs.into_iter().collect())
+}
+
+/// How an installed file differs from its record, if it does.
+fn check_file(root: &ConfinedDir, file: &record::InstalledFile) -> Option<Problem> {
+    let path = Path::new(file.path.as_str());
+    let unreadable = |error: &dyn std::fmt::Display| Some(Problem::Unreadable(error.to_string()));
+    match (&file.link, file.sha256) {
+        (Some(link), _) => match root.read_link(path) {
+            Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
+            Ok(actual) => Some(Problem::Link {
+                actual,
+                recorded: link.clone(),
+            }),
+            Err(error) => unreadable(&error),
+        },
+        (None, Some(recorded)) => {
+            let hashed = root
+                .open_file(path)
+                .map_err(std::io::Error::from)
+                .and_then(Sha256::of_reader);
+            match hashed {
                 Ok((actual, _)) if actual == recorded => None,
                 Ok((actual, size)) => Some(Problem::Contents {
                     actual,
                     size,
                     recorded,
                 }),
-                Err(error) => unreadable(error),
-            },
-            (None, None) => None,
+                Err(error) => unreadable(&error),
+            }
         }
+        (None, None) => None,
     }
 }
 
 /// Moves a staged file from the package's own directory to the change's
 /// root, at the same relative path.
 fn move_staged(
-    own: StageDir<'_>,
-    root: StageDir<'_>,
+    own: &ConfinedDir,
+    root: &ConfinedDir,
     path: &RelativePath,
 ) -> Result<(), InstallError> {
-    let failed = || root.failed(path.as_str());
-    let to = root.path(path.as_str());
-    if let Some(parent) = to.parent() {
-        fs_err::create_dir_all(parent).map_err(failed())?;
+    let at = Path::new(path.as_str());
+    if let Some(parent) = path.parents().pop() {
+        root.create_dir_all(Path::new(parent.as_str()))?;
     }
-    fs_err::rename(own.path(path.as_str()), &to).map_err(failed())?;
+    own.rename(at, root, at)?;
     Ok(())
 }
 
@@ -552,9 +632,13 @@ fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFi
     let mut files = StagedFiles::new();
     for artifact in &package.artifacts {
         match artifact.kind {
-            ArtifactKind::Tree => {
-                stage::extract_tree(&artifact.blob, &artifact.path, own, &mut files)?
-            }
+            ArtifactKind::Tree => stage::extract_tree(
+                &artifact.blob,
+                &artifact.path,
+                artifact.unpack_limit,
+                own,
+                &mut files,
+            )?,
             ArtifactKind::Kpack => {
                 let relative = match &artifact.install_as {
                     Some(path) => path.clone(),
@@ -566,8 +650,9 @@ fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFi
                             problem: stage::UnsafePath::Unusable(reason).into(),
                         })?,
                 };
-                stage::place_file(
+                stage::place_archive(
                     &artifact.blob,
+                    &artifact.path,
                     &relative,
                     artifact.sha256,
                     artifact.size,

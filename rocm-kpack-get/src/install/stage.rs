@@ -1,17 +1,17 @@
 //! Staging: artifacts unpacked into a directory beside the prefix's files
-//! (same file system, so committing is renames), every path checked to stay
-//! inside the prefix and every file hashed as it is written.
+//! (same file system, so committing is renames), through a handle that
+//! never follows a link the package made, every path checked to stay inside
+//! the prefix and out of kpack-get's bookkeeping, every file hashed as it is
+//! written, and every tree bounded in how far it unpacks.
 
-// Errors here name a file as it will be in the prefix, not its staging
-// copy, so they pair the path with the error by hand instead of fs-err.
-#![allow(clippy::disallowed_methods)]
-
+use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
+use kpack_fs::confined::{ConfinedDir, ConfinedError};
 use kpack_repo_index::{HashingReader, InvalidValue, RelativePath, Sha256};
 
 use super::record::InstalledFile;
@@ -78,25 +78,42 @@ pub fn safe_relative(path: &Path) -> Result<RelativePath, UnsafePath> {
 /// for: errors name a file as it will be there.
 #[derive(Debug, Clone, Copy)]
 pub struct StageDir<'a> {
-    pub dir: &'a Path,
+    pub dir: &'a ConfinedDir,
     pub prefix: &'a Path,
 }
 
 impl StageDir<'_> {
-    /// Where `relative` is staged.
-    pub fn path(&self, relative: &str) -> PathBuf {
-        self.dir.join(relative)
-    }
-
-    /// An I/O error on the staged `relative`, named as in the prefix.
-    pub fn failed(&self, relative: &str) -> impl FnOnce(std::io::Error) -> InstallError {
-        let path = self.prefix.join(relative);
-        move |source| InstallError::Write { path, source }
+    /// A failure to stage `relative`, named as in the prefix; a path
+    /// through a link the package made is a refusal.
+    fn failed(
+        &self,
+        artifact: &RelativePath,
+        relative: &RelativePath,
+    ) -> impl FnOnce(ConfinedError) -> InstallError {
+        let path = self.prefix.join(relative.as_str());
+        let artifact = artifact.clone();
+        let entry = relative.to_string();
+        move |error| match error {
+            ConfinedError::NotBeneath { .. } => InstallError::UnsafeEntry {
+                artifact,
+                entry,
+                problem: EntryProblem::UnderLink,
+            },
+            // The cause alone: the file is named as in the prefix, not
+            // as its staged copy.
+            ConfinedError::Io { source, .. } => InstallError::Write { path, source },
+            error => InstallError::Write {
+                path,
+                source: error.into(),
+            },
+        }
     }
 }
 
 /// Whether a symbolic link at `at` (relative to the prefix) pointing to
-/// `target` stays inside the prefix.
+/// `target` stays inside the prefix by its text alone: a first, cheap
+/// refusal; links are judged for good by where they resolve in the tree as
+/// installed (`future`).
 fn link_stays_inside(at: &RelativePath, target: &Path) -> bool {
     if target.is_absolute() {
         return false;
@@ -122,10 +139,19 @@ fn link_stays_inside(at: &RelativePath, target: &Path) -> bool {
 /// The files staged for one package: relative path -> what it is.
 pub type StagedFiles = BTreeMap<RelativePath, InstalledFile>;
 
-/// Unpacks a tree artifact (a zstd-compressed tar) into `stage`.
+/// The mode a file is installed with: the package's permission bits
+/// without group and other write, setuid, setgid or sticky bits, as a
+/// root-owned prefix expects.
+pub fn installed_mode(mode: u32) -> u32 {
+    mode & 0o755
+}
+
+/// Unpacks a tree artifact (a zstd-compressed tar) into `stage`, reading at
+/// most `limit` bytes of tar: a tree that unpacks to more is refused.
 pub fn extract_tree(
     archive: &Path,
     artifact: &RelativePath,
+    limit: u64,
     stage: StageDir<'_>,
     files: &mut StagedFiles,
 ) -> Result<(), InstallError> {
@@ -134,12 +160,25 @@ pub fn extract_tree(
         entry: entry.to_owned(),
         problem,
     };
+    let read = Rc::new(Cell::new(0u64));
+    // Any failure once the limit is passed is the limit's.
     let unreadable = |entry: &str, error: std::io::Error| {
-        bad(entry, EntryProblem::Unreadable(error.to_string()))
+        if read.get() > limit {
+            InstallError::TooLarge {
+                artifact: artifact.clone(),
+                limit,
+            }
+        } else {
+            bad(entry, EntryProblem::Unreadable(error.to_string()))
+        }
     };
     let file = fs_err::File::open(archive)?;
     let decoder = zstd::Decoder::new(file).map_err(|e| unreadable("(archive)", e))?;
-    let mut tar = tar::Archive::new(decoder);
+    let mut tar = tar::Archive::new(Limited {
+        inner: decoder,
+        read: read.clone(),
+        limit,
+    });
     let entries = tar.entries().map_err(|e| unreadable("(archive)", e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| unreadable("(archive)", e))?;
@@ -153,17 +192,23 @@ pub fn extract_tree(
             continue;
         }
         let relative = safe_relative(&raw).map_err(|reason| bad(&shown, reason.into()))?;
-        check_place(&relative, stage).map_err(|problem| bad(&shown, problem))?;
-        let destination = stage.path(relative.as_str());
-        for dir in relative.parents() {
-            create_dir(stage, &dir)?;
+        if is_bookkeeping(&relative) {
+            return Err(bad(&shown, EntryProblem::Bookkeeping));
         }
+        let failed = || stage.failed(artifact, &relative);
+        if let Some(parent) = relative.parents().pop() {
+            stage
+                .dir
+                .create_dir_all(Path::new(parent.as_str()))
+                .map_err(failed())?;
+        }
+        let at = Path::new(relative.as_str());
         if kind.is_dir() {
-            create_dir(stage, &relative)?;
+            stage.dir.create_dir_all(at).map_err(failed())?;
             continue;
         }
         // A later entry for the same path replaces the earlier one.
-        remove_any(&destination).map_err(stage.failed(relative.as_str()))?;
+        stage.dir.remove_all(at).map_err(failed())?;
         let file = if kind.is_symlink() {
             let target = entry
                 .link_name()
@@ -172,11 +217,14 @@ pub fn extract_tree(
                 .into_owned();
             stage_link(&relative, &target, stage).map_err(|problem| match problem {
                 Ok(problem) => bad(&shown, problem),
-                Err(error) => error,
+                Err(error) => failed()(error),
             })?
         } else if kind.is_file() {
-            let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
-            stage_file(&mut entry, &relative, mode, stage)?
+            let mode = installed_mode(entry.header().mode().unwrap_or(0o644));
+            stage_file(&mut entry, &relative, mode, stage).map_err(|error| match error {
+                StageError::Read(error) => unreadable(&shown, error),
+                StageError::Write(error) => failed()(error),
+            })?
         } else {
             return Err(bad(&shown, EntryProblem::Kind(format!("{kind:?}"))));
         };
@@ -185,39 +233,58 @@ pub fn extract_tree(
     Ok(())
 }
 
-/// Refuses entries that would touch kpack-get's own files or write through
-/// a symbolic link an earlier entry made.
-fn check_place(relative: &RelativePath, stage: StageDir<'_>) -> Result<(), EntryProblem> {
-    let text = relative.as_str();
-    if text == ".kpack" || text.starts_with(".kpack/.") {
-        return Err(EntryProblem::Bookkeeping);
-    }
-    for dir in relative.parents() {
-        let meta = std::fs::symlink_metadata(stage.path(dir.as_str()));
-        if meta.is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(EntryProblem::UnderLink);
+/// A reader that fails once more than `limit` bytes have passed.
+struct Limited<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+    limit: u64,
+}
+
+impl<R: Read> Read for Limited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get().saturating_add(n as u64));
+        if self.read.get() > self.limit {
+            return Err(std::io::Error::other("unpacks to more than its limit"));
         }
+        Ok(n)
     }
-    Ok(())
 }
 
-fn create_dir(stage: StageDir<'_>, relative: &RelativePath) -> Result<(), InstallError> {
-    std::fs::create_dir_all(stage.path(relative.as_str())).map_err(stage.failed(relative.as_str()))
+/// Whether `relative` is kpack-get's own: `.kpack` itself and everything
+/// under it. Only archives placed by their `install-as` go there
+/// ([`is_archive_slot`]).
+pub fn is_bookkeeping(relative: &RelativePath) -> bool {
+    relative.as_str() == ".kpack" || relative.as_str().starts_with(".kpack/")
 }
 
-/// A symbolic link entry, if it points inside the prefix; the outer error
-/// is a refusal, the inner one a failure to write.
+/// Whether `relative` is where an archive may be placed in `.kpack/`:
+/// directly in it, named `*.kpack`, not hidden (the lock, the journal, the
+/// record and staging are none of these).
+pub fn is_archive_slot(relative: &RelativePath) -> bool {
+    relative
+        .as_str()
+        .strip_prefix(".kpack/")
+        .is_some_and(|name| {
+            !name.contains('/') && !name.starts_with('.') && name.ends_with(".kpack")
+        })
+}
+
+/// A symbolic link entry, if its text stays inside the prefix; the outer
+/// error is a refusal, the inner one a failure to write.
 fn stage_link(
     relative: &RelativePath,
     target: &Path,
     stage: StageDir<'_>,
-) -> Result<InstalledFile, Result<EntryProblem, InstallError>> {
+) -> Result<InstalledFile, Result<EntryProblem, ConfinedError>> {
     if !link_stays_inside(relative, target) {
         return Err(Ok(EntryProblem::LinkOutside(target.to_owned())));
     }
     let link = target.to_str().ok_or(Ok(EntryProblem::LinkNotUtf8))?;
-    std::os::unix::fs::symlink(target, stage.path(relative.as_str()))
-        .map_err(|e| Err(stage.failed(relative.as_str())(e)))?;
+    stage
+        .dir
+        .symlink(target, Path::new(relative.as_str()))
+        .map_err(Err)?;
     Ok(InstalledFile {
         path: relative.clone(),
         sha256: None,
@@ -226,21 +293,37 @@ fn stage_link(
     })
 }
 
+/// Why a file could not be staged: its source or its copy.
+enum StageError {
+    Read(std::io::Error),
+    Write(ConfinedError),
+}
+
 /// A regular file entry, hashed as it is written.
 fn stage_file(
     reader: &mut impl Read,
     relative: &RelativePath,
     mode: u32,
     stage: StageDir<'_>,
-) -> Result<InstalledFile, InstallError> {
-    let destination = stage.path(relative.as_str());
-    let failed = || stage.failed(relative.as_str());
-    let mut out = File::create(&destination).map_err(failed())?;
+) -> Result<InstalledFile, StageError> {
+    let at = Path::new(relative.as_str());
+    let write = |source: std::io::Error| {
+        StageError::Write(ConfinedError::Io {
+            op: "write",
+            path: stage.dir.display_path(at),
+            source,
+        })
+    };
+    let mut out = stage.dir.create_file(at, mode).map_err(StageError::Write)?;
     let mut hashing = HashingReader::new(reader);
-    std::io::copy(&mut hashing, &mut out).map_err(failed())?;
+    copy(&mut hashing, &mut out).map_err(|error| match error {
+        Copy::Read(error) => StageError::Read(error),
+        Copy::Write(error) => write(error),
+    })?;
     let (sha256, size) = hashing.finish();
-    std::fs::set_permissions(&destination, std::fs::Permissions::from_mode(mode))
-        .map_err(failed())?;
+    // Exactly the installed mode, whatever the umask.
+    out.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(write)?;
     Ok(InstalledFile {
         path: relative.clone(),
         sha256: Some(sha256),
@@ -249,29 +332,83 @@ fn stage_file(
     })
 }
 
-/// Puts a verified archive at `relative` in `stage`.
-pub fn place_file(
+/// Which side of a copy failed.
+enum Copy {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copies `from` into `to`, telling a failure to read from one to write.
+fn copy(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
+    let mut buffer = vec![0u8; 256 << 10];
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buffer) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(Copy::Read(error)),
+        };
+        let chunk = buffer.get(..n).unwrap_or_default();
+        to.write_all(chunk).map_err(Copy::Write)?;
+        total += n as u64;
+    }
+}
+
+/// Puts a verified archive at `relative` in `stage`: a kpack archive
+/// (checked to be one), in `.kpack/` or where a tree entry could go.
+pub fn place_archive(
     blob: &Path,
+    artifact: &RelativePath,
     relative: &RelativePath,
     sha256: Sha256,
     size: u64,
     stage: StageDir<'_>,
     files: &mut StagedFiles,
 ) -> Result<(), InstallError> {
-    let destination = stage.path(relative.as_str());
-    let failed = || stage.failed(relative.as_str());
-    for dir in relative.parents() {
-        create_dir(stage, &dir)?;
+    if is_bookkeeping(relative) && !is_archive_slot(relative) {
+        return Err(InstallError::UnsafeEntry {
+            artifact: artifact.clone(),
+            entry: relative.to_string(),
+            problem: EntryProblem::Bookkeeping,
+        });
     }
-    remove_any(&destination).map_err(failed())?;
+    if let Err(source) = rocm_kpack::Archive::open(blob) {
+        return Err(InstallError::NotAnArchive {
+            artifact: artifact.clone(),
+            source: Box::new(source),
+        });
+    }
+    let failed = || stage.failed(artifact, relative);
+    if let Some(parent) = relative.parents().pop() {
+        stage
+            .dir
+            .create_dir_all(Path::new(parent.as_str()))
+            .map_err(failed())?;
+    }
+    let at = Path::new(relative.as_str());
+    stage.dir.remove_all(at).map_err(failed())?;
     // A link to the cached file costs no copy and no second flush to disk;
     // another file system (or one without links) gets a copy. Archives are
     // read-only either way, which also keeps the cached copy intact.
-    if std::fs::hard_link(blob, &destination).is_err() {
-        std::fs::copy(blob, &destination).map_err(failed())?;
-    }
-    std::fs::set_permissions(&destination, std::fs::Permissions::from_mode(0o444))
-        .map_err(failed())?;
+    let mut file = match stage.dir.hard_link_from(blob, at) {
+        Ok(()) => stage.dir.open_file(at).map_err(failed())?,
+        Err(_) => {
+            let mut out = stage.dir.create_file(at, 0o444).map_err(failed())?;
+            let mut source = fs_err::File::open(blob)?;
+            std::io::copy(&mut source, &mut out).map_err(|source| InstallError::Write {
+                path: stage.prefix.join(relative.as_str()),
+                source,
+            })?;
+            out
+        }
+    };
+    file.set_permissions(std::fs::Permissions::from_mode(0o444))
+        .map_err(|source| InstallError::Write {
+            path: stage.prefix.join(relative.as_str()),
+            source,
+        })?;
+    file.flush().ok();
     files.insert(
         relative.clone(),
         InstalledFile {
@@ -282,16 +419,6 @@ pub fn place_file(
         },
     );
     Ok(())
-}
-
-/// Removes a file or link, or nothing.
-fn remove_any(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 #[cfg(test)]
