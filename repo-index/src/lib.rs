@@ -3,7 +3,7 @@
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
 //! Keys and signatures are in `sign`, writing repositories in `publish`,
-//! checking them in `verify`, reading them from directories or HTTP in
+//! checking them in `verify` (and how far trees unpack in `unpacked`), reading them from directories or HTTP in
 //! `fetch`, and copying them in `mirror`. The `kpack-repo` binary (feature
 //! `build`) also packs manifests with the packer; the library does not.
 
@@ -19,6 +19,8 @@ pub mod sign;
 #[cfg(feature = "publish")]
 pub mod store;
 pub mod types;
+#[cfg(feature = "publish")]
+pub mod unpacked;
 pub mod verify;
 
 pub use families::Families;
