@@ -487,6 +487,83 @@ fn members_missing_from_record_or_leaving_the_wheel_are_refused() {
     }
 }
 
+/// Writes `argv[1]`, a wheel whose `bomb/_bomb.so` (an ELF header, then
+/// zeros) inflates to `argv[2]` bytes while RECORD gives it 4096 (with the
+/// hash of its first 4096), every other member recorded truly.
+const MAKE_BOMB: &str = r#"
+import base64, hashlib, sys, zipfile
+out, inflated = sys.argv[1], int(sys.argv[2])
+head = b"\x7fELF" + bytes(4092)
+def line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+small = {
+    "bomb/__init__.py": b"",
+    "bomb-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: bomb\nVersion: 1.0\n",
+    "bomb-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+}
+record = [line(name, data) for name, data in small.items()]
+record.append(line("bomb/_bomb.so", head))
+record.append("bomb-1.0.dist-info/RECORD,,")
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as wheel:
+    for name, data in small.items():
+        wheel.writestr(name, data)
+    with wheel.open("bomb/_bomb.so", "w", force_zip64=True) as member:
+        member.write(head)
+        chunk = bytes(1 << 20)
+        for _ in range((inflated - len(head)) // len(chunk)):
+            member.write(chunk)
+    wheel.writestr("bomb-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+
+/// A member that inflates far beyond the size RECORD gives it (a
+/// decompression bomb) is refused by name as soon as it passes that size,
+/// before it fills the disk: the split runs with files limited to 32 MiB
+/// (so spooling the whole member would kill it) and leaves nothing behind.
+#[test]
+fn a_member_inflating_beyond_its_record_size_is_refused_before_filling_the_disk() {
+    let work = tempfile::tempdir().unwrap();
+    let wheel = work.path().join("bomb-1.0-cp311-cp311-linux_x86_64.whl");
+    let inflated: u64 = 512 << 20;
+    let made = python()
+        .arg("-c")
+        .arg(MAKE_BOMB)
+        .arg(&wheel)
+        .arg(inflated.to_string())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert!(fs_err::metadata(&wheel).unwrap().len() < 2 << 20);
+    let out = work.path().join("out");
+    fs_err::create_dir(&out).unwrap();
+    let started = std::time::Instant::now();
+    // ulimit -f counts 512- or 1024-byte blocks: 32 or 64 MiB.
+    let result = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -c 0 && ulimit -f 65536 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_kpack-pack"))
+        .args(["wheel", "split"])
+        .arg(&wheel)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(
+        result.status.code(),
+        Some(1),
+        "{:?}: {stderr}",
+        result.status
+    );
+    for text in ["\"bomb/_bomb.so\"", "4096 bytes", "RECORD"] {
+        assert!(stderr.contains(text), "{text:?} in {stderr}");
+    }
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    let left: Vec<_> = fs_err::read_dir(&out).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn zips_and_files_that_are_not_wheels_are_refused() {
     let work = tempfile::tempdir().unwrap();

@@ -3,9 +3,10 @@
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
 //! Keys and signatures are in `sign`, writing repositories in `publish`,
-//! checking them in `verify`, reading them from directories or HTTP in
-//! `fetch`, and copying them in `mirror`. The `kpack-repo` binary (feature
-//! `build`) also packs manifests with the packer; the library does not.
+//! checking them in `verify` (how far trees unpack in `unpacked`), reading
+//! them from directories or HTTP in `fetch`, and copying them in `mirror`.
+//! The `kpack-repo` binary (feature `build`) also packs manifests with the
+//! packer; the library does not.
 
 pub mod families;
 pub mod fetch;
@@ -19,6 +20,8 @@ pub mod sign;
 #[cfg(feature = "publish")]
 pub mod store;
 pub mod types;
+#[cfg(feature = "publish")]
+pub mod unpacked;
 pub mod verify;
 
 pub use families::Families;

@@ -104,6 +104,9 @@ pub struct NewArtifact {
     /// `tensile`); none for the default, `kernels`, the component of a fat
     /// library's `.kpack` archives. Only device code has one.
     pub component: Option<Component>,
+    /// For a tree: the length of its tar stream, when whoever wrote it
+    /// counted it; otherwise the file is decoded to count it.
+    pub unpacked_size: Option<u64>,
 }
 
 impl Repo {
@@ -311,6 +314,11 @@ impl Repo {
                 "a component names device code: give the tree its targets".into(),
             ));
         }
+        let unpacked_size = match (kind, artifact.unpacked_size) {
+            (ArtifactKind::Kpack, _) => None,
+            (ArtifactKind::Tree, Some(counted)) => Some(counted),
+            (ArtifactKind::Tree, None) => Some(tree_unpacked_size(&artifact.file)?),
+        };
         let (sha256, size) = self.put(&relative, &artifact.file)?;
         Ok(Artifact {
             kind,
@@ -321,6 +329,7 @@ impl Repo {
             targets,
             sha256,
             size,
+            unpacked_size,
         })
     }
 
@@ -562,6 +571,15 @@ fn stamp(root: &mut RootIndex, version: u64) {
     root.repo.generated = Timestamp::from_second(now.as_second()).unwrap_or(now);
     root.repo.expires =
         Timestamp::from_second(now.as_second() + DEFAULT_VALIDITY_DAYS * 86_400).unwrap_or(now);
+}
+
+/// How far the tree `file` unpacks, decoded as it streams.
+fn tree_unpacked_size(file: &Path) -> Result<u64, PublishError> {
+    let reader = fs::File::open(file)?;
+    crate::unpacked::unpacked_size(reader).map_err(|e| PublishError::Artifact {
+        path: file.to_owned(),
+        message: format!("not a zstd-compressed tree: {e}"),
+    })
 }
 
 /// The error for a file an index names that is not there.

@@ -100,7 +100,31 @@ pub struct Artifact {
     pub targets: Option<Vec<Listed>>,
     pub sha256: Sha256,
     pub size: u64,
+    /// For a tree: the length of its decompressed tar stream, which bounds
+    /// what extracting it writes (and, at 512 bytes a header at least, how
+    /// many entries it has); see [`Artifact::unpack_limit`]. Left out for
+    /// archives, and absent from shards written before it existed.
+    #[serde(
+        rename = "unpacked-size",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub unpacked_size: Option<u64>,
 }
+
+/// How many times its compressed size a tree that does not declare its
+/// unpacked size may unpack to. Real trees stay far below: kernel database
+/// payloads, the most compressible, unpack about 33 times (Debian's rocBLAS
+/// Tensile files, 1.7 GB in 51 MB with long-distance matching), host
+/// trees of libraries a few times. A bomb reaches thousands (a 657 KiB tree
+/// unpacking to 20 GiB is 32,000 times).
+pub const DEFAULT_UNPACK_RATIO: u64 = 256;
+
+/// The least a tree that does not declare its unpacked size may unpack to
+/// whatever its compressed size: a small tree of tiny files is mostly tar
+/// headers and padding, which compress beyond any ratio, and this much
+/// disk is harmless.
+pub const MIN_UNPACK_LIMIT: u64 = 64 << 20;
 
 impl PackageEntry {
     /// The shard's path: as given, or `packages/<name>/<sha256>.toml`.
@@ -116,6 +140,19 @@ impl Artifact {
     /// Whether this is device code (it names targets).
     pub fn is_device(&self) -> bool {
         self.targets.as_ref().is_some_and(|t| !t.is_empty())
+    }
+
+    /// The most bytes extracting this tree may read from its decompressed
+    /// tar stream: its declared `unpacked-size`, or for a shard written
+    /// before that existed, [`DEFAULT_UNPACK_RATIO`] times its compressed
+    /// size and at least [`MIN_UNPACK_LIMIT`]. An installer stops and
+    /// refuses the tree past it, before a decompression bomb fills the disk.
+    pub fn unpack_limit(&self) -> u64 {
+        self.unpacked_size.unwrap_or_else(|| {
+            self.size
+                .saturating_mul(DEFAULT_UNPACK_RATIO)
+                .max(MIN_UNPACK_LIMIT)
+        })
     }
 
     /// The component of device code this artifact is: as the index names
@@ -278,5 +315,58 @@ impl Shard {
     /// Path of the shard with these bytes for `name`.
     pub fn path_for(name: &PackageName, bytes: &[u8]) -> String {
         format!("packages/{name}/{}.toml", Sha256::of(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(size: u64, unpacked_size: Option<u64>) -> Artifact {
+        let sha256 = Sha256::of(b"");
+        Artifact {
+            kind: ArtifactKind::Tree,
+            component: None,
+            path: "pool/x/1.0.0/x.tar.zst".parse().unwrap(),
+            install_as: None,
+            targets: None,
+            sha256,
+            size,
+            unpacked_size,
+        }
+    }
+
+    #[test]
+    fn a_declared_unpacked_size_is_the_limit_however_small() {
+        assert_eq!(tree(1 << 30, Some(4096)).unpack_limit(), 4096);
+        assert_eq!(tree(10, Some(1 << 40)).unpack_limit(), 1 << 40);
+    }
+
+    #[test]
+    fn an_undeclared_tree_may_unpack_to_256_times_its_size_and_at_least_64_mib() {
+        assert_eq!(tree(1 << 30, None).unpack_limit(), 256 << 30);
+        assert_eq!(tree(51_000_000, None).unpack_limit(), 13_056_000_000);
+        assert_eq!(tree(1000, None).unpack_limit(), 64 << 20);
+        assert_eq!(tree(u64::MAX / 2, None).unpack_limit(), u64::MAX);
+        // The bomb that was found: 657 KiB unpacking to 20 GiB.
+        assert!(tree(657 << 10, None).unpack_limit() < 200 << 20);
+    }
+
+    #[test]
+    fn unpacked_size_is_written_only_when_known_and_read_back() {
+        let declared = tree(3, Some(2048));
+        let shard = Shard {
+            name: "x".parse().unwrap(),
+            versions: vec![VersionEntry {
+                version: semver::Version::new(1, 0, 0),
+                depends: Vec::new(),
+                artifacts: vec![declared.clone(), tree(3, None)],
+            }],
+        };
+        let text = shard.to_toml().unwrap();
+        assert_eq!(text.matches("unpacked-size = 2048\n").count(), 1, "{text}");
+        assert_eq!(text.matches("unpacked-size").count(), 1, "{text}");
+        let read = Shard::parse("shard", &text).unwrap();
+        assert_eq!(read, shard);
     }
 }

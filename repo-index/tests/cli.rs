@@ -361,11 +361,13 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         ),
         targets: Some(vec![target.parse().unwrap()]),
         component: Some("tensile".parse().unwrap()),
+        unpacked_size: None,
     };
     let kernels = |file| NewArtifact {
         file,
         targets: None,
         component: None,
+        unpacked_size: None,
     };
     let key = kpack_repo_index::sign::SecretKey::load(&workspace.secret_key(), None).unwrap();
     Repo::open(&workspace.repo)
@@ -626,4 +628,142 @@ fn a_url_other_than_s3_is_never_taken_for_a_repository() {
     );
     // Nothing was made of the URL: no `s3:` directory.
     assert_eq!(fs::read_dir(work.path()).unwrap().count(), 0);
+}
+
+/// Writes a zstd tar at `path` whose one file holds `size` zeros (a few KiB
+/// that unpack to far more: a decompression bomb when `size` is large);
+/// the length of its tar stream.
+fn zero_tree(path: &Path, size: u64) -> u64 {
+    use std::io::Read;
+    let mut encoder = zstd::Encoder::new(fs::File::create(path).unwrap(), 3).unwrap();
+    let mut builder = tar::Builder::new(&mut encoder);
+    let mut header = tar::Header::new_gnu();
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_cksum();
+    builder
+        .append_data(&mut header, "share/zeros", std::io::repeat(0).take(size))
+        .unwrap();
+    builder.finish().unwrap();
+    drop(builder);
+    encoder.finish().unwrap();
+    512 + size.div_ceil(512) * 512 + 1024
+}
+
+/// The text of the shard of `package` the repository's root names.
+fn shard_text(repo: &Path, package: &str) -> (String, PathBuf) {
+    let root = fs::read_to_string(repo.join("index.toml")).unwrap();
+    let root = kpack_repo_index::RootIndex::parse("index.toml", &root).unwrap();
+    let name = package.parse().unwrap();
+    let path = repo.join(root.packages[&name].shard_path(&name).as_str());
+    (fs::read_to_string(&path).unwrap(), path)
+}
+
+/// Every publish of a tree says how far it unpacks (the length of its tar
+/// stream), so an installer can stop a bomb: a `.tar.zst` file given to
+/// `add` (counted by decoding it), a directory packed by `add`, and the
+/// trees `build` packs.
+#[test]
+fn trees_are_published_with_their_unpacked_size() {
+    let workspace = Workspace::new();
+    let bomb = workspace.inputs.join("bomb.tar.zst");
+    let unpacked = zero_tree(&bomb, 256 << 20);
+    assert!(fs::metadata(&bomb).unwrap().len() < 64 << 10);
+    run(&mut workspace.add("bomb", "1.0.0", std::slice::from_ref(&bomb)));
+    let (text, _) = shard_text(&workspace.repo, "bomb");
+    assert!(
+        text.contains(&format!("\nunpacked-size = {unpacked}\n")),
+        "{text}"
+    );
+
+    let dir = workspace.inputs.join("data");
+    fs::create_dir_all(dir.join("share")).unwrap();
+    fs::write(dir.join("share/table.db"), vec![7u8; 5000]).unwrap();
+    run(&mut workspace.add("data", "1.0.0", &[dir]));
+    let packed = fs::read(workspace.repo.join("pool/data/1.0.0/data.tar.zst")).unwrap();
+    let tar_length = zstd::decode_all(&packed[..]).unwrap().len();
+    let (text, _) = shard_text(&workspace.repo, "data");
+    assert!(
+        text.contains(&format!("\nunpacked-size = {tar_length}\n")),
+        "{text}"
+    );
+
+    run(&mut build_rocm_rand(
+        &workspace.repo,
+        &workspace.secret_key(),
+    ));
+    let (text, _) = shard_text(&workspace.repo, "rocm-rand");
+    let host = "pool/rocm-rand/5.3.3/rocm-rand-5.3.3-host.tar.zst";
+    let packed = fs::read(workspace.repo.join(host)).unwrap();
+    let tar_length = zstd::decode_all(&packed[..]).unwrap().len();
+    let entry = text
+        .split("[[versions.artifacts]]")
+        .find(|e| e.contains(host));
+    assert!(
+        entry
+            .unwrap()
+            .contains(&format!("\nunpacked-size = {tar_length}\n")),
+        "{text}"
+    );
+    // Archives are not unpacked: they declare nothing.
+    assert_eq!(text.matches("unpacked-size").count(), 1, "{text}");
+}
+
+/// `verify` decodes each tree that declares its unpacked size and refuses
+/// one that unpacks to more (stopping there, not at the end of a bomb) or
+/// to less, naming the tree, the shard and both sizes.
+#[test]
+fn verify_refuses_a_tree_that_unpacks_to_other_than_it_declares() {
+    let workspace = Workspace::new();
+    let bomb = workspace.inputs.join("bomb.tar.zst");
+    let unpacked = zero_tree(&bomb, 256 << 20);
+    run(&mut workspace.add("bomb", "1.0.0", &[bomb]));
+    run(&mut workspace.verify(&workspace.repo));
+    let tree = "pool/bomb/1.0.0/bomb.tar.zst";
+    for (declared, says) in [
+        (1024, "unpacks to more than 1024 bytes".to_owned()),
+        (unpacked + 1, format!("unpacks to {unpacked} bytes")),
+    ] {
+        declare_unpacked_size(&workspace, "bomb", declared);
+        let refusal = refused(&mut workspace.verify(&workspace.repo));
+        for text in [
+            tree,
+            "packages/bomb/",
+            &says,
+            "unpacked-size",
+            &declared.to_string(),
+        ] {
+            assert!(refusal.contains(text), "{text:?} in {refusal}");
+        }
+    }
+}
+
+/// Rewrites the shard of `package` so that its one artifact declares
+/// `declared` as its unpacked size, points the root at it and signs it: a
+/// lying publisher.
+fn declare_unpacked_size(workspace: &Workspace, package: &str, declared: u64) {
+    let (text, old_path) = shard_text(&workspace.repo, package);
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("unpacked-size"))
+        .map(str::to_owned)
+        .collect();
+    let size = lines.iter().position(|l| l.starts_with("size = ")).unwrap();
+    lines.insert(size + 1, format!("unpacked-size = {declared}"));
+    let lie = lines.join("\n") + "\n";
+    let name = package.parse().unwrap();
+    let new_path = workspace
+        .repo
+        .join(kpack_repo_index::Shard::path_for(&name, lie.as_bytes()));
+    fs::write(&new_path, &lie).unwrap();
+    let old_hash = old_path.file_stem().unwrap().to_str().unwrap().to_owned();
+    let new_hash = new_path.file_stem().unwrap().to_str().unwrap().to_owned();
+    let root = fs::read_to_string(workspace.repo.join("index.toml")).unwrap();
+    assert!(root.contains(&old_hash));
+    fs::write(
+        workspace.repo.join("index.toml"),
+        root.replace(&old_hash, &new_hash),
+    )
+    .unwrap();
+    run(&mut workspace.sign());
 }

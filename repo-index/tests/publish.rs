@@ -236,6 +236,7 @@ fn published_files_never_change() {
                 file: archive(&inputs, "gfx1030", &["gfx1030"]),
                 targets: None,
                 component: None,
+                unpacked_size: None,
             }],
             None,
             Some(&fixture.key),
@@ -267,6 +268,7 @@ fn concurrent_writers_both_publish() {
                         file,
                         targets: None,
                         component: None,
+                        unpacked_size: None,
                     }],
                     None,
                     Some(&key),
@@ -295,6 +297,7 @@ fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
         file,
         targets: targets.map(|t| vec![t.parse().unwrap()]),
         component: component.cloned(),
+        unpacked_size: None,
     };
     let name = "rocm-blas".parse().unwrap();
     let error = repo

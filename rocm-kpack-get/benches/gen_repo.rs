@@ -140,6 +140,8 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
                 install_as,
                 targets,
                 size: size + v as u64,
+                // Trees say how far they unpack, as every publish now writes.
+                unpacked_size: (kind == ArtifactKind::Tree).then(|| 4 * (size + v as u64)),
             });
         }
         entries.push(VersionEntry {

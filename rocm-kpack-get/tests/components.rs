@@ -69,6 +69,7 @@ fn tensile(dir: &Path, processor: &str) -> NewArtifact {
         ),
         targets: Some(vec![processor.parse().unwrap()]),
         component: Some("tensile".parse().unwrap()),
+        unpacked_size: None,
     }
 }
 
@@ -78,6 +79,7 @@ fn plain(file: PathBuf) -> NewArtifact {
         file,
         targets: None,
         component: None,
+        unpacked_size: None,
     }
 }
 

@@ -34,6 +34,10 @@ pub enum Error {
     /// Opening an archive file; the cause names the path.
     #[error("cannot open the archive")]
     Open(#[source] io::Error),
+    /// An archive path that names a FIFO, a directory, a device or a
+    /// socket: only regular files are opened (a FIFO would block).
+    #[error("{}: not a regular file ({kind})", path.display())]
+    NotAFile { path: PathBuf, kind: &'static str },
     /// Mapping an archive into memory; the cause does not name the path.
     #[error("cannot read {}", path.display())]
     Read {
@@ -203,9 +207,14 @@ impl Error {
             Error::Open(source) if source.kind() == io::ErrorKind::NotFound => {
                 ErrorCode::FileNotFound
             }
-            Error::Open(_) | Error::Read { .. } | Error::Mappings(_) | Error::Write { .. } => {
-                ErrorCode::IoError
-            }
+            // A path that exists but is no file: the I/O error a directory
+            // always gave, not FILE_NOT_FOUND (it is there) nor
+            // INVALID_ARGUMENT (kept for null and out-of-range arguments).
+            Error::Open(_)
+            | Error::NotAFile { .. }
+            | Error::Read { .. }
+            | Error::Mappings(_)
+            | Error::Write { .. } => ErrorCode::IoError,
             Error::Format { problem, .. } => match problem {
                 FormatProblem::UnsupportedVersion { .. }
                 | FormatProblem::UnsupportedTocVersion { .. } => ErrorCode::UnsupportedVersion,

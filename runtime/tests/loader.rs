@@ -197,6 +197,40 @@ fn a_corrupt_candidate_is_skipped_and_logged() {
     );
 }
 
+/// A FIFO where an archive is expected (a plain open of it would block
+/// until a writer came) is skipped at once for the next candidate.
+#[test]
+fn a_fifo_candidate_is_skipped_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("a.kpack");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    write(&dir.path().join("b.kpack"), &["gfx1100"], "good");
+    let (loader, lines) = loader(LoaderConfig::default());
+    let binary = dir.path().join("libx.so");
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let got = loader.load(
+            &marker(&["a.kpack", "b.kpack"]),
+            &binary,
+            0,
+            &[t("gfx1100")],
+        );
+        send.send(got.map(text))
+    });
+    let got = receive
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the loader still blocks on the FIFO after 10 s");
+    assert_eq!(got.unwrap(), "good gfx1100");
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("a.kpack") && l.contains("not a regular file")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn disabled_loader_refuses_and_empty_arch_list_is_invalid() {
     let loader = Loader::new(LoaderConfig {

@@ -12,7 +12,7 @@ use common::*;
 use fs_err as fs;
 use rmpv::Value;
 use rocm_kpack::capi;
-use rocm_kpack::error::{DecompressionProblem, FormatProblem};
+use rocm_kpack::error::{DecompressionProblem, FormatProblem, Report};
 use rocm_kpack::{Archive, Error, ErrorCode};
 
 fn noop() -> Vec<u8> {
@@ -460,6 +460,53 @@ fn missing_file_is_file_not_found() {
 fn directory_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(c_open(dir.path()), ErrorCode::IoError);
+}
+
+/// Runs `open` on another thread and gives its result, failing (rather
+/// than hanging) when it has not returned within ten seconds.
+fn promptly<T: Send + 'static>(open: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || send.send(open()));
+    receive
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("still blocked after 10 s")
+}
+
+/// A FIFO in a fresh directory (the directory is returned with it).
+fn fifo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rocm_gfx1100.kpack");
+    let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    (dir, path)
+}
+
+/// A FIFO would block a plain open until a writer comes, for ever; it is
+/// refused at once as an I/O error, like a directory: the path exists (not
+/// FILE_NOT_FOUND) but is no archive file.
+#[test]
+fn a_fifo_is_refused_promptly_as_an_io_error() {
+    let (_dir, path) = fifo();
+    let opened = path.clone();
+    let error = promptly(move || Archive::open(&opened).map(|_| ())).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::IoError, "{error}");
+    let message = Report(&error).to_string();
+    assert!(message.contains("rocm_gfx1100.kpack"), "{message}");
+    assert!(message.contains("not a regular file"), "{message}");
+
+    let opened = path.clone();
+    assert_eq!(promptly(move || c_open(&opened)), ErrorCode::IoError);
+
+    let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    let code = promptly(move || {
+        extern "C" fn keep_going(_: *const std::ffi::c_char, _: *mut std::ffi::c_void) -> bool {
+            true
+        }
+        let data = std::ptr::null_mut();
+        let callback = keep_going as unsafe extern "C" fn(_, _) -> bool;
+        unsafe { capi::kpack_enumerate_architectures(c_path.as_ptr(), Some(callback), data) }
+    });
+    assert_eq!(code, ErrorCode::IoError);
 }
 
 /// Found while setting up the fuzzers: a 524-byte archive whose TOC claims a 4 GiB code

@@ -49,6 +49,16 @@ pub enum WheelError {
         expected: u64,
         actual: u64,
     },
+    /// A decompression bomb, or a member that does not match RECORD:
+    /// reading stopped one byte past `limit`.
+    #[error(
+        "member {member:?}: inflates to more than {limit} bytes, the size {given_by}; refused"
+    )]
+    Inflates {
+        member: String,
+        limit: u64,
+        given_by: &'static str,
+    },
     #[error("RECORD line {line}: {reason}")]
     BadRecord { line: usize, reason: String },
     #[error("METADATA is not UTF-8")]

@@ -3,6 +3,7 @@
 //! wheels, each uncommitted until every one is written.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
@@ -160,7 +161,8 @@ fn copy_member(
         return writer.copy_raw(raw, &member.name, member.mode, digest, size);
     }
     drop(raw);
-    let file = wheel.open_member(member)?;
+    // Read again: bounded by the size checked the first time.
+    let file = wheel.open_member(member)?.take(checked.size);
     let method = CompressionMethod::Deflated;
     writer.write_from(&member.name, file, member.mode, method, checked.size)
 }

@@ -186,13 +186,27 @@ impl InputWheel {
                                 member: member.name.clone(),
                                 source,
                             })?;
+                    let unhashed = unhashed.contains(&member.name);
+                    let (limit, given_by) = self.size_limit(&member.name, unhashed, file.size())?;
                     let spool_path = spool.join(format!("member-{number}"));
-                    let result =
-                        read_through(file, &spool_path).map_err(|source| WheelError::Member {
+                    let result = read_through(file, &spool_path, limit).map_err(|source| {
+                        WheelError::Member {
                             member: member.name.clone(),
                             source,
-                        })?;
-                    if !unhashed.contains(&member.name) {
+                        }
+                    })?;
+                    if result.size > limit {
+                        if let Some(spooled) = &result.spooled {
+                            // Its directory goes too; this frees the space now.
+                            let _ = fs_err::remove_file(spooled);
+                        }
+                        return Err(WheelError::Inflates {
+                            member: member.name.clone(),
+                            limit,
+                            given_by,
+                        });
+                    }
+                    if !unhashed {
                         self.check_recorded(&member.name, &result)?;
                     }
                     Ok(result)
@@ -206,6 +220,32 @@ impl InputWheel {
             });
         }
         Ok(checked)
+    }
+
+    /// How many bytes `member` may inflate to, and who says so: the size
+    /// RECORD gives it; for RECORD and its signatures (which RECORD cannot
+    /// size), the limit of files read whole; for a member RECORD lists
+    /// without a size, the size its zip entry declares. A member RECORD
+    /// does not hash is refused here, before it is read at all.
+    fn size_limit(
+        &self,
+        member: &str,
+        unhashed: bool,
+        zip_size: u64,
+    ) -> Result<(u64, &'static str), WheelError> {
+        if unhashed {
+            return Ok((SMALL_FILE_LIMIT, "allowed for RECORD and its signatures"));
+        }
+        let recorded = self.record.get(member).filter(|r| r.hash.is_some());
+        let Some(recorded) = recorded else {
+            return Err(WheelError::NotInRecord {
+                member: member.to_owned(),
+            });
+        };
+        Ok(match recorded.size {
+            Some(size) => (size, "RECORD gives it"),
+            None => (zip_size, "its zip entry declares"),
+        })
     }
 
     fn check_recorded(&self, member: &str, checked: &Checked) -> Result<(), WheelError> {
@@ -234,9 +274,11 @@ impl InputWheel {
     }
 }
 
-/// Reads `reader` to its end, hashing it, and copies it to `spool` when it
-/// starts like an ELF file.
-fn read_through(mut reader: impl Read, spool: &Path) -> std::io::Result<Checked> {
+/// Reads `reader` to its end, but never more than `limit` bytes and one
+/// more (a size over `limit` says it goes on), hashing it, and copies it to
+/// `spool` when it starts like an ELF file.
+fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<Checked> {
+    let mut reader = reader.take(limit.saturating_add(1));
     let mut buffer = vec![0u8; 256 * 1024];
     let mut hasher = Sha256::new();
     let mut size = 0u64;
@@ -352,6 +394,16 @@ fn find_dist_info(members: &[Member], file_name: &WheelFilename) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_through_stops_one_byte_past_the_limit_and_spools_no_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("member");
+        let endless = std::io::Cursor::new(b"\x7fELF".to_vec()).chain(std::io::repeat(0));
+        let checked = read_through(endless, &spool, 1 << 20).unwrap();
+        assert_eq!(checked.size, (1 << 20) + 1);
+        assert_eq!(fs_err::metadata(&spool).unwrap().len(), (1 << 20) + 1);
+    }
 
     #[test]
     fn paths_leaving_the_wheel_are_unsafe() {

@@ -15,6 +15,7 @@ use kpack_repo_index::publish::{NewArtifact, PublishError, Repo};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::{Dependency, InvalidValue, Listed, PackageName};
+use kpack_repo_index::unpacked::CountingWriter;
 
 /// A manifest.
 #[derive(Debug, Clone, Deserialize)]
@@ -214,17 +215,19 @@ fn pack_artifacts(
 ) -> Result<Vec<NewArtifact>, BuildError> {
     let package = &manifest.package;
     let host = work.join(format!("{}-{}-host.tar.zst", package.name, package.version));
-    write_tree(split, &host, TreeCompression::Host)?;
+    let unpacked_size = write_tree(split, &host, TreeCompression::Host)?;
     let mut artifacts = vec![NewArtifact {
         file: host,
         targets: None,
         component: None,
+        unpacked_size: Some(unpacked_size),
     }];
     for archive in &report.archives {
         artifacts.push(NewArtifact {
             file: archive.path.clone(),
             targets: None,
             component: None,
+            unpacked_size: None,
         });
     }
     for payload in &report.payloads {
@@ -232,7 +235,7 @@ fn pack_artifacts(
             "{}-{}-{}.tar.zst",
             package.name, payload.processor, payload.component
         ));
-        write_tree(&payload.dir, &file, TreeCompression::Databases)?;
+        let unpacked_size = write_tree(&payload.dir, &file, TreeCompression::Databases)?;
         let component =
             payload
                 .component
@@ -245,6 +248,7 @@ fn pack_artifacts(
             file,
             targets: Some(vec![Listed::Target(payload.processor.clone())]),
             component: Some(component),
+            unpacked_size: Some(unpacked_size),
         });
     }
     Ok(artifacts)
@@ -301,15 +305,20 @@ impl TreeCompression {
 }
 
 /// A deterministic zstd tar of the tree at `root` (relative paths, sorted,
-/// no owners or times), without `.kpack/`.
-pub fn write_tree(root: &Path, out: &Path, compression: TreeCompression) -> Result<(), BuildError> {
+/// no owners or times), without `.kpack/`; the length of the tar stream
+/// (its `unpacked-size`), counted as it goes to the encoder.
+pub fn write_tree(
+    root: &Path,
+    out: &Path,
+    compression: TreeCompression,
+) -> Result<u64, BuildError> {
     let pack = |path: &Path, source| BuildError::Tree {
         path: path.to_owned(),
         source,
     };
     let file = fs::File::create(out)?;
     let encoder = compression.encoder(file).map_err(|e| pack(root, e))?;
-    let mut builder = tar::Builder::new(encoder);
+    let mut builder = tar::Builder::new(CountingWriter::new(encoder));
     builder.mode(tar::HeaderMode::Deterministic);
     builder.follow_symlinks(false);
     let mut paths = Vec::new();
@@ -323,9 +332,10 @@ pub fn write_tree(root: &Path, out: &Path, compression: TreeCompression) -> Resu
             .append_path_with_name(&path, &relative)
             .map_err(|e| pack(&path, e))?;
     }
-    let encoder = builder.into_inner().map_err(|e| pack(root, e))?;
-    encoder.finish().map_err(|e| pack(root, e))?;
-    Ok(())
+    let counted = builder.into_inner().map_err(|e| pack(root, e))?;
+    let unpacked_size = counted.count();
+    counted.into_inner().finish().map_err(|e| pack(root, e))?;
+    Ok(unpacked_size)
 }
 
 fn collect(root: &Path, relative: &Path, out: &mut Vec<PathBuf>) -> Result<(), BuildError> {

@@ -16,6 +16,7 @@ use kpack_repo_index::publish::{NewArtifact, PublishOptions, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
 use kpack_repo_index::store::{Location, S3Options, Store};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
+use kpack_repo_index::unpacked::verify_unpacked_sizes;
 use kpack_repo_index::verify::verify_repository_with;
 use manifest::{build, write_tree, Manifest, TreeCompression};
 use rocm_kpack::Target;
@@ -269,21 +270,23 @@ fn add_command(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "tree".into());
             let file = packed.path().join(format!("{name}.tar.zst"));
-            write_tree(&artifact, &file, TreeCompression::Host)?;
-            files.push(file);
+            let unpacked_size = write_tree(&artifact, &file, TreeCompression::Host)?;
+            files.push((file, Some(unpacked_size)));
         } else {
-            files.push(artifact);
+            // A tree given as a file is decoded to count its unpacked size.
+            files.push((artifact, None));
         }
     }
     let artifacts: Vec<NewArtifact> = files
         .into_iter()
-        .map(|file| {
+        .map(|(file, unpacked_size)| {
             // --component is the trees'; an archive is of the default one.
             let archive = file.extension().is_some_and(|e| e == "kpack");
             NewArtifact {
                 component: component.clone().filter(|_| !archive),
                 file,
                 targets: targets.clone(),
+                unpacked_size,
             }
         })
         .collect();
@@ -359,6 +362,8 @@ fn verify_command(
     let key = PublicKey::load(&pubkey)?;
     let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
         .with_context(|| format!("{repo} does not verify"))?;
+    let unpacked =
+        verify_unpacked_sizes(&source, &root).with_context(|| format!("{repo} does not verify"))?;
     println!(
         "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
         root.repo.name,
@@ -369,6 +374,12 @@ fn verify_command(
         report.artifacts,
         report.bytes
     );
+    if unpacked.trees > 0 {
+        println!(
+            "{} trees unpack to the {} bytes they declare",
+            unpacked.trees, unpacked.bytes
+        );
+    }
     if report.missing > 0 {
         println!("{} artifacts not mirrored here", report.missing);
     }

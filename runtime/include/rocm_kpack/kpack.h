@@ -56,8 +56,9 @@ typedef bool (*kpack_arch_callback_t)(const char* arch, void* user_data);
 
 /* Opens and validates an archive (header, table of contents, every stored
  * range). NULL arguments: INVALID_ARGUMENT; missing file: FILE_NOT_FOUND;
- * other I/O failures: IO_ERROR; malformed contents: INVALID_FORMAT,
- * UNSUPPORTED_VERSION or MSGPACK_PARSE_FAILED. */
+ * a path that is not a regular file (a FIFO, directory or device, refused
+ * without waiting on it) and other I/O failures: IO_ERROR; malformed
+ * contents: INVALID_FORMAT, UNSUPPORTED_VERSION or MSGPACK_PARSE_FAILED. */
 kpack_error_t kpack_open(const char* path, kpack_archive_t* archive);
 
 /* Closes an archive. NULL is ignored. Must not race with other use. */

@@ -62,11 +62,57 @@ pub struct Kernel<'a> {
     metadata: Option<toc::Span>,
 }
 
+/// Opens `path` for reading if it is a regular file. It is opened
+/// non-blocking, so a FIFO (which a plain open would wait on for a writer,
+/// for ever) or a device returns at once and is then refused by its type.
+/// The flag is left set: it means nothing for a regular file, whose
+/// descriptor is only mapped.
+fn open_regular(path: &Path) -> Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use fs::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(Error::Open)?;
+    let kind = file.metadata().map_err(Error::Open)?.file_type();
+    if !kind.is_file() {
+        return Err(Error::NotAFile {
+            path: path.to_owned(),
+            kind: file_kind(kind),
+        });
+    }
+    Ok(file)
+}
+
+/// What a file that is not a regular file is, for messages.
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
 impl Archive {
     /// Opens and validates the archive at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Archive> {
         let path = path.as_ref();
-        let file = fs::File::open(path).map_err(Error::Open)?;
+        let file = open_regular(path)?;
         let len = file.metadata().map_err(Error::Open)?.len();
         let format_error = |offset: u64, problem| Error::Format {
             path: path.to_owned(),
