@@ -347,8 +347,12 @@ impl Repo {
         let bytes = match cached {
             Some(bytes) => bytes,
             None => {
-                let bytes =
-                    client.fetch_verified(&self.config.mirrors, path.as_str(), entry.sha256)?;
+                let bytes = client.fetch_verified(
+                    &self.config.mirrors,
+                    path.as_str(),
+                    entry.sha256,
+                    entry.size,
+                )?;
                 cache.put(&entry.sha256, &bytes).map_err(RepoError::State)?;
                 bytes
             }

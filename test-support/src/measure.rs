@@ -22,6 +22,9 @@ pub struct Measured {
 
 /// Runs `command` (stdin empty, output captured), killing it when its
 /// resident memory passes `rss_limit` bytes or it runs past `deadline`.
+// Reaped by `wait4` below, which std's `Child::wait` would do without the
+// rusage.
+#[allow(clippy::zombie_processes)]
 pub fn run_watched(command: &mut Command, deadline: Duration, rss_limit: u64) -> Measured {
     let started = Instant::now();
     let mut child = command

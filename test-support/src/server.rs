@@ -539,7 +539,8 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
 
     if let Some(fault @ (Fault::Endless | Fault::Oversized { .. })) = &fault {
         let file = resolve(&shared.root, &path).and_then(|fp| fs_err::read(fp).ok());
-        return serve_unbounded(w, fault, file.unwrap_or_default(), &record);
+        let id = record(200);
+        return serve_unbounded(w, fault, file.unwrap_or_default(), shared, id);
     }
 
     let file = resolve(&shared.root, &path).and_then(|fp| {
@@ -601,18 +602,18 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
 
 /// Serves an endless or oversized body: `file`'s bytes, then filler, with
 /// `Content-Length` only when the fault declares it; the connection is
-/// closed afterwards. Only the request is recorded (not the body bytes).
+/// closed afterwards. The bytes written are counted in request `id`.
 fn serve_unbounded(
     w: &mut TcpStream,
     fault: &Fault,
     file: Vec<u8>,
-    record: &dyn Fn(u16) -> u64,
+    shared: &Shared,
+    id: u64,
 ) -> io::Result<bool> {
     let (size, declared) = match fault {
         Fault::Oversized { size, declared } => (Some(*size), *declared),
         _ => (None, false),
     };
-    record(200);
     let mut head = format!(
         "HTTP/1.1 200 OK\r\nDate: {}\r\n",
         http_date(SystemTime::now())
@@ -635,7 +636,9 @@ fn serve_unbounded(
             (size - sent).min(chunk.len() as u64)
         });
         let chunk = &chunk[..want as usize];
-        if write_some(w, chunk) < chunk.len() {
+        let written = write_some(w, chunk);
+        shared.update(id, |r| r.body_bytes += written as u64);
+        if written < chunk.len() {
             break;
         }
         sent += want;
