@@ -343,6 +343,24 @@ mod tests {
     }
 
     #[test]
+    fn bounds_on_reads_come_from_flags_over_the_file_over_defaults() {
+        let text = "max-index-size = 1000\nlow-speed-time = 5\nindex-timeout = 0.5\n";
+        let file = ConfigFile::parse(Path::new("c.toml"), text).unwrap();
+        let flags = LimitSettings {
+            low_speed_time: Some(2.0),
+            ..LimitSettings::default()
+        };
+        let limits = flags.or(file.limits()).resolve().unwrap();
+        assert_eq!(limits.index_size, 1000);
+        assert_eq!(limits.low_speed_time, Duration::from_secs(2));
+        assert_eq!(limits.index_timeout, Duration::from_millis(500));
+        assert_eq!(limits.low_speed_limit, Limits::default().low_speed_limit);
+        let zero = ConfigFile::parse(Path::new("c.toml"), "index-timeout = 0\n").unwrap();
+        let error = zero.limits().resolve().unwrap_err().to_string();
+        assert!(error.contains("index-timeout"), "{error}");
+    }
+
+    #[test]
     fn rejects_unknown_keys_and_repos_without_mirrors() {
         let err = ConfigFile::parse(Path::new("c.toml"), "colour = 1").unwrap_err();
         assert!(err.to_string().contains("c.toml"), "{err}");
