@@ -82,6 +82,7 @@ fn main() {
             PackageEntry {
                 shard: None,
                 sha256,
+                size: Some(text.len() as u64),
                 latest: semver::Version::new(1, VERSIONS as u64 - 1, 0),
                 summary: format!("package {i}"),
             },

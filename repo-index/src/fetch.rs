@@ -4,7 +4,9 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::limits::{Cap, LimitError, Limits, LowSpeed};
 
 /// Why a file cannot be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +19,8 @@ pub enum FetchError {
     Http { location: String, message: String },
     #[error("{location}: not found")]
     NotFound { location: String },
+    #[error("{location}: {limit}")]
+    Limit { location: String, limit: LimitError },
     #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL, an http(s):// URL or an s3://bucket/prefix")]
     UnsupportedScheme { location: String, scheme: String },
     /// Reading a bucket; the error names the object.
@@ -36,9 +40,15 @@ pub fn url_scheme(text: &str) -> Option<&str> {
         .then_some(scheme)
 }
 
-/// A repository location.
+/// A repository location, and the bounds its reads keep to.
 #[derive(Debug)]
-pub enum Source {
+pub struct Source {
+    origin: Origin,
+    limits: Limits,
+}
+
+#[derive(Debug)]
+enum Origin {
     Dir(PathBuf),
     Http {
         base: String,
@@ -51,8 +61,8 @@ pub enum Source {
 
 impl Source {
     /// `http://` and `https://` URLs are fetched; `file://` URLs and paths
-    /// are directories; other URLs are refused.
-    pub fn parse(location: &str) -> Result<Source, FetchError> {
+    /// are directories; other URLs are refused. Reads keep to `limits`.
+    pub fn parse(location: &str, limits: Limits) -> Result<Source, FetchError> {
         match url_scheme(location) {
             None | Some("http" | "https" | "file") => {}
             Some(scheme) => {
@@ -66,9 +76,12 @@ impl Source {
             // The ring provider, installed once per process; a second
             // install is refused harmlessly.
             let _ = rustls::crypto::ring::default_provider().install_default();
+            // No total timeout (an artifact may be gigabytes): each wait
+            // for bytes ends within the low-speed window, which `Bounded`
+            // then judges.
             let client = reqwest::blocking::Client::builder()
                 .connect_timeout(Duration::from_secs(15))
-                .timeout(Duration::from_secs(600))
+                .timeout(limits.low_speed_time.max(Duration::from_secs(1)))
                 .build()
                 .map_err(|e| FetchError::Http {
                     location: location.to_owned(),
@@ -79,93 +92,218 @@ impl Source {
             } else {
                 format!("{location}/")
             };
-            return Ok(Source::Http { base, client });
+            let origin = Origin::Http { base, client };
+            return Ok(Source { origin, limits });
         }
         let path = location.strip_prefix("file://").unwrap_or(location);
-        Ok(Source::Dir(PathBuf::from(path)))
+        Ok(Source {
+            origin: Origin::Dir(PathBuf::from(path)),
+            limits,
+        })
     }
 
     /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3
     /// API as `s3` says.
     #[cfg(feature = "publish")]
-    pub fn open(location: &str, s3: &crate::store::S3Options) -> Result<Source, FetchError> {
+    pub fn open(
+        location: &str,
+        s3: &crate::store::S3Options,
+        limits: Limits,
+    ) -> Result<Source, FetchError> {
         use crate::store::{Location, Store};
         if url_scheme(location) != Some("s3") {
-            return Source::parse(location);
+            return Source::parse(location, limits);
         }
         let store = Location::parse(location)
             .and_then(|parsed| Store::open(&parsed, s3))
             .map_err(|e| FetchError::Store(Box::new(e)))?;
-        Ok(Source::Store(Box::new(store)))
+        Ok(Source {
+            origin: Origin::Store(Box::new(store)),
+            limits,
+        })
     }
 
-    /// A directory source.
+    /// A directory source, with the default limits.
     pub fn dir(path: &Path) -> Source {
-        Source::Dir(path.to_owned())
+        Source {
+            origin: Origin::Dir(path.to_owned()),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Where `relative` is, for messages.
     pub fn location(&self, relative: &str) -> String {
-        match self {
-            Source::Dir(dir) => dir.join(relative).display().to_string(),
-            Source::Http { base, .. } => format!("{base}{relative}"),
+        match &self.origin {
+            Origin::Dir(dir) => dir.join(relative).display().to_string(),
+            Origin::Http { base, .. } => format!("{base}{relative}"),
             #[cfg(feature = "publish")]
-            Source::Store(store) => store.location(relative),
+            Origin::Store(store) => store.location(relative),
         }
     }
 
-    /// The bytes of `relative`; `Ok(None)` when it does not exist.
+    /// The bytes of `relative`, at most its cap (the index cap, or a
+    /// signature's) and within the index timeout; `Ok(None)` when it does
+    /// not exist.
     pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
-        let mut bytes = Vec::new();
-        Ok(self.copy_to(relative, &mut bytes)?.then_some(bytes))
+        self.read_small(relative, self.limits.unpinned(relative))
     }
 
-    /// Streams `relative` into `out` (an artifact may be gigabytes);
-    /// `false`, with nothing written, when it does not exist.
-    pub fn copy_to(&self, relative: &str, out: &mut dyn Write) -> Result<bool, FetchError> {
+    /// The bytes of `relative`, which must exist, within `cap` and the
+    /// index timeout.
+    pub fn read_capped(&self, relative: &str, cap: Cap) -> Result<Vec<u8>, FetchError> {
+        self.read_small(relative, cap)?
+            .ok_or_else(|| FetchError::NotFound {
+                location: self.location(relative),
+            })
+    }
+
+    /// The bytes of `relative`, which must exist, within its cap.
+    pub fn read(&self, relative: &str) -> Result<Vec<u8>, FetchError> {
+        self.read_capped(relative, self.limits.unpinned(relative))
+    }
+
+    fn read_small(&self, relative: &str, cap: Cap) -> Result<Option<Vec<u8>>, FetchError> {
+        let deadline = Instant::now() + self.limits.index_timeout;
+        let mut bytes = Vec::new();
+        let found = self.copy_within(relative, &mut bytes, cap, Some(deadline))?;
+        Ok(found.then_some(bytes))
+    }
+
+    /// Streams `relative` into `out` (an artifact may be gigabytes), at
+    /// most `cap` bytes and no slower than the minimum rate; `false`, with
+    /// nothing written, when it does not exist.
+    pub fn copy_to(
+        &self,
+        relative: &str,
+        out: &mut dyn Write,
+        cap: Cap,
+    ) -> Result<bool, FetchError> {
+        self.copy_within(relative, out, cap, None)
+    }
+
+    fn copy_within(
+        &self,
+        relative: &str,
+        out: &mut dyn Write,
+        cap: Cap,
+        deadline: Option<Instant>,
+    ) -> Result<bool, FetchError> {
         let location = self.location(relative);
-        let http = |message: String| FetchError::Http {
-            location: location.clone(),
-            message,
+        let Some(reader) = self.open_reader(relative, &location, cap)? else {
+            return Ok(false);
         };
-        let mut reader: Box<dyn Read + '_> = match self {
-            Source::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
-                Ok(file) => Box::new(file),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-                Err(source) => return Err(FetchError::Io(source)),
+        let mut bounded = Bounded::new(reader, cap, &self.limits, deadline);
+        std::io::copy(&mut bounded, out).map_err(|e| match limit_of(&e) {
+            Some(limit) => FetchError::Limit {
+                location: location.clone(),
+                limit,
             },
-            Source::Http { client, .. } => {
-                let response = client
-                    .get(&location)
-                    .send()
-                    .map_err(|e| http(e.to_string()))?;
-                if response.status() == reqwest::StatusCode::NOT_FOUND {
-                    return Ok(false);
-                }
-                if !response.status().is_success() {
-                    return Err(http(format!("HTTP {}", response.status())));
-                }
-                Box::new(response)
-            }
-            #[cfg(feature = "publish")]
-            Source::Store(store) => match store.reader(relative) {
-                Ok(Some(reader)) => reader,
-                Ok(None) => return Ok(false),
-                Err(e) => return Err(FetchError::Store(Box::new(e))),
+            None if matches!(self.origin, Origin::Http { .. }) => FetchError::Http {
+                location: location.clone(),
+                message: e.to_string(),
             },
-        };
-        std::io::copy(&mut reader, out).map_err(|e| match self {
-            Source::Http { .. } => http(e.to_string()),
-            _ => FetchError::Io(e),
+            None => FetchError::Io(e),
         })?;
         Ok(true)
     }
 
-    /// The bytes of `relative`, which must exist.
-    pub fn read(&self, relative: &str) -> Result<Vec<u8>, FetchError> {
-        self.read_optional(relative)?
-            .ok_or_else(|| FetchError::NotFound {
-                location: self.location(relative),
-            })
+    /// A reader of `relative`; `None` when it does not exist. A server
+    /// declaring more than `cap` is refused before its body is read.
+    fn open_reader(
+        &self,
+        relative: &str,
+        location: &str,
+        cap: Cap,
+    ) -> Result<Option<Box<dyn Read + '_>>, FetchError> {
+        let http = |message: String| FetchError::Http {
+            location: location.to_owned(),
+            message,
+        };
+        Ok(Some(match &self.origin {
+            Origin::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
+                Ok(file) => Box::new(file),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(source) => return Err(FetchError::Io(source)),
+            },
+            Origin::Http { client, .. } => {
+                let response = client
+                    .get(location)
+                    .send()
+                    .map_err(|e| http(e.to_string()))?;
+                if response.status() == reqwest::StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                if !response.status().is_success() {
+                    return Err(http(format!("HTTP {}", response.status())));
+                }
+                if let Some(declared) = response.content_length().filter(|d| *d > cap.bytes()) {
+                    return Err(FetchError::Limit {
+                        location: location.to_owned(),
+                        limit: LimitError::DeclaredTooLarge { declared, cap },
+                    });
+                }
+                Box::new(response)
+            }
+            #[cfg(feature = "publish")]
+            Origin::Store(store) => match store.reader(relative) {
+                Ok(Some(reader)) => reader,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(FetchError::Store(Box::new(e))),
+            },
+        }))
+    }
+}
+
+/// The bound a reader went past, if that is why it failed.
+fn limit_of(error: &std::io::Error) -> Option<LimitError> {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<LimitError>())
+        .cloned()
+}
+
+/// A reader kept to a cap (reading at most one byte past it, to tell a
+/// longer file from an exact one), the minimum rate, and a deadline.
+struct Bounded<R> {
+    inner: R,
+    cap: Cap,
+    read: u64,
+    speed: LowSpeed,
+    deadline: Option<(Instant, Duration)>,
+}
+
+impl<R: Read> Bounded<R> {
+    fn new(inner: R, cap: Cap, limits: &Limits, deadline: Option<Instant>) -> Bounded<R> {
+        Bounded {
+            inner,
+            cap,
+            read: 0,
+            speed: LowSpeed::new(limits),
+            deadline: deadline.map(|at| (at, limits.index_timeout)),
+        }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let room = (self.cap.bytes() + 1).saturating_sub(self.read);
+        let want = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.read += n as u64;
+        let now = Instant::now();
+        self.cap.check(self.read).map_err(std::io::Error::other)?;
+        if let Some((at, timeout)) = self.deadline {
+            if now > at {
+                return Err(std::io::Error::other(LimitError::Deadline(timeout)));
+            }
+        }
+        self.speed
+            .received(n as u64, now)
+            .map_err(std::io::Error::other)?;
+        Ok(n)
     }
 }

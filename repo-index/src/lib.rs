@@ -4,12 +4,14 @@
 //!
 //! Keys and signatures are in `sign`, writing repositories in `publish`,
 //! checking them in `verify` (how far trees unpack in `unpacked`), reading
-//! them from directories or HTTP in `fetch`, and copying them in `mirror`.
-//! The `kpack-repo` binary (feature `build`) also packs manifests with the
-//! packer; the library does not.
+//! them from directories or HTTP in `fetch` (within the bounds of
+//! `limits`), and copying them in `mirror`. The `kpack-repo` binary
+//! (feature `build`) also packs manifests with the packer; the library
+//! does not.
 
 pub mod families;
 pub mod fetch;
+pub mod limits;
 #[cfg(feature = "publish")]
 pub mod mirror;
 #[cfg(feature = "publish")]

@@ -6,6 +6,7 @@ use rocm_kpack::Target;
 
 use crate::families::Families;
 use crate::fetch::{FetchError, Source};
+use crate::limits::Cap;
 use crate::schema::{Artifact, RootIndex, SchemaError};
 use crate::sign::PublicKey;
 use crate::store::{Body, Cache, Created, Store, StoreError};
@@ -137,7 +138,9 @@ fn copy_artifact(
     let key = artifact.path.as_str();
     let spool = tempfile::NamedTempFile::new()?;
     let mut writer = HashingWriter::new(std::io::BufWriter::new(spool.as_file()));
-    if !upstream.copy_to(key, &mut writer)? {
+    // Read to the pinned size and a byte more at most: an endless answer
+    // fills neither memory nor the spool's disk.
+    if !upstream.copy_to(key, &mut writer, Cap::Pinned(artifact.size))? {
         return Err(FetchError::NotFound {
             location: upstream.location(key),
         }

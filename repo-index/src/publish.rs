@@ -367,6 +367,7 @@ impl Repo {
                 // Written at its usual place, so the root need not say.
                 shard: (path != RelativePath::usual_shard(&shard.name, &sha256)).then_some(path),
                 sha256,
+                size: Some(text.len() as u64),
                 latest,
                 summary,
             },

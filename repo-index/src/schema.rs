@@ -45,6 +45,11 @@ pub struct PackageEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<RelativePath>,
     pub sha256: Sha256,
+    /// The shard's size in bytes, so a client reads no more of it than
+    /// this; absent in roots published before it was written, whose shards
+    /// a client reads up to its index cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     pub latest: semver::Version,
     #[serde(default)]
     pub summary: String,

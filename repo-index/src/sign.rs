@@ -138,6 +138,12 @@ impl PublicKey {
             .map_err(|e| key_error(path, format!("neither a key file nor a key: {e}")))
     }
 
+    /// The key itself (`RWQ...`, as `minisign -P` takes it): what client
+    /// state is kept under, whatever file it was loaded from.
+    pub fn to_base64(&self) -> String {
+        self.0.to_base64()
+    }
+
     /// Verifies a signature over `data`; returns its trusted comment.
     pub fn verify(&self, file: &str, data: &[u8], signature: &str) -> Result<String, SignError> {
         let bad = |message: String| SignError::BadSignature {

@@ -6,6 +6,7 @@
 use std::io::{self, Read, Write};
 
 use crate::fetch::{FetchError, Source};
+use crate::limits::Cap;
 use crate::schema::{Artifact, ArtifactKind, RootIndex};
 use crate::types::RelativePath;
 use crate::verify::{verified_shard, VerifyError};
@@ -150,7 +151,7 @@ fn check_tree(
     };
     let counter = CountingWriter::with_limit(io::sink(), declared);
     let mut decoder = zstd::stream::write::Decoder::new(counter).map_err(decode)?;
-    let copied = source.copy_to(path, &mut decoder);
+    let copied = source.copy_to(path, &mut decoder, Cap::Pinned(artifact.size));
     let flushed = match copied {
         Ok(true) => decoder.flush(),
         _ => Ok(()),

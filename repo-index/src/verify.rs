@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::fetch::{FetchError, Source};
+use crate::limits::Cap;
 
 use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
 use crate::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
@@ -87,7 +88,8 @@ pub fn verify_repository_with(
             report.versions += 1;
             for artifact in &version.artifacts {
                 let mut hashed = HashingWriter::new(std::io::sink());
-                if !source.copy_to(artifact.path.as_str(), &mut hashed)? {
+                let cap = Cap::Pinned(artifact.size);
+                if !source.copy_to(artifact.path.as_str(), &mut hashed, cap)? {
                     if partial {
                         report.missing += 1;
                         continue;
@@ -107,8 +109,8 @@ pub fn verify_repository_with(
     Ok((root, report))
 }
 
-/// The root index of `source`, its signature checked with `key` before it
-/// is parsed, then its expiry at `now` and its version against
+/// The root index of `source` (read within its cap), its signature checked
+/// with `key` before it is parsed, then its expiry at `now` and its version against
 /// `min_version`; with the signature's bytes.
 pub(crate) fn verified_root(
     source: &Source,
@@ -165,7 +167,10 @@ pub(crate) fn verified_shard(
     entry: &PackageEntry,
 ) -> Result<(RelativePath, Shard, Vec<u8>), VerifyError> {
     let shard_path = entry.shard_path(name);
-    let bytes = source.read(shard_path.as_str())?;
+    let cap = source
+        .limits()
+        .pinned_or_unpinned(shard_path.as_str(), entry.size);
+    let bytes = source.read_capped(shard_path.as_str(), cap)?;
     check(
         shard_path.as_str(),
         "index.toml",

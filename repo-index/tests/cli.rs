@@ -767,3 +767,160 @@ fn declare_unpacked_size(workspace: &Workspace, package: &str, declared: u64) {
     .unwrap();
     run(&mut workspace.sign());
 }
+
+/// What `kpack-repo verify` and `mirror` of a misbehaving server did.
+struct Bounded {
+    workspace: Workspace,
+    server: kpack_test_support::server::TestServer,
+    /// Peak memory of a good verify and a good mirror.
+    baseline: (u64, u64),
+}
+
+const MIB: u64 = 1 << 20;
+
+impl Bounded {
+    /// A small published repository served over loopback, and how much
+    /// memory verifying and mirroring it take.
+    fn new() -> Bounded {
+        let workspace = Workspace::new();
+        run(&mut workspace.add(
+            "rocm-rand",
+            "5.3.3",
+            &rocm_rand_artifacts(&workspace.inputs),
+        ));
+        let server = kpack_test_support::server::TestServer::start(&workspace.repo);
+        let mut bounded = Bounded {
+            workspace,
+            server,
+            baseline: (0, 0),
+        };
+        let verify = bounded.watched(bounded.workspace.verify(bounded.server.url()));
+        assert!(verify.output.status.success(), "{verify:?}");
+        let mirror = bounded.mirror("good");
+        assert!(mirror.output.status.success(), "{mirror:?}");
+        bounded.baseline = (verify.peak_rss, mirror.peak_rss);
+        bounded
+    }
+
+    /// Runs `command` with short time bounds (from the environment, so the
+    /// same test runs against any build) and its spool files in the
+    /// workspace, killed past 20 s or 1 GiB.
+    fn watched(&self, mut command: Command) -> kpack_test_support::measure::Measured {
+        let tmp = self.workspace.dir.path().join("tmp");
+        fs::create_dir_all(&tmp).unwrap();
+        command
+            .env("TMPDIR", &tmp)
+            .env("KPACK_REPO_LOW_SPEED_LIMIT", "1024")
+            .env("KPACK_REPO_LOW_SPEED_TIME", "1")
+            .env("KPACK_REPO_INDEX_TIMEOUT", "5");
+        kpack_test_support::measure::run_watched(
+            &mut command,
+            std::time::Duration::from_secs(20),
+            1024 * MIB,
+        )
+    }
+
+    fn mirror(&self, name: &str) -> kpack_test_support::measure::Measured {
+        let dest = self.workspace.dir.path().join("mirrors").join(name);
+        self.watched(self.workspace.mirror(self.server.url(), &dest))
+    }
+
+    /// With `fault` on `path`, verify and mirror each fail quickly, in
+    /// little memory, naming the URL and each of `mentions`; at most
+    /// `pinned` bytes (and what socket buffers hold) are taken from the
+    /// server.
+    fn assert_refused(&self, path: &str, fault: Fault, pinned: u64, mentions: &[&str]) {
+        for (tool, baseline) in [("verify", self.baseline.0), ("mirror", self.baseline.1)] {
+            self.server.clear_faults();
+            self.server.clear_requests();
+            self.server.fault(path, fault.clone());
+            let run = if tool == "verify" {
+                self.watched(self.workspace.verify(self.server.url()))
+            } else {
+                self.mirror(&format!("{}-{}", path.replace('/', "-"), tool))
+            };
+            let case = format!("{tool}: {fault:?} on {path}");
+            let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+            assert_eq!(run.killed, None, "{case}: {text}");
+            let growth = run.peak_rss.saturating_sub(baseline);
+            let taken = self.server.bytes_sent(path);
+            eprintln!(
+                "{case}: refused in {:?}, peak RSS {} MiB ({} MiB over a good run), {taken} bytes taken",
+                run.elapsed,
+                run.peak_rss / MIB,
+                growth / MIB
+            );
+            assert_eq!(run.output.status.code(), Some(1), "{case}: {text}");
+            assert!(growth < 64 * MIB, "{case}: grew {growth} bytes");
+            assert!(taken < pinned + 64 * MIB, "{case}: {taken} bytes taken");
+            assert!(
+                text.starts_with("error:") && !text.contains("panicked"),
+                "{case}: {text}"
+            );
+            let url = format!("{}/{path}", self.server.url());
+            assert!(text.contains(&url), "{case}: no {url} in {text}");
+            for mention in mentions {
+                assert!(text.contains(mention), "{case}: no {mention:?} in {text}");
+            }
+        }
+        self.server.clear_faults();
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        fs::metadata(self.workspace.repo.join(path)).unwrap().len()
+    }
+
+    fn shard(&self) -> String {
+        let dir = self.workspace.repo.join("packages/rocm-rand");
+        let entry = fs::read_dir(dir).unwrap().next().unwrap().unwrap();
+        format!("packages/rocm-rand/{}", entry.file_name().to_string_lossy())
+    }
+}
+
+use kpack_test_support::server::Fault;
+
+#[test]
+fn verify_and_mirror_stop_an_endless_or_oversized_root_at_its_cap() {
+    let bounded = Bounded::new();
+    let cap = (16 * MIB).to_string();
+    for fault in [
+        Fault::Endless,
+        Fault::Oversized {
+            size: 64 * MIB,
+            declared: true,
+        },
+    ] {
+        bounded.assert_refused("index.toml", fault, 16 * MIB, &[&cap, "max-index-size"]);
+    }
+}
+
+#[test]
+fn verify_and_mirror_stop_a_shard_and_an_artifact_at_their_pinned_size() {
+    let bounded = Bounded::new();
+    let shard = bounded.shard();
+    let size = bounded.size(&shard);
+    bounded.assert_refused(&shard, Fault::Endless, size, &[&format!("{size} bytes")]);
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let size = bounded.size(archive);
+    let oversized = Fault::Oversized {
+        size: 1 << 30,
+        declared: false,
+    };
+    bounded.assert_refused(archive, oversized, size, &[&format!("{size} bytes")]);
+}
+
+#[test]
+fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
+    let bounded = Bounded::new();
+    let drip = Fault::Drip {
+        every: std::time::Duration::from_secs(5),
+    };
+    let shard = bounded.shard();
+    for path in [
+        "index.toml",
+        shard.as_str(),
+        "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack",
+    ] {
+        bounded.assert_refused(path, drip.clone(), bounded.size(path), &[]);
+    }
+}

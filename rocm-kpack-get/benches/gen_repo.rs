@@ -195,6 +195,7 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
             PackageEntry {
                 shard: None,
                 sha256,
+                size: Some(text.len() as u64),
                 latest: semver::Version::new(1, versions as u64 - 1, 0),
                 summary: format!("benchmark package {i}"),
             },

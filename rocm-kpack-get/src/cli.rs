@@ -85,6 +85,41 @@ pub struct GlobalArgs {
         value_name = "SECONDS"
     )]
     pub read_timeout: Option<f64>,
+    /// The most bytes read of a root index (and of a shard whose root pins
+    /// no size) [default: 16777216].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_MAX_INDEX_SIZE",
+        value_name = "BYTES"
+    )]
+    pub max_index_size: Option<u64>,
+    /// Fewer bytes per second than this over --low-speed-time fails a
+    /// transfer, retried as a timeout is; 0 for no minimum [default: 1024].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_LOW_SPEED_LIMIT",
+        value_name = "BYTES"
+    )]
+    pub low_speed_limit: Option<u64>,
+    /// The window the minimum rate is judged over [default: 30].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_LOW_SPEED_TIME",
+        value_name = "SECONDS"
+    )]
+    pub low_speed_time: Option<f64>,
+    /// The longest the root index, its signature or a shard may take to
+    /// arrive, per attempt [default: 120].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_INDEX_TIMEOUT",
+        value_name = "SECONDS"
+    )]
+    pub index_timeout: Option<f64>,
     /// Attempts per mirror before trying the next.
     #[arg(long, global = true, env = "KPACK_GET_ATTEMPTS", value_name = "N")]
     pub attempts: Option<u32>,

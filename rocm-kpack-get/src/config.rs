@@ -5,7 +5,9 @@
 //! line flags override it, in that order, before any command runs.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use kpack_repo_index::limits::Limits;
 use serde::Deserialize;
 
 use crate::client::{InvalidMirror, Mirror};
@@ -28,6 +30,8 @@ pub enum ConfigError {
     },
     #[error("no home directory: set HOME, or XDG_CACHE_HOME and XDG_STATE_HOME")]
     NoHome,
+    #[error("{message}")]
+    Limit { message: String },
 }
 
 /// One repository: a local name, the mirrors serving it (tried in order)
@@ -53,6 +57,63 @@ pub struct ConfigFile {
     pub concurrency: Option<usize>,
     /// Seconds after which a stored root index is fetched again.
     pub max_index_age: Option<u64>,
+    /// Bounds on reads from mirrors (see [`LimitSettings`]).
+    pub max_index_size: Option<u64>,
+    pub low_speed_limit: Option<u64>,
+    pub low_speed_time: Option<f64>,
+    pub index_timeout: Option<f64>,
+}
+
+/// The bounds on reads from mirrors, as the file, the environment or the
+/// flags give them (each unset one takes its default, see
+/// [`kpack_repo_index::limits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LimitSettings {
+    /// Bytes read at most of the root index (and of a shard whose root
+    /// pins no size).
+    pub max_index_size: Option<u64>,
+    /// Bytes per second below which a transfer fails (over
+    /// `low_speed_time`); 0 for no minimum.
+    pub low_speed_limit: Option<u64>,
+    /// Seconds the minimum rate is judged over.
+    pub low_speed_time: Option<f64>,
+    /// Seconds the root, its signature or a shard may take in all.
+    pub index_timeout: Option<f64>,
+}
+
+impl LimitSettings {
+    /// `self`, with what it leaves unset taken from `below`.
+    fn or(self, below: LimitSettings) -> LimitSettings {
+        LimitSettings {
+            max_index_size: self.max_index_size.or(below.max_index_size),
+            low_speed_limit: self.low_speed_limit.or(below.low_speed_limit),
+            low_speed_time: self.low_speed_time.or(below.low_speed_time),
+            index_timeout: self.index_timeout.or(below.index_timeout),
+        }
+    }
+
+    /// The limits, defaults where unset; a duration that is not a
+    /// positive number of seconds is refused.
+    fn resolve(self) -> Result<Limits, ConfigError> {
+        let defaults = Limits::default();
+        let seconds = |value: Option<f64>, name: &str, default: Duration| match value {
+            None => Ok(default),
+            Some(s) if s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(ConfigError::Limit {
+                message: format!("{name} = {s}: not a positive number of seconds"),
+            }),
+        };
+        Ok(Limits {
+            index_size: self.max_index_size.unwrap_or(defaults.index_size),
+            low_speed_limit: self.low_speed_limit.unwrap_or(defaults.low_speed_limit),
+            low_speed_time: seconds(
+                self.low_speed_time,
+                "low-speed-time",
+                defaults.low_speed_time,
+            )?,
+            index_timeout: seconds(self.index_timeout, "index-timeout", defaults.index_timeout)?,
+        })
+    }
 }
 
 impl ConfigFile {
@@ -83,6 +144,18 @@ impl ConfigFile {
             }
         }
         Ok((ConfigFile::default(), None))
+    }
+}
+
+impl ConfigFile {
+    /// The bounds on reads the file sets.
+    fn limits(&self) -> LimitSettings {
+        LimitSettings {
+            max_index_size: self.max_index_size,
+            low_speed_limit: self.low_speed_limit,
+            low_speed_time: self.low_speed_time,
+            index_timeout: self.index_timeout,
+        }
     }
 }
 
@@ -167,6 +240,8 @@ pub struct Settings {
     pub state_dir: PathBuf,
     pub concurrency: usize,
     pub max_index_age: u64,
+    /// Bounds on every read from a mirror.
+    pub limits: Limits,
     pub config_path: Option<PathBuf>,
 }
 
@@ -179,6 +254,8 @@ pub struct Overrides {
     pub cache_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub concurrency: Option<usize>,
+    /// From flags and their environment variables.
+    pub limits: LimitSettings,
 }
 
 impl Settings {
@@ -196,6 +273,7 @@ impl Settings {
             .clone()
             .or_else(|| env_path("KPACK_GET_CONFIG"));
         let (file, config_path) = ConfigFile::load(explicit.as_deref())?;
+        let limits = overrides.limits.or(file.limits()).resolve()?;
         let repos = if overrides.repos.is_empty() {
             file.repos
         } else {
@@ -237,6 +315,7 @@ impl Settings {
                 .unwrap_or(8)
                 .clamp(1, 64),
             max_index_age: file.max_index_age.unwrap_or(3600),
+            limits,
             config_path,
         })
     }
@@ -261,6 +340,24 @@ mod tests {
         assert_eq!(config.repos[0].mirrors.len(), 2);
         assert_eq!(config.prefix.as_deref(), Some(Path::new("/opt/kpack")));
         assert_eq!(config.concurrency, Some(4));
+    }
+
+    #[test]
+    fn bounds_on_reads_come_from_flags_over_the_file_over_defaults() {
+        let text = "max-index-size = 1000\nlow-speed-time = 5\nindex-timeout = 0.5\n";
+        let file = ConfigFile::parse(Path::new("c.toml"), text).unwrap();
+        let flags = LimitSettings {
+            low_speed_time: Some(2.0),
+            ..LimitSettings::default()
+        };
+        let limits = flags.or(file.limits()).resolve().unwrap();
+        assert_eq!(limits.index_size, 1000);
+        assert_eq!(limits.low_speed_time, Duration::from_secs(2));
+        assert_eq!(limits.index_timeout, Duration::from_millis(500));
+        assert_eq!(limits.low_speed_limit, Limits::default().low_speed_limit);
+        let zero = ConfigFile::parse(Path::new("c.toml"), "index-timeout = 0\n").unwrap();
+        let error = zero.limits().resolve().unwrap_err().to_string();
+        assert!(error.contains("index-timeout"), "{error}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod progress;
 use std::process::ExitCode;
 
 use clap::Parser;
-use rocm_kpack_get::config::{Overrides, RepoConfig, Settings};
+use rocm_kpack_get::config::{LimitSettings, Overrides, RepoConfig, Settings};
 
 use cli::{CacheCommand, Cli, Command, PipCommand};
 use commands::{Context, Failure};
@@ -81,6 +81,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
         cache_dir: global.cache_dir.clone(),
         state_dir: global.state_dir.clone(),
         concurrency: global.concurrency,
+        limits: LimitSettings {
+            max_index_size: global.max_index_size,
+            low_speed_limit: global.low_speed_limit,
+            low_speed_time: global.low_speed_time,
+            index_timeout: global.index_timeout,
+        },
     })?;
     let context = Context::new(global, settings, printer);
     match cli.command {

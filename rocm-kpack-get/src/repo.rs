@@ -7,10 +7,18 @@
 //!
 //! ```text
 //! repos/<name>/index.toml, index.toml.minisig   the last verified root
-//! versions.toml                                 highest version seen per repo name
+//! versions.toml                                 per configured repository and key: the
+//!                                               name its roots give, the highest version
 //! ```
+//!
+//! Rollback state belongs to the repository as configured (its name in
+//! the configuration and its key), never to the name inside a root: one
+//! publisher's channels (`rocm`, `nightly`) signed with one key cannot
+//! stand in for each other, and a root that names another repository than
+//! the first one seen is refused.
 
-use std::collections::BTreeMap;
+mod versions;
+
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -22,6 +30,7 @@ use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestam
 use crate::cache::Cache;
 use crate::client::{Client, ClientError, Mirror};
 use crate::config::RepoConfig;
+use versions::Versions;
 
 /// What is wrong with a repository or its local state.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +63,13 @@ pub enum RepoError {
         expires: Timestamp,
         now: Timestamp,
     },
+    #[error("repository {repo}: {url} serves a root of repository {found}, not of repository {expected}, which its first root named: another repository signed with the same key (configure that one under a name of its own)")]
+    OtherRepository {
+        repo: String,
+        url: String,
+        found: String,
+        expected: String,
+    },
     #[error("repository {repo}: no index yet; run `kpack-get update` without --offline")]
     NotUpdated { repo: String },
     #[error(transparent)]
@@ -76,6 +92,7 @@ impl RepoError {
         match self {
             RepoError::Signature { .. }
             | RepoError::Rollback { .. }
+            | RepoError::OtherRepository { .. }
             | RepoError::Expired { .. }
             | RepoError::Shard { .. } => true,
             RepoError::Fetch(error) => error.is_integrity(),
@@ -132,30 +149,32 @@ impl RepoStore {
         self.dir.join("versions.toml")
     }
 
-    /// The highest root version seen per repository name.
-    pub fn highest_versions(&self) -> Result<BTreeMap<String, u64>, RepoError> {
+    /// The rollback state of every configured repository (both formats
+    /// read, see [`versions`]).
+    fn versions(&self) -> Result<Versions, RepoError> {
         let path = self.versions_path();
-        match fs_err::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).map_err(|e| RepoError::BadState {
-                path,
-                message: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(error) => Err(RepoError::State(error)),
-        }
+        let text = versions::load(&path).map_err(RepoError::State)?;
+        Versions::parse(text.as_deref().unwrap_or_default())
+            .map_err(|message| RepoError::BadState { path, message })
     }
 
-    fn remember_version(&self, name: &str, version: u64) -> Result<(), RepoError> {
-        let mut versions = self.highest_versions()?;
-        let entry = versions.entry(name.to_owned()).or_insert(0);
-        if *entry >= version {
+    /// Records that `config`, with `key`, accepted `root`.
+    fn remember(&self, config: &RepoConfig, key: &str, root: &RootIndex) -> Result<(), RepoError> {
+        let mut versions = self.versions()?;
+        let before = versions.clone();
+        versions.record(
+            &config.name,
+            key,
+            root.repo.name.as_str(),
+            root.repo.version,
+        );
+        if versions == before {
             return Ok(());
         }
-        *entry = version;
         let path = self.versions_path();
-        let text = toml::to_string(&versions).map_err(|e| RepoError::BadState {
+        let text = versions.to_toml().map_err(|message| RepoError::BadState {
             path: path.clone(),
-            message: e.to_string(),
+            message,
         })?;
         write_atomic(&path, text.as_bytes())
     }
@@ -169,7 +188,7 @@ impl RepoStore {
         trust: Trust,
     ) -> Result<Updated, RepoError> {
         let key = load_key(config)?;
-        let seen = self.highest_versions()?;
+        let seen = self.versions()?;
         let mut first_error = None;
         for mirror in &config.mirrors {
             match self.fetch_root(client, config, &key, mirror, &seen, trust) {
@@ -190,7 +209,7 @@ impl RepoStore {
         config: &RepoConfig,
         key: &PublicKey,
         mirror: &Mirror,
-        seen: &BTreeMap<String, u64>,
+        seen: &Versions,
         trust: Trust,
     ) -> Result<Updated, RepoError> {
         let mirrors = std::slice::from_ref(mirror);
@@ -211,20 +230,19 @@ impl RepoStore {
             },
         })?;
         let mut warnings = Vec::new();
-        let previous = seen.get(root.repo.name.as_str()).copied();
-        if let Some(seen) = previous {
-            if root.repo.version < seen {
-                let error = RepoError::Rollback {
-                    repo: config.name.clone(),
-                    url: url.clone(),
-                    found: root.repo.version,
-                    seen,
-                };
-                if !trust.allow_rollback {
-                    return Err(error);
-                }
-                warnings.push(format!("accepted anyway (--allow-rollback): {error}"));
+        let key_text = key.to_base64();
+        let previous = check_seen(config, &key_text, seen, &root, &url)?;
+        if let Some(seen) = previous.filter(|seen| root.repo.version < *seen) {
+            let error = RepoError::Rollback {
+                repo: config.name.clone(),
+                url: url.clone(),
+                found: root.repo.version,
+                seen,
+            };
+            if !trust.allow_rollback {
+                return Err(error);
             }
+            warnings.push(format!("accepted anyway (--allow-rollback): {error}"));
         }
         check_expiry(config, &root, &url, trust, &mut warnings)?;
         let dir = self.repo_dir(config);
@@ -232,7 +250,7 @@ impl RepoStore {
         // Signature last: a reader that finds a root finds its signature.
         write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())?;
         write_atomic(&dir.join("index.toml"), &bytes)?;
-        self.remember_version(root.repo.name.as_str(), root.repo.version)?;
+        self.remember(config, &key_text, &root)?;
         let families = Families::builtin().with_overrides(&root.families);
         Ok(Updated {
             repo: Repo {
@@ -293,6 +311,29 @@ impl RepoStore {
     }
 }
 
+/// The highest version seen of `config` with `key`, once `root` is known
+/// to be of the repository first seen there; for a first update, what an
+/// older kpack-get recorded for the root's name.
+fn check_seen(
+    config: &RepoConfig,
+    key: &str,
+    versions: &Versions,
+    root: &RootIndex,
+    url: &str,
+) -> Result<Option<u64>, RepoError> {
+    let name = root.repo.name.as_str();
+    match versions.get(&config.name, key) {
+        Some(seen) if seen.name != name => Err(RepoError::OtherRepository {
+            repo: config.name.clone(),
+            url: url.to_owned(),
+            found: name.to_owned(),
+            expected: seen.name.clone(),
+        }),
+        Some(seen) => Ok(Some(seen.version)),
+        None => Ok(versions.legacy(name)),
+    }
+}
+
 fn load_key(config: &RepoConfig) -> Result<PublicKey, RepoError> {
     PublicKey::load(&config.key).map_err(|source| RepoError::Key {
         repo: config.name.clone(),
@@ -347,8 +388,12 @@ impl Repo {
         let bytes = match cached {
             Some(bytes) => bytes,
             None => {
-                let bytes =
-                    client.fetch_verified(&self.config.mirrors, path.as_str(), entry.sha256)?;
+                let bytes = client.fetch_verified(
+                    &self.config.mirrors,
+                    path.as_str(),
+                    entry.sha256,
+                    entry.size,
+                )?;
                 cache.put(&entry.sha256, &bytes).map_err(RepoError::State)?;
                 bytes
             }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 
-use common::hostile::{private_repo, publish_forged, publish_tree, tree, Entry, Forged};
+use common::hostile::{private_repo, publish_forged, publish_tree, tree, zero_bomb, Entry, Forged};
 use common::server::TestServer;
 use common::{describe, failed, output, snapshot, success, Env, RocrandRepo};
 
@@ -316,6 +316,42 @@ fn conflicts_with_files_in_the_prefix_are_found_before_the_commit_point() {
     rig.ok(&["remove", "rocm-rand"]);
     let out = rig.run(&["install", "under-a-package-file"]);
     assert!(out.status.success(), "{}", describe(&out));
+}
+
+#[test]
+fn a_tree_bomb_stops_at_its_unpack_limit_and_leaves_nothing() {
+    let mut rig = Rig::new();
+    // 256 MiB of zeros in a few KiB: past the 64 MiB floor a shard without
+    // an unpacked size gets, and past the 4 KiB a lying one declares.
+    let bomb = zero_bomb(256 << 20);
+    assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+    publish_forged(
+        &rig.repo,
+        "old-shard-bomb",
+        "1.0.0",
+        &[Forged::tree("bomb.tar.zst", bomb.clone())],
+    );
+    publish_forged(
+        &rig.repo,
+        "lying-bomb",
+        "1.0.0",
+        &[Forged::tree("bomb.tar.zst", bomb).with_field("unpacked-size = 4096")],
+    );
+    for (name, limit) in [("old-shard-bomb", 64u64 << 20), ("lying-bomb", 4096)] {
+        let out = rig.run(&["install", name]);
+        let stderr = failed(&out, 5);
+        assert!(
+            stderr.contains(&format!("unpacks to more than {limit} bytes")),
+            "{name}: {stderr}"
+        );
+        assert!(
+            rig.prefix().keys().all(|p| p.starts_with(".kpack")),
+            "{name}: {:?}",
+            rig.prefix()
+        );
+        assert!(!rig.env.prefix.join(".kpack/staging").exists(), "{name}");
+        rig.assert_usable();
+    }
 }
 
 #[test]

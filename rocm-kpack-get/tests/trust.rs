@@ -106,11 +106,17 @@ fn stored_version(env: &Env) -> Option<u64> {
     path.exists().then(|| root_at(&path).repo.version)
 }
 
-/// The highest version the client remembers for the repository named `name`.
-fn remembered_version(env: &Env, name: &str) -> Option<u64> {
+/// The highest version the client remembers for the configured repository
+/// `config`.
+fn remembered_version(env: &Env, config: &str) -> Option<u64> {
     let text = fs_err::read_to_string(env.state.join("versions.toml")).ok()?;
     let table: toml::Table = toml::from_str(&text).unwrap();
-    table.get(name).map(|v| v.as_integer().unwrap() as u64)
+    let entry = table
+        .get("repo")?
+        .as_array()?
+        .iter()
+        .find(|entry| entry.get("config").and_then(|c| c.as_str()) == Some(config))?;
+    Some(entry.get("version")?.as_integer().unwrap() as u64)
 }
 
 fn assert_refused(out: &Output) -> String {
@@ -149,14 +155,14 @@ fn an_older_root_than_one_seen_is_a_rollback_refused_unless_allowed() {
     let private = private_repo();
     let older = private.snapshot("older").display().to_string();
     private.reindex();
-    let (name, newer) = (private.root().repo.name, private.root().repo.version);
+    let newer = private.root().repo.version;
     let old = root_at(&Path::new(&older).join("index.toml")).repo.version;
     assert!(old < newer, "{old} {newer}");
 
     let env = Env::new();
     let stdout = success(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
     assert!(stdout.contains(&format!("version {newer}")), "{stdout}");
-    assert_eq!(remembered_version(&env, name.as_str()), Some(newer));
+    assert_eq!(remembered_version(&env, "rocm"), Some(newer));
     // Emptying the download cache does not forget it.
     success(env.command().args(["cache", "clean"]));
 
@@ -196,7 +202,7 @@ fn an_older_root_than_one_seen_is_a_rollback_refused_unless_allowed() {
         "{warnings:?}"
     );
     assert_eq!(stored_version(&env), Some(old));
-    assert_eq!(remembered_version(&env, name.as_str()), Some(newer));
+    assert_eq!(remembered_version(&env, "rocm"), Some(newer));
     let out = output(&mut env.with_repo(&older, private.public_key(), &["update"]));
     assert_refused(&out);
 }
@@ -421,8 +427,11 @@ fn tamper_shard(repo: &Path) -> String {
     assert_eq!(entries.len(), 1, "{entries:?}");
     let path = entries[0].as_ref().unwrap().path();
     let text = fs_err::read_to_string(&path).unwrap();
-    // Still a valid shard, with the host tree's size changed.
-    let tampered = text.replacen("size = ", "size = 1", 1);
+    // Still a valid shard of the same length (the root pins its size
+    // too), with the host tree's size changed: its first digit.
+    let at = text.find("size = ").unwrap() + "size = ".len();
+    let digit = if &text[at..=at] == "9" { "8" } else { "9" };
+    let tampered = format!("{}{digit}{}", &text[..at], &text[at + 1..]);
     assert_ne!(tampered, text);
     fs_err::write(&path, tampered).unwrap();
     path.strip_prefix(repo).unwrap().display().to_string()
@@ -474,4 +483,110 @@ fn a_tampered_shard_on_one_mirror_is_taken_from_the_next() {
     assert_eq!(gets_of(&first, &shard), 1);
     assert_eq!(gets_of(&second, &shard), 1);
     success(env.command().arg("verify"));
+}
+
+/// Republishes the repository's root under another repository name and
+/// version, signed with the same key: another channel of the same
+/// publisher (`nightly` beside `rocm`).
+fn rename_root(private: &Private, name: &str, version: u64) {
+    let mut root = private.root();
+    root.repo.name = name.parse().unwrap();
+    root.repo.version = version;
+    let text = root.to_toml().unwrap();
+    let key = SecretKey::load(&private.repo.secret_key, None).unwrap();
+    let signature = sign_root(&key, text.as_bytes()).unwrap();
+    let dir = &private.repo.dir;
+    kpack_fs::write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes()).unwrap();
+    kpack_fs::write_atomic(&dir.join("index.toml"), text.as_bytes()).unwrap();
+}
+
+/// The configuration `rocm` has seen its repository at version 2; a
+/// mirror then serves another repository's root signed with the same key.
+/// Returns the name the first root gave and the mirror of the other.
+fn seen_then_other_channel(env: &Env, other: &str, version: u64) -> (String, Private) {
+    let private = private_repo();
+    private.reindex();
+    let name = private.root().repo.name.to_string();
+    assert_ne!(name, other);
+    success(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+    rename_root(&private, other, version);
+    (name, private)
+}
+
+#[test]
+fn an_older_root_of_another_channel_with_the_same_key_is_refused_naming_both() {
+    let env = Env::new();
+    let (name, nightly) = seen_then_other_channel(&env, "nightly", 1);
+    let out = output(&mut env.with_repo(&nightly.path(), nightly.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    let error = stderr.lines().find(|l| l.starts_with("error:")).unwrap();
+    assert!(error.contains("nightly"), "{error}");
+    assert!(error.contains(&format!("repository {name}")), "{error}");
+    assert_eq!(stored_version(&env), Some(2));
+    // --allow-rollback is about versions, not about which repository.
+    let out = output(&mut env.with_repo(
+        &nightly.path(),
+        nightly.public_key(),
+        &["--allow-rollback", "update"],
+    ));
+    assert_refused(&out);
+}
+
+#[test]
+fn a_newer_root_naming_another_repository_is_refused() {
+    let env = Env::new();
+    let (name, other) = seen_then_other_channel(&env, "other", 100);
+    let out = output(&mut env.with_repo(&other.path(), other.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    assert!(
+        stderr.contains("repository other") && stderr.contains(&name),
+        "{stderr}"
+    );
+    assert_eq!(stored_version(&env), Some(2));
+
+    // An install that fetches the root again refuses it as well.
+    configure_always_update(&env, &other.path(), other.public_key());
+    let out = output(
+        env.command()
+            .args(["--target", TARGET, "install", "rocm-rand"]),
+    );
+    assert_refused(&out);
+    assert_eq!(stored_version(&env), Some(2));
+    assert_nothing_installed(&env);
+}
+
+#[test]
+fn each_configured_repository_keeps_its_own_highest_version() {
+    let env = Env::new();
+    let (_, nightly) = seen_then_other_channel(&env, "nightly", 1);
+    // Configured as a repository of its own, the channel is new.
+    let mut command = env.command();
+    command
+        .arg("--repo")
+        .arg(format!("nightly={}", nightly.path()))
+        .arg("--key")
+        .arg(nightly.public_key())
+        .arg("update");
+    let out = output(&mut command);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(remembered_version(&env, "nightly"), Some(1));
+    assert_eq!(remembered_version(&env, "rocm"), Some(2));
+}
+
+#[test]
+fn versions_recorded_by_root_name_before_still_refuse_a_rollback() {
+    let private = private_repo();
+    let name = private.root().repo.name.to_string();
+    let env = Env::new();
+    fs_err::create_dir_all(&env.state).unwrap();
+    fs_err::write(env.state.join("versions.toml"), format!("{name} = 7\n")).unwrap();
+    let out = output(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+    let stderr = assert_refused(&out);
+    assert!(stderr.contains("version 7"), "{stderr}");
+
+    // Once a version at or above it is accepted, the record is the
+    // configured repository's.
+    rename_root(&private, &name, 8);
+    success(&mut env.with_repo(&private.path(), private.public_key(), &["update"]));
+    assert_eq!(remembered_version(&env, "rocm"), Some(8));
 }

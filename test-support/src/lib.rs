@@ -10,6 +10,7 @@
 pub mod chain;
 pub mod elf_checks;
 pub mod hip;
+pub mod measure;
 pub mod s3;
 pub mod server;
 mod tools;

@@ -44,6 +44,17 @@ pub enum Fault {
     Tamper,
     /// Read the request, then close the connection without any response.
     Down,
+    /// 200 with no `Content-Length`, then filler bytes for as long as the
+    /// client reads: a body without end.
+    Endless,
+    /// 200 with a body of `size` bytes (the file's, then filler), declared
+    /// in `Content-Length` or, when `declared` is false, ended by closing
+    /// the connection.
+    Oversized { size: u64, declared: bool },
+    /// The file's headers, then its body one byte every `every`: a body
+    /// that never stalls long enough for a read timeout and never ends in
+    /// useful time.
+    Drip { every: Duration },
 }
 
 impl Fault {
@@ -526,6 +537,12 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
         _ => {}
     }
 
+    if let Some(fault @ (Fault::Endless | Fault::Oversized { .. })) = &fault {
+        let file = resolve(&shared.root, &path).and_then(|fp| fs_err::read(fp).ok());
+        let id = record(200);
+        return serve_unbounded(w, fault, file.unwrap_or_default(), shared, id);
+    }
+
     let file = resolve(&shared.root, &path).and_then(|fp| {
         let f = File::open(&fp).ok()?;
         let md = f.metadata().ok()?;
@@ -573,9 +590,85 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
     }
     let tamper_at = (fault == Some(Fault::Tamper) && total > 0).then_some(total / 2);
 
+    if let Some(Fault::Drip { every }) = &fault {
+        file.seek(SeekFrom::Start(start))?;
+        return drip(&mut file, w, shared, id, send, *every);
+    }
+
     file.seek(SeekFrom::Start(start))?;
     let sent = send_body(&mut file, w, shared, id, start..start + send, tamper_at)?;
     Ok(sent && !drop_after)
+}
+
+/// Serves an endless or oversized body: `file`'s bytes, then filler, with
+/// `Content-Length` only when the fault declares it; the connection is
+/// closed afterwards. The bytes written are counted in request `id`.
+fn serve_unbounded(
+    w: &mut TcpStream,
+    fault: &Fault,
+    file: Vec<u8>,
+    shared: &Shared,
+    id: u64,
+) -> io::Result<bool> {
+    let (size, declared) = match fault {
+        Fault::Oversized { size, declared } => (Some(*size), *declared),
+        _ => (None, false),
+    };
+    let mut head = format!(
+        "HTTP/1.1 200 OK\r\nDate: {}\r\n",
+        http_date(SystemTime::now())
+    );
+    if let (Some(size), true) = (size, declared) {
+        head.push_str(&format!("Content-Length: {size}\r\n"));
+    }
+    head.push_str("Content-Type: application/octet-stream\r\nConnection: close\r\n\r\n");
+    w.write_all(head.as_bytes())?;
+    let filler = vec![b'#'; CHUNK];
+    let mut sent = 0u64;
+    let mut pending: &[u8] = &file;
+    while size.is_none_or(|size| sent < size) {
+        let chunk = if pending.is_empty() {
+            &filler[..]
+        } else {
+            pending
+        };
+        let want = size.map_or(chunk.len() as u64, |size| {
+            (size - sent).min(chunk.len() as u64)
+        });
+        let chunk = &chunk[..want as usize];
+        let written = write_some(w, chunk);
+        shared.update(id, |r| r.body_bytes += written as u64);
+        if written < chunk.len() {
+            break;
+        }
+        sent += want;
+        pending = pending
+            .get(chunk.len().min(pending.len())..)
+            .unwrap_or_default();
+    }
+    Ok(false)
+}
+
+/// Sends `len` bytes of `file` one byte every `every`, counted in request
+/// `id`; stops when the client goes away.
+fn drip(
+    file: &mut File,
+    w: &mut TcpStream,
+    shared: &Shared,
+    id: u64,
+    len: u64,
+    every: Duration,
+) -> io::Result<bool> {
+    let mut byte = [0u8; 1];
+    for _ in 0..len {
+        std::thread::sleep(every);
+        if file.read(&mut byte)? == 0 || write_some(w, &byte) == 0 {
+            return Ok(false);
+        }
+        let _ = w.flush();
+        shared.update(id, |r| r.body_bytes += 1);
+    }
+    Ok(true)
 }
 
 /// The status, first byte and length of the response for `spec`, with

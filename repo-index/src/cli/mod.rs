@@ -6,11 +6,13 @@ mod manifest;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use kpack_repo_index::fetch::Source;
+use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
 use kpack_repo_index::publish::{NewArtifact, PublishOptions, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
@@ -169,6 +171,51 @@ struct VerifyArgs {
     /// A partial mirror: artifacts that are absent are not errors.
     #[arg(long)]
     partial: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Bounds on reading a repository (the signed index pins the size of
+/// everything but the root and its signature).
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// The most bytes read of the root index, and of a shard whose root
+    /// pins no size.
+    #[arg(long, value_name = "BYTES", env = "KPACK_REPO_MAX_INDEX_SIZE",
+          default_value_t = limits::DEFAULT_INDEX_SIZE)]
+    max_index_size: u64,
+    /// Fewer bytes per second than this over --low-speed-time fails the
+    /// transfer (0: no minimum).
+    #[arg(long, value_name = "BYTES", env = "KPACK_REPO_LOW_SPEED_LIMIT",
+          default_value_t = limits::DEFAULT_LOW_SPEED_LIMIT)]
+    low_speed_limit: u64,
+    /// The window the minimum rate is judged over.
+    #[arg(long, value_name = "SECONDS", env = "KPACK_REPO_LOW_SPEED_TIME",
+          default_value_t = limits::DEFAULT_LOW_SPEED_TIME.as_secs_f64(), value_parser = seconds)]
+    low_speed_time: f64,
+    /// The longest the root, its signature or a shard may take to arrive.
+    #[arg(long, value_name = "SECONDS", env = "KPACK_REPO_INDEX_TIMEOUT",
+          default_value_t = limits::DEFAULT_INDEX_TIMEOUT.as_secs_f64(), value_parser = seconds)]
+    index_timeout: f64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            index_size: self.max_index_size,
+            low_speed_limit: self.low_speed_limit,
+            low_speed_time: Duration::from_secs_f64(self.low_speed_time),
+            index_timeout: Duration::from_secs_f64(self.index_timeout),
+        }
+    }
+}
+
+/// A positive number of seconds.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value > 0.0 && value < 1e9 => Ok(value),
+        _ => Err(format!("{text:?} is not a positive number of seconds")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +233,8 @@ struct MirrorArgs {
     targets: Vec<Target>,
     #[arg(long, value_delimiter = ',')]
     packages: Vec<PackageName>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 fn secret(path: &Path) -> anyhow::Result<SecretKey> {
@@ -355,10 +404,11 @@ fn verify_command(
         repo,
         pubkey,
         partial,
+        limits,
     }: VerifyArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
-    let source = Source::open(&repo, &storage.s3())?;
+    let source = Source::open(&repo, &storage.s3(), limits.limits())?;
     let key = PublicKey::load(&pubkey)?;
     let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
         .with_context(|| format!("{repo} does not verify"))?;
@@ -393,12 +443,13 @@ fn mirror_command(
         pubkey,
         targets,
         packages,
+        limits,
     }: MirrorArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
     let scope = Scope { targets, packages };
     let key = PublicKey::load(&pubkey)?;
-    let source = Source::open(&upstream, &storage.s3())?;
+    let source = Source::open(&upstream, &storage.s3(), limits.limits())?;
     // Copied verbatim, so no publishing protocol: a plain store.
     let store = Store::open(&dest, &storage.s3())?;
     let report = mirror(&source, &key, Timestamp::now(), &store, &scope)

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kpack_repo_index::limits::{Cap, Limits};
 use kpack_repo_index::{RelativePath, Sha256};
 
 use crate::cache::Cache;
@@ -71,6 +72,9 @@ pub struct ClientOptions {
     /// First retry delay; doubled for each further attempt.
     pub backoff: Duration,
     pub offline: bool,
+    /// Caps on what nothing signed pins, the minimum rate, and the
+    /// deadline of the small index files.
+    pub limits: Limits,
 }
 
 impl Default for ClientOptions {
@@ -82,6 +86,7 @@ impl Default for ClientOptions {
             read_timeout: Duration::from_secs(30),
             backoff: Duration::from_millis(250),
             offline: false,
+            limits: Limits::default(),
         }
     }
 }
@@ -131,20 +136,24 @@ impl Client {
     }
 
     /// An unpinned small file (the root index, its signature) from the
-    /// first mirror that has it.
+    /// first mirror that has it, read up to its cap.
     pub fn fetch_unpinned(&self, mirrors: &[Mirror], path: &str) -> Result<Vec<u8>, ClientError> {
-        self.fetch_small(mirrors, path, None)
+        let cap = self.options.limits.unpinned(path);
+        self.fetch_small(mirrors, path, None, cap)
     }
 
     /// A small pinned file (a shard) from the first mirror whose copy has
-    /// the pinned hash.
+    /// the pinned hash, read up to the pinned size (the index cap when
+    /// the root pins none).
     pub fn fetch_verified(
         &self,
         mirrors: &[Mirror],
         path: &str,
         sha256: Sha256,
+        size: Option<u64>,
     ) -> Result<Vec<u8>, ClientError> {
-        self.fetch_small(mirrors, path, Some(sha256))
+        let cap = self.options.limits.pinned_or_unpinned(path, size);
+        self.fetch_small(mirrors, path, Some(sha256), cap)
     }
 
     fn fetch_small(
@@ -152,6 +161,7 @@ impl Client {
         mirrors: &[Mirror],
         path: &str,
         pin: Option<Sha256>,
+        cap: Cap,
     ) -> Result<Vec<u8>, ClientError> {
         if self.options.offline {
             return Err(ClientError::Offline {
@@ -163,7 +173,7 @@ impl Client {
             &self.options,
             mirrors,
             path,
-            pin,
+            (pin, cap),
         ))
     }
 

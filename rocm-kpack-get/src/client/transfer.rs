@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use fs_err::File;
+use kpack_repo_index::limits::{Cap, LimitError, Limits, LowSpeed};
 use kpack_repo_index::{HashingWriter, Sha256};
 use tokio::task::JoinSet;
 
@@ -141,18 +142,18 @@ impl<'a> Failover<'a> {
     }
 }
 
-/// A small file, into memory, from the first mirror that has it; with a
-/// pin, only bytes with that hash are taken.
+/// A small file, into memory, from the first mirror that has it, read up
+/// to its cap; with a pin, only bytes with that hash are taken.
 pub(super) async fn fetch_small(
     http: &reqwest::Client,
     options: &ClientOptions,
     mirrors: &[Mirror],
     path: &str,
-    pin: Option<Sha256>,
+    (pin, cap): (Option<Sha256>, Cap),
 ) -> Result<Vec<u8>, ClientError> {
     let mut failover = Failover::new(options, mirrors, path, &Silent);
     while let Some(location) = failover.next().await {
-        match read_small(http, &location, pin).await {
+        match read_small(http, &options.limits, &location, pin, cap).await {
             Ok(bytes) => return Ok(bytes),
             Err(failure) => failover.failed(failure)?,
         }
@@ -163,15 +164,19 @@ pub(super) async fn fetch_small(
 /// One attempt at a small file; with a pin, other bytes are refused.
 async fn read_small(
     http: &reqwest::Client,
+    limits: &Limits,
     location: &Location,
     pin: Option<Sha256>,
+    cap: Cap,
 ) -> Result<Vec<u8>, Failure> {
     let bytes = match location {
-        Location::Url(url) => get_small(http, url).await?,
-        Location::File(file) => fs_err::read(file).map_err(|e| Failure::NextMirror {
-            error: e.to_string(),
-            integrity: false,
-        })?,
+        Location::Url(url) => {
+            let deadline = tokio::time::Instant::now() + limits.index_timeout;
+            tokio::time::timeout_at(deadline, get_small(http, limits, url, cap))
+                .await
+                .unwrap_or_else(|_| Err(too_slow(LimitError::Deadline(limits.index_timeout))))?
+        }
+        Location::File(file) => read_file_small(file, cap)?,
     };
     match pin {
         Some(pin) if Sha256::of(&bytes) != pin => Err(Failure::NextMirror {
@@ -182,9 +187,32 @@ async fn read_small(
     }
 }
 
-/// GET of a small file.
-async fn get_small(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, Failure> {
-    let response = http
+/// A small file of a directory mirror, read to one byte past its cap.
+fn read_file_small(file: &Path, cap: Cap) -> Result<Vec<u8>, Failure> {
+    let unreadable = |e: std::io::Error| Failure::NextMirror {
+        error: e.to_string(),
+        integrity: false,
+    };
+    let mut bytes = Vec::new();
+    File::open(file)
+        .map_err(unreadable)?
+        .take(cap.bytes() + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    cap.check(bytes.len() as u64)
+        .map_err(|e| over_cap(e, cap))?;
+    Ok(bytes)
+}
+
+/// GET of a small file, refused as soon as it is declared or grows past
+/// `cap`, or arrives slower than the minimum rate.
+async fn get_small(
+    http: &reqwest::Client,
+    limits: &Limits,
+    url: &str,
+    cap: Cap,
+) -> Result<Vec<u8>, Failure> {
+    let mut response = http
         .get(url)
         .send()
         .await
@@ -201,11 +229,62 @@ async fn get_small(http: &reqwest::Client, url: &str) -> Result<Vec<u8>, Failure
             }
         });
     }
-    let bytes = response
-        .bytes()
+    let declared = response.content_length();
+    if let Some(declared) = declared.filter(|d| *d > cap.bytes()) {
+        return Err(over_cap(
+            LimitError::DeclaredTooLarge { declared, cap },
+            cap,
+        ));
+    }
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let mut speed = LowSpeed::new(limits);
+    while let Some(chunk) = next_chunk(&mut response, &mut speed)
         .await
-        .map_err(|e| Failure::Retry(describe(&e)))?;
-    Ok(bytes.to_vec())
+        .map_err(Failure::Retry)?
+    {
+        cap.check((bytes.len() + chunk.len()) as u64)
+            .map_err(|e| over_cap(e, cap))?;
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// The next piece of a body; waits no longer than the low-speed window at
+/// a time, and fails once a window has brought too few bytes.
+async fn next_chunk(
+    response: &mut reqwest::Response,
+    speed: &mut LowSpeed,
+) -> Result<Option<bytes::Bytes>, String> {
+    loop {
+        let window_end = tokio::time::Instant::from_std(speed.window_end());
+        match tokio::time::timeout_at(window_end, response.chunk()).await {
+            Ok(Ok(chunk)) => {
+                let length = chunk.as_ref().map_or(0, |c| c.len() as u64);
+                speed
+                    .received(length, std::time::Instant::now())
+                    .map_err(|e| e.to_string())?;
+                return Ok(chunk);
+            }
+            Ok(Err(e)) => return Err(describe(&e)),
+            Err(_) => speed
+                .received(0, std::time::Instant::now())
+                .map_err(|e| e.to_string())?,
+        }
+    }
+}
+
+/// A read past a cap: wrong bytes when the signed index pinned the size,
+/// else a file too large to accept; no retry helps either way.
+fn over_cap(error: LimitError, cap: Cap) -> Failure {
+    Failure::NextMirror {
+        error: error.to_string(),
+        integrity: cap.is_pinned(),
+    }
+}
+
+/// A transfer given up for time: retried as a timeout is.
+fn too_slow(error: LimitError) -> Failure {
+    Failure::Retry(error.to_string())
 }
 
 /// A reqwest error with its causes, which hold the useful part
@@ -282,7 +361,10 @@ async fn fetch_pinned(
             return Err(failover.into_error());
         };
         let attempt = match &location {
-            Location::Url(url) => attempt_http(http, cache, url, item, &mut file, progress).await,
+            Location::Url(url) => {
+                let limits = &options.limits;
+                attempt_http(http, (cache, limits), url, item, &mut file, progress).await
+            }
             Location::File(source) => attempt_file(source, item, &mut file, progress),
         };
         match attempt {
@@ -317,20 +399,20 @@ async fn off_thread<T: Send + 'static>(
 /// the whole file is fetched once more before this mirror is blamed.
 async fn attempt_http(
     http: &reqwest::Client,
-    cache: &Cache,
+    (cache, limits): (&Cache, &Limits),
     url: &str,
     item: &Wanted,
     file: &mut File,
     progress: &dyn Progress,
 ) -> Result<(), Failure> {
     let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
-    match download(http, cache, url, item, file, progress).await {
+    match download(http, (cache, limits), url, item, file, progress).await {
         Err(Failure::NextMirror {
             error,
             integrity: true,
         }) if resumed => {
             progress.note(&format!("{url}: {error}; fetching the whole file again"));
-            download(http, cache, url, item, file, progress).await
+            download(http, (cache, limits), url, item, file, progress).await
         }
         result => result,
     }
@@ -339,7 +421,7 @@ async fn attempt_http(
 /// One GET of `url` into the partial file, resuming from what it holds.
 async fn download(
     http: &reqwest::Client,
-    cache: &Cache,
+    (cache, limits): (&Cache, &Limits),
     url: &str,
     item: &Wanted,
     file: &mut File,
@@ -359,7 +441,8 @@ async fn download(
     record_origin(cache, item, url, &response)?;
     let sink = Sink::start(file.try_clone()?, have)?;
     progress.start(&item.sha256, item.path.as_str(), item.size, have);
-    let ((written, actual), stopped) = receive(response, sink, have, item, progress).await?;
+    let ((written, actual), stopped) =
+        receive(response, sink, (have, limits), item, progress).await?;
     if let Some(failure) = stopped {
         if matches!(failure, Failure::NextMirror { .. }) {
             file.set_len(0)?;
@@ -508,7 +591,7 @@ fn read_origin(cache: &Cache, item: &Wanted) -> Option<(String, String)> {
 async fn receive(
     mut response: reqwest::Response,
     sink: Sink,
-    have: u64,
+    (have, limits): (u64, &Limits),
     item: &Wanted,
     progress: &dyn Progress,
 ) -> Result<((u64, Sha256), Option<Failure>), Failure> {
@@ -518,15 +601,15 @@ async fn receive(
     let mut batch = Vec::new();
     let mut batched = 0usize;
     let mut stopped = None;
+    let mut speed = LowSpeed::new(limits);
     loop {
-        let chunk = match response.chunk().await {
+        let chunk = match next_chunk(&mut response, &mut speed).await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
-            Err(e) => {
+            Err(error) => {
                 // What arrived stays for the next attempt to resume from.
                 stopped = Some(Failure::Retry(format!(
-                    "{} after {arrived} of {} bytes",
-                    describe(&e),
+                    "{error} after {arrived} of {} bytes",
                     item.size
                 )));
                 break;

@@ -197,7 +197,7 @@ fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<Packa
                     component: artifact.component().cloned(),
                     sha256: artifact.sha256,
                     size: artifact.size,
-                    unpack_limit: artifact.size.saturating_mul(256).max(16 << 20),
+                    unpack_limit: artifact.unpack_limit(),
                     blob: context.cache.blob(&artifact.sha256),
                 })
                 .collect(),

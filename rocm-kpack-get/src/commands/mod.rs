@@ -208,6 +208,7 @@ impl Context {
         let mut options = ClientOptions {
             concurrency: self.settings.concurrency,
             offline: self.global.offline,
+            limits: self.settings.limits,
             ..ClientOptions::default()
         };
         if let Some(seconds) = self.global.read_timeout.filter(|s| *s > 0.0) {

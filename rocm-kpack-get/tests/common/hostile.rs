@@ -88,6 +88,25 @@ pub fn tree(entries: &[Entry]) -> Vec<u8> {
     zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
 }
 
+/// A zstd tar whose one file holds `size` zeros: a few KiB that unpack to
+/// far more.
+pub fn zero_bomb(size: u64) -> Vec<u8> {
+    use std::io::Read;
+    let mut encoder = zstd::Encoder::new(Vec::new(), 3).unwrap();
+    {
+        let mut builder = tar::Builder::new(&mut encoder);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, "share/zeros", std::io::repeat(0).take(size))
+            .unwrap();
+        builder.finish().unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
 /// A copy of the shared rocRAND repository under `dir`, to publish more
 /// into with its key.
 pub fn private_repo(dir: &Path) -> RocrandRepo {
@@ -152,6 +171,13 @@ impl Forged {
             bytes,
             fields: "kind = \"tree\"\n".to_owned(),
         }
+    }
+
+    /// With one more shard line, such as `unpacked-size = 4096`.
+    pub fn with_field(mut self, line: &str) -> Forged {
+        self.fields.push_str(line);
+        self.fields.push('\n');
+        self
     }
 
     /// A `kpack` artifact for gfx90a placed at `install_as`.
