@@ -634,20 +634,8 @@ fn a_url_other_than_s3_is_never_taken_for_a_repository() {
 /// that unpack to far more: a decompression bomb when `size` is large);
 /// the length of its tar stream.
 fn zero_tree(path: &Path, size: u64) -> u64 {
-    use std::io::Read;
-    let mut encoder = zstd::Encoder::new(fs::File::create(path).unwrap(), 3).unwrap();
-    let mut builder = tar::Builder::new(&mut encoder);
-    let mut header = tar::Header::new_gnu();
-    header.set_size(size);
-    header.set_mode(0o644);
-    header.set_cksum();
-    builder
-        .append_data(&mut header, "share/zeros", std::io::repeat(0).take(size))
-        .unwrap();
-    builder.finish().unwrap();
-    drop(builder);
-    encoder.finish().unwrap();
-    512 + size.div_ceil(512) * 512 + 1024
+    fs::write(path, kpack_test_support::zero_bomb(size)).unwrap();
+    kpack_test_support::zero_bomb_tar_len(size)
 }
 
 /// The text of the shard of `package` the repository's root names.

@@ -326,7 +326,7 @@ fn cutting_proxy(upstream: &str, limit: u64) -> (String, Arc<AtomicBool>) {
     (endpoint, cut)
 }
 
-/// Incompressible bytes, so the file's size is what goes up.
+/// A tree of incompressible bytes, so the file's size is what goes up.
 fn noise(path: &Path, size: usize) -> PathBuf {
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut data = Vec::with_capacity(size);
@@ -337,7 +337,17 @@ fn noise(path: &Path, size: usize) -> PathBuf {
         data.extend_from_slice(&state.to_le_bytes());
     }
     data.truncate(size);
-    fs::write(path, &data).unwrap();
+    // A tree, as `add` takes only those: one file of noise, which zstd
+    // cannot shrink.
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, "share/noise", &data[..])
+        .unwrap();
+    let tree = zstd::encode_all(&tar.into_inner().unwrap()[..], 1).unwrap();
+    fs::write(path, tree).unwrap();
     path.to_owned()
 }
 

@@ -68,3 +68,29 @@ pub fn unpack_rocrand(dir: &Path) -> PathBuf {
         .arg(dir));
     dir.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1")
 }
+
+/// A zstd tar whose one file, `share/zeros`, holds `size` zeros: a few KiB
+/// that unpack to far more (a decompression bomb when `size` is large).
+/// Its tar stream is [`zero_bomb_tar_len`] bytes long.
+pub fn zero_bomb(size: u64) -> Vec<u8> {
+    use std::io::Read;
+    let mut encoder = zstd::Encoder::new(Vec::new(), 3).unwrap();
+    {
+        let mut builder = tar::Builder::new(&mut encoder);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, "share/zeros", std::io::repeat(0).take(size))
+            .unwrap();
+        builder.finish().unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// The length of [`zero_bomb`]'s tar stream: a header, the data padded to
+/// 512 bytes, two zero blocks.
+pub fn zero_bomb_tar_len(size: u64) -> u64 {
+    512 + size.div_ceil(512) * 512 + 1024
+}

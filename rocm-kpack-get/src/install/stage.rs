@@ -110,6 +110,21 @@ impl StageDir<'_> {
     }
 }
 
+impl StageDir<'_> {
+    /// Makes `relative`'s directories and clears its place, for a file or
+    /// link of `artifact`.
+    fn clear(&self, artifact: &RelativePath, relative: &RelativePath) -> Result<(), InstallError> {
+        if let Some(parent) = relative.parents().pop() {
+            self.dir
+                .create_dir_all(Path::new(parent.as_str()))
+                .map_err(self.failed(artifact, relative))?;
+        }
+        self.dir
+            .remove_all(Path::new(relative.as_str()))
+            .map_err(self.failed(artifact, relative))
+    }
+}
+
 /// Whether a symbolic link at `at` (relative to the prefix) pointing to
 /// `target` stays inside the prefix by its text alone: a first, cheap
 /// refusal; links are judged for good by where they resolve in the tree as
@@ -196,19 +211,15 @@ pub fn extract_tree(
             return Err(bad(&shown, EntryProblem::Bookkeeping));
         }
         let failed = || stage.failed(artifact, &relative);
-        if let Some(parent) = relative.parents().pop() {
+        if kind.is_dir() {
             stage
                 .dir
-                .create_dir_all(Path::new(parent.as_str()))
+                .create_dir_all(Path::new(relative.as_str()))
                 .map_err(failed())?;
-        }
-        let at = Path::new(relative.as_str());
-        if kind.is_dir() {
-            stage.dir.create_dir_all(at).map_err(failed())?;
             continue;
         }
         // A later entry for the same path replaces the earlier one.
-        stage.dir.remove_all(at).map_err(failed())?;
+        stage.clear(artifact, &relative)?;
         let file = if kind.is_symlink() {
             let target = entry
                 .link_name()
@@ -380,14 +391,8 @@ pub fn place_archive(
         });
     }
     let failed = || stage.failed(artifact, relative);
-    if let Some(parent) = relative.parents().pop() {
-        stage
-            .dir
-            .create_dir_all(Path::new(parent.as_str()))
-            .map_err(failed())?;
-    }
     let at = Path::new(relative.as_str());
-    stage.dir.remove_all(at).map_err(failed())?;
+    stage.clear(artifact, relative)?;
     // A link to the cached file costs no copy and no second flush to disk;
     // another file system (or one without links) gets a copy. Archives are
     // read-only either way, which also keeps the cached copy intact.

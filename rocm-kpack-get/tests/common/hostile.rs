@@ -9,6 +9,8 @@ use std::process::Command;
 use kpack_repo_index::sign::{sign_root, SecretKey};
 use sha2::Digest;
 
+pub use kpack_test_support::zero_bomb;
+
 use super::{shared_rocrand_repo, RocrandRepo};
 
 /// One entry of a hand-made tar.
@@ -86,25 +88,6 @@ pub fn tree(entries: &[Entry]) -> Vec<u8> {
         raw_entry(&mut tar, entry);
     }
     zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
-}
-
-/// A zstd tar whose one file holds `size` zeros: a few KiB that unpack to
-/// far more.
-pub fn zero_bomb(size: u64) -> Vec<u8> {
-    use std::io::Read;
-    let mut encoder = zstd::Encoder::new(Vec::new(), 3).unwrap();
-    {
-        let mut builder = tar::Builder::new(&mut encoder);
-        let mut header = tar::Header::new_gnu();
-        header.set_size(size);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder
-            .append_data(&mut header, "share/zeros", std::io::repeat(0).take(size))
-            .unwrap();
-        builder.finish().unwrap();
-    }
-    encoder.finish().unwrap()
 }
 
 /// A copy of the shared rocRAND repository under `dir`, to publish more
