@@ -389,7 +389,6 @@ impl Prefix {
         let result = self.stage_and_commit(&root, &staging, &old, packages, remove, &id);
         if result.is_err() && Journal::load(&self.layout).ok().flatten().is_none() {
             // Not committed: nothing of it reaches the prefix.
-            let _ = staging.remove_all(Path::new("root"));
             drop(staging);
             let _ = meta.remove_all(&Path::new(commit::STAGING).join(&id));
             let _ = meta.remove_dir(Path::new(commit::STAGING));

@@ -396,7 +396,7 @@ pub fn place_archive(
     // A link to the cached file costs no copy and no second flush to disk;
     // another file system (or one without links) gets a copy. Archives are
     // read-only either way, which also keeps the cached copy intact.
-    let mut file = match stage.dir.hard_link_from(blob, at) {
+    let file = match stage.dir.hard_link_from(blob, at) {
         Ok(()) => stage.dir.open_file(at).map_err(failed())?,
         Err(_) => {
             let mut out = stage.dir.create_file(at, 0o444).map_err(failed())?;
@@ -413,7 +413,6 @@ pub fn place_archive(
             path: stage.prefix.join(relative.as_str()),
             source,
         })?;
-    file.flush().ok();
     files.insert(
         relative.clone(),
         InstalledFile {
