@@ -117,6 +117,10 @@ pub enum Error {
     OutputExists { path: PathBuf },
     #[error("{}: not a fat binary (no .hip_fatbin section)", path.display())]
     NotFat { path: PathBuf },
+    #[error("{}: not a binary kpack-pack split (no {} marker)", path.display(), crate::elf::MARKER_SECTION)]
+    NotSplit { path: PathBuf },
+    #[error("{}: no archive found for {targets} (--archives names a directory of them)", path.display())]
+    NoArchives { path: PathBuf, targets: String },
     #[error("{}: cannot be read as the original fat binary", path.display())]
     Original {
         path: PathBuf,

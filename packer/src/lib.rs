@@ -16,6 +16,7 @@ pub mod databases;
 pub mod elf;
 pub mod error;
 pub mod input;
+pub mod materialize;
 pub mod sign;
 pub mod split;
 pub mod tree;

@@ -7,11 +7,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 use crate::bundle::Bundle;
-use crate::elf::{FatElf, HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
+use crate::elf::{FatElf, SplitElf};
 use crate::error::{Error, Result};
 use crate::tree::KPACK_DIR;
 
@@ -52,15 +51,9 @@ pub struct VerifyReport {
 
 /// The marker and bundle indices of a split ELF file, if it is one.
 fn split_binary_info(data: &[u8]) -> Option<(Marker, Vec<u32>)> {
-    let file = object::File::parse(data).ok()?;
-    let marker = Marker::parse(file.section_by_name(MARKER_SECTION)?.data().ok()?).ok()?;
-    let wrappers = file.section_by_name(WRAPPER_SECTION)?.data().ok()?;
-    let bundles = wrappers
-        .chunks_exact(WRAPPER_SIZE as usize)
-        .filter(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) == HIPK_MAGIC)
-        .map(|w| u32::from_le_bytes([w[16], w[17], w[18], w[19]]))
-        .collect();
-    Some((marker, bundles))
+    let split = SplitElf::parse(data).ok()??;
+    let marker = Marker::parse(split.marker_bytes).ok()?;
+    Some((marker, split.wrappers.iter().map(|w| w.bundle).collect()))
 }
 
 /// Whether a TOC key names a binary's code object (`lib/libx.so#0`) rather

@@ -14,7 +14,7 @@ use rocm_kpack::Target;
 use crate::error::BundleError;
 
 pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
-pub use offload::OFFLOAD_BUNDLE_MAGIC;
+pub use offload::{write_offload_bundle, OFFLOAD_BUNDLE_MAGIC};
 
 /// One device code object out of a bundle.
 #[derive(Debug, Clone)]

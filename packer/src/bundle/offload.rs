@@ -20,6 +20,48 @@ use crate::error::BundleError;
 /// The first bytes of an uncompressed offload bundle.
 pub const OFFLOAD_BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
+/// An uncompressed offload bundle as clang's HIP toolchain writes one:
+/// the `host` entry first (no bytes, at the first boundary, as clang puts
+/// it), then `entries` (triple, code object) in the order given, each code
+/// object starting `align` bytes aligned from the bundle's start.
+pub fn write_offload_bundle(host: &str, entries: &[(String, &[u8])], align: u64) -> Vec<u8> {
+    let header_len = OFFLOAD_BUNDLE_MAGIC.len()
+        + 8
+        + std::iter::once(host.len())
+            .chain(entries.iter().map(|(triple, _)| triple.len()))
+            .map(|len| 24 + len)
+            .sum::<usize>();
+    let first = (header_len as u64).div_ceil(align) * align;
+    let mut offsets = Vec::with_capacity(entries.len());
+    let mut at = first;
+    for (_, bytes) in entries {
+        offsets.push(at);
+        at = (at + bytes.len() as u64).div_ceil(align) * align;
+    }
+    let mut out = OFFLOAD_BUNDLE_MAGIC.to_vec();
+    out.extend_from_slice(&(entries.len() as u64 + 1).to_le_bytes());
+    let header = std::iter::once((host, first, 0u64)).chain(
+        entries
+            .iter()
+            .zip(&offsets)
+            .map(|((triple, bytes), &offset)| (triple.as_str(), offset, bytes.len() as u64)),
+    );
+    for (triple, offset, size) in header {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
+        out.extend_from_slice(triple.as_bytes());
+    }
+    for ((_, bytes), &offset) in entries.iter().zip(&offsets) {
+        out.resize(offset as usize, 0);
+        out.extend_from_slice(bytes);
+    }
+    if entries.is_empty() {
+        out.resize(first as usize, 0);
+    }
+    out
+}
+
 /// One entry of the bundle header.
 #[derive(Debug)]
 struct Entry<'a> {

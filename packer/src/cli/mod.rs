@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 mod inspect;
+mod materialize;
 mod split;
 mod verify;
 mod wheel;
@@ -29,6 +30,10 @@ enum Command {
     /// and, for a tree, kernel database files for one target to
     /// `OUT.payloads/<component>/<processor>/` (or into the archives).
     Split(split::SplitArgs),
+    /// Make a split binary fat again for the installed GPU targets, so a
+    /// HIP runtime without kpack support loads it: its code comes from the
+    /// archives its marker names (or `--archives`).
+    Materialize(materialize::MaterializeArgs),
     /// Show what an archive holds.
     Inspect(inspect::InspectArgs),
     /// Check that every split binary under a directory loads its code
@@ -68,6 +73,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Split(args) => split::run(args),
+        Command::Materialize(args) => materialize::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Wheel(command) => wheel::run(command),

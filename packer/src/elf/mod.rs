@@ -1,12 +1,18 @@
-//! ELF fat binaries: finding their bundles and wrappers, and rewriting
-//! them into host-only files ([`split_elf`]).
+//! ELF fat binaries: finding their bundles and wrappers, rewriting them
+//! into host-only files ([`split_elf`]), and host-only files back into fat
+//! ones for chosen targets ([`materialize_elf`]).
 
 mod evict;
+mod materialize;
 mod parse;
 mod records;
 mod surgery;
 
-pub use parse::{ElfKind, FatElf, Machine, PointerSource, SectionRange, Wrapper};
+pub use materialize::materialize_elf;
+pub use parse::{
+    ElfKind, FatElf, Machine, PointerSource, SectionRange, SplitElf, SplitWrapper, Wrapper,
+};
+pub use records::HipWrapper;
 pub use surgery::{split_elf, SplitLayout, MARKER_SECTION};
 
 /// The section holding the offload bundles.

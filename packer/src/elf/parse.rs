@@ -9,9 +9,10 @@ use object::elf::FileHeader64;
 use object::read::elf::{
     ElfFile64, ElfSection64, FileHeader, ProgramHeader, Rel, Rela, SectionHeader, Sym, SymbolTable,
 };
-use object::{Endianness, FileKind, Object, ObjectSection};
+use object::{pod, Endianness, FileKind, Object, ObjectSection};
 
-use super::records::malformed;
+use super::records::{malformed, HipWrapper, LE};
+use super::surgery::MARKER_SECTION;
 use super::{FATBIN_SECTION, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::bundle::{parse_fatbin, Bundle};
 use crate::error::ElfError;
@@ -117,20 +118,13 @@ impl<'a> FatElf<'a> {
             ElfError::Malformed(format!("{FATBIN_SECTION} without {WRAPPER_SECTION}"))
         })?;
         let wrapper_range = section_range(&wrapper_section)?;
-        let wrapper_data = section_data(&wrapper_section, WRAPPER_SECTION)?;
-        if !(wrapper_data.len() as u64).is_multiple_of(WRAPPER_SIZE) {
-            return Err(ElfError::Malformed(format!(
-                "{WRAPPER_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
-                wrapper_data.len()
-            )));
-        }
+        let records = wrapper_records(section_data(&wrapper_section, WRAPPER_SECTION)?)?;
 
         let relocations = pointer_relocations(&file, wrapper_range)?;
         let bundle_starts = BundleStarts {
             fatbin: fatbin.address,
             bundles: &bundles,
         };
-        let (records, _) = wrapper_data.as_chunks::<{ WRAPPER_SIZE as usize }>();
         let wrappers = records
             .iter()
             .enumerate()
@@ -160,6 +154,107 @@ impl<'a> FatElf<'a> {
             wrappers,
         }))
     }
+}
+
+/// One wrapper of a split file: where it is, how its pointer is
+/// relocated, and the bundle index it stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitWrapper {
+    pub address: u64,
+    pub file_offset: u64,
+    pub pointer: PointerSource,
+    pub bundle: u32,
+}
+
+/// A host-only file as [`split_elf`](super::split_elf) leaves it: `HIPK`
+/// wrappers, a memory-only `.hip_fatbin`, and the marker naming the
+/// archives that hold its code.
+#[derive(Debug)]
+pub struct SplitElf<'a> {
+    pub machine: Machine,
+    pub kind: ElfKind,
+    pub page_size: u64,
+    /// Index of the `.hip_fatbin` section header.
+    pub fatbin_index: usize,
+    pub marker: SectionRange,
+    pub marker_bytes: &'a [u8],
+    pub wrapper_section: SectionRange,
+    /// Wrappers in section order.
+    pub wrappers: Vec<SplitWrapper>,
+}
+
+impl<'a> SplitElf<'a> {
+    /// Parses `data`: `Ok(None)` when it is not a 64-bit ELF file with a
+    /// kpack marker (not a split file), an error when it has one but its
+    /// wrappers cannot be read.
+    pub fn parse(data: &'a [u8]) -> Result<Option<SplitElf<'a>>, ElfError> {
+        if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
+            return Ok(None);
+        }
+        let file = ElfFile::parse(data).map_err(malformed)?;
+        let Some(marker_section) = file.section_by_name(MARKER_SECTION) else {
+            return Ok(None);
+        };
+        let (machine, kind) = machine_and_kind(&file)?;
+        let page_size = page_size(&file)?;
+        let marker = section_range(&marker_section)?;
+        let marker_bytes = section_data(&marker_section, MARKER_SECTION)?;
+        let fatbin_index = file
+            .section_by_name(FATBIN_SECTION)
+            .ok_or_else(|| {
+                ElfError::Malformed(format!("{MARKER_SECTION} without {FATBIN_SECTION}"))
+            })?
+            .index()
+            .0;
+        let wrapper_section = file.section_by_name(WRAPPER_SECTION).ok_or_else(|| {
+            ElfError::Malformed(format!("{MARKER_SECTION} without {WRAPPER_SECTION}"))
+        })?;
+        let wrapper_range = section_range(&wrapper_section)?;
+        let records = wrapper_records(section_data(&wrapper_section, WRAPPER_SECTION)?)?;
+        let relocations = pointer_relocations(&file, wrapper_range)?;
+        let wrappers = records
+            .iter()
+            .enumerate()
+            .map(|(index, record)| {
+                let address = wrapper_range
+                    .address
+                    .wrapping_add(index as u64 * WRAPPER_SIZE);
+                if record.magic.get(LE) != HIPK_MAGIC {
+                    return Err(ElfError::BadWrapper {
+                        index,
+                        address,
+                        message: format!("magic {:#010x} is not HIPK", record.magic.get(LE)),
+                    });
+                }
+                Ok(SplitWrapper {
+                    address,
+                    file_offset: wrapper_range.offset + index as u64 * WRAPPER_SIZE,
+                    pointer: pointer_source(&relocations, kind, index, address)?,
+                    bundle: record.bundle_index(),
+                })
+            })
+            .collect::<Result<Vec<_>, ElfError>>()?;
+        Ok(Some(SplitElf {
+            machine,
+            kind,
+            page_size,
+            fatbin_index,
+            marker,
+            marker_bytes,
+            wrapper_section: wrapper_range,
+            wrappers,
+        }))
+    }
+}
+
+/// The wrapper records of a `.hipFatBinSegment` section.
+fn wrapper_records(data: &[u8]) -> Result<&[HipWrapper], ElfError> {
+    pod::slice_from_all_bytes(data).map_err(|()| {
+        ElfError::Malformed(format!(
+            "{WRAPPER_SECTION} is {} bytes, not a multiple of {WRAPPER_SIZE}",
+            data.len()
+        ))
+    })
 }
 
 /// The architecture and file type, which must be ones the surgery knows.
@@ -249,27 +344,18 @@ fn pointer_source(
     }
 }
 
-/// Checks the magic of wrapper `raw` (number `index`, at `address`) and
-/// returns the value its pointer field holds in the file.
-fn read_wrapper(
-    raw: &[u8; WRAPPER_SIZE as usize],
-    index: usize,
-    address: u64,
-) -> Result<u64, ElfError> {
-    let [m0, m1, m2, m3, _, _, _, _, p0, p1, p2, p3, p4, p5, p6, p7, ..] = *raw;
-    let stored = u64::from_le_bytes([p0, p1, p2, p3, p4, p5, p6, p7]);
-    match u32::from_le_bytes([m0, m1, m2, m3]) {
-        HIPF_MAGIC => {}
-        HIPK_MAGIC => return Err(ElfError::AlreadySplit),
-        magic => {
-            return Err(ElfError::BadWrapper {
-                index,
-                address,
-                message: format!("magic {magic:#010x} is not HIPF"),
-            })
-        }
+/// Checks the magic of wrapper `record` (number `index`, at `address`)
+/// and returns the value its pointer field holds in the file.
+fn read_wrapper(record: &HipWrapper, index: usize, address: u64) -> Result<u64, ElfError> {
+    match record.magic.get(LE) {
+        HIPF_MAGIC => Ok(record.pointer.get(LE)),
+        HIPK_MAGIC => Err(ElfError::AlreadySplit),
+        magic => Err(ElfError::BadWrapper {
+            index,
+            address,
+            message: format!("magic {magic:#010x} is not HIPF"),
+        }),
     }
-    Ok(stored)
 }
 
 impl PointerSource {

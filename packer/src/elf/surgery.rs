@@ -25,10 +25,10 @@ use object::{pod, U32, U64};
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::{FatElf, PointerSource};
 use super::records::{
-    has_file_data, malformed, record_mut, section_records_mut, Ehdr, Phdr, Rela, SegmentEnds, Shdr,
-    Tables, LE,
+    has_file_data, malformed, record_mut, section_records_mut, Ehdr, HipWrapper, Phdr, Rela,
+    SegmentEnds, Shdr, Tables, LE,
 };
-use super::{HIPK_MAGIC, WRAPPER_SIZE};
+use super::HIPK_MAGIC;
 use crate::error::ElfError;
 
 /// The marker section's name.
@@ -585,12 +585,15 @@ fn point_wrappers_at(
     cut: &Cut,
     marker_address: u64,
 ) -> Result<(), ElfError> {
-    debug_assert_eq!(WRAPPER_SIZE, 24);
     for wrapper in &fat.wrappers {
         let at = cut.shift(wrapper.file_offset);
-        *record_mut(out, at)? = U32::new(LE, HIPK_MAGIC);
-        *record_mut(out, at + 8)? = U64::new(LE, marker_address);
-        *record_mut(out, at + 16)? = U64::new(LE, wrapper.bundle as u64);
+        let record = record_mut::<HipWrapper>(out, at)?;
+        *record = HipWrapper {
+            magic: U32::new(LE, HIPK_MAGIC),
+            pointer: U64::new(LE, marker_address),
+            reserved: U64::new(LE, wrapper.bundle as u64),
+            ..*record
+        };
         match wrapper.pointer {
             PointerSource::Rela {
                 section,

@@ -1,0 +1,68 @@
+//! `kpack-pack materialize`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use rocm_kpack::Target;
+
+use kpack_packer::materialize::{materialize_file, ArchiveSource};
+
+use super::shown;
+
+#[derive(Debug, clap::Args)]
+pub struct MaterializeArgs {
+    /// A binary written by `kpack-pack split`.
+    input: PathBuf,
+    /// Where to write the fat binary.
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// The installed GPU targets (`gfx1100`, `gfx90a:sramecc+:xnack-`, or a
+    /// comma-separated list): every feature variant of their processors
+    /// and their generic targets go in.
+    #[arg(
+        long = "targets",
+        value_name = "TARGETS",
+        value_delimiter = ',',
+        required = true
+    )]
+    targets: Vec<String>,
+    /// Take code from every `*.kpack` in this directory instead of the
+    /// archives the binary's marker names.
+    #[arg(long, value_name = "DIR")]
+    archives: Option<PathBuf>,
+}
+
+pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
+    let targets = args
+        .targets
+        .iter()
+        .map(|t| Target::parse(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = match &args.archives {
+        Some(dir) => ArchiveSource::Dir(dir.clone()),
+        None => ArchiveSource::Marker,
+    };
+    let report = materialize_file(&args.input, &args.output, &targets, &source)
+        .with_context(|| format!("cannot materialize {}", shown(&args.input)))?;
+    println!(
+        "{}: {} wrappers, {} code objects for {} from {} archives{}",
+        shown(&args.output),
+        report.wrappers,
+        report.code_objects,
+        if report.targets.is_empty() {
+            "no target".to_owned()
+        } else {
+            rocm_kpack::target::join_targets(&report.targets)
+        },
+        report.archives.len(),
+        if report.empty > 0 {
+            format!(
+                " ({} wrappers without code for these targets)",
+                report.empty
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Turns a host-only file back into a fat one (08-hip-runtimes.md, "A
+//! materialized binary"), so that a HIP runtime without kpack support
+//! registers it:
+//!
+//! - the new offload bundles go into the load segment that holds the
+//!   marker, which the split placed past every other one in memory and
+//!   last among the loaded bytes of the file: it grows by them, 4096-byte
+//!   aligned in memory, and only the unloaded bytes after it (the section
+//!   name table, the section headers) move down;
+//! - `.hip_fatbin` becomes a loaded section again, over the new bundles;
+//! - every wrapper becomes `HIPF`, points at its bundle (its relocation
+//!   keeping its kind, only its addend changes) and has `reserved` 0.
+//!
+//! The marker's bytes stay where they are loaded, its section unnamed: a
+//! kpack-aware runtime reads `HIPF` wrappers as any runtime does, and the
+//! file reads as a fat one, not a split one, to every tool.
+
+use std::collections::BTreeMap;
+
+use object::elf::{PT_LOAD, SHF_ALLOC, SHT_PROGBITS};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::{pod, U32, U64};
+
+use super::parse::{PointerSource, SplitElf};
+use super::records::{
+    has_file_data, record_mut, section_records_mut, Ehdr, HipWrapper, Phdr, Rela, SegmentEnds,
+    Shdr, Tables, LE,
+};
+use super::HIPF_MAGIC;
+use crate::error::ElfError;
+
+/// Alignment of `.hip_fatbin` and of every bundle in it, as clang's HIP
+/// toolchain lays them out.
+pub const BUNDLE_ALIGN: u64 = 4096;
+
+fn round_up(value: u64, align: u64) -> u64 {
+    value.div_ceil(align) * align
+}
+
+/// Rewrites `data` (parsed as `split`) into a fat file whose wrapper for
+/// bundle index N points at `bundles[N]`, an uncompressed offload bundle.
+pub fn materialize_elf(
+    data: &[u8],
+    split: &SplitElf<'_>,
+    bundles: &BTreeMap<u32, Vec<u8>>,
+) -> Result<Vec<u8>, ElfError> {
+    let Tables {
+        phoff,
+        mut phdrs,
+        mut shdrs,
+        ..
+    } = Tables::read(data)?;
+    let header = Ehdr::parse(data).map_err(super::records::malformed)?;
+    let shoff = header.e_shoff(LE);
+    let segment = marker_segment(&phdrs, split)?;
+    let (file_end, memory_end) = (phdrs[segment].file_end(), phdrs[segment].memory_end());
+    let tail_start = usize::try_from(file_end)
+        .ok()
+        .filter(|&end| end <= data.len())
+        .ok_or_else(|| ElfError::Malformed("the marker's segment runs past the file".into()))?;
+
+    let fatbin = FatbinLayout::plan(memory_end, file_end, bundles);
+    // Everything unloaded after the segment moves down by whole pages, so
+    // every alignment it had still holds.
+    let shift = round_up(fatbin.end_offset() - file_end, BUNDLE_ALIGN);
+
+    let mut out = Vec::with_capacity(data.len() + shift as usize);
+    out.extend_from_slice(&data[..tail_start]);
+    out.resize(fatbin.offset as usize, 0);
+    for (index, offset) in &fatbin.bundle_offsets {
+        out.resize((fatbin.offset + offset) as usize, 0);
+        out.extend_from_slice(bundles.get(index).map_or(&[][..], Vec::as_slice));
+    }
+    out.resize(tail_start + shift as usize, 0);
+    out.extend_from_slice(&data[tail_start..]);
+
+    let grown = fatbin.end_offset() - file_end;
+    let load = &mut phdrs[segment];
+    load.p_filesz.set(LE, load.p_filesz(LE) + grown);
+    load.p_memsz.set(LE, load.p_memsz(LE) + grown);
+    move_tail(&mut shdrs, file_end, shift)?;
+    fatbin.describe(&mut shdrs, split.fatbin_index)?;
+    unname(&mut shdrs, split.marker.index)?;
+
+    let moved = |offset: u64| {
+        if offset >= file_end {
+            offset + shift
+        } else {
+            offset
+        }
+    };
+    let (new_phoff, new_shoff) = (moved(phoff), moved(shoff));
+    {
+        let header = record_mut::<Ehdr>(&mut out, 0)?;
+        header.e_phoff.set(LE, new_phoff);
+        header.e_shoff.set(LE, new_shoff);
+    }
+    write_table(&mut out, new_phoff, pod::bytes_of_slice(&phdrs))?;
+    write_table(&mut out, new_shoff, pod::bytes_of_slice(&shdrs))?;
+    point_wrappers_at_bundles(&mut out, split, &shdrs, &fatbin)?;
+    Ok(out)
+}
+
+/// The load segment holding the marker, which must be the last in memory
+/// and hold the last loaded bytes of the file, as the split leaves it.
+fn marker_segment(phdrs: &[Phdr], split: &SplitElf<'_>) -> Result<usize, ElfError> {
+    let loads = || {
+        phdrs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.p_type(LE) == PT_LOAD)
+    };
+    let address = split.marker.address;
+    let (index, segment) = loads()
+        .find(|(_, p)| p.p_vaddr(LE) <= address && address < p.memory_end())
+        .ok_or_else(|| ElfError::Malformed("no load segment holds the marker".into()))?;
+    let last_in_memory = loads().all(|(_, p)| p.memory_end() <= segment.memory_end());
+    let last_in_file = loads().all(|(_, p)| p.file_end() <= segment.file_end());
+    if !last_in_memory || !last_in_file || segment.p_filesz(LE) != segment.p_memsz(LE) {
+        return Err(ElfError::Unsupported(
+            "the marker's load segment is not the last one, as kpack-pack split places it".into(),
+        ));
+    }
+    Ok(index)
+}
+
+/// Where the new `.hip_fatbin` and each bundle in it go.
+#[derive(Debug)]
+struct FatbinLayout {
+    address: u64,
+    offset: u64,
+    len: u64,
+    /// Each bundle's offset in the section, by bundle index.
+    bundle_offsets: BTreeMap<u32, u64>,
+}
+
+impl FatbinLayout {
+    /// Places the section past the segment ending at `memory_end` (file
+    /// offset `file_end`), each bundle at a 4096-byte boundary.
+    fn plan(memory_end: u64, file_end: u64, bundles: &BTreeMap<u32, Vec<u8>>) -> FatbinLayout {
+        let address = round_up(memory_end, BUNDLE_ALIGN);
+        let offset = file_end + (address - memory_end);
+        let mut bundle_offsets = BTreeMap::new();
+        let mut len = 0;
+        for (index, bundle) in bundles {
+            let at = round_up(len, BUNDLE_ALIGN);
+            bundle_offsets.insert(*index, at);
+            len = at + bundle.len() as u64;
+        }
+        FatbinLayout {
+            address,
+            offset,
+            len,
+            bundle_offsets,
+        }
+    }
+
+    fn end_offset(&self) -> u64 {
+        self.offset + self.len
+    }
+
+    /// Makes section `index` (`.hip_fatbin`) describe the new bundles.
+    fn describe(&self, shdrs: &mut [Shdr], index: usize) -> Result<(), ElfError> {
+        let section = shdrs
+            .get_mut(index)
+            .ok_or_else(|| ElfError::Malformed(format!("section {index} vanished")))?;
+        section.sh_type.set(LE, SHT_PROGBITS);
+        section.sh_flags.set(LE, section.sh_flags(LE) | SHF_ALLOC);
+        section.sh_addr.set(LE, self.address);
+        section.sh_offset.set(LE, self.offset);
+        section.sh_size.set(LE, self.len);
+        section.sh_addralign.set(LE, BUNDLE_ALIGN);
+        Ok(())
+    }
+}
+
+/// Leaves section `index` (the marker) without a name: its bytes stay
+/// where they are loaded, but the file is no longer a split one to any
+/// reader, and a split of it writes a marker of its own.
+fn unname(shdrs: &mut [Shdr], index: usize) -> Result<(), ElfError> {
+    shdrs
+        .get_mut(index)
+        .ok_or_else(|| ElfError::Malformed(format!("section {index} vanished")))?
+        .sh_name
+        .set(LE, 0);
+    Ok(())
+}
+
+/// Moves the sections at or past `file_end` down by `shift`; they must be
+/// unloaded.
+fn move_tail(shdrs: &mut [Shdr], file_end: u64, shift: u64) -> Result<(), ElfError> {
+    for (index, section) in shdrs.iter_mut().enumerate() {
+        if !has_file_data(section) || section.sh_offset(LE) < file_end {
+            continue;
+        }
+        if section.sh_flags(LE).contains(SHF_ALLOC) {
+            return Err(ElfError::Unsupported(format!(
+                "loaded section {index} lies past the marker's segment"
+            )));
+        }
+        section.sh_offset.set(LE, section.sh_offset(LE) + shift);
+    }
+    Ok(())
+}
+
+/// Writes a header table at `offset`.
+fn write_table(out: &mut [u8], offset: u64, table: &[u8]) -> Result<(), ElfError> {
+    usize::try_from(offset)
+        .ok()
+        .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
+        .ok_or_else(|| ElfError::Malformed("a header table runs past the end of the file".into()))?
+        .copy_from_slice(table);
+    Ok(())
+}
+
+/// Makes every wrapper `HIPF` again, pointing at its bundle.
+fn point_wrappers_at_bundles(
+    out: &mut [u8],
+    split: &SplitElf<'_>,
+    shdrs: &[Shdr],
+    fatbin: &FatbinLayout,
+) -> Result<(), ElfError> {
+    for wrapper in &split.wrappers {
+        let offset = fatbin.bundle_offsets.get(&wrapper.bundle).ok_or_else(|| {
+            ElfError::Malformed(format!("no bundle for index {}", wrapper.bundle))
+        })?;
+        let address = fatbin.address + offset;
+        let record = record_mut::<HipWrapper>(out, wrapper.file_offset)?;
+        *record = HipWrapper {
+            magic: U32::new(LE, HIPF_MAGIC),
+            pointer: U64::new(LE, address),
+            reserved: U64::new(LE, 0),
+            ..*record
+        };
+        if let PointerSource::Rela {
+            section,
+            index,
+            symbol,
+            ..
+        } = wrapper.pointer
+        {
+            let rela = shdrs.get(section).ok_or_else(|| {
+                ElfError::Malformed(format!("relocation section {section} vanished"))
+            })?;
+            section_records_mut::<Rela>(out, rela)?
+                .get_mut(index)
+                .ok_or_else(|| {
+                    ElfError::Malformed(format!("relocation {index} of section {section} vanished"))
+                })?
+                .r_addend
+                .set(LE, address.wrapping_sub(symbol.unwrap_or(0)) as i64);
+        }
+        // REL and RELR take the value in the file as the addend, and an
+        // ET_EXEC file the address itself: both were written above.
+    }
+    Ok(())
+}
