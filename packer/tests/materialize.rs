@@ -271,3 +271,73 @@ fn a_file_that_is_not_split_is_refused() {
     assert!(stderr.contains("not a binary kpack-pack split"), "{stderr}");
     assert!(!rocrand.work.path().join("x.so").exists());
 }
+
+/// The jax wheel's libraries, whose bundles are CCOB-compressed: each
+/// split and materialized, per processor and for all at once, holds per
+/// bundle exactly that processor's code objects, decompressed, byte-equal
+/// to the original's (several wrappers per library).
+#[test]
+fn jax_libraries_with_compressed_bundles_materialize_uncompressed() {
+    use std::io::Read;
+    let work = tempfile::tempdir().unwrap();
+    let wheel = fs_err::File::open(
+        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+    )
+    .unwrap();
+    let mut wheel = zip::ZipArchive::new(wheel).unwrap();
+    for name in ["_linalg.so", "_prng.so", "_solver.so"] {
+        let mut data = Vec::new();
+        wheel
+            .by_name(&format!("jax_rocm7_plugin/{name}"))
+            .unwrap()
+            .read_to_end(&mut data)
+            .unwrap();
+        let original = work.path().join(format!("original{name}"));
+        fs_err::write(&original, &data).unwrap();
+        let split = work.path().join(name.trim_end_matches(".so"));
+        run(kpack_pack()
+            .arg("split")
+            .arg(&original)
+            .arg("-o")
+            .arg(&split));
+        let host = split.join(format!("original{name}"));
+        let code = code_of(&data);
+        let processors: std::collections::BTreeSet<String> = code
+            .values()
+            .flat_map(|bundle| bundle.keys().map(|t| t.processor().to_owned()))
+            .collect();
+        assert!(processors.len() > 1, "{name}: {processors:?}");
+        let mut choices: Vec<Vec<String>> = processors.iter().map(|p| vec![p.clone()]).collect();
+        choices.push(processors.iter().cloned().collect());
+        for chosen in choices {
+            let out = work.path().join(format!("{}-{name}", chosen.join("+")));
+            run(kpack_pack()
+                .arg("materialize")
+                .arg(&host)
+                .arg("-o")
+                .arg(&out)
+                .args(["--targets", &chosen.join(",")]));
+            let expected: BTreeMap<usize, BTreeMap<Target, Vec<u8>>> = code
+                .iter()
+                .map(|(index, bundle)| {
+                    let kept = bundle
+                        .iter()
+                        .filter(|(t, _)| chosen.iter().any(|p| p == t.processor()))
+                        .map(|(t, b)| (t.clone(), b.clone()))
+                        .collect();
+                    (*index, kept)
+                })
+                .collect();
+            let materialized = fs_err::read(&out).unwrap();
+            assert_eq!(code_of(&materialized), expected, "{name} for {chosen:?}");
+            let fat = FatElf::parse(&materialized).unwrap().unwrap();
+            assert!(
+                fat.bundles
+                    .iter()
+                    .all(|b| b.kind == kpack_packer::bundle::BundleKind::Uncompressed),
+                "{name}"
+            );
+            assert_eq!(health_warnings(&out), Vec::<String>::new(), "{name}");
+        }
+    }
+}
