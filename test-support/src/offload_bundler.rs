@@ -16,6 +16,10 @@
 //! later. The bundler reads a bundle on its own as a raw file with
 //! `-type=o` (an input that is not an object file is read as a bundle, as
 //! ROCm's `roc-obj-extract` relies on; `-type=bc` reads it the same way).
+//!
+//! clang-offload-bundler 15 stops reading a header at the first entry
+//! whose offset is 0 and then lists nothing, successfully: a host entry
+//! needs a non-zero offset, as clang writes it ([`clang_bundle`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,6 +32,12 @@ pub const PROGRAM: &str = "clang-offload-bundler-15";
 
 /// The first bytes of an uncompressed offload bundle.
 const MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+
+/// The host entry's triple in clang 15's HIP bundles (Debian's rocRAND).
+pub const HOST_TRIPLE: &str = "host-x86_64-unknown-linux";
+
+/// Code objects start at multiples of this from the bundle's start.
+const CODE_OBJECT_ALIGN: usize = 4096;
 
 /// One offload bundle, written to a file of its own for the bundler.
 #[derive(Debug)]
@@ -51,14 +61,22 @@ impl OffloadBundle {
     }
 
     /// The entries' triples as `clang-offload-bundler -list` gives them
-    /// (host entry included), sorted: the bundler lists in hash order.
+    /// (host entry included), sorted: the bundler lists in hash order. An
+    /// empty list fails the test: every bundle has a host entry.
     pub fn triples(&self) -> BTreeSet<String> {
         let stdout = crate::run(
             crate::tool(PROGRAM)
                 .args(["-list", "-type=o"])
                 .arg(format!("-input={}", self.path.display())),
         );
-        stdout.lines().map(str::to_owned).collect()
+        let triples: BTreeSet<String> = stdout.lines().map(str::to_owned).collect();
+        assert!(
+            !triples.is_empty(),
+            "{PROGRAM} lists no entries in {}, though every bundle has a host entry \
+             (it reads no entries once one has offset 0)",
+            self.path.display()
+        );
+        triples
     }
 
     /// The code object of `triple`, as `clang-offload-bundler -unbundle`
@@ -76,6 +94,34 @@ impl OffloadBundle {
         fs::remove_file(&output).unwrap();
         bytes
     }
+}
+
+/// An uncompressed bundle laid out as clang's HIP toolchain writes one:
+/// the host entry first, of size 0 at the first code object's offset, then
+/// `entries` (triple, code object) at 4096-byte aligned offsets.
+pub fn clang_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let triples = std::iter::once(HOST_TRIPLE).chain(entries.iter().map(|(t, _)| *t));
+    let header_len = MAGIC.len() + 8 + triples.clone().map(|t| 24 + t.len()).sum::<usize>();
+    let first = header_len.next_multiple_of(CODE_OBJECT_ALIGN);
+    let mut extents = vec![(first, 0)];
+    let mut at = first;
+    for (_, bytes) in entries {
+        extents.push((at, bytes.len()));
+        at = (at + bytes.len()).next_multiple_of(CODE_OBJECT_ALIGN);
+    }
+    let mut out = MAGIC.to_vec();
+    out.extend((extents.len() as u64).to_le_bytes());
+    for (triple, (offset, size)) in triples.zip(&extents) {
+        for field in [*offset, *size, triple.len()] {
+            out.extend((field as u64).to_le_bytes());
+        }
+        out.extend(triple.as_bytes());
+    }
+    for ((_, bytes), (offset, _)) in entries.iter().zip(&extents[1..]) {
+        out.resize(*offset, 0);
+        out.extend(*bytes);
+    }
+    out
 }
 
 /// The bundles of `elf`'s `.hip_fatbin` section, in section order.
@@ -164,5 +210,22 @@ mod tests {
         section.extend(&second);
         section.resize(section.len() + 16, 0);
         assert_eq!(fatbin_bundles(&section), [&first[..], &second[..]]);
+    }
+
+    #[test]
+    fn clang_bundles_align_code_objects_and_place_the_host_entry_at_the_first() {
+        let (a, b) = (vec![1u8; 5000], vec![2u8; 10]);
+        let bytes = clang_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1030", &a), ("t2", &b)]);
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!(u64_at(24), 3);
+        let host = 32;
+        assert_eq!((u64_at(host), u64_at(host + 8)), (4096, 0));
+        let first = host + 24 + HOST_TRIPLE.len();
+        assert_eq!((u64_at(first), u64_at(first + 8)), (4096, 5000));
+        let second = first + 24 + "hipv4-amdgcn-amd-amdhsa--gfx1030".len();
+        assert_eq!((u64_at(second), u64_at(second + 8)), (12288, 10));
+        assert_eq!(&bytes[4096..9096], &a[..]);
+        assert_eq!(&bytes[12288..], &b[..]);
+        assert_eq!(fatbin_bundles(&bytes), [&bytes[..]]);
     }
 }
