@@ -4,8 +4,10 @@
 //! An interposer (`c/hip_register_probe.c`, loaded with `LD_PRELOAD`)
 //! forwards `__hipRegisterFatBinary` to the real one and records each
 //! wrapper's magic and whether a handle came back. No GPU and no
-//! environment is needed: 5.2.3 checks the wrapper's magic and version and
-//! records the bundle for later, without opening `/dev/kfd`.
+//! environment is needed: without `/dev/kfd` and with no `HIP_*` variable
+//! set, 5.2.3 returns a handle for a `HIPF` wrapper and null for a `HIPK`
+//! one (its check is on the wrapper; code objects are chosen later, at the
+//! first launch).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
