@@ -1,11 +1,22 @@
 /*
- * A stand-in for the HIP runtime (libamdhip64): what a split binary's
- * static constructor calls. __hipRegisterFatBinary takes the HIPK wrapper,
- * finds the binary's path from the marker pointer and loads the code
- * object through librocm_kpack for the agent targets in
- * $KPACK_STANDIN_ARCHES (comma-separated). Each registration N writes
- * $KPACK_STANDIN_OUT/N.co (the code object) or N.err (the error number).
- * Every other imported function is a generated no-op.
+ * A stand-in for the HIP runtime (libamdhip64): what a binary's static
+ * constructor calls. __hipRegisterFatBinary chooses a code object for the
+ * agent targets in $KPACK_STANDIN_ARCHES (comma-separated, in priority
+ * order) from either wrapper:
+ *
+ * - HIPK (split): finds the binary's path from the marker pointer and
+ *   loads the code object through librocm_kpack;
+ * - HIPF (fat): reads the uncompressed offload bundle the pointer points
+ *   at and takes the entry hipv4-amdgcn-amd-amdhsa--<target> for the first
+ *   target compatible with an agent, as the runtime chooses (the agent's
+ *   feature-dropping variants, most specific first; generic targets are
+ *   not followed).
+ *
+ * Each registration N writes $KPACK_STANDIN_OUT/N.co (the code object) or
+ * N.err (the error number: kpack_error_t, KPACK_ERROR_INVALID_FORMAT for a
+ * HIPF pointer that is not a bundle, KPACK_ERROR_ARCH_NOT_FOUND when no
+ * entry fits, -1 for another magic). Every other imported function is a
+ * generated no-op.
  */
 
 #include <stdint.h>
@@ -15,11 +26,31 @@
 
 #include "rocm_kpack/kpack.h"
 
+#define HIPF_MAGIC 0x48495046u
+#define HIPK_MAGIC 0x4B504948u
+#define BUNDLE_MAGIC "__CLANG_OFFLOAD_BUNDLE__"
+#define TRIPLE_PREFIX "hipv4-amdgcn-amd-amdhsa--"
+#define MAX_ARCHES 16
+#define MAX_FEATURES 8
+
 struct wrapper {
   uint32_t magic;
   uint32_t version;
   const void* binary;
   uint64_t reserved;
+};
+
+/* The agent targets of $KPACK_STANDIN_ARCHES, pointing into `text`. */
+struct arches {
+  char text[1024];
+  const char* names[MAX_ARCHES];
+  size_t count;
+};
+
+/* A code object's place in a bundle. */
+struct extent {
+  uint64_t offset;
+  uint64_t size;
 };
 
 static int registrations = 0;
@@ -47,46 +78,145 @@ static void write_error(int n, int code) {
   write_result(n, "err", text, (size_t)len);
 }
 
-void** __hipRegisterFatBinary(const void* data) {
-  static void* handle = NULL;
-  const struct wrapper* w = (const struct wrapper*)data;
-  int n = registrations++;
+static void read_arches(struct arches* arches) {
+  const char* env = getenv("KPACK_STANDIN_ARCHES");
+  arches->count = 0;
+  snprintf(arches->text, sizeof arches->text, "%s", env ? env : "");
+  for (char* p = strtok(arches->text, ","); p != NULL && arches->count < MAX_ARCHES;
+       p = strtok(NULL, ",")) {
+    arches->names[arches->count++] = p;
+  }
+}
+
+/* Loads the code object of a split binary's wrapper through librocm_kpack. */
+static void register_kpack(int n, const struct wrapper* w) {
   char path[4096];
   size_t offset = 0;
-  char arches_text[1024];
-  const char* arches[16];
-  size_t count = 0;
+  struct arches arches;
   void* code = NULL;
   size_t size = 0;
   kpack_error_t status;
-  const char* env = getenv("KPACK_STANDIN_ARCHES");
 
-  if (w->magic != 0x4B504948u) {
-    write_error(n, -1); /* not a split binary */
-    return &handle;
-  }
   status = kpack_discover_binary_path(w->binary, path, sizeof path, &offset);
   if (status != KPACK_SUCCESS) {
     write_error(n, (int)status);
-    return &handle;
+    return;
   }
   if (cache == NULL && kpack_cache_create(&cache) != KPACK_SUCCESS) {
     write_error(n, -2);
-    return &handle;
+    return;
   }
-  snprintf(arches_text, sizeof arches_text, "%s", env ? env : "");
-  for (char* p = strtok(arches_text, ","); p != NULL && count < 16;
-       p = strtok(NULL, ",")) {
-    arches[count++] = p;
-  }
+  read_arches(&arches);
   status = kpack_load_code_object(cache, w->binary, path,
                                   (uint32_t)(w->reserved & 0xffffffffu),
-                                  arches, count, &code, &size);
+                                  arches.names, arches.count, &code, &size);
   if (status == KPACK_SUCCESS) {
     write_result(n, "co", code, size);
     kpack_free_code_object(code);
   } else {
     write_error(n, (int)status);
+  }
+}
+
+static uint64_t read_u64(const unsigned char* p) {
+  uint64_t value;
+  memcpy(&value, p, sizeof value);
+  return value;
+}
+
+/* Finds the bundle entry whose triple is TRIPLE_PREFIX followed by
+ * `target`; returns 1 and its extent, or 0. */
+static int find_entry(const unsigned char* bundle, const char* target,
+                      struct extent* found) {
+  const unsigned char* at = bundle + strlen(BUNDLE_MAGIC) + 8;
+  uint64_t count = read_u64(bundle + strlen(BUNDLE_MAGIC));
+  char triple[512];
+  size_t len = (size_t)snprintf(triple, sizeof triple, "%s%s", TRIPLE_PREFIX,
+                                target);
+
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t triple_len = read_u64(at + 16);
+    if (triple_len == len && memcmp(at + 24, triple, len) == 0) {
+      found->offset = read_u64(at);
+      found->size = read_u64(at + 8);
+      return 1;
+    }
+    at += 24 + triple_len;
+  }
+  return 0;
+}
+
+static int compare_features(const void* a, const void* b) {
+  return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+/* Finds the entry for the first target compatible with agent `arch`: all
+ * subsets of its features (sorted by name), as a bitmask counting down
+ * from all set, the first feature the most significant bit. */
+static int find_compatible(const unsigned char* bundle, const char* arch,
+                           struct extent* found) {
+  char text[256];
+  char target[512];
+  char* features[MAX_FEATURES];
+  size_t count = 0;
+  char* processor;
+
+  snprintf(text, sizeof text, "%s", arch);
+  processor = strtok(text, ":");
+  if (processor == NULL) {
+    return 0;
+  }
+  for (char* f = strtok(NULL, ":"); f != NULL && count < MAX_FEATURES;
+       f = strtok(NULL, ":")) {
+    features[count++] = f;
+  }
+  qsort(features, count, sizeof features[0], compare_features);
+  for (unsigned mask = (1u << count); mask-- > 0;) {
+    size_t len = (size_t)snprintf(target, sizeof target, "%s", processor);
+    for (size_t i = 0; i < count; i++) {
+      if (mask & (1u << (count - 1 - i))) {
+        len += (size_t)snprintf(target + len, sizeof target - len, ":%s",
+                                features[i]);
+      }
+    }
+    if (find_entry(bundle, target, found)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Takes a fat binary's code object out of the bundle its wrapper points at. */
+static void register_fat(int n, const struct wrapper* w) {
+  const unsigned char* bundle = (const unsigned char*)w->binary;
+  struct arches arches;
+  struct extent found;
+
+  if (memcmp(bundle, BUNDLE_MAGIC, strlen(BUNDLE_MAGIC)) != 0) {
+    write_error(n, KPACK_ERROR_INVALID_FORMAT);
+    return;
+  }
+  read_arches(&arches);
+  for (size_t i = 0; i < arches.count; i++) {
+    if (find_compatible(bundle, arches.names[i], &found)) {
+      write_result(n, "co", bundle + found.offset, (size_t)found.size);
+      return;
+    }
+  }
+  write_error(n, KPACK_ERROR_ARCH_NOT_FOUND);
+}
+
+void** __hipRegisterFatBinary(const void* data) {
+  static void* handle = NULL;
+  const struct wrapper* w = (const struct wrapper*)data;
+  int n = registrations++;
+
+  if (w->magic == HIPK_MAGIC) {
+    register_kpack(n, w);
+  } else if (w->magic == HIPF_MAGIC) {
+    register_fat(n, w);
+  } else {
+    write_error(n, -1);
   }
   return &handle;
 }

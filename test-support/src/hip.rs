@@ -1,7 +1,8 @@
 //! The stand-in HIP runtime (`c/hip_standin.c`): a `libamdhip64.so.5`
-//! that registers fat binaries through the runtime's C library and writes
-//! each code object it loads to a directory, so tests check what a real
-//! HIP runtime would load, without a GPU.
+//! that registers binaries and writes each code object it chooses to a
+//! directory, so tests check what a real HIP runtime would load, without a
+//! GPU. A split binary's code object comes through the runtime's C
+//! library; a fat binary's from the offload bundle its wrapper points at.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@ pub mod chain;
 pub mod elf_checks;
 pub mod hip;
 pub mod measure;
+pub mod offload_bundler;
+pub mod real_hip;
 pub mod s3;
 pub mod server;
 mod tools;

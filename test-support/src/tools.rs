@@ -23,7 +23,7 @@ pub enum Origin {
 }
 
 impl Origin {
-    fn of(program: &str) -> Self {
+    pub(crate) fn of(program: &str) -> Self {
         let debian = DEBIAN_TOOLS
             .lines()
             .filter(|line| !line.trim_start().starts_with('#'))
