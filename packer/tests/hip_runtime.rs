@@ -247,3 +247,135 @@ fn the_stand_in_loads_each_wrappers_own_bundle_from_a_fat_library() {
     assert_eq!(load("gfx1030"), each("gfx1030"));
     assert_eq!(load("gfx1100"), [Err(14), Err(14), Err(14)]);
 }
+
+/// `kpack-pack materialize` of the split `host` for `targets`, into
+/// `work/<name>`.
+fn materialize(host: &Path, targets: &str, work: &Path, name: &str) -> PathBuf {
+    let out = work.join(name);
+    run(Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+        .arg("materialize")
+        .arg(host)
+        .arg("-o")
+        .arg(&out)
+        .args(["--targets", targets]));
+    out
+}
+
+#[test]
+fn the_real_runtime_returns_a_handle_for_every_wrapper_of_the_materialized_library() {
+    let work = tempfile::tempdir().unwrap();
+    let library = original(work.path());
+    let host = split(&library, work.path());
+    for (targets, name) in [("gfx1030", "gfx1030.so"), ("gfx90a:xnack-", "gfx90a.so")] {
+        let fat = materialize(&host, targets, work.path(), name);
+        let registrations = real_hip::registrations(&fat);
+        assert_eq!(registrations.len(), wrapper_count(&library), "{targets}");
+        assert!(
+            registrations.iter().all(|r| *r
+                == Registration {
+                    magic: HIPF,
+                    handle: true
+                }),
+            "{targets}: {registrations:x?}"
+        );
+    }
+    let several = several_wrappers(work.path(), 3);
+    let host = split(&several, &work.path().join("several"));
+    let fat = materialize(&host, "gfx1030", work.path(), "several-gfx1030.so");
+    let registrations = real_hip::registrations(&fat);
+    assert_eq!(registrations.len(), 3);
+    assert!(
+        registrations.iter().all(|r| r.magic == HIPF && r.handle),
+        "{registrations:x?}"
+    );
+}
+
+#[test]
+fn clang_offload_bundler_reads_exactly_the_installed_targets_from_a_materialized_library() {
+    let work = tempfile::tempdir().unwrap();
+    let library = original(work.path());
+    let data = fs_err::read(&library).unwrap();
+    let original = FatElf::parse(&data).unwrap().unwrap();
+    let host = split(&library, work.path());
+    let fat = materialize(
+        &host,
+        "gfx90a:sramecc+:xnack-,gfx1030",
+        work.path(),
+        "fat.so",
+    );
+    let bundles = offload_bundler::bundles(&fat);
+    assert_eq!(bundles.len(), 1);
+    let installed: Vec<_> = original.bundles[0]
+        .code_objects
+        .iter()
+        .filter(|c| ["gfx90a", "gfx1030"].contains(&c.target.processor()))
+        .collect();
+    assert_eq!(installed.len(), 3);
+    let mut expected: BTreeSet<String> = installed.iter().map(|c| c.triple.clone()).collect();
+    expected.insert(offload_bundler::HOST_TRIPLE.into());
+    assert_eq!(bundles[0].triples(), expected);
+    for code_object in installed {
+        assert!(
+            bundles[0].unbundle(&code_object.triple) == *code_object.bytes,
+            "{} differs from the original's",
+            code_object.triple
+        );
+    }
+
+    // Several wrappers, each with its own bundle.
+    let several = several_wrappers(work.path(), 3);
+    let host = split(&several, &work.path().join("several"));
+    let fat = materialize(&host, "gfx90a", work.path(), "several.so");
+    let bundles = offload_bundler::bundles(&fat);
+    assert_eq!(bundles.len(), 3);
+    for (index, bundle) in bundles.iter().enumerate() {
+        let triples: Vec<String> = bundle.triples().into_iter().collect();
+        assert_eq!(
+            triples,
+            [
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+                offload_bundler::HOST_TRIPLE,
+            ]
+        );
+        for target in ["gfx90a:xnack+", "gfx90a:xnack-"] {
+            assert_eq!(
+                bundle.unbundle(&format!("hipv4-amdgcn-amd-amdhsa--{target}")),
+                code_object(index, target),
+                "bundle {index} for {target}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_stand_in_loads_the_right_code_object_from_a_materialized_library() {
+    let work = tempfile::tempdir().unwrap();
+    let library = original(work.path());
+    let data = fs_err::read(&library).unwrap();
+    let fat = FatElf::parse(&data).unwrap().unwrap();
+    let expected: BTreeMap<Target, Vec<u8>> = fat.bundles[0]
+        .code_objects
+        .iter()
+        .map(|c| (c.target.clone(), c.bytes.to_vec()))
+        .collect();
+    let host = split(&library, work.path());
+    let materialized = materialize(&host, "gfx90a:sramecc+:xnack-", work.path(), "fat.so");
+    let standin = work.path().join("hip");
+    fs_err::create_dir_all(&standin).unwrap();
+    build_standin(&standin, &hip_imports(&materialized));
+    let dlopen = build_dlopen(&standin);
+    let load =
+        |arches: &str| run_with_standin(dlopen_command(&dlopen, &materialized), &standin, arches);
+    let t = |s: &str| Target::parse(s).unwrap();
+    assert_eq!(
+        load("gfx90a:sramecc+:xnack-"),
+        [Ok(expected[&t("gfx90a:xnack-")].clone())]
+    );
+    assert_eq!(
+        load("gfx90a:xnack+"),
+        [Ok(expected[&t("gfx90a:xnack+")].clone())]
+    );
+    // Only the installed processor's code is there.
+    assert_eq!(load("gfx1030"), [Err(14)]);
+}
