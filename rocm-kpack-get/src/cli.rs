@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use kpack_repo_index::PackageName;
 
 /// Installs only the GPU device code this machine's AMD GPUs need.
@@ -150,6 +150,18 @@ pub struct GlobalArgs {
         value_name = "FILE"
     )]
     pub hsa_library: Option<PathBuf>,
+    /// How installed device code is laid out: `kpack` (split binaries and
+    /// .kpack archives, for a kpack-aware HIP runtime), `fat` (binaries made
+    /// fat again, for any runtime), or `auto` (from the HIP runtime found)
+    /// [default: auto].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_LAYOUT",
+        value_name = "LAYOUT",
+        value_enum
+    )]
+    pub layout: Option<LayoutArg>,
     /// Do not ask the HSA runtime (sysfs only).
     #[arg(long, global = true)]
     pub no_hsa: bool,
@@ -161,6 +173,24 @@ pub struct GlobalArgs {
         value_name = "SECONDS"
     )]
     pub hsa_timeout: Option<f64>,
+}
+
+/// `--layout`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    Auto,
+    Kpack,
+    Fat,
+}
+
+impl From<LayoutArg> for rocm_kpack_get::layout::LayoutChoice {
+    fn from(arg: LayoutArg) -> Self {
+        match arg {
+            LayoutArg::Auto => Self::Auto,
+            LayoutArg::Kpack => Self::Kpack,
+            LayoutArg::Fat => Self::Fat,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,8 @@ use kpack_repo_index::limits::Limits;
 use serde::Deserialize;
 
 use crate::client::{InvalidMirror, Mirror};
+use crate::detect::hip_runtime::SearchRoots;
+use crate::layout::LayoutChoice;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,8 @@ pub struct ConfigFile {
     pub low_speed_limit: Option<u64>,
     pub low_speed_time: Option<f64>,
     pub index_timeout: Option<f64>,
+    /// `auto`, `kpack` or `fat` (see [`LayoutChoice`]).
+    pub layout: Option<LayoutChoice>,
 }
 
 /// The bounds on reads from mirrors, as the file, the environment or the
@@ -242,6 +246,10 @@ pub struct Settings {
     pub max_index_age: u64,
     /// Bounds on every read from a mirror.
     pub limits: Limits,
+    /// The layout asked for; `auto` decides from the HIP runtime found.
+    pub layout: LayoutChoice,
+    /// Where to look for the HIP runtime installed libraries would load.
+    pub runtime_search: SearchRoots,
     pub config_path: Option<PathBuf>,
 }
 
@@ -256,6 +264,7 @@ pub struct Overrides {
     pub concurrency: Option<usize>,
     /// From flags and their environment variables.
     pub limits: LimitSettings,
+    pub layout: Option<LayoutChoice>,
 }
 
 impl Settings {
@@ -316,9 +325,32 @@ impl Settings {
                 .clamp(1, 64),
             max_index_age: file.max_index_age.unwrap_or(3600),
             limits,
+            layout: overrides.layout.or(file.layout).unwrap_or_default(),
+            runtime_search: runtime_search(),
             config_path,
         })
     }
+}
+
+/// This machine's places to look for a HIP runtime, with the system ones
+/// replaced by `KPACK_GET_LD_CACHE` (the loader's cache),
+/// `KPACK_GET_DEFAULT_LIBRARY_DIRS` (the loader's default directories,
+/// `:`-separated) and `KPACK_GET_DEFAULT_ROCM_PATH` (instead of
+/// `/opt/rocm`) when set: a packaged or test environment says where its
+/// system is.
+fn runtime_search() -> SearchRoots {
+    let mut roots = SearchRoots::system();
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(cache) = var("KPACK_GET_LD_CACHE") {
+        roots.ld_cache = PathBuf::from(cache);
+    }
+    if let Some(dirs) = var("KPACK_GET_DEFAULT_LIBRARY_DIRS") {
+        roots.default_dirs = std::env::split_paths(&dirs).collect();
+    }
+    if let Some(rocm) = var("KPACK_GET_DEFAULT_ROCM_PATH") {
+        roots.rocm_default = PathBuf::from(rocm);
+    }
+    roots
 }
 
 #[cfg(test)]
@@ -358,6 +390,15 @@ mod tests {
         let zero = ConfigFile::parse(Path::new("c.toml"), "index-timeout = 0\n").unwrap();
         let error = zero.limits().resolve().unwrap_err().to_string();
         assert!(error.contains("index-timeout"), "{error}");
+    }
+
+    #[test]
+    fn the_layout_comes_from_the_file_and_an_unknown_one_is_refused() {
+        let file = ConfigFile::parse(Path::new("c.toml"), "layout = \"fat\"\n").unwrap();
+        assert_eq!(file.layout, Some(LayoutChoice::Fat));
+        let err = ConfigFile::parse(Path::new("c.toml"), "layout = \"thin\"\n").unwrap_err();
+        assert!(err.to_string().contains("c.toml"), "{err}");
+        assert_eq!(ConfigFile::default().layout, None);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! kpack-get's library: detect the machine's GPUs (`detect`), read the
 //! configuration (`config`), fetch and check repository indexes (`repo`),
 //! download pinned files into a shared cache (`client`, `cache`), and plan,
-//! stage and atomically commit installs into a prefix (`install`), and pick
-//! the device extras and wheel variants Python environments need (`pip`).
+//! stage and atomically commit installs into a prefix (`install`), decide
+//! a prefix's layout from the HIP runtime its libraries would load
+//! (`layout`, `detect::hip_runtime`), and pick the device extras and wheel
+//! variants Python environments need (`pip`).
 //!
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
@@ -12,5 +14,6 @@ pub mod client;
 pub mod config;
 pub mod detect;
 pub mod install;
+pub mod layout;
 pub mod pip;
 pub mod repo;

@@ -87,6 +87,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             low_speed_time: global.low_speed_time,
             index_timeout: global.index_timeout,
         },
+        layout: global.layout.map(Into::into),
     })?;
     let context = Context::new(global, settings, printer);
     match cli.command {

@@ -105,8 +105,9 @@ pub fn pool(file: &str) -> String {
 
 pub const HOST_TREE: &str = "rocm-rand-5.3.3-host.tar.zst";
 
-/// A home of its own for kpack-get: cache, state, config, prefix, and a
-/// sysfs without GPUs, so nothing of the machine leaks in.
+/// A home of its own for kpack-get: cache, state, config, prefix, a sysfs
+/// without GPUs and a system without HIP runtimes, so nothing of the
+/// machine leaks in.
 #[derive(Debug)]
 pub struct Env {
     pub home: TempDir,
@@ -152,6 +153,23 @@ impl Env {
             .env_remove("KPACK_GET_TARGETS")
             .env_remove("KPACK_GET_CONFIG")
             .env_remove("ROCM_PATH")
+            // The HIP runtime search sees none of the machine's: no loader
+            // cache, no default directories, no /opt/rocm, no
+            // LD_LIBRARY_PATH (cargo's own is not the user's), no layout.
+            .env(
+                "KPACK_GET_LD_CACHE",
+                self.home.path().join("no-ld.so.cache"),
+            )
+            .env(
+                "KPACK_GET_DEFAULT_LIBRARY_DIRS",
+                self.home.path().join("no-lib"),
+            )
+            .env(
+                "KPACK_GET_DEFAULT_ROCM_PATH",
+                self.home.path().join("no-rocm"),
+            )
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("KPACK_GET_LAYOUT")
             .stdin(std::process::Stdio::null());
         // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) stay out.
         for (name, _) in std::env::vars_os() {

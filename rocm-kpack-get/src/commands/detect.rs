@@ -1,5 +1,6 @@
-//! `detect`: the GPUs found, where each answer came from, and what they
-//! would select from the configured repositories.
+//! `detect`: the GPUs found, where each answer came from, the HIP runtime
+//! a library installed now would load and the layout that follows, and
+//! what the GPUs would select from the configured repositories.
 
 use kpack_repo_index::{select_artifacts, PackageName};
 use rocm_kpack::Target;
@@ -17,6 +18,8 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
     let printer = &context.printer;
     let (targets, detection) = context.gpus()?;
     print_gpus(printer, &detection);
+    let (search, decision) = super::layout::search_for_new_library(context);
+    let runtime = super::layout::show(context, &search, &decision, true);
     // What these GPUs would select; a repository that cannot be read is
     // reported, not fatal: detection works without any.
     let mut selections = Vec::new();
@@ -49,6 +52,8 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
         "notes": detection.notes,
         "warnings": detection.warnings,
         "selections": selections,
+        "hip_runtime": runtime["hip_runtime"],
+        "layout": runtime["layout"],
     }));
     Ok(())
 }

@@ -259,7 +259,15 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
             size(plan.download_size(&context.cache)),
             saving(plan.size(), plan.full_size())
         ));
-        printer.json(&plan_json(context, repos, plan, false));
+        // The host tree is not unpacked in a dry run: the runtime is the
+        // one a library without run paths of its own would load.
+        let (search, decision) = super::layout::search_for_new_library(context);
+        let runtime = super::layout::show(context, &search, &decision, false);
+        let mut json = plan_json(context, repos, plan, false);
+        if let (Some(json), Some(runtime)) = (json.as_object_mut(), runtime.as_object()) {
+            json.extend(runtime.clone());
+        }
+        printer.json(&json);
     }
 }
 

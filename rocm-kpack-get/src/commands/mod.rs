@@ -6,6 +6,7 @@ pub mod cache;
 pub mod detect;
 pub mod info;
 pub mod install;
+pub mod layout;
 pub mod list;
 pub mod pip;
 pub mod remove;

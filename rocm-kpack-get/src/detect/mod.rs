@@ -7,8 +7,12 @@
 //! GPUs they are the answer; sysfs, which works before ROCm is installed,
 //! answers when HSA cannot. Finding no GPU is not an error: the
 //! [`Detection`] then says in its notes why each source found nothing.
+//!
+//! [`hip_runtime`] finds the HIP runtime installed libraries would load,
+//! which decides how they are installed ([`crate::layout`]).
 
 pub mod gfx_override;
+pub mod hip_runtime;
 pub mod hsa;
 pub mod pci_ids;
 pub mod sysfs;

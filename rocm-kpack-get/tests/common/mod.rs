@@ -10,6 +10,7 @@
 
 pub mod gpus;
 pub mod hostile;
+pub mod runtimes;
 pub mod wheels;
 
 /// The loopback HTTP server with faults.

@@ -1,0 +1,168 @@
+//! What a prefix holds for device code: split binaries with `.kpack/`
+//! archives, or binaries made fat again for the installed GPUs
+//! (08-hip-runtimes.md), and how `auto` chooses between them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::hip_runtime::RuntimeSearch;
+
+/// The layout asked for (`--layout`, `layout =` in the configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayoutChoice {
+    /// Decided from the HIP runtime the installed libraries would load.
+    #[default]
+    Auto,
+    Kpack,
+    Fat,
+}
+
+/// What is written into the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Host-only binaries and `.kpack/` archives: kpack-aware runtimes only.
+    Kpack,
+    /// Binaries made fat again with the installed targets' code objects:
+    /// every HIP runtime.
+    Fat,
+}
+
+/// The layout, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayoutDecision {
+    pub choice: LayoutChoice,
+    pub layout: Layout,
+    /// For people: `the HIP runtime found follows kpack markers`.
+    pub reason: String,
+}
+
+/// The layout for `choice`, given the runtimes the installed libraries
+/// would load (one search per library, or one for a library not yet
+/// installed). `auto` is `kpack` only when every search found a
+/// kpack-aware runtime; when in doubt, `fat`, which every runtime loads.
+pub fn decide(choice: LayoutChoice, searches: &[&RuntimeSearch]) -> LayoutDecision {
+    let (layout, reason) = match choice {
+        LayoutChoice::Kpack => (Layout::Kpack, "asked for".to_owned()),
+        LayoutChoice::Fat => (Layout::Fat, "asked for".to_owned()),
+        LayoutChoice::Auto => auto(searches),
+    };
+    LayoutDecision {
+        choice,
+        layout,
+        reason,
+    }
+}
+
+fn auto(searches: &[&RuntimeSearch]) -> (Layout, String) {
+    let runtimes: Vec<_> = searches.iter().map(|s| s.runtime.as_ref()).collect();
+    if runtimes.is_empty() || runtimes.iter().all(Option::is_none) {
+        return (
+            Layout::Fat,
+            "no HIP runtime found; fat binaries load on any".to_owned(),
+        );
+    }
+    if runtimes.iter().any(Option::is_none) {
+        return (
+            Layout::Fat,
+            "not every library finds a HIP runtime".to_owned(),
+        );
+    }
+    if runtimes.iter().flatten().all(|r| r.kpack_aware()) {
+        (
+            Layout::Kpack,
+            "the HIP runtime found follows kpack markers".to_owned(),
+        )
+    } else {
+        (
+            Layout::Fat,
+            "the HIP runtime found does not follow kpack markers".to_owned(),
+        )
+    }
+}
+
+impl fmt::Display for LayoutChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LayoutChoice::Auto => "auto",
+            LayoutChoice::Kpack => "kpack",
+            LayoutChoice::Fat => "fat",
+        })
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layout::Kpack => "kpack",
+            Layout::Fat => "fat",
+        })
+    }
+}
+
+/// A layout name that is none of `auto`, `kpack`, `fat`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown layout {0:?}: expected auto, kpack or fat")]
+pub struct UnknownLayout(pub String);
+
+impl FromStr for LayoutChoice {
+    type Err = UnknownLayout;
+
+    fn from_str(text: &str) -> Result<LayoutChoice, UnknownLayout> {
+        match text {
+            "auto" => Ok(LayoutChoice::Auto),
+            "kpack" => Ok(LayoutChoice::Kpack),
+            "fat" => Ok(LayoutChoice::Fat),
+            _ => Err(UnknownLayout(text.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::hip_runtime::{Evidence, FoundIn, HipRuntime};
+
+    fn found(evidence: Vec<Evidence>) -> RuntimeSearch {
+        RuntimeSearch {
+            runtime: Some(HipRuntime {
+                path: "/lib/libamdhip64.so.7".into(),
+                name: "libamdhip64.so.7".into(),
+                found_in: FoundIn::DefaultDirectory,
+                evidence,
+            }),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn auto_is_kpack_only_when_every_runtime_found_is_kpack_aware() {
+        let aware = found(vec![Evidence::ImportsLoadCodeObject]);
+        let unaware = found(vec![]);
+        let none = RuntimeSearch::default();
+        let layout = |searches: &[&RuntimeSearch]| decide(LayoutChoice::Auto, searches).layout;
+        assert_eq!(layout(&[&aware]), Layout::Kpack);
+        assert_eq!(layout(&[&aware, &aware]), Layout::Kpack);
+        assert_eq!(layout(&[&unaware]), Layout::Fat);
+        assert_eq!(layout(&[&aware, &unaware]), Layout::Fat);
+        assert_eq!(layout(&[&aware, &none]), Layout::Fat);
+        assert_eq!(layout(&[&none]), Layout::Fat);
+        assert_eq!(layout(&[]), Layout::Fat);
+    }
+
+    #[test]
+    fn an_explicit_layout_is_kept_whatever_the_runtime() {
+        let unaware = found(vec![Evidence::KpackDisabled]);
+        assert_eq!(
+            decide(LayoutChoice::Kpack, &[&unaware]).layout,
+            Layout::Kpack
+        );
+        let aware = found(vec![Evidence::HoldsSearchPathsKey]);
+        assert_eq!(decide(LayoutChoice::Fat, &[&aware]).layout, Layout::Fat);
+        assert_eq!("fat".parse::<LayoutChoice>().unwrap(), LayoutChoice::Fat);
+        assert!("thin".parse::<LayoutChoice>().is_err());
+    }
+}
