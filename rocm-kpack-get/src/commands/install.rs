@@ -263,6 +263,13 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
         // one a library without run paths of its own would load.
         let (search, decision) = super::layout::search_for_new_library(context);
         let runtime = super::layout::show(context, &search, &decision, false);
+        if decision.layout == rocm_kpack_get::layout::Layout::Fat {
+            // Said until installs write materialized binaries.
+            printer.warn(
+                "install writes the kpack layout (split binaries and .kpack/ archives) for now; \
+                 `kpack-pack materialize` makes an installed binary fat for a runtime without kpack support",
+            );
+        }
         let mut json = plan_json(context, repos, plan, false);
         if let (Some(json), Some(runtime)) = (json.as_object_mut(), runtime.as_object()) {
             json.extend(runtime.clone());
