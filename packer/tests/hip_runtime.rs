@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +17,18 @@ use kpack_packer::elf::FatElf;
 use kpack_test_support::offload_bundler;
 use kpack_test_support::real_hip::{self, Registration, HIPF, HIPK};
 use rocm_kpack::Target;
+
+/// What the real runtime answers a fat library's wrapper: a handle.
+const FAT: Registration = Registration {
+    magic: HIPF,
+    handle: true,
+};
+
+/// What it answers a split library's wrapper: none.
+const SPLIT: Registration = Registration {
+    magic: HIPK,
+    handle: false,
+};
 
 /// Debian's `librocrand.so.1.1`, unpacked into `work`.
 fn original(work: &Path) -> PathBuf {
@@ -111,11 +123,7 @@ fn the_real_runtime_returns_a_handle_for_every_wrapper_of_the_fat_library() {
     let registrations = real_hip::registrations(&library);
     assert_eq!(registrations.len(), wrapper_count(&library));
     assert!(
-        registrations.iter().all(|r| *r
-            == Registration {
-                magic: HIPF,
-                handle: true
-            }),
+        registrations.iter().all(|r| *r == FAT),
         "{registrations:x?}"
     );
 }
@@ -128,11 +136,7 @@ fn the_real_runtime_returns_a_null_handle_for_every_wrapper_of_the_split_library
     let registrations = real_hip::registrations(&host);
     assert_eq!(registrations.len(), wrapper_count(&library));
     assert!(
-        registrations.iter().all(|r| *r
-            == Registration {
-                magic: HIPK,
-                handle: false
-            }),
+        registrations.iter().all(|r| *r == SPLIT),
         "{registrations:x?}"
     );
 }
@@ -165,12 +169,7 @@ fn the_stand_in_loads_the_matching_code_object_from_the_fat_library() {
     let work = tempfile::tempdir().unwrap();
     let library = original(work.path());
     let data = fs_err::read(&library).unwrap();
-    let fat = FatElf::parse(&data).unwrap().unwrap();
-    let expected: BTreeMap<Target, Vec<u8>> = fat.bundles[0]
-        .code_objects
-        .iter()
-        .map(|c| (c.target.clone(), c.bytes.to_vec()))
-        .collect();
+    let expected = code_by_bundle(&data).swap_remove(0);
     let standin = work.path().join("hip");
     fs_err::create_dir_all(&standin).unwrap();
     build_standin(&standin, &hip_imports(&library));
@@ -196,17 +195,9 @@ fn the_real_runtime_answers_each_of_several_wrappers() {
     let work = tempfile::tempdir().unwrap();
     let library = several_wrappers(work.path(), 3);
     assert_eq!(wrapper_count(&library), 3);
-    let fat = Registration {
-        magic: HIPF,
-        handle: true,
-    };
-    assert_eq!(real_hip::registrations(&library), [fat; 3]);
+    assert_eq!(real_hip::registrations(&library), [FAT; 3]);
     let host = split(&library, work.path());
-    let split = Registration {
-        magic: HIPK,
-        handle: false,
-    };
-    assert_eq!(real_hip::registrations(&host), [split; 3]);
+    assert_eq!(real_hip::registrations(&host), [SPLIT; 3]);
 }
 
 #[test]
@@ -271,11 +262,7 @@ fn the_real_runtime_returns_a_handle_for_every_wrapper_of_the_materialized_libra
         let registrations = real_hip::registrations(&fat);
         assert_eq!(registrations.len(), wrapper_count(&library), "{targets}");
         assert!(
-            registrations.iter().all(|r| *r
-                == Registration {
-                    magic: HIPF,
-                    handle: true
-                }),
+            registrations.iter().all(|r| *r == FAT),
             "{targets}: {registrations:x?}"
         );
     }
@@ -285,7 +272,7 @@ fn the_real_runtime_returns_a_handle_for_every_wrapper_of_the_materialized_libra
     let registrations = real_hip::registrations(&fat);
     assert_eq!(registrations.len(), 3);
     assert!(
-        registrations.iter().all(|r| r.magic == HIPF && r.handle),
+        registrations.iter().all(|r| *r == FAT),
         "{registrations:x?}"
     );
 }
@@ -353,12 +340,7 @@ fn the_stand_in_loads_the_right_code_object_from_a_materialized_library() {
     let work = tempfile::tempdir().unwrap();
     let library = original(work.path());
     let data = fs_err::read(&library).unwrap();
-    let fat = FatElf::parse(&data).unwrap().unwrap();
-    let expected: BTreeMap<Target, Vec<u8>> = fat.bundles[0]
-        .code_objects
-        .iter()
-        .map(|c| (c.target.clone(), c.bytes.to_vec()))
-        .collect();
+    let expected = code_by_bundle(&data).swap_remove(0);
     let host = split(&library, work.path());
     let materialized = materialize(&host, "gfx90a:sramecc+:xnack-", work.path(), "fat.so");
     let standin = work.path().join("hip");

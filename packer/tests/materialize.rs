@@ -67,19 +67,7 @@ impl Rocrand {
 
 /// Every bundle's code objects by target, by bundle index.
 fn code_of(data: &[u8]) -> BTreeMap<usize, BTreeMap<Target, Vec<u8>>> {
-    let fat = FatElf::parse(data).unwrap().expect("a fat binary");
-    fat.bundles
-        .iter()
-        .enumerate()
-        .map(|(index, bundle)| {
-            let code = bundle
-                .code_objects
-                .iter()
-                .map(|c| (c.target.clone(), c.bytes.to_vec()))
-                .collect();
-            (index, code)
-        })
-        .collect()
+    code_by_bundle(data).into_iter().enumerate().collect()
 }
 
 /// The raw header of the bundle at `at` in `bundle`: (offset, size,

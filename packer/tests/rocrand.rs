@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
@@ -21,11 +20,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     let original = unpack_rocrand(&work.path().join("deb"));
     let data = fs_err::read(&original).unwrap();
     let fat = FatElf::parse(&data).unwrap().unwrap();
-    let expected: BTreeMap<Target, Vec<u8>> = fat.bundles[0]
-        .code_objects
-        .iter()
-        .map(|c| (c.target.clone(), c.bytes.to_vec()))
-        .collect();
+    let expected = code_by_bundle(&data).swap_remove(0);
 
     // Split into an install tree: lib/librocrand.so.1.1 and .kpack/.
     let root = work.path().join("prefix");

@@ -18,13 +18,12 @@
 use std::collections::BTreeMap;
 
 use object::elf::{PT_LOAD, SHF_ALLOC, SHT_PROGBITS};
+use object::pod;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::{pod, U32, U64};
 
-use super::parse::{PointerSource, SplitElf};
+use super::parse::SplitElf;
 use super::records::{
-    has_file_data, record_mut, section_records_mut, Ehdr, HipWrapper, Phdr, Rela, SegmentEnds,
-    Shdr, Tables, LE,
+    has_file_data, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
 use super::HIPF_MAGIC;
 use crate::error::ElfError;
@@ -224,34 +223,12 @@ fn point_wrappers_at_bundles(
         let offset = fatbin.bundle_offsets.get(&wrapper.bundle).ok_or_else(|| {
             ElfError::Malformed(format!("no bundle for index {}", wrapper.bundle))
         })?;
-        let address = fatbin.address + offset;
-        let record = record_mut::<HipWrapper>(out, wrapper.file_offset)?;
-        *record = HipWrapper {
-            magic: U32::new(LE, HIPF_MAGIC),
-            pointer: U64::new(LE, address),
-            reserved: U64::new(LE, 0),
-            ..*record
-        };
-        if let PointerSource::Rela {
-            section,
-            index,
-            symbol,
-            ..
-        } = wrapper.pointer
-        {
-            let rela = shdrs.get(section).ok_or_else(|| {
-                ElfError::Malformed(format!("relocation section {section} vanished"))
-            })?;
-            section_records_mut::<Rela>(out, rela)?
-                .get_mut(index)
-                .ok_or_else(|| {
-                    ElfError::Malformed(format!("relocation {index} of section {section} vanished"))
-                })?
-                .r_addend
-                .set(LE, address.wrapping_sub(symbol.unwrap_or(0)) as i64);
-        }
-        // REL and RELR take the value in the file as the addend, and an
-        // ET_EXEC file the address itself: both were written above.
+        write_wrapper(
+            out,
+            shdrs,
+            (wrapper.file_offset, wrapper.pointer),
+            (HIPF_MAGIC, fatbin.address + offset, 0),
+        )?;
     }
     Ok(())
 }

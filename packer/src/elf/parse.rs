@@ -101,10 +101,9 @@ impl<'a> FatElf<'a> {
     /// file with a `.hip_fatbin` section (nothing to split), an error when
     /// it is one but cannot be split.
     pub fn parse(data: &'a [u8]) -> Result<Option<FatElf<'a>>, ElfError> {
-        if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
+        let Some(file) = elf64(data)? else {
             return Ok(None);
-        }
-        let file = ElfFile::parse(data).map_err(malformed)?;
+        };
         let Some(fatbin_section) = file.section_by_name(FATBIN_SECTION) else {
             return Ok(None);
         };
@@ -114,11 +113,7 @@ impl<'a> FatElf<'a> {
         let fatbin = section_range(&fatbin_section)?;
         let bundles = parse_fatbin(section_data(&fatbin_section, FATBIN_SECTION)?)?;
 
-        let wrapper_section = file.section_by_name(WRAPPER_SECTION).ok_or_else(|| {
-            ElfError::Malformed(format!("{FATBIN_SECTION} without {WRAPPER_SECTION}"))
-        })?;
-        let wrapper_range = section_range(&wrapper_section)?;
-        let records = wrapper_records(section_data(&wrapper_section, WRAPPER_SECTION)?)?;
+        let (wrapper_range, records) = wrappers_of(&file, FATBIN_SECTION)?;
 
         let relocations = pointer_relocations(&file, wrapper_range)?;
         let bundle_starts = BundleStarts {
@@ -188,10 +183,9 @@ impl<'a> SplitElf<'a> {
     /// kpack marker (not a split file), an error when it has one but its
     /// wrappers cannot be read.
     pub fn parse(data: &'a [u8]) -> Result<Option<SplitElf<'a>>, ElfError> {
-        if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
+        let Some(file) = elf64(data)? else {
             return Ok(None);
-        }
-        let file = ElfFile::parse(data).map_err(malformed)?;
+        };
         let Some(marker_section) = file.section_by_name(MARKER_SECTION) else {
             return Ok(None);
         };
@@ -206,11 +200,7 @@ impl<'a> SplitElf<'a> {
             })?
             .index()
             .0;
-        let wrapper_section = file.section_by_name(WRAPPER_SECTION).ok_or_else(|| {
-            ElfError::Malformed(format!("{MARKER_SECTION} without {WRAPPER_SECTION}"))
-        })?;
-        let wrapper_range = section_range(&wrapper_section)?;
-        let records = wrapper_records(section_data(&wrapper_section, WRAPPER_SECTION)?)?;
+        let (wrapper_range, records) = wrappers_of(&file, MARKER_SECTION)?;
         let relocations = pointer_relocations(&file, wrapper_range)?;
         let wrappers = records
             .iter()
@@ -245,6 +235,30 @@ impl<'a> SplitElf<'a> {
             wrappers,
         }))
     }
+}
+
+/// `data` as a 64-bit ELF file, if it is one.
+fn elf64(data: &[u8]) -> Result<Option<ElfFile<'_>>, ElfError> {
+    if !matches!(FileKind::parse(data), Ok(FileKind::Elf64)) {
+        return Ok(None);
+    }
+    ElfFile::parse(data).map(Some).map_err(malformed)
+}
+
+/// The `.hipFatBinSegment` section of `file`, which a file with `owner`
+/// (a section's name) must have, and its wrapper records.
+fn wrappers_of<'a>(
+    file: &ElfFile<'a>,
+    owner: &str,
+) -> Result<(SectionRange, &'a [HipWrapper]), ElfError> {
+    let section = file
+        .section_by_name(WRAPPER_SECTION)
+        .ok_or_else(|| ElfError::Malformed(format!("{owner} without {WRAPPER_SECTION}")))?;
+    let range = section_range(&section)?;
+    Ok((
+        range,
+        wrapper_records(section_data(&section, WRAPPER_SECTION)?)?,
+    ))
 }
 
 /// The wrapper records of a `.hipFatBinSegment` section.

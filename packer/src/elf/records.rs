@@ -56,6 +56,46 @@ impl HipWrapper {
     }
 }
 
+/// Writes the wrapper at file offset `at` as `magic` pointing at
+/// `address` with `reserved` (its version kept), and makes its pointer's
+/// relocation (`pointer`, `shdrs` the output's section headers) give that
+/// address at run time: a RELA entry's addend is set; for REL and RELR the
+/// value in the file is the addend, and in an `ET_EXEC` file the address
+/// itself, both written with the record. The relocation keeps its kind.
+pub(super) fn write_wrapper(
+    out: &mut [u8],
+    shdrs: &[Shdr],
+    (at, pointer): (u64, super::parse::PointerSource),
+    (magic, address, reserved): (u32, u64, u64),
+) -> Result<(), ElfError> {
+    let record = record_mut::<HipWrapper>(out, at)?;
+    *record = HipWrapper {
+        magic: U32::new(LE, magic),
+        pointer: U64::new(LE, address),
+        reserved: U64::new(LE, reserved),
+        ..*record
+    };
+    if let super::parse::PointerSource::Rela {
+        section,
+        index,
+        symbol,
+        ..
+    } = pointer
+    {
+        let rela = shdrs
+            .get(section)
+            .ok_or_else(|| ElfError::Malformed(format!("relocation section {section} vanished")))?;
+        section_records_mut::<Rela>(out, rela)?
+            .get_mut(index)
+            .ok_or_else(|| {
+                ElfError::Malformed(format!("relocation {index} of section {section} vanished"))
+            })?
+            .r_addend
+            .set(LE, address.wrapping_sub(symbol.unwrap_or(0)) as i64);
+    }
+    Ok(())
+}
+
 /// A failed read of `object`'s, as a malformed file.
 pub(super) fn malformed(error: object::Error) -> ElfError {
     ElfError::Malformed(error.to_string())

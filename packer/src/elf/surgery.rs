@@ -23,10 +23,9 @@ use object::read::elf::{ProgramHeader, SectionHeader};
 use object::{pod, U32, U64};
 
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
-use super::parse::{FatElf, PointerSource};
+use super::parse::FatElf;
 use super::records::{
-    has_file_data, malformed, record_mut, section_records_mut, Ehdr, HipWrapper, Phdr, Rela,
-    SegmentEnds, Shdr, Tables, LE,
+    has_file_data, malformed, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
 use super::HIPK_MAGIC;
 use crate::error::ElfError;
@@ -587,38 +586,12 @@ fn point_wrappers_at(
 ) -> Result<(), ElfError> {
     for wrapper in &fat.wrappers {
         let at = cut.shift(wrapper.file_offset);
-        let record = record_mut::<HipWrapper>(out, at)?;
-        *record = HipWrapper {
-            magic: U32::new(LE, HIPK_MAGIC),
-            pointer: U64::new(LE, marker_address),
-            reserved: U64::new(LE, wrapper.bundle as u64),
-            ..*record
-        };
-        match wrapper.pointer {
-            PointerSource::Rela {
-                section,
-                index,
-                symbol,
-                ..
-            } => {
-                let rela = shdrs.get(section).ok_or_else(|| {
-                    ElfError::Malformed(format!("relocation section {section} vanished"))
-                })?;
-                let addend = marker_address.wrapping_sub(symbol.unwrap_or(0));
-                section_records_mut::<Rela>(out, rela)?
-                    .get_mut(index)
-                    .ok_or_else(|| {
-                        ElfError::Malformed(format!(
-                            "relocation {index} of section {section} vanished"
-                        ))
-                    })?
-                    .r_addend
-                    .set(LE, addend as i64);
-            }
-            // The value in the file is the implicit addend (REL, RELR) or
-            // the address itself (ET_EXEC): both were written above.
-            PointerSource::Rel { .. } | PointerSource::Relr { .. } | PointerSource::Absolute => {}
-        }
+        write_wrapper(
+            out,
+            shdrs,
+            (at, wrapper.pointer),
+            (HIPK_MAGIC, marker_address, wrapper.bundle as u64),
+        )?;
     }
     Ok(())
 }

@@ -37,3 +37,21 @@ pub fn compile_fat_library(
         .arg(&source));
     fs_err::remove_file(&source).expect("removing the C source");
 }
+
+/// Each bundle's code objects by target, in section order, of the fat ELF
+/// file `data`.
+pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<rocm_kpack::Target, Vec<u8>>> {
+    kpack_packer::elf::FatElf::parse(data)
+        .expect("a readable ELF file")
+        .expect("a fat binary")
+        .bundles
+        .iter()
+        .map(|bundle| {
+            bundle
+                .code_objects
+                .iter()
+                .map(|c| (c.target.clone(), c.bytes.to_vec()))
+                .collect()
+        })
+        .collect()
+}
