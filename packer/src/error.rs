@@ -119,6 +119,18 @@ pub enum Error {
     NotFat { path: PathBuf },
     #[error("{}: not a binary kpack-pack split (no {} marker)", path.display(), crate::elf::MARKER_SECTION)]
     NotSplit { path: PathBuf },
+    #[error("{}: cannot materialize", path.display())]
+    Materialize {
+        path: PathBuf,
+        #[source]
+        source: ElfError,
+    },
+    #[error("{}: cannot write the materialized binary", path.display())]
+    WriteMaterialized {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{}: no archive found for {targets} (--archives names a directory of them)", path.display())]
     NoArchives { path: PathBuf, targets: String },
     #[error("{}: cannot be read as the original fat binary", path.display())]

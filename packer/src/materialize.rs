@@ -5,15 +5,23 @@
 //! object the archives hold for it that runs on an installed GPU: every
 //! feature variant of an installed processor (the runtime chooses between
 //! `xnack+` and `xnack-` by the GPU's live mode) and its generic target.
+//!
+//! The output is written as a stream: the input's bytes are copied by the
+//! kernel, code objects are decompressed one at a time, and only the few
+//! records that change are patched afterwards, so memory stays small
+//! whatever the binary's size.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
+use memmap2::{Mmap, MmapMut};
+use rocm_kpack::{Archive, Kernel, Loader, LoaderConfig, Marker, Target};
 
-use crate::bundle::write_offload_bundle;
-use crate::elf::{materialize_elf, Machine, SplitElf};
+use crate::bundle::OffloadBundleLayout;
+use crate::elf::{Machine, MaterializePlan, SplitElf};
 use crate::error::{Error, Result};
 
 /// Alignment of code objects in a bundle, as clang lays them out.
@@ -41,78 +49,234 @@ pub struct Materialized {
     pub empty: usize,
     /// The archives code was taken from.
     pub archives: Vec<PathBuf>,
+    /// Bytes of the fat binary.
+    pub size: u64,
 }
 
 /// Writes the binary at `input` materialized for `targets` to `output`
-/// (atomically, with the input's mode).
+/// (atomically, with the input's mode), taking code from the archives
+/// `source` names; at least one must exist.
 pub fn materialize_file(
     input: &Path,
     output: &Path,
     targets: &[Target],
     source: &ArchiveSource,
 ) -> Result<Materialized> {
-    let data = fs_err::read(input)?;
-    let (bytes, report) = materialize(&data, input, targets, source)?;
-    let mode = fs_err::metadata(input)?.permissions().mode();
-    kpack_fs::write_atomic_with_mode(output, &bytes, mode & 0o7777)?;
+    let file = fs_err::File::open(input)?;
+    let marker = read_marker(file.file(), input)?;
+    let archives = open_archives(&marker, input, targets, source)?;
+    if archives.is_empty() {
+        return Err(Error::NoArchives {
+            path: input.to_owned(),
+            targets: rocm_kpack::target::join_targets(targets),
+        });
+    }
+    let mode = file.metadata()?.permissions().mode();
+    let out = kpack_fs::AtomicFile::with_mode(output, mode & 0o7777)?;
+    let report = materialize_into(file.file(), input, out.file(), output, targets, &archives)?;
+    out.commit()?;
     Ok(report)
 }
 
-/// `data`, the host-only binary at `path`, materialized for `targets`.
+/// `data`, the host-only binary at `path`, materialized for `targets`,
+/// in memory (through anonymous temporary files, as the writer streams).
 pub fn materialize(
     data: &[u8],
     path: &Path,
     targets: &[Target],
     source: &ArchiveSource,
 ) -> Result<(Vec<u8>, Materialized)> {
-    let elf_error = |source| Error::Elf {
-        path: path.to_owned(),
-        source,
-    };
-    let split = SplitElf::parse(data)
-        .map_err(elf_error)?
-        .ok_or_else(|| Error::NotSplit {
-            path: path.to_owned(),
-        })?;
-    let marker = Marker::parse(split.marker_bytes)?;
+    let mut input = tempfile::tempfile()?;
+    input.write_all(data)?;
+    let marker = read_marker(&input, path)?;
     let archives = open_archives(&marker, path, targets, source)?;
-    if archives.is_empty() {
-        return Err(Error::NoArchives {
-            path: path.to_owned(),
-            targets: rocm_kpack::target::join_targets(targets),
-        });
-    }
+    let output = tempfile::tempfile()?;
+    let report = materialize_into(&input, path, &output, path, targets, &archives)?;
+    let mut bytes = Vec::new();
+    let mut reader = &output;
+    reader.seek(SeekFrom::Start(0))?;
+    std::io::Read::read_to_end(&mut reader, &mut bytes)?;
+    Ok((bytes, report))
+}
+
+/// Whether `file` is a binary `kpack-pack split` wrote (an ELF file with a
+/// kpack marker); a file that is not ELF is not one.
+pub fn is_split(file: &File, path: &Path) -> Result<bool> {
+    let map = map_input(file, path)?;
+    Ok(SplitElf::parse(&map)
+        .map_err(|source| materialize_error(path, source))?
+        .is_some())
+}
+
+/// The marker of the split binary `file`.
+pub fn read_marker(file: &File, path: &Path) -> Result<Marker> {
+    let map = map_input(file, path)?;
+    let split = parse_split(&map, path)?;
+    Ok(Marker::parse(split.marker_bytes)?)
+}
+
+/// Writes the split binary `input` (at `path`) materialized for `targets`
+/// into `output` (at `output_path`, an empty file open for reading and
+/// writing), taking code from `archives`, the first holding a target
+/// winning. With no archive, or none holding code for the targets, every
+/// wrapper gets a bundle with only the host entry.
+pub fn materialize_into(
+    input: &File,
+    path: &Path,
+    output: &File,
+    output_path: &Path,
+    targets: &[Target],
+    archives: &[Archive],
+) -> Result<Materialized> {
+    let map = map_input(input, path)?;
+    let split = parse_split(&map, path)?;
+    let marker = Marker::parse(split.marker_bytes)?;
     let host = match split.machine {
         Machine::X86_64 => "host-x86_64-unknown-linux",
         Machine::Aarch64 => "host-aarch64-unknown-linux",
     };
-    let mut report = Materialized {
-        wrappers: split.wrappers.len(),
-        archives: archives.iter().map(|a| a.path().to_owned()).collect(),
-        ..Materialized::default()
-    };
+    let indices: BTreeSet<u32> = split.wrappers.iter().map(|w| w.bundle).collect();
     let mut bundles = BTreeMap::new();
-    let mut chosen = std::collections::BTreeSet::new();
-    for wrapper in &split.wrappers {
-        let key = format!("{}#{}", marker.kernel_name, wrapper.bundle);
-        let code = code_objects(&archives, &key, targets)?;
-        report.code_objects += code.len();
-        report.empty += usize::from(code.is_empty());
-        chosen.extend(code.keys().cloned());
-        // Sorted by triple, as clang orders them.
-        let mut entries: Vec<(String, &[u8])> = code
-            .iter()
-            .map(|(target, bytes)| (format!("hipv4-amdgcn-amd-amdhsa--{target}"), &bytes[..]))
-            .collect();
-        entries.sort();
-        bundles.insert(
-            wrapper.bundle,
-            write_offload_bundle(host, &entries, CODE_ALIGN),
-        );
+    for index in indices {
+        let key = format!("{}#{index}", marker.kernel_name);
+        bundles.insert(index, PlannedBundle::plan(host, archives, &key, targets)?);
     }
-    report.targets = chosen.into_iter().collect();
-    let out = materialize_elf(data, &split, &bundles).map_err(elf_error)?;
-    Ok((out, report))
+    let lens = bundles.iter().map(|(&i, b)| (i, b.layout.len())).collect();
+    let plan = MaterializePlan::new(&map, &split, &lens)
+        .map_err(|source| materialize_error(path, source))?;
+    let written = |source| Error::WriteMaterialized {
+        path: output_path.to_owned(),
+        source,
+    };
+    let mut reader = input;
+    reader.seek(SeekFrom::Start(0)).map_err(written)?;
+    let mut writer = output;
+    plan.write(&mut reader, &mut writer, |index, out| {
+        match bundles.get(&index) {
+            Some(bundle) => bundle.write(out),
+            None => Err(Error::WriteMaterialized {
+                path: output_path.to_owned(),
+                source: std::io::Error::other(format!("no bundle planned for index {index}")),
+            }),
+        }
+    })?;
+    writer.flush().map_err(written)?;
+    let size = plan.output_len(map.len() as u64);
+    // SAFETY: the output is a file this call was given to write, private
+    // to it until committed; nothing else truncates it while mapped.
+    let mut out = unsafe { MmapMut::map_mut(output) }.map_err(|source| Error::Map {
+        path: output_path.to_owned(),
+        source,
+    })?;
+    plan.patch(&mut out, &split)
+        .map_err(|source| materialize_error(path, source))?;
+    out.flush().map_err(written)?;
+    Ok(report(&split, &bundles, archives, size))
+}
+
+/// The bundle one wrapper gets: its layout and the code objects to fill it.
+struct PlannedBundle<'a> {
+    layout: OffloadBundleLayout,
+    code: Vec<Kernel<'a>>,
+}
+
+impl<'a> PlannedBundle<'a> {
+    /// The bundle for TOC key `key`: the host entry, then the code objects
+    /// `targets` want, sorted by triple as clang orders them.
+    fn plan(
+        host: &str,
+        archives: &'a [Archive],
+        key: &str,
+        targets: &[Target],
+    ) -> Result<PlannedBundle<'a>> {
+        let mut code: BTreeMap<String, Kernel<'a>> = BTreeMap::new();
+        for archive in archives {
+            let Some(held) = archive.targets_of(key) else {
+                continue;
+            };
+            for target in held.filter(|t| wanted(t, targets)) {
+                let triple = format!("hipv4-amdgcn-amd-amdhsa--{target}");
+                if !code.contains_key(&triple) {
+                    let kernel = archive.find(key, target)?;
+                    kernel.check_frame()?;
+                    code.insert(triple, kernel);
+                }
+            }
+        }
+        let layout = OffloadBundleLayout::plan(
+            host,
+            code.iter().map(|(triple, k)| (triple.as_str(), k.size())),
+            CODE_ALIGN,
+        );
+        Ok(PlannedBundle {
+            layout,
+            code: code.into_values().collect(),
+        })
+    }
+
+    /// Writes the bundle, decompressing one code object at a time.
+    fn write(&self, out: &mut dyn Write) -> Result<()> {
+        self.layout.write(out, |index, write| {
+            let kernel = self.code.get(index).ok_or_else(|| {
+                std::io::Error::other(format!("no code object planned at entry {index}"))
+            })?;
+            write(&kernel.bytes()?)?;
+            Ok::<(), Error>(())
+        })
+    }
+}
+
+/// What materializing did, for the caller to report.
+fn report(
+    split: &SplitElf<'_>,
+    bundles: &BTreeMap<u32, PlannedBundle<'_>>,
+    archives: &[Archive],
+    size: u64,
+) -> Materialized {
+    let targets: BTreeSet<Target> = bundles
+        .values()
+        .flat_map(|b| b.code.iter().map(|k| k.target().clone()))
+        .collect();
+    let per_wrapper =
+        |w: &crate::elf::SplitWrapper| bundles.get(&w.bundle).map_or(0, |b| b.code.len());
+    Materialized {
+        wrappers: split.wrappers.len(),
+        code_objects: split.wrappers.iter().map(per_wrapper).sum(),
+        empty: split
+            .wrappers
+            .iter()
+            .filter(|w| per_wrapper(w) == 0)
+            .count(),
+        targets: targets.into_iter().collect(),
+        archives: archives.iter().map(|a| a.path().to_owned()).collect(),
+        size,
+    }
+}
+
+/// Maps the input read-only: only the pages its headers, wrappers and
+/// relocations lie on are read through the mapping.
+fn map_input(file: &File, path: &Path) -> Result<Mmap> {
+    // SAFETY: read-only and private to this call; like every reader of
+    // mapped files we rely on the input not being truncated meanwhile.
+    unsafe { Mmap::map(file) }.map_err(|source| Error::Map {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn parse_split<'a>(data: &'a [u8], path: &Path) -> Result<SplitElf<'a>> {
+    SplitElf::parse(data)
+        .map_err(|source| materialize_error(path, source))?
+        .ok_or_else(|| Error::NotSplit {
+            path: path.to_owned(),
+        })
+}
+
+fn materialize_error(path: &Path, source: crate::error::ElfError) -> Error {
+    Error::Materialize {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Whether code built for `code` is for one of the installed `targets`:
@@ -126,30 +290,8 @@ fn wanted(code: &Target, targets: &[Target]) -> bool {
     })
 }
 
-/// The code objects for TOC key `key` that `targets` want, by target (the
-/// first archive holding a target wins).
-fn code_objects(
-    archives: &[Archive],
-    key: &str,
-    targets: &[Target],
-) -> Result<BTreeMap<Target, Vec<u8>>> {
-    let mut code = BTreeMap::new();
-    for archive in archives {
-        let Some(held) = archive.targets_of(key) else {
-            continue;
-        };
-        for target in held.filter(|t| wanted(t, targets)) {
-            if !code.contains_key(target) {
-                let bytes = archive.kernel(key, target)?.into_owned();
-                code.insert(target.clone(), bytes);
-            }
-        }
-    }
-    Ok(code)
-}
-
 /// The archives to take code from, in the order they are searched.
-fn open_archives(
+pub fn open_archives(
     marker: &Marker,
     binary: &Path,
     targets: &[Target],

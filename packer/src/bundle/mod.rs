@@ -14,7 +14,8 @@ use rocm_kpack::Target;
 use crate::error::BundleError;
 
 pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
-pub use offload::{write_offload_bundle, OFFLOAD_BUNDLE_MAGIC};
+pub(crate) use offload::write_zeros;
+pub use offload::{OffloadBundleLayout, OFFLOAD_BUNDLE_MAGIC};
 
 /// One device code object out of a bundle.
 #[derive(Debug, Clone)]

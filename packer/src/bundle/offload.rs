@@ -11,6 +11,7 @@
 //! can occur inside code objects, so the next bundle is never searched for.
 
 use std::borrow::Cow;
+use std::io::Write;
 
 use rocm_kpack::Target;
 
@@ -20,46 +21,111 @@ use crate::error::BundleError;
 /// The first bytes of an uncompressed offload bundle.
 pub const OFFLOAD_BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 
-/// An uncompressed offload bundle as clang's HIP toolchain writes one:
-/// the `host` entry first (no bytes, at the first boundary, as clang puts
-/// it), then `entries` (triple, code object) in the order given, each code
-/// object starting `align` bytes aligned from the bundle's start.
-pub fn write_offload_bundle(host: &str, entries: &[(String, &[u8])], align: u64) -> Vec<u8> {
-    let header_len = OFFLOAD_BUNDLE_MAGIC.len()
-        + 8
-        + std::iter::once(host.len())
-            .chain(entries.iter().map(|(triple, _)| triple.len()))
-            .map(|len| 24 + len)
-            .sum::<usize>();
-    let first = (header_len as u64).div_ceil(align) * align;
-    let mut offsets = Vec::with_capacity(entries.len());
-    let mut at = first;
-    for (_, bytes) in entries {
-        offsets.push(at);
-        at = (at + bytes.len() as u64).div_ceil(align) * align;
+/// Where everything of an uncompressed offload bundle goes, as clang's HIP
+/// toolchain writes one: the `host` entry first (no bytes, at the first
+/// boundary, as clang puts it), then the entries (triple, code object
+/// size) in the order given, each code object starting `align` bytes
+/// aligned from the bundle's start. Planned from sizes alone, so the code
+/// objects can be written one at a time.
+#[derive(Debug, Clone)]
+pub struct OffloadBundleLayout {
+    /// The magic and the entry table.
+    header: Vec<u8>,
+    /// Each entry's offset from the bundle's start and size, in order.
+    entries: Vec<(u64, u64)>,
+    /// The whole bundle's length.
+    len: u64,
+}
+
+impl OffloadBundleLayout {
+    /// Plans a bundle of the host entry and `entries`.
+    pub fn plan<'a>(
+        host: &str,
+        entries: impl ExactSizeIterator<Item = (&'a str, u64)> + Clone,
+        align: u64,
+    ) -> OffloadBundleLayout {
+        let header_len = OFFLOAD_BUNDLE_MAGIC.len()
+            + 8
+            + std::iter::once(host.len())
+                .chain(entries.clone().map(|(triple, _)| triple.len()))
+                .map(|len| 24 + len)
+                .sum::<usize>();
+        let first = (header_len as u64).div_ceil(align) * align;
+        let mut placed = Vec::with_capacity(entries.len());
+        let mut at = first;
+        let mut len = first;
+        for (_, size) in entries.clone() {
+            placed.push((at, size));
+            len = at + size;
+            at = len.div_ceil(align) * align;
+        }
+        let mut header = OFFLOAD_BUNDLE_MAGIC.to_vec();
+        header.extend_from_slice(&(entries.len() as u64 + 1).to_le_bytes());
+        let table = std::iter::once((host, first, 0u64)).chain(
+            entries
+                .zip(&placed)
+                .map(|((triple, _), &(offset, size))| (triple, offset, size)),
+        );
+        for (triple, offset, size) in table {
+            header.extend_from_slice(&offset.to_le_bytes());
+            header.extend_from_slice(&size.to_le_bytes());
+            header.extend_from_slice(&(triple.len() as u64).to_le_bytes());
+            header.extend_from_slice(triple.as_bytes());
+        }
+        OffloadBundleLayout {
+            header,
+            entries: placed,
+            len,
+        }
     }
-    let mut out = OFFLOAD_BUNDLE_MAGIC.to_vec();
-    out.extend_from_slice(&(entries.len() as u64 + 1).to_le_bytes());
-    let header = std::iter::once((host, first, 0u64)).chain(
-        entries
-            .iter()
-            .zip(&offsets)
-            .map(|((triple, bytes), &offset)| (triple.as_str(), offset, bytes.len() as u64)),
-    );
-    for (triple, offset, size) in header {
-        out.extend_from_slice(&offset.to_le_bytes());
-        out.extend_from_slice(&size.to_le_bytes());
-        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
-        out.extend_from_slice(triple.as_bytes());
+
+    /// The bundle's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
     }
-    for ((_, bytes), &offset) in entries.iter().zip(&offsets) {
-        out.resize(offset as usize, 0);
-        out.extend_from_slice(bytes);
+
+    /// Whether the bundle holds no bytes at all (never: it has a header).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
-    if entries.is_empty() {
-        out.resize(first as usize, 0);
+
+    /// Writes the bundle to `out`, taking each entry's code object from
+    /// `code` (by entry index) when its turn comes; each must be as long
+    /// as planned.
+    pub fn write<W: Write + ?Sized, E: From<std::io::Error>>(
+        &self,
+        out: &mut W,
+        mut code: impl FnMut(usize, &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        out.write_all(&self.header)?;
+        let mut at = self.header.len() as u64;
+        for (index, &(offset, size)) in self.entries.iter().enumerate() {
+            write_zeros(out, offset - at)?;
+            let mut written = 0;
+            code(index, &mut |bytes| {
+                written += bytes.len() as u64;
+                out.write_all(bytes)
+            })?;
+            if written != size {
+                let message = format!("code object {index} has {written} bytes, not {size}");
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
+            }
+            at = offset + size;
+        }
+        write_zeros(out, self.len - at)?;
+        Ok(())
     }
-    out
+}
+
+/// Writes `count` zero bytes.
+pub(crate) fn write_zeros<W: Write + ?Sized>(out: &mut W, mut count: u64) -> std::io::Result<()> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while count > 0 {
+        let n = count.min(ZEROS.len() as u64) as usize;
+        out.write_all(&ZEROS[..n])?;
+        count -= n as u64;
+    }
+    Ok(())
 }
 
 /// One entry of the bundle header.

@@ -16,6 +16,7 @@
 //! file reads as a fat one, not a split one, to every tool.
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 
 use object::elf::{PT_LOAD, SHF_ALLOC, SHT_PROGBITS};
 use object::pod;
@@ -26,6 +27,7 @@ use super::records::{
     has_file_data, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
 use super::HIPF_MAGIC;
+use crate::bundle::write_zeros;
 use crate::error::ElfError;
 
 /// Alignment of `.hip_fatbin` and of every bundle in it, as clang's HIP
@@ -36,68 +38,151 @@ fn round_up(value: u64, align: u64) -> u64 {
     value.div_ceil(align) * align
 }
 
-/// Rewrites `data` (parsed as `split`) into a fat file whose wrapper for
-/// bundle index N points at `bundles[N]`, an uncompressed offload bundle.
-pub fn materialize_elf(
-    data: &[u8],
-    split: &SplitElf<'_>,
-    bundles: &BTreeMap<u32, Vec<u8>>,
-) -> Result<Vec<u8>, ElfError> {
-    let Tables {
-        phoff,
-        mut phdrs,
-        mut shdrs,
-        ..
-    } = Tables::read(data)?;
-    let header = Ehdr::parse(data).map_err(super::records::malformed)?;
-    let shoff = header.e_shoff(LE);
-    let segment = marker_segment(&phdrs, split)?;
-    let (file_end, memory_end) = (phdrs[segment].file_end(), phdrs[segment].memory_end());
-    let tail_start = usize::try_from(file_end)
-        .ok()
-        .filter(|&end| end <= data.len())
-        .ok_or_else(|| ElfError::Malformed("the marker's segment runs past the file".into()))?;
+/// How a host-only file becomes fat: where the new bundles go and the
+/// header tables as they will be. Planned from the bundles' lengths, so
+/// the file can be written as a stream ([`MaterializePlan::write`]) and
+/// then patched in place ([`MaterializePlan::patch`]).
+#[derive(Debug)]
+pub struct MaterializePlan {
+    /// Where the marker's segment ends in the file: bytes before it are
+    /// copied, bytes after it move down by `shift`.
+    file_end: u64,
+    shift: u64,
+    fatbin: FatbinLayout,
+    phoff: u64,
+    shoff: u64,
+    phdrs: Vec<Phdr>,
+    shdrs: Vec<Shdr>,
+}
 
-    let fatbin = FatbinLayout::plan(memory_end, file_end, bundles);
-    // Everything unloaded after the segment moves down by whole pages, so
-    // every alignment it had still holds.
-    let shift = round_up(fatbin.end_offset() - file_end, BUNDLE_ALIGN);
-
-    let mut out = Vec::with_capacity(data.len() + shift as usize);
-    out.extend_from_slice(&data[..tail_start]);
-    out.resize(fatbin.offset as usize, 0);
-    for (index, offset) in &fatbin.bundle_offsets {
-        out.resize((fatbin.offset + offset) as usize, 0);
-        out.extend_from_slice(bundles.get(index).map_or(&[][..], Vec::as_slice));
-    }
-    out.resize(tail_start + shift as usize, 0);
-    out.extend_from_slice(&data[tail_start..]);
-
-    let grown = fatbin.end_offset() - file_end;
-    let load = &mut phdrs[segment];
-    load.p_filesz.set(LE, load.p_filesz(LE) + grown);
-    load.p_memsz.set(LE, load.p_memsz(LE) + grown);
-    move_tail(&mut shdrs, file_end, shift)?;
-    fatbin.describe(&mut shdrs, split.fatbin_index)?;
-    unname(&mut shdrs, split.marker.index)?;
-
-    let moved = |offset: u64| {
-        if offset >= file_end {
-            offset + shift
-        } else {
-            offset
+impl MaterializePlan {
+    /// Plans `data` (parsed as `split`) with bundle index N's bundle
+    /// `bundle_lens[N]` bytes long.
+    pub fn new(
+        data: &[u8],
+        split: &SplitElf<'_>,
+        bundle_lens: &BTreeMap<u32, u64>,
+    ) -> Result<MaterializePlan, ElfError> {
+        let Tables {
+            phoff,
+            mut phdrs,
+            mut shdrs,
+            ..
+        } = Tables::read(data)?;
+        let header = Ehdr::parse(data).map_err(super::records::malformed)?;
+        let shoff = header.e_shoff(LE);
+        let segment = marker_segment(&phdrs, split)?;
+        let (file_end, memory_end) = (phdrs[segment].file_end(), phdrs[segment].memory_end());
+        if file_end > data.len() as u64 {
+            return Err(ElfError::Malformed(
+                "the marker's segment runs past the file".into(),
+            ));
         }
-    };
-    let (new_phoff, new_shoff) = (moved(phoff), moved(shoff));
-    {
-        let header = record_mut::<Ehdr>(&mut out, 0)?;
-        header.e_phoff.set(LE, new_phoff);
-        header.e_shoff.set(LE, new_shoff);
+        let fatbin = FatbinLayout::plan(memory_end, file_end, bundle_lens);
+        // Everything unloaded after the segment moves down by whole pages, so
+        // every alignment it had still holds.
+        let shift = round_up(fatbin.end_offset() - file_end, BUNDLE_ALIGN);
+        let grown = fatbin.end_offset() - file_end;
+        let load = &mut phdrs[segment];
+        load.p_filesz.set(LE, load.p_filesz(LE) + grown);
+        load.p_memsz.set(LE, load.p_memsz(LE) + grown);
+        move_tail(&mut shdrs, file_end, shift)?;
+        fatbin.describe(&mut shdrs, split.fatbin_index)?;
+        unname(&mut shdrs, split.marker.index)?;
+        let moved = |offset: u64| {
+            if offset >= file_end {
+                offset + shift
+            } else {
+                offset
+            }
+        };
+        Ok(MaterializePlan {
+            file_end,
+            shift,
+            phoff: moved(phoff),
+            shoff: moved(shoff),
+            fatbin,
+            phdrs,
+            shdrs,
+        })
     }
-    write_table(&mut out, new_phoff, pod::bytes_of_slice(&phdrs))?;
-    write_table(&mut out, new_shoff, pod::bytes_of_slice(&shdrs))?;
-    point_wrappers_at_bundles(&mut out, split, &shdrs, &fatbin)?;
-    Ok(out)
+
+    /// The fat file's length, for an input of `input_len` bytes.
+    pub fn output_len(&self, input_len: u64) -> u64 {
+        input_len + self.shift
+    }
+
+    /// Writes the fat file, unpatched: the input's bytes up to the marker
+    /// segment's end (copied from `input`, read from its start), each
+    /// bundle written by `bundle` (by index) at its place, then the rest
+    /// of the input moved down. Every bundle must be as long as planned.
+    pub fn write<E: From<std::io::Error>>(
+        &self,
+        input: &mut impl Read,
+        out: &mut impl Write,
+        mut bundle: impl FnMut(u32, &mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let copied = std::io::copy(&mut input.take(self.file_end), out)?;
+        if copied != self.file_end {
+            return Err(short_input().into());
+        }
+        let mut at = self.file_end;
+        for (&index, &(offset, len)) in &self.fatbin.bundles {
+            let start = self.fatbin.offset + offset;
+            write_zeros(out, start - at)?;
+            let mut counted = CountingWriter {
+                inner: out,
+                count: 0,
+            };
+            bundle(index, &mut counted)?;
+            if counted.count != len {
+                let message = format!("bundle {index} has {} bytes, not {len}", counted.count);
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
+            }
+            at = start + len;
+        }
+        write_zeros(out, self.file_end + self.shift - at)?;
+        std::io::copy(input, out)?;
+        Ok(())
+    }
+
+    /// Makes the written file (`out`, whole) fat: its header and tables,
+    /// and every wrapper `HIPF` pointing at its bundle.
+    pub fn patch(&self, out: &mut [u8], split: &SplitElf<'_>) -> Result<(), ElfError> {
+        {
+            let header = record_mut::<Ehdr>(out, 0)?;
+            header.e_phoff.set(LE, self.phoff);
+            header.e_shoff.set(LE, self.shoff);
+        }
+        write_table(out, self.phoff, pod::bytes_of_slice(&self.phdrs))?;
+        write_table(out, self.shoff, pod::bytes_of_slice(&self.shdrs))?;
+        point_wrappers_at_bundles(out, split, &self.shdrs, &self.fatbin)
+    }
+}
+
+fn short_input() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "the input ended before the marker's segment",
+    )
+}
+
+/// Counts what passes through to `inner`.
+struct CountingWriter<'w, W: ?Sized> {
+    inner: &'w mut W,
+    count: u64,
+}
+
+impl<W: Write + ?Sized> Write for CountingWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// The load segment holding the marker, which must be the last in memory
@@ -129,28 +214,28 @@ struct FatbinLayout {
     address: u64,
     offset: u64,
     len: u64,
-    /// Each bundle's offset in the section, by bundle index.
-    bundle_offsets: BTreeMap<u32, u64>,
+    /// Each bundle's offset in the section and length, by bundle index.
+    bundles: BTreeMap<u32, (u64, u64)>,
 }
 
 impl FatbinLayout {
     /// Places the section past the segment ending at `memory_end` (file
     /// offset `file_end`), each bundle at a 4096-byte boundary.
-    fn plan(memory_end: u64, file_end: u64, bundles: &BTreeMap<u32, Vec<u8>>) -> FatbinLayout {
+    fn plan(memory_end: u64, file_end: u64, lens: &BTreeMap<u32, u64>) -> FatbinLayout {
         let address = round_up(memory_end, BUNDLE_ALIGN);
         let offset = file_end + (address - memory_end);
-        let mut bundle_offsets = BTreeMap::new();
+        let mut bundles = BTreeMap::new();
         let mut len = 0;
-        for (index, bundle) in bundles {
+        for (&index, &bundle_len) in lens {
             let at = round_up(len, BUNDLE_ALIGN);
-            bundle_offsets.insert(*index, at);
-            len = at + bundle.len() as u64;
+            bundles.insert(index, (at, bundle_len));
+            len = at + bundle_len;
         }
         FatbinLayout {
             address,
             offset,
             len,
-            bundle_offsets,
+            bundles,
         }
     }
 
@@ -220,7 +305,7 @@ fn point_wrappers_at_bundles(
     fatbin: &FatbinLayout,
 ) -> Result<(), ElfError> {
     for wrapper in &split.wrappers {
-        let offset = fatbin.bundle_offsets.get(&wrapper.bundle).ok_or_else(|| {
+        let (offset, _) = fatbin.bundles.get(&wrapper.bundle).ok_or_else(|| {
             ElfError::Malformed(format!("no bundle for index {}", wrapper.bundle))
         })?;
         write_wrapper(

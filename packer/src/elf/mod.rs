@@ -1,6 +1,6 @@
 //! ELF fat binaries: finding their bundles and wrappers, rewriting them
 //! into host-only files ([`split_elf`]), and host-only files back into fat
-//! ones for chosen targets ([`materialize_elf`]).
+//! ones for chosen targets ([`MaterializePlan`]).
 
 mod evict;
 mod materialize;
@@ -8,7 +8,7 @@ mod parse;
 mod records;
 mod surgery;
 
-pub use materialize::materialize_elf;
+pub use materialize::MaterializePlan;
 pub use parse::{
     ElfKind, FatElf, Machine, PointerSource, SectionRange, SplitElf, SplitWrapper, Wrapper,
 };
