@@ -196,10 +196,10 @@ impl<'a> PlannedBundle<'a> {
             };
             for target in held.filter(|t| wanted(t, targets)) {
                 let triple = format!("hipv4-amdgcn-amd-amdhsa--{target}");
-                if !code.contains_key(&triple) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = code.entry(triple) {
                     let kernel = archive.find(key, target)?;
                     kernel.check_frame()?;
-                    code.insert(triple, kernel);
+                    slot.insert(kernel);
                 }
             }
         }
