@@ -168,12 +168,12 @@ impl ConfinedDir {
         }
     }
 
-    /// Creates the regular file `relative` for writing; nothing may be
-    /// there yet. Its mode is `mode` under the umask.
+    /// Creates the regular file `relative` for writing (and reading back);
+    /// nothing may be there yet. Its mode is `mode` under the umask.
     pub fn create_file(&self, relative: &Path, mode: u32) -> Result<File, ConfinedError> {
         let fd = self.open_beneath(
             relative,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
             Mode::from_raw_mode(mode & 0o7777),
             "create",
         )?;

@@ -21,10 +21,12 @@ pub enum LayoutChoice {
 }
 
 /// What is written into the prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// Host-only binaries and `.kpack/` archives: kpack-aware runtimes only.
+    /// Records written before layouts existed hold this one.
+    #[default]
     Kpack,
     /// Binaries made fat again with the installed targets' code objects:
     /// every HIP runtime.

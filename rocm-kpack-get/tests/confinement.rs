@@ -495,6 +495,7 @@ mod property {
             version: semver::Version::new(version, 0, 0),
             repo: "rocm".into(),
             targets: Vec::new(),
+            layout: rocm_kpack_get::layout::Layout::Kpack,
             artifacts: vec![ReadyArtifact {
                 kind: ArtifactKind::Tree,
                 path: format!("pool/p{package}/{version}/host.tar.zst")

@@ -356,7 +356,8 @@ fn detect_says_which_runtime_was_found_and_the_layout_that_follows() {
         command
             .args(["--target", "gfx1030"])
             .args(args)
-            .env("KPACK_GET_LD_CACHE", &cache);
+            .env("KPACK_GET_LD_CACHE", &cache)
+            .env_remove("KPACK_GET_LAYOUT");
         if let Some(dir) = ld_library_path {
             command.env("LD_LIBRARY_PATH", dir);
         }
@@ -372,7 +373,8 @@ fn detect_says_which_runtime_was_found_and_the_layout_that_follows() {
     let json: serde_json::Value = serde_json::from_str(&success(
         env.command()
             .args(["--json", "--target", "gfx1030", "detect"])
-            .env("KPACK_GET_LD_CACHE", &cache),
+            .env("KPACK_GET_LD_CACHE", &cache)
+            .env_remove("KPACK_GET_LAYOUT"),
     ))
     .unwrap();
     assert_eq!(json["hip_runtime"]["found_in"], "ld-cache");
@@ -383,6 +385,7 @@ fn detect_says_which_runtime_was_found_and_the_layout_that_follows() {
     );
     assert_eq!(json["layout"]["layout"], "kpack");
     let mut none = env.command();
+    none.env_remove("KPACK_GET_LAYOUT");
     system_dirs(&mut none, &[&env.home.path().join("empty")]);
     let json: serde_json::Value = serde_json::from_str(&success(
         none.args(["--json", "--target", "gfx1030", "detect"]),
@@ -405,9 +408,10 @@ fn the_layout_comes_from_the_flag_the_environment_and_the_configuration_file() {
         all.extend(["install", "rocm-rand", "--dry-run"]);
         let mut command = env.with_repo(&server.url(), &repo.public_key, &all);
         system_dirs(&mut command, &[&system]);
-        if let Some(layout) = layout_env {
-            command.env("KPACK_GET_LAYOUT", layout);
-        }
+        match layout_env {
+            Some(layout) => command.env("KPACK_GET_LAYOUT", layout),
+            None => command.env_remove("KPACK_GET_LAYOUT"),
+        };
         serde_json::from_str(&success(&mut command)).unwrap()
     };
     let auto = plan(&[], None);

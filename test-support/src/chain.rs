@@ -155,7 +155,10 @@ impl Env {
             .env_remove("ROCM_PATH")
             // The HIP runtime search sees none of the machine's: no loader
             // cache, no default directories, no /opt/rocm, no
-            // LD_LIBRARY_PATH (cargo's own is not the user's), no layout.
+            // LD_LIBRARY_PATH (cargo's own is not the user's). With no
+            // runtime, `auto` would choose the fat layout: tests install
+            // the kpack layout unless they ask for another (`--layout` or
+            // `KPACK_GET_LAYOUT`).
             .env(
                 "KPACK_GET_LD_CACHE",
                 self.home.path().join("no-ld.so.cache"),
@@ -169,7 +172,7 @@ impl Env {
                 self.home.path().join("no-rocm"),
             )
             .env_remove("LD_LIBRARY_PATH")
-            .env_remove("KPACK_GET_LAYOUT")
+            .env("KPACK_GET_LAYOUT", "kpack")
             .stdin(std::process::Stdio::null());
         // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) stay out.
         for (name, _) in std::env::vars_os() {

@@ -9,6 +9,7 @@ use rocm_kpack_get::client::{Client, Progress, Wanted as Download};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
+use rocm_kpack_get::layout::Layout;
 use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
@@ -82,15 +83,35 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let client = context.client()?;
     let repos = context.repos(&client)?;
     let gpus = choose_gpus(context, &record, upgrading)?;
-    let plan = make_plan(&client, &context.cache, &repos, &requests, &gpus, &record)?;
+    let (search, decision) = super::layout::search_for_new_library(context);
+    let requests = with_relayout(requests, &record, decision.layout);
+    let plan = make_plan(
+        &client,
+        &context.cache,
+        &repos,
+        &requests,
+        &gpus,
+        decision.layout,
+        &record,
+    )?;
     show_plan(context, &repos, &plan, dry_run);
-    let Some(lock) = lock else { return Ok(()) };
+    let runtime = super::layout::show(context, &search, &decision, false);
+    let Some(lock) = lock else {
+        printer.json(&with_runtime(
+            plan_json(context, &repos, &plan, false),
+            &runtime,
+        ));
+        return Ok(());
+    };
     if plan.pending().next().is_none() {
         printer.line(format!(
             "nothing to do: already installed in {}",
             prefix.root().display()
         ));
-        printer.json(&plan_json(context, &repos, &plan, true));
+        printer.json(&with_runtime(
+            plan_json(context, &repos, &plan, true),
+            &runtime,
+        ));
         return Ok(());
     }
     download(context, &client, &repos, &plan)?;
@@ -109,8 +130,63 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         prefix.root().display(),
         saving(plan.size(), plan.full_size())
     ));
-    printer.json(&plan_json(context, &repos, &plan, true));
+    if plan.layout == Layout::Fat {
+        printer.line(format!(
+            "layout fat: {} made fat for {}; no .kpack/ archives installed",
+            match applied.materialized {
+                1 => "1 binary".to_owned(),
+                n => format!("{n} binaries"),
+            },
+            describe_targets(&plan.gpus)
+        ));
+    }
+    printer.json(&with_runtime(
+        plan_json(context, &repos, &plan, true),
+        &runtime,
+    ));
     Ok(())
+}
+
+/// `requests`, plus every installed package whose layout is not `layout`
+/// at the version installed: a change of layout rewrites them all.
+fn with_relayout(
+    mut requests: Vec<Request>,
+    record: &InstalledRecord,
+    layout: Layout,
+) -> Vec<Request> {
+    for (name, package) in &record.packages {
+        if package.layout != layout && !requests.iter().any(|r| &r.name == name) {
+            requests.push(Request {
+                name: name.clone(),
+                requirement: semver::VersionReq {
+                    comparators: vec![semver::Comparator {
+                        op: semver::Op::Exact,
+                        major: package.version.major,
+                        minor: Some(package.version.minor),
+                        patch: Some(package.version.patch),
+                        pre: package.version.pre.clone(),
+                    }],
+                },
+            });
+        }
+    }
+    requests
+}
+
+fn describe_targets(gpus: &[Target]) -> String {
+    if gpus.is_empty() {
+        "no GPU (host entries only)".to_owned()
+    } else {
+        rocm_kpack::target::join_targets(gpus)
+    }
+}
+
+/// `json` with the runtime found and the layout's fields added.
+fn with_runtime(mut json: serde_json::Value, runtime: &serde_json::Value) -> serde_json::Value {
+    if let (Some(json), Some(runtime)) = (json.as_object_mut(), runtime.as_object()) {
+        json.extend(runtime.clone());
+    }
+    json
 }
 
 /// The GPUs to install for: those detected (or given), else, when
@@ -186,6 +262,7 @@ fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<Packa
             version: package.version.clone(),
             repo: repos[package.repo].config.name.clone(),
             targets: plan.gpus.clone(),
+            layout: plan.layout,
             artifacts: package
                 .chosen
                 .iter()
@@ -259,22 +336,6 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
             size(plan.download_size(&context.cache)),
             saving(plan.size(), plan.full_size())
         ));
-        // The host tree is not unpacked in a dry run: the runtime is the
-        // one a library without run paths of its own would load.
-        let (search, decision) = super::layout::search_for_new_library(context);
-        let runtime = super::layout::show(context, &search, &decision, false);
-        if decision.layout == rocm_kpack_get::layout::Layout::Fat {
-            // Said until installs write materialized binaries.
-            printer.warn(
-                "install writes the kpack layout (split binaries and .kpack/ archives) for now; \
-                 `kpack-pack materialize` makes an installed binary fat for a runtime without kpack support",
-            );
-        }
-        let mut json = plan_json(context, repos, plan, false);
-        if let (Some(json), Some(runtime)) = (json.as_object_mut(), runtime.as_object()) {
-            json.extend(runtime.clone());
-        }
-        printer.json(&json);
     }
 }
 

@@ -18,7 +18,7 @@ pub fn list(context: &Context) -> Result<(), Failure> {
     for (name, package) in &record.packages {
         let size: u64 = package.files.iter().filter_map(|f| f.size).sum();
         context.printer.line(format!(
-            "{name} {} ({}, {} files, {}; for {})",
+            "{name} {} ({}, {} files, {}; for {}; layout {})",
             package.version,
             package.repo,
             package.files.len(),
@@ -27,7 +27,8 @@ pub fn list(context: &Context) -> Result<(), Failure> {
                 "no GPU: host parts only".to_owned()
             } else {
                 rocm_kpack::target::join_targets(&package.targets)
-            }
+            },
+            package.layout
         ));
     }
     context.printer.json(&json!({
@@ -37,6 +38,7 @@ pub fn list(context: &Context) -> Result<(), Failure> {
             "version": p.version.to_string(),
             "repo": p.repo,
             "targets": p.targets,
+            "layout": p.layout,
             "files": p.files.len(),
             "artifacts": p.artifacts.iter().map(|a| a.path.clone()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),

@@ -44,7 +44,7 @@ pub struct Journal {
 /// The paths of a prefix's bookkeeping, opened through handles that never
 /// follow a link inside the prefix.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub struct PrefixPaths {
     pub prefix: PathBuf,
 }
 
@@ -64,7 +64,7 @@ pub const LOCK: &str = ".lock";
 /// In a staging directory: the new record, or this when none remains.
 const NO_PACKAGES: &str = "no-packages";
 
-impl Layout {
+impl PrefixPaths {
     /// The prefix.
     pub fn root(&self) -> Result<ConfinedDir, InstallError> {
         Ok(ConfinedDir::open(&self.prefix)?)
@@ -154,9 +154,9 @@ impl Journal {
 
     /// Makes the change decided: flushes the staged files to disk, then
     /// writes the journal through a synced temporary file and a rename.
-    pub fn commit(&self, layout: &Layout) -> Result<(), InstallError> {
-        let root = layout.root()?;
-        let meta = layout.meta(&root)?;
+    pub fn commit(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
+        let root = paths.root()?;
+        let meta = paths.meta(&root)?;
         let staging = open_staging(&meta, &self.id)?;
         if self.moves.len() > MANY_FILES {
             root.sync_filesystem()?;
@@ -164,7 +164,7 @@ impl Journal {
             self.sync_staged(&staging)?;
         }
         let text = toml::to_string(self).map_err(|e| InstallError::BadRecord {
-            path: layout.journal(),
+            path: paths.journal(),
             message: e.to_string(),
         })?;
         // Written in the staging directory, which recovery deletes, so a
@@ -175,7 +175,7 @@ impl Journal {
         file.write_all(text.as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(|source| InstallError::Write {
-                path: layout.journal(),
+                path: paths.journal(),
                 source,
             })?;
         staging.rename(temporary, &meta, Path::new(JOURNAL))?;
@@ -212,9 +212,9 @@ impl Journal {
     /// Every path is resolved beneath the prefix without following links:
     /// a file the record names that is now reached through a link or a
     /// file is not there to remove.
-    pub fn apply(&self, layout: &Layout) -> Result<(), InstallError> {
-        let root = layout.root()?;
-        let meta = layout.meta(&root)?;
+    pub fn apply(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
+        let root = paths.root()?;
+        let meta = paths.meta(&root)?;
         let staging = open_staging(&meta, &self.id)?;
         let staged_root = staging.open_dir(Path::new("root"))?;
         for relative in &self.deletes {
@@ -275,9 +275,9 @@ impl Journal {
     }
 
     /// Reads the journal left in a prefix, if any.
-    pub fn load(layout: &Layout) -> Result<Option<Journal>, InstallError> {
-        let path = layout.journal();
-        let Some(meta) = layout.existing_meta()? else {
+    pub fn load(paths: &PrefixPaths) -> Result<Option<Journal>, InstallError> {
+        let path = paths.journal();
+        let Some(meta) = paths.existing_meta()? else {
             return Ok(None);
         };
         let Some(text) = read_bookkeeping(&meta, JOURNAL)? else {
@@ -342,16 +342,16 @@ mod tests {
     #[test]
     fn a_journal_naming_a_path_outside_the_prefix_is_refused_not_carried_out() {
         let prefix = tempfile::tempdir().unwrap();
-        let layout = Layout {
+        let paths = PrefixPaths {
             prefix: prefix.path().to_owned(),
         };
-        fs_err::create_dir_all(layout.meta_path()).unwrap();
+        fs_err::create_dir_all(paths.meta_path()).unwrap();
         fs_err::write(
-            layout.journal(),
+            paths.journal(),
             "format = 1\nid = \"1-2\"\ndeletes = [\"../../etc/passwd\"]\n",
         )
         .unwrap();
-        let error = Journal::load(&layout).unwrap_err();
+        let error = Journal::load(&paths).unwrap_err();
         let message = error.to_string();
         assert!(
             matches!(error, InstallError::BadRecord { .. }) && message.contains("../../etc/passwd"),

@@ -4,6 +4,7 @@
 
 pub mod commit;
 pub mod future;
+pub mod materialize;
 pub mod plan;
 pub mod record;
 pub mod stage;
@@ -18,7 +19,8 @@ use kpack_fs::confined::{ConfinedDir, ConfinedError};
 use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
 use rocm_kpack::Target;
 
-use commit::{Journal, Layout};
+use crate::layout::Layout;
+use commit::{Journal, PrefixPaths};
 use future::{Change, LinkProblem};
 use record::{InstalledArtifact, InstalledPackage, InstalledRecord};
 use stage::{EntryProblem, StageDir, StagedFiles};
@@ -83,6 +85,12 @@ pub enum InstallError {
         #[source]
         source: Box<rocm_kpack::Error>,
     },
+    #[error("{path}: cannot be made fat for the installed GPUs")]
+    Materialize {
+        path: RelativePath,
+        #[source]
+        source: Box<kpack_packer::Error>,
+    },
     #[error("{artifact}: unpacks to more than {limit} bytes, more than the index allows; refused")]
     TooLarge { artifact: RelativePath, limit: u64 },
     /// A file-system operation in the prefix (the error names the path).
@@ -124,7 +132,7 @@ impl InstallError {
 /// An install root with its `.kpack/` bookkeeping.
 #[derive(Debug, Clone)]
 pub struct Prefix {
-    layout: Layout,
+    paths: PrefixPaths,
 }
 
 /// Holds the prefix's lock until dropped.
@@ -148,6 +156,8 @@ pub struct PackageInstall {
     pub version: semver::Version,
     pub repo: String,
     pub targets: Vec<Target>,
+    /// Whether its split binaries are installed as they are or made fat.
+    pub layout: Layout,
     pub artifacts: Vec<ReadyArtifact>,
 }
 
@@ -173,6 +183,8 @@ pub struct Applied {
     pub files_added: usize,
     pub files_removed: usize,
     pub bytes_added: u64,
+    /// Split binaries made fat (the fat layout).
+    pub materialized: usize,
 }
 
 /// What finding an interrupted change led to.
@@ -226,33 +238,27 @@ impl fmt::Display for Problem {
 impl Prefix {
     /// The prefix at `root` (created when `create`, with `.kpack/` in it).
     pub fn open(root: &Path, create: bool) -> Result<Prefix, InstallError> {
-        let layout = Layout {
+        let paths = PrefixPaths {
             prefix: root.to_owned(),
         };
         if create {
             fs_err::create_dir_all(root)?;
-            layout.root()?.create_dir_all(Path::new(".kpack"))?;
+            paths.root()?.create_dir_all(Path::new(".kpack"))?;
         }
-        Ok(Prefix { layout })
+        Ok(Prefix { paths })
     }
 
     pub fn root(&self) -> &Path {
-        &self.layout.prefix
+        &self.paths.prefix
     }
 
     /// Takes the prefix's lock; when another process holds it, calls
     /// `waiting` and then waits, or fails with `wait` false.
     pub fn lock(&self, wait: bool, waiting: impl FnOnce()) -> Result<PrefixLock, InstallError> {
-        let root = self.layout.root()?;
+        let root = self.paths.root()?;
         let meta = root.create_dir_all(Path::new(".kpack"))?;
         let file = meta.open_or_create(Path::new(commit::LOCK), 0o644)?;
-        self.acquire(
-            &file,
-            self.layout.lock(),
-            LockKind::Exclusive,
-            wait,
-            waiting,
-        )?;
+        self.acquire(&file, self.paths.lock(), LockKind::Exclusive, wait, waiting)?;
         Ok(PrefixLock { _file: file })
     }
 
@@ -265,7 +271,7 @@ impl Prefix {
         wait: bool,
         waiting: impl FnOnce(),
     ) -> Result<Option<PrefixReadLock>, InstallError> {
-        let Some(meta) = self.layout.existing_meta()? else {
+        let Some(meta) = self.paths.existing_meta()? else {
             return Ok(None);
         };
         let file = match meta.open_file(Path::new(commit::LOCK)) {
@@ -280,7 +286,7 @@ impl Prefix {
             }
             Err(error) => return Err(error.into()),
         };
-        self.acquire(&file, self.layout.lock(), LockKind::Shared, wait, waiting)?;
+        self.acquire(&file, self.paths.lock(), LockKind::Shared, wait, waiting)?;
         Ok(Some(PrefixReadLock { _file: file }))
     }
 
@@ -304,7 +310,7 @@ impl Prefix {
         match tried {
             Ok(()) => Ok(()),
             Err(std::fs::TryLockError::WouldBlock) if !wait => Err(InstallError::Locked {
-                prefix: self.layout.prefix.clone(),
+                prefix: self.paths.prefix.clone(),
                 lock: path,
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -322,18 +328,18 @@ impl Prefix {
     /// The id of a committed change an interrupted run left unfinished, if
     /// any; only a command that may write completes it ([`Prefix::recover`]).
     pub fn pending_change(&self) -> Result<Option<String>, InstallError> {
-        Ok(Journal::load(&self.layout)?.map(|journal| journal.id))
+        Ok(Journal::load(&self.paths)?.map(|journal| journal.id))
     }
 
     /// Finishes or discards what an interrupted run left.
     pub fn recover(&self, _lock: &PrefixLock) -> Result<Option<Recovered>, InstallError> {
         let mut completed = None;
-        if let Some(journal) = Journal::load(&self.layout)? {
-            journal.apply(&self.layout)?;
+        if let Some(journal) = Journal::load(&self.paths)? {
+            journal.apply(&self.paths)?;
             completed = Some(journal.id);
         }
         let mut discarded = Vec::new();
-        if let Some(meta) = self.layout.existing_meta()? {
+        if let Some(meta) = self.paths.existing_meta()? {
             if let Ok(staging) = meta.open_dir(Path::new(commit::STAGING)) {
                 for name in staging.names()? {
                     staging.remove_all(Path::new(&name))?;
@@ -350,12 +356,12 @@ impl Prefix {
     }
 
     pub fn record(&self) -> Result<InstalledRecord, InstallError> {
-        let text = match self.layout.existing_meta()? {
+        let text = match self.paths.existing_meta()? {
             Some(meta) => commit::read_bookkeeping(&meta, commit::RECORD)?,
             None => None,
         };
         match text {
-            Some(text) => InstalledRecord::parse(&self.layout.record(), &text),
+            Some(text) => InstalledRecord::parse(&self.paths.record(), &text),
             None => Ok(InstalledRecord::empty()),
         }
     }
@@ -372,7 +378,7 @@ impl Prefix {
         if let Some(name) = remove.iter().find(|n| !old.packages.contains_key(*n)) {
             return Err(InstallError::NotInstalled {
                 name: name.clone(),
-                prefix: self.layout.prefix.clone(),
+                prefix: self.paths.prefix.clone(),
             });
         }
         let id = format!(
@@ -383,11 +389,11 @@ impl Prefix {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0)
         );
-        let root = self.layout.root()?;
-        let meta = self.layout.meta(&root)?;
+        let root = self.paths.root()?;
+        let meta = self.paths.meta(&root)?;
         let staging = commit::create_staging(&meta, &id)?;
         let result = self.stage_and_commit(&root, &staging, &old, packages, remove, &id);
-        if result.is_err() && Journal::load(&self.layout).ok().flatten().is_none() {
+        if result.is_err() && Journal::load(&self.paths).ok().flatten().is_none() {
             // Not committed: nothing of it reaches the prefix.
             drop(staging);
             let _ = meta.remove_all(&Path::new(commit::STAGING).join(&id));
@@ -418,13 +424,15 @@ impl Prefix {
         for (index, package) in packages.iter().enumerate() {
             let own_path = PathBuf::from(format!("package-{index}"));
             let own = staging.create_dir_all(&own_path)?;
-            let files = stage_package(
-                package,
-                StageDir {
-                    dir: &own,
-                    prefix: self.root(),
-                },
-            )?;
+            let stage = StageDir {
+                dir: &own,
+                prefix: self.root(),
+            };
+            let mut files = stage_package(package, stage)?;
+            if package.layout == Layout::Fat {
+                applied.materialized +=
+                    materialize::materialize_package(package, stage, staging, &mut files)?;
+            }
             for (path, file) in &files {
                 if let Some(other) = placed.insert(path.clone(), package.name.clone()) {
                     return Err(InstallError::OwnedByOther {
@@ -465,8 +473,8 @@ impl Prefix {
             .then(|| new.to_toml())
             .transpose()?;
         commit::stage_record(staging, record.as_deref())?;
-        journal.commit(&self.layout)?;
-        journal.apply(&self.layout)?;
+        journal.commit(&self.paths)?;
+        journal.apply(&self.paths)?;
         Ok(applied)
     }
 
@@ -474,7 +482,7 @@ impl Prefix {
     /// never through a link inside the prefix.
     pub fn verify(&self) -> Result<(usize, Vec<Mismatch>), InstallError> {
         let record = self.record()?;
-        let root = match self.layout.root() {
+        let root = match self.paths.root() {
             Ok(root) => Some(root),
             Err(InstallError::Confined(error)) if error.is_not_found() => None,
             Err(error) => return Err(error),
@@ -488,7 +496,7 @@ impl Prefix {
                     Some(root) => check_file(root, file),
                     None => Some(Problem::Unreadable(format!(
                         "{} does not exist",
-                        self.layout.prefix.display()
+                        self.paths.prefix.display()
                     ))),
                 };
                 if let Some(problem) = problem {
@@ -638,30 +646,33 @@ fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFi
                 own,
                 &mut files,
             )?,
-            ArtifactKind::Kpack => {
-                let relative = match &artifact.install_as {
-                    Some(path) => path.clone(),
-                    None => format!(".kpack/{}", artifact.path.file_name())
-                        .parse()
-                        .map_err(|reason| InstallError::UnsafeEntry {
-                            artifact: artifact.path.clone(),
-                            entry: artifact.path.file_name().to_owned(),
-                            problem: stage::UnsafePath::Unusable(reason).into(),
-                        })?,
-                };
-                stage::place_archive(
-                    &artifact.blob,
-                    &artifact.path,
-                    &relative,
-                    artifact.sha256,
-                    artifact.size,
-                    own,
-                    &mut files,
-                )?
-            }
+            ArtifactKind::Kpack => stage::place_archive(
+                &artifact.blob,
+                &artifact.path,
+                &archive_slot(artifact)?,
+                artifact.sha256,
+                artifact.size,
+                own,
+                &mut files,
+            )?,
         }
     }
     Ok(files)
+}
+
+/// Where an archive is placed: where the artifact says, else
+/// `.kpack/<file name>`.
+fn archive_slot(artifact: &ReadyArtifact) -> Result<RelativePath, InstallError> {
+    match &artifact.install_as {
+        Some(path) => Ok(path.clone()),
+        None => format!(".kpack/{}", artifact.path.file_name())
+            .parse()
+            .map_err(|reason| InstallError::UnsafeEntry {
+                artifact: artifact.path.clone(),
+                entry: artifact.path.file_name().to_owned(),
+                problem: stage::UnsafePath::Unusable(reason).into(),
+            }),
+    }
 }
 
 /// The install record of `package` with its staged `files` and the
@@ -675,6 +686,7 @@ fn installed(
         version: package.version.clone(),
         repo: package.repo.clone(),
         targets: package.targets.clone(),
+        layout: package.layout,
         artifacts: package
             .artifacts
             .iter()

@@ -10,9 +10,10 @@ use kpack_repo_index::{
 };
 use rocm_kpack::Target;
 
-use super::record::InstalledRecord;
+use super::record::{InstalledPackage, InstalledRecord};
 use crate::cache::Cache;
 use crate::client::Client;
+use crate::layout::Layout;
 use crate::repo::{Repo, RepoError};
 
 /// Why no plan can be made.
@@ -64,6 +65,8 @@ impl PlannedPackage {
 pub struct Plan {
     pub packages: Vec<PlannedPackage>,
     pub gpus: Vec<Target>,
+    /// How the packages' device code is to be installed.
+    pub layout: Layout,
 }
 
 impl Plan {
@@ -123,6 +126,7 @@ pub fn make_plan(
     repos: &[Repo],
     requests: &[Request],
     gpus: &[Target],
+    layout: Layout,
     installed: &InstalledRecord,
 ) -> Result<Plan, PlanError> {
     let mut shards = Shards {
@@ -158,12 +162,43 @@ pub fn make_plan(
             continue;
         };
         let families = &repos[repo].families;
-        packages.push(plan_package(name, entry, repo, families, gpus, installed)?);
+        let goal = Goal { gpus, layout };
+        packages.push(plan_package(name, entry, repo, families, goal, installed)?);
     }
     Ok(Plan {
         packages,
         gpus: gpus.to_vec(),
+        layout,
     })
+}
+
+/// The GPUs an install is for and how their code is installed.
+#[derive(Debug, Clone, Copy)]
+struct Goal<'a> {
+    gpus: &'a [Target],
+    layout: Layout,
+}
+
+impl Goal<'_> {
+    /// Whether `current`, installed from `chosen` artifacts, is what this
+    /// goal would install: in the fat layout the binaries hold exactly the
+    /// installed targets' code, so other targets mean writing them again.
+    fn met_by(&self, current: &InstalledPackage, chosen: &[Artifact]) -> bool {
+        let mut have: Vec<_> = current.artifacts.iter().map(|a| a.sha256).collect();
+        let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
+        have.sort();
+        want.sort();
+        let same_targets = || {
+            let mut installed = current.targets.clone();
+            let mut wanted = self.gpus.to_vec();
+            installed.sort();
+            wanted.sort();
+            installed == wanted
+        };
+        have == want
+            && current.layout == self.layout
+            && (self.layout == Layout::Kpack || same_targets())
+    }
 }
 
 /// One resolved version's artifacts for `gpus`; a package with device code
@@ -173,9 +208,10 @@ fn plan_package(
     entry: &VersionEntry,
     repo: usize,
     families: &Families,
-    gpus: &[Target],
+    goal: Goal<'_>,
     installed: &InstalledRecord,
 ) -> Result<PlannedPackage, PlanError> {
+    let gpus = goal.gpus;
     let version = entry.version.clone();
     let selection = select_artifacts(entry, gpus, families);
     let has_device = entry.artifacts.iter().any(Artifact::is_device);
@@ -198,15 +234,7 @@ fn plan_package(
     }
     let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
     let current = installed.packages.get(&name);
-    let up_to_date = current.is_some_and(|c| {
-        c.version == version && {
-            let mut have: Vec<_> = c.artifacts.iter().map(|a| a.sha256).collect();
-            let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
-            have.sort();
-            want.sort();
-            have == want
-        }
-    });
+    let up_to_date = current.is_some_and(|c| c.version == version && goal.met_by(c, &chosen));
     Ok(PlannedPackage {
         full_size: entry.artifacts.iter().map(|a| a.size).sum(),
         installed: current.map(|c| c.version.clone()),
@@ -231,7 +259,10 @@ mod tests {
             &shard.versions[0],
             0,
             &Families::builtin(),
-            &gpus,
+            Goal {
+                gpus: &gpus,
+                layout: Layout::Kpack,
+            },
             &InstalledRecord::empty(),
         )?;
         Ok(planned

@@ -10,6 +10,7 @@ use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
 use super::InstallError;
+use crate::layout::Layout;
 
 /// The record's format version; a newer one is refused, not misread.
 pub const RECORD_FORMAT: u32 = 1;
@@ -30,6 +31,10 @@ pub struct InstalledPackage {
     /// The GPU targets its device code was chosen for.
     #[serde(default)]
     pub targets: Vec<Target>,
+    /// How its device code is installed: split binaries and archives, or
+    /// binaries made fat for `targets`.
+    #[serde(default)]
+    pub layout: Layout,
     #[serde(default)]
     pub artifacts: Vec<InstalledArtifact>,
     /// Directories the install created (removed again when empty).
@@ -132,6 +137,7 @@ mod tests {
                 version: "5.3.3".parse().unwrap(),
                 repo: "rocm".into(),
                 targets: vec![Target::parse("gfx90a:sramecc+:xnack-").unwrap()],
+                layout: Layout::Fat,
                 artifacts: vec![],
                 dirs: vec![path("lib")],
                 files: vec![

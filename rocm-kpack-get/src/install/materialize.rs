@@ -1,0 +1,144 @@
+//! The fat layout (08-hip-runtimes.md): as a package is staged, each of
+//! its split binaries is made fat again for the installed targets, from
+//! the host tree and the archives in the download cache, and its archives
+//! are left out of the prefix (no runtime reads them then).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use kpack_fs::confined::ConfinedDir;
+use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
+use rocm_kpack::Archive;
+
+use super::stage::{StageDir, StagedFiles};
+use super::{InstallError, PackageInstall};
+
+/// Makes every split binary staged in `stage` fat for `package`'s targets
+/// and takes its archives out of `files`; `scratch` holds each binary
+/// while it is written. Returns how many binaries were made fat.
+pub fn materialize_package(
+    package: &PackageInstall,
+    stage: StageDir<'_>,
+    scratch: &ConfinedDir,
+    files: &mut StagedFiles,
+) -> Result<usize, InstallError> {
+    let archives = open_archives(package)?;
+    for artifact in package
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == ArtifactKind::Kpack)
+    {
+        let placed = super::archive_slot(artifact)?;
+        if files.remove(&placed).is_some() {
+            stage.dir.remove_file(Path::new(placed.as_str()))?;
+        }
+    }
+    let mut made = 0;
+    let paths: Vec<RelativePath> = files
+        .iter()
+        .filter(|(_, file)| file.link.is_none())
+        .map(|(path, _)| path.clone())
+        .collect();
+    for (index, path) in paths.iter().enumerate() {
+        let Some((sha256, size)) =
+            materialize_one(package, stage, scratch, path, index, &archives)?
+        else {
+            continue;
+        };
+        if let Some(file) = files.get_mut(path) {
+            file.sha256 = Some(sha256);
+            file.size = Some(size);
+        }
+        made += 1;
+    }
+    Ok(made)
+}
+
+/// The package's archives, from the download cache, where their hashes
+/// were checked.
+fn open_archives(package: &PackageInstall) -> Result<Vec<Archive>, InstallError> {
+    package
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == ArtifactKind::Kpack)
+        .map(|artifact| {
+            Archive::open(&artifact.blob).map_err(|source| InstallError::NotAnArchive {
+                artifact: artifact.path.clone(),
+                source: Box::new(source),
+            })
+        })
+        .collect()
+}
+
+/// Makes the staged file `path` fat if it is a split binary: written into
+/// `scratch`, then renamed over it. Its new hash and size, or `None` when
+/// it is not a split binary.
+fn materialize_one(
+    package: &PackageInstall,
+    stage: StageDir<'_>,
+    scratch: &ConfinedDir,
+    path: &RelativePath,
+    index: usize,
+    archives: &[Archive],
+) -> Result<Option<(Sha256, u64)>, InstallError> {
+    let at = Path::new(path.as_str());
+    let shown = stage.prefix.join(path.as_str());
+    let failed = |source: kpack_packer::Error| InstallError::Materialize {
+        path: path.clone(),
+        source: Box::new(source),
+    };
+    let input = stage.dir.open_file(at)?;
+    if !is_elf(&input, &shown)?
+        || !kpack_packer::materialize::is_split(&input, &shown).map_err(failed)?
+    {
+        return Ok(None);
+    }
+    let mode = input
+        .metadata()
+        .map_err(|source| InstallError::Write {
+            path: shown.clone(),
+            source,
+        })?
+        .permissions()
+        .mode();
+    let temporary = PathBuf::from(format!("fat-{index}"));
+    let mut output = scratch.create_file(&temporary, mode & 0o7777)?;
+    kpack_packer::materialize::materialize_into(
+        &input,
+        &shown,
+        &output,
+        &shown,
+        &package.targets,
+        archives,
+    )
+    .map_err(failed)?;
+    let write = |source| InstallError::Write {
+        path: shown.clone(),
+        source,
+    };
+    output
+        .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+        .map_err(write)?;
+    output.seek(SeekFrom::Start(0)).map_err(write)?;
+    let hashed = Sha256::of_reader(&mut output).map_err(write)?;
+    scratch.rename(&temporary, stage.dir, at)?;
+    Ok(Some(hashed))
+}
+
+/// Whether `file` starts with the ELF magic (a cheap test before parsing).
+fn is_elf(file: &std::fs::File, shown: &Path) -> Result<bool, InstallError> {
+    let mut magic = [0u8; 4];
+    let mut reader = file;
+    let read = reader.read(&mut magic).and_then(|n| {
+        reader.seek(SeekFrom::Start(0))?;
+        Ok(n)
+    });
+    match read {
+        Ok(n) => Ok(n == 4 && magic == *b"\x7fELF"),
+        Err(source) => Err(InstallError::Io(std::io::Error::new(
+            source.kind(),
+            format!("cannot read {}: {source}", shown.display()),
+        ))),
+    }
+}
