@@ -89,6 +89,8 @@ fn differences(actual: &Tree, expected: &Tree) -> String {
 enum Op {
     Install,
     Remove,
+    /// Install rocm-rand in this layout for these targets.
+    InstallAs(&'static str, &'static str),
 }
 
 /// Where the kill lands: a delay after the start, or a delay after the
@@ -118,6 +120,19 @@ impl Rig {
                 command.args(["--no-progress", "remove", "rocm-rand"]);
                 command
             }
+            Op::InstallAs(layout, targets) => self.env.with_repo(
+                &self.server.url(),
+                &self.key,
+                &[
+                    "--no-progress",
+                    "--layout",
+                    layout,
+                    "--target",
+                    targets,
+                    "install",
+                    "rocm-rand",
+                ],
+            ),
         }
     }
 
@@ -290,8 +305,8 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
             Aim::FromStart(rng.below(took * 6 / 5))
         };
         let (before, after) = match op {
-            Op::Install => (&empty, &installed),
             Op::Remove => (&installed, &empty),
+            _ => (&empty, &installed),
         };
         let context = format!(
             "run {run} (seed {seed:#x}): {op:?}, {} cache, kill {aim:?}",
@@ -373,14 +388,14 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
 
         // And finishing the job works.
         match op {
-            Op::Install => {
-                must(&mut rig.op(Op::Install), &context);
-                must(&mut rig.kpack_get(&["verify"]), &context);
-            }
             Op::Remove => {
                 if prefix.join(RECORD).exists() {
                     must(&mut rig.op(Op::Remove), &context);
                 }
+            }
+            _ => {
+                must(&mut rig.op(op), &context);
+                must(&mut rig.kpack_get(&["verify"]), &context);
             }
         }
         let done = settled(rig.tree(), false);
@@ -395,6 +410,118 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
         "{RUNS} interrupted runs in {:?}: {outcomes:#?}",
         started.elapsed()
     );
+    assert!(
+        outcomes.keys().filter(|k| k.starts_with("killed")).count() >= 2,
+        "the kills landed somewhere: {outcomes:#?}"
+    );
+}
+
+/// Moves an installed rocm-rand round the states a prefix goes through
+/// when its GPUs or its layout change (fat for one GPU, fat for two, the
+/// kpack layout), killing each change at a different moment: every
+/// rewrite of materialized binaries is as crash-safe as any install.
+#[test]
+fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
+    let _serial = serial();
+    let repo = shared_rocrand_repo();
+    let rig = Rig {
+        env: Env::new(),
+        server: TestServer::start(&repo.dir),
+        key: repo.public_key.clone(),
+    };
+    let prefix = &rig.env.prefix;
+    let two = "gfx90a:sramecc+:xnack-,gfx1030";
+    let ops = [
+        Op::InstallAs("fat", TARGET),
+        Op::InstallAs("fat", two),
+        Op::InstallAs("kpack", TARGET),
+    ];
+    let mut states = Vec::new();
+    let mut took = Vec::new();
+    for op in ops {
+        took.push(rig.timed(op));
+        success(&mut rig.kpack_get(&["verify"]));
+        states.push(settled(rig.tree(), false));
+    }
+    assert!(!states[0].contains_key(ARCHIVE) && states[2].contains_key(ARCHIVE));
+    assert_ne!(
+        states[0][LIBRARY], states[1][LIBRARY],
+        "a second GPU rewrites"
+    );
+    assert_ne!(
+        states[1][LIBRARY], states[2][LIBRARY],
+        "the kpack layout rewrites"
+    );
+    // Back to the first state: the same bytes as the first time.
+    rig.timed(ops[0]);
+    assert_eq!(settled(rig.tree(), false), states[0]);
+
+    const RUNS: usize = 24;
+    let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in 0..RUNS {
+        let seed = 0x6661_7400_0000_0000 + run as u64;
+        let mut rng = Rng::new(seed);
+        let (from, to) = (run % 3, (run + 1) % 3);
+        let (before, after) = (&states[from], &states[to]);
+        // Mostly around the end, where materializing and the commit are.
+        let aim = if rng.chance(40) {
+            Aim::FromStaging(rng.below(took[to] / 3))
+        } else {
+            Aim::FromStart(took[to] / 2 + rng.below(took[to] * 3 / 4))
+        };
+        let context = format!("run {run} (seed {seed:#x}): {:?}, kill {aim:?}", ops[to]);
+        assert_eq!(&settled(rig.tree(), false), before, "{context}: start");
+        let (status, _) = rig.interrupted(ops[to], aim);
+        let killed = status.signal() == Some(libc::SIGKILL);
+        assert!(killed || status.success(), "{context}: ended with {status}");
+        let committed = prefix.join(JOURNAL).exists();
+        let tree = settled(rig.tree(), true);
+        let state = if committed {
+            "committed"
+        } else if &tree == before {
+            "as before"
+        } else if &tree == after {
+            "as after"
+        } else {
+            panic!(
+                "{context}: neither as before nor as after nor committed:\n\
+                 against before:\n{}\nagainst after:\n{}",
+                differences(&tree, before),
+                differences(&tree, after)
+            );
+        };
+        *outcomes
+            .entry(match (killed, state) {
+                (false, _) => "finished before the kill",
+                (true, "committed") => "killed: committed, not carried out",
+                (true, "as before") => "killed: as before",
+                (true, _) => "killed: as after",
+            })
+            .or_default() += 1;
+        let recovering = rig
+            .kpack_get(&["remove", "no-such-package"])
+            .output()
+            .unwrap();
+        assert_eq!(recovering.status.code(), Some(6), "{context}");
+        let recovered = settled(rig.tree(), false);
+        let expected = if state == "as before" { before } else { after };
+        assert_eq!(
+            &recovered,
+            expected,
+            "{context}: {state}, after recovery:\n{}",
+            differences(&recovered, expected)
+        );
+        must(&mut rig.op(ops[to]), &context);
+        must(&mut rig.kpack_get(&["verify"]), &context);
+        let done = settled(rig.tree(), false);
+        assert_eq!(
+            &done,
+            after,
+            "{context}: finishing:\n{}",
+            differences(&done, after)
+        );
+    }
+    eprintln!("{RUNS} interrupted changes: {outcomes:#?}");
     assert!(
         outcomes.keys().filter(|k| k.starts_with("killed")).count() >= 2,
         "the kills landed somewhere: {outcomes:#?}"
