@@ -1,7 +1,8 @@
 //! Which HIP runtime installed libraries would load, whether it is
 //! kpack-aware, and the layout that follows: on small runtimes and
 //! libraries built with `cc`, with every search place pointed at the
-//! test's own directories.
+//! test's own directories; and the fat layout installed, checked against
+//! Debian's real HIP runtime.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use common::runtimes::{build_library, build_runtime, ld_cache, ldconfig, FakeRuntime};
 use common::server::TestServer;
 use common::{output, shared_rocrand_repo, success, Env};
+use kpack_test_support::real_hip::{HIPF, HIPK};
 use kpack_test_support::transcript;
 use rocm_kpack_get::detect::hip_runtime::ld_cache::LdCache;
 use rocm_kpack_get::detect::hip_runtime::{
@@ -431,4 +433,175 @@ fn the_layout_comes_from_the_flag_the_environment_and_the_configuration_file() {
     // The flag outweighs the file.
     let flag = plan(&["--config", &config, "--layout", "auto"], None);
     assert_eq!(flag["layout"]["layout"], "kpack");
+}
+
+/// The targets of every code object in the fat library at `path`, or
+/// `None` when it is not fat (a split library).
+fn fat_targets(path: &Path) -> Option<std::collections::BTreeSet<String>> {
+    let data = fs_err::read(path).unwrap();
+    if kpack_packer::elf::SplitElf::parse(&data).unwrap().is_some() {
+        return None;
+    }
+    let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
+    Some(
+        fat.bundles
+            .iter()
+            .flat_map(|b| b.code_objects.iter().map(|c| c.target.to_string()))
+            .collect(),
+    )
+}
+
+/// What Debian's real HIP runtime answers each wrapper of `library`.
+fn registered(library: &Path) -> Vec<(u32, bool)> {
+    kpack_test_support::real_hip::registrations(library)
+        .iter()
+        .map(|r| (r.magic, r.handle))
+        .collect()
+}
+
+const LIBRARY: &str = "lib/librocrand.so.1.1";
+const GFX90A: &str = "gfx90a:sramecc+:xnack-";
+
+/// With Debian's own HIP runtime (5.2.3, no kpack support) as the only
+/// one, `auto` installs rocRAND fat: the real runtime returns a handle for
+/// its wrapper, no archive is installed, and `verify` checks the file
+/// written. A second GPU, the kpack layout and a remove each rewrite it.
+#[test]
+fn with_debians_runtime_auto_installs_rocrand_fat_and_the_real_runtime_registers_it() {
+    let runtime = PathBuf::from(kpack_test_support::real_hip::RUNTIME);
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let library = env.prefix.join(LIBRARY);
+    let kpack_get = |args: &[&str]| {
+        let mut all = vec!["--no-progress"];
+        all.extend_from_slice(args);
+        let mut command = env.with_repo(&server.url(), &repo.public_key, &all);
+        command.env_remove("KPACK_GET_LAYOUT");
+        system_dirs(&mut command, &[runtime.parent().unwrap()]);
+        command
+    };
+    let installed: serde_json::Value = serde_json::from_str(&success(&mut kpack_get(&[
+        "--json",
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+    ])))
+    .unwrap();
+    assert_eq!(
+        installed["hip_runtime"]["path"],
+        runtime.display().to_string()
+    );
+    assert_eq!(installed["hip_runtime"]["kpack_aware"], false);
+    assert_eq!(installed["layout"]["layout"], "fat");
+    assert_eq!(registered(&library), [(HIPF, true)]);
+    assert_eq!(
+        fat_targets(&library).unwrap(),
+        ["gfx1030".to_owned()].into()
+    );
+    assert!(
+        !env.prefix.join(".kpack/rocrand_gfx1030.kpack").exists(),
+        "the fat layout installs no archive"
+    );
+    let list = success(&mut kpack_get(&["list"]));
+    assert!(list.contains("for gfx1030; layout fat"), "{list}");
+    success(&mut kpack_get(&["verify"]));
+
+    // A second GPU: the library is written again with both.
+    let two = format!("gfx1030,{GFX90A}");
+    success(&mut kpack_get(&["--target", &two, "install", "rocm-rand"]));
+    assert_eq!(registered(&library), [(HIPF, true)]);
+    let targets = fat_targets(&library).unwrap();
+    assert!(
+        targets.contains("gfx1030") && targets.iter().any(|t| t.starts_with("gfx90a")),
+        "{targets:?}"
+    );
+    assert!(
+        targets
+            .iter()
+            .all(|t| t.starts_with("gfx90a") || t == "gfx1030"),
+        "{targets:?}"
+    );
+    success(&mut kpack_get(&["verify"]));
+
+    // A changed file is found by verify.
+    let fat = fs_err::read(&library).unwrap();
+    let mut changed = fat.clone();
+    let last = changed.len() - 1;
+    changed[last] ^= 1;
+    fs_err::write(&library, &changed).unwrap();
+    let out = output(&mut kpack_get(&["verify"]));
+    assert!(!out.status.success(), "verify passed a changed file");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(LIBRARY)
+            || String::from_utf8_lossy(&out.stderr).contains(LIBRARY),
+        "{out:?}"
+    );
+    fs_err::write(&library, &fat).unwrap();
+
+    // The kpack layout, asked for: split again, with its archives.
+    success(&mut kpack_get(&[
+        "--layout",
+        "kpack",
+        "--target",
+        &two,
+        "install",
+        "rocm-rand",
+    ]));
+    assert_eq!(registered(&library), [(HIPK, false)]);
+    assert!(fat_targets(&library).is_none());
+    assert!(env.prefix.join(".kpack/rocrand_gfx1030.kpack").exists());
+    success(&mut kpack_get(&["verify"]));
+
+    // Back to auto: fat again, the archives gone.
+    success(&mut kpack_get(&["--target", &two, "install", "rocm-rand"]));
+    assert_eq!(registered(&library), [(HIPF, true)]);
+    assert!(!env.prefix.join(".kpack/rocrand_gfx1030.kpack").exists());
+    assert_eq!(
+        fs_err::read(&library).unwrap(),
+        fat,
+        "the same inputs, the same bytes"
+    );
+
+    success(&mut kpack_get(&["remove", "rocm-rand"]));
+    let left = common::snapshot(&env.prefix);
+    assert!(
+        left.keys().all(|path| path.starts_with(".kpack")),
+        "left after remove: {left:#?}"
+    );
+}
+
+/// The download cache cleaned, rewriting the fat library for another GPU
+/// fetches the host tree and the archives again.
+#[test]
+fn a_cleaned_cache_is_filled_again_to_rewrite_a_fat_library() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let kpack_get = |args: &[&str]| {
+        let mut all = vec!["--no-progress", "--layout", "fat"];
+        all.extend_from_slice(args);
+        env.with_repo(&server.url(), &repo.public_key, &all)
+    };
+    success(&mut kpack_get(&[
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+    ]));
+    fs_err::remove_dir_all(&env.cache).unwrap();
+    let out = success(&mut kpack_get(&[
+        "--target",
+        &format!("gfx1030,{GFX90A}"),
+        "install",
+        "rocm-rand",
+    ]));
+    assert!(out.contains("host.tar.zst"), "{out}");
+    let targets = fat_targets(&env.prefix.join(LIBRARY)).unwrap();
+    assert!(
+        targets.iter().any(|t| t.starts_with("gfx90a")),
+        "{targets:?}"
+    );
+    success(&mut kpack_get(&["verify"]));
 }
