@@ -172,15 +172,28 @@ fn payload(processor: &str) -> String {
     format!("pool/rocm-blas/5.5.1/rocm-blas-{processor}-tensile.tar.zst")
 }
 
-/// Installs rocm-blas for `targets` (comma-separated) into a new prefix;
-/// returns the environment and the pool files the server was asked for.
+/// Installs rocm-blas for `targets` (comma-separated) into a new prefix
+/// in the kpack layout; returns the environment and the pool files the
+/// server was asked for.
 fn install_for(repo: &BlasRepo, targets: &str) -> (Env, Vec<String>) {
+    install_as(repo, targets, "kpack")
+}
+
+/// Installs rocm-blas for `targets` into a new prefix in `layout`.
+fn install_as(repo: &BlasRepo, targets: &str, layout: &str) -> (Env, Vec<String>) {
     let server = TestServer::start(&repo.dir);
     let env = Env::new();
     let stdout = success(&mut env.with_repo(
         &server.url(),
         &repo.public_key,
-        &["--target", targets, "install", "rocm-blas"],
+        &[
+            "--layout",
+            layout,
+            "--target",
+            targets,
+            "install",
+            "rocm-blas",
+        ],
     ));
     assert!(stdout.contains("installed rocm-blas 5.5.1"), "{stdout}");
     (env, pool_gets(&server))
@@ -295,4 +308,26 @@ fn two_gpus_get_both_sets_each_file_once() {
         expected_databases(&repo, &["gfx1100", "gfx90a"])
     );
     assert!(!env.prefix.join(".kpack/rocblas_gfx1030.kpack").exists());
+}
+
+#[test]
+fn the_fat_layout_puts_a_gfx1100_s_code_in_the_library_beside_its_databases_and_no_archive() {
+    let repo = blas_repo();
+    let (env, gets) = install_as(&repo, "gfx1100", "fat");
+    // The same downloads as the kpack layout: only what is written differs.
+    let mut expected = vec![payload("gfx1100"), archive("gfx1100"), HOST_TREE.to_owned()];
+    expected.sort();
+    assert_eq!(gets, expected);
+    assert_eq!(
+        installed_databases(&env),
+        expected_databases(&repo, &["gfx1100"])
+    );
+    let installed = snapshot(&env.prefix);
+    assert!(
+        !installed.keys().any(|p| p.contains("/") && p.ends_with(".kpack")),
+        "no archive in the fat layout: {installed:#?}"
+    );
+    let library = env.prefix.join("lib/librocblas.so.0.1");
+    assert_eq!(load_installed(&library, "gfx1100"), code_object("gfx1100"));
+    success(env.command().arg("verify"));
 }

@@ -1,8 +1,8 @@
 //! rocm-rand, from Debian's rocRAND package to a loaded code object:
 //! `kpack-repo build` splits and publishes it, `kpack-get` installs only
-//! what a gfx90a needs over loopback, the stand-in HIP runtime loads the
-//! installed library's code object, and removing it leaves the prefix as
-//! it was.
+//! what a gfx90a needs over loopback, in either layout, the stand-in HIP
+//! runtime loads the installed library's code object, and removing it
+//! leaves the prefix as it was.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -37,7 +37,14 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
     let stdout = success(&mut env.with_repo(
         &server.url(),
         &repo.public_key,
-        &["--target", "gfx90a:sramecc+:xnack-", "install", "rocm-rand"],
+        &[
+            "--layout",
+            "kpack",
+            "--target",
+            "gfx90a:sramecc+:xnack-",
+            "install",
+            "rocm-rand",
+        ],
     ));
     assert!(stdout.contains("installed rocm-rand 5.3.3"), "{stdout}");
     assert!(stdout.contains("% saved"), "{stdout}");
@@ -72,4 +79,38 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
     after.remove(".kpack/.lock");
     after.remove(".kpack");
     assert_eq!(after, before);
+}
+
+#[test]
+fn the_fat_layout_installs_a_library_that_loads_its_code_without_archives() {
+    let repo = shared_rocrand_repo();
+    let server = TestServer::start(&repo.dir);
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(
+        &server.url(),
+        &repo.public_key,
+        &[
+            "--layout",
+            "fat",
+            "--target",
+            "gfx90a:sramecc+:xnack-",
+            "install",
+            "rocm-rand",
+        ],
+    ));
+    assert!(stdout.contains("layout fat: 1 binary made fat"), "{stdout}");
+    assert_eq!(
+        pool_gets(&server),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    assert!(!env.prefix.join(".kpack/rocrand_gfx90a.kpack").exists());
+    let code = load_installed(&env.prefix.join(LIBRARY), "gfx90a:sramecc+:xnack-");
+    assert_eq!(
+        code,
+        archived_code_object(
+            &repo.dir.join(pool("rocrand_gfx90a.kpack")),
+            "gfx90a:xnack-"
+        )
+    );
+    success(env.command().arg("verify"));
 }
