@@ -3,9 +3,13 @@
 # library, ../shared/fixtures/debian) is split and published into a local
 # signed repository with kpack-repo, then kpack-get installs rocm-rand into
 # a local prefix for one GPU target, downloading only the host part and that
-# GPU's archive. The installed library is then checked to load its code
-# object through the runtime. The first argument picks the GPU target
-# (default gfx90a:sramecc+:xnack-, an MI210/MI250).
+# GPU's archive. kpack-get looks for the HIP runtime the library would
+# load and chooses the layout: with Debian's own runtime (libamdhip64-5,
+# no kpack support) or none, the library is made fat again for that GPU,
+# and the demo shows Debian's runtime registering it. It then installs the
+# kpack layout too and checks the split library loads its code object
+# through its marker. The first argument picks the GPU target (default
+# gfx90a:sramecc+:xnack-, an MI210/MI250).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -33,6 +37,7 @@ if [ ! -f "$fixtures/debian/librocrand1_5.3.3-4_amd64.deb" ]; then
 fi
 
 cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
+cargo build --quiet --release -p kpack-test-support --example hip_registrations
 rm -rf "$work"
 mkdir -p "$work"
 repo_tool=target/release/kpack-repo
@@ -51,7 +56,7 @@ kpack_get() {
 }
 
 echo
-echo "== kpack-get install --dry-run: what a $target machine needs"
+echo "== kpack-get install --dry-run: what a $target machine needs, the HIP runtime found, the layout"
 kpack_get install rocm-rand --dry-run
 echo
 echo "== kpack-get install"
@@ -61,5 +66,20 @@ echo "== kpack-get list and verify"
 kpack_get list
 kpack_get verify
 echo
-echo "== the installed library loads its code object for $target"
+library="$work/prefix/lib/librocrand.so.1.1"
+debian_runtime=/usr/lib/x86_64-linux-gnu/libamdhip64.so.5
+show_registrations() {
+    if [ -e "$debian_runtime" ]; then
+        target/release/examples/hip_registrations "$library"
+    else
+        echo "(Debian's HIP runtime is not installed: sudo apt-get install libamdhip64-5 shows it here)"
+    fi
+}
+echo "== Debian's own HIP runtime ($debian_runtime) registers the installed library"
+show_registrations
+echo
+echo "== the kpack layout, asked for: split library and .kpack/ archive, for kpack-aware runtimes"
+kpack_get --layout kpack install rocm-rand
 target/release/kpack-pack verify "$work/prefix" --target "$target"
+echo "what Debian's runtime, which does not know kpack, answers the split library:"
+show_registrations
