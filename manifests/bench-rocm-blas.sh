@@ -44,11 +44,15 @@ for file in "$work"/repo/pool/rocm-blas/5.5.1/*; do
     printf '%12s  %s\n' "$(mib "$(size_of "$file")")" "$(basename "$file")"
 done
 
+for tool in hyperfine zstd objcopy; do
+    command -v "$tool" >/dev/null || { echo "$tool not found (apt-get install hyperfine zstd binutils)" >&2; exit 1; }
+done
+
 echo
-echo "== kpack-get install rocm-blas --target $target"
+echo "== kpack-get install rocm-blas --target $target (kpack layout)"
 KPACK_GET_CACHE_DIR="$work/cache" KPACK_GET_STATE_DIR="$work/state" \
     "$get" --repo "rocm=file://$work/repo" --key "$work/key.pub" \
-    --prefix "$work/prefix" --target "$target" --no-progress --json \
+    --prefix "$work/prefix" --target "$target" --layout kpack --no-progress --json \
     install rocm-blas > "$work/install.json"
 downloaded=$(du -cb "$work"/cache/blobs/* | tail -1 | cut -f1)
 installed_bytes=$(du -sb --exclude=.lock "$work/prefix" | cut -f1)
@@ -64,3 +68,38 @@ mkdir -p "$work/original"
 dpkg-deb -x "$deb" "$work/original"
 "$pack" verify "$work/prefix/lib" --target "$target" \
     --original "$work/original/usr/lib/x86_64-linux-gnu/librocblas.so.0.1" | tail -3
+
+echo
+echo "== materializing librocblas.so.0.1 for $target (the fat layout)"
+host="$work/prefix/lib/librocblas.so.0.1"
+fat="$work/materialized.so"
+"$pack" materialize "$host" -o "$fat" --targets "$target"
+# The baseline: copying the fat file, plus decompressing its device code
+# (the .hip_fatbin section, compressed as the archives compress, level 3).
+objcopy -O binary --only-section=.hip_fatbin "$fat" "$work/fatbin.bin"
+zstd -q -3 -f "$work/fatbin.bin" -o "$work/fatbin.zst"
+echo "fat library: $(mib "$(size_of "$fat")"), of it device code: $(mib "$(size_of "$work/fatbin.bin")")"
+hyperfine --style basic --warmup 1 --runs 7 --export-json "$work/materialize.json" \
+    -n materialize "$pack materialize $host -o $work/again.so --targets $target" \
+    -n cp+zstd "cp $fat $work/copy.so && zstd -q -d -f $work/fatbin.zst -o $work/fatbin.out"
+python3 - "$work/materialize.json" <<'PY'
+import json, sys
+results = {r["command"]: r["median"] for r in json.load(open(sys.argv[1]))["results"]}
+print(f"median: materialize {results['materialize']:.3f} s, cp + zstd -d {results['cp+zstd']:.3f} s: "
+      f"{results['materialize'] / results['cp+zstd']:.2f}x (goal: at most 1.5x)")
+PY
+/usr/bin/time -f "materialize: peak RSS %M KiB (goal: under 131072)" \
+    "$pack" materialize "$host" -o "$work/again.so" --targets "$target" >/dev/null
+cmp "$fat" "$work/again.so" && echo "deterministic: the same bytes twice"
+
+echo
+echo "== installed size for $target in each layout"
+KPACK_GET_CACHE_DIR="$work/cache" KPACK_GET_STATE_DIR="$work/state" \
+    "$get" --repo "rocm=file://$work/repo" --key "$work/key.pub" \
+    --prefix "$work/prefix-fat" --target "$target" --layout fat --no-progress \
+    install rocm-blas | tail -1
+for layout in kpack fat; do
+    dir="$work/prefix"
+    [ "$layout" = fat ] && dir="$work/prefix-fat"
+    echo "$layout: $(mib "$(du -sb --exclude=.lock "$dir" | cut -f1)")"
+done

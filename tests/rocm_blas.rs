@@ -324,7 +324,9 @@ fn the_fat_layout_puts_a_gfx1100_s_code_in_the_library_beside_its_databases_and_
     );
     let installed = snapshot(&env.prefix);
     assert!(
-        !installed.keys().any(|p| p.contains("/") && p.ends_with(".kpack")),
+        !installed
+            .keys()
+            .any(|p| p.contains("/") && p.ends_with(".kpack")),
         "no archive in the fat layout: {installed:#?}"
     );
     let library = env.prefix.join("lib/librocblas.so.0.1");

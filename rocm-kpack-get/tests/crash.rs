@@ -108,6 +108,16 @@ struct Rig {
 }
 
 impl Rig {
+    /// A new prefix and the rocRAND repository served over loopback.
+    fn new() -> Rig {
+        let repo = shared_rocrand_repo();
+        Rig {
+            env: Env::new(),
+            server: TestServer::start(&repo.dir),
+            key: repo.public_key.clone(),
+        }
+    }
+
     fn op(&self, op: Op) -> Command {
         match op {
             Op::Install => self.env.with_repo(
@@ -200,6 +210,79 @@ impl Rig {
     }
 }
 
+/// After an interrupted run, the prefix is as before, as after, or holds a
+/// committed change; a reading command reports a decided change and leaves
+/// it, and the next command that may write completes it (then the prefix
+/// is as after) or discards what was undecided (as before). Which of the
+/// three it was.
+fn recovered_state(rig: &Rig, before: &Tree, after: &Tree, context: &str) -> &'static str {
+    let prefix = &rig.env.prefix;
+    let committed = prefix.join(JOURNAL).exists();
+    let tree = settled(rig.tree(), true);
+    let state = if committed {
+        "committed"
+    } else if &tree == before {
+        "as before"
+    } else if &tree == after {
+        "as after"
+    } else {
+        panic!(
+            "{context}: neither as before nor as after nor committed:\n\
+             against before:\n{}\nagainst after:\n{}",
+            differences(&tree, before),
+            differences(&tree, after)
+        );
+    };
+    let listed = rig.kpack_get(&["list"]).output().unwrap();
+    assert!(listed.status.success(), "{context}: list: {listed:?}");
+    assert_eq!(
+        prefix.join(JOURNAL).exists(),
+        committed,
+        "{context}: list changed the journal"
+    );
+    assert_eq!(
+        stderr(&listed).contains("interrupted change"),
+        committed,
+        "{context}: list: {}",
+        stderr(&listed)
+    );
+    // This one then finds nothing to remove.
+    let recovering = rig
+        .kpack_get(&["remove", "no-such-package"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        recovering.status.code(),
+        Some(6),
+        "{context}: remove: {}",
+        stderr(&recovering)
+    );
+    let tree = rig.tree();
+    assert!(
+        !tree.contains_key(".kpack/staging") && !tree.contains_key(JOURNAL),
+        "{context}: left after recovery:\n{tree:#?}"
+    );
+    let recovered = settled(tree, false);
+    let expected = if state == "as before" { before } else { after };
+    assert_eq!(
+        &recovered,
+        expected,
+        "{context}: {state} after the kill, after recovery:\n{}",
+        differences(&recovered, expected)
+    );
+    state
+}
+
+/// How a run ended, for the tally.
+fn outcome(killed: bool, state: &str) -> &'static str {
+    match (killed, state) {
+        (false, _) => "finished before the kill",
+        (true, "committed") => "killed: committed, not carried out",
+        (true, "as before") => "killed: as before",
+        (true, _) => "killed: as after",
+    }
+}
+
 /// Runs a command that must succeed; `context` says which run it was.
 fn must(command: &mut Command, context: &str) {
     let out = output(command);
@@ -230,12 +313,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 #[test]
 fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
     let _serial = serial();
-    let repo = shared_rocrand_repo();
-    let rig = Rig {
-        env: Env::new(),
-        server: TestServer::start(&repo.dir),
-        key: repo.public_key.clone(),
-    };
+    let rig = Rig::new();
     let prefix = &rig.env.prefix;
     fs_err::create_dir_all(prefix.join("lib")).unwrap();
     fs_err::write(prefix.join("lib/user-library.so"), b"not kpack-get's").unwrap();
@@ -320,71 +398,8 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
             durations.insert(kind, (took + elapsed) / 2);
         }
         assert!(killed || status.success(), "{context}: ended with {status}");
-        let tree = rig.tree();
-        let committed = prefix.join(JOURNAL).exists();
-        let state = if committed {
-            "committed"
-        } else if &settled(tree.clone(), true) == before {
-            "as before"
-        } else if &settled(tree.clone(), true) == after {
-            "as after"
-        } else {
-            panic!(
-                "{context}: killed={killed}, neither as before nor as after nor committed:\n\
-                 against before:\n{}\nagainst after:\n{}",
-                differences(&settled(tree.clone(), true), before),
-                differences(&settled(tree, true), after)
-            );
-        };
-        *outcomes
-            .entry(match (killed, state) {
-                (false, _) => "finished before the kill",
-                (true, "committed") => "killed: committed, not carried out",
-                (true, "as before") => "killed: as before",
-                (true, _) => "killed: as after",
-            })
-            .or_default() += 1;
-
-        // A reading command reports a decided change and leaves it; the
-        // next command that may write recovers: the change is completed or
-        // discarded (this one then finds nothing to remove).
-        let listed = rig.kpack_get(&["list"]).output().unwrap();
-        assert!(listed.status.success(), "{context}: list: {listed:?}");
-        assert_eq!(
-            prefix.join(JOURNAL).exists(),
-            committed,
-            "{context}: list changed the journal"
-        );
-        assert_eq!(
-            stderr(&listed).contains("interrupted change"),
-            committed,
-            "{context}: list: {}",
-            stderr(&listed)
-        );
-        let recovering = rig
-            .kpack_get(&["remove", "no-such-package"])
-            .output()
-            .unwrap();
-        assert_eq!(
-            recovering.status.code(),
-            Some(6),
-            "{context}: remove: {}",
-            stderr(&recovering)
-        );
-        let tree = rig.tree();
-        assert!(
-            !tree.contains_key(".kpack/staging") && !tree.contains_key(JOURNAL),
-            "{context}: left after recovery:\n{tree:#?}"
-        );
-        // Decided changes are completed; undecided ones leave no trace.
-        let recovered = settled(tree, false);
-        let expected = if state == "as before" { before } else { after };
-        assert_eq!(
-            &recovered,
-            expected,
-            "{context}: {state} after the kill, after recovery:\n{}",
-            differences(&recovered, expected)
-        );
+        let state = recovered_state(&rig, before, after, &context);
+        *outcomes.entry(outcome(killed, state)).or_default() += 1;
 
         // And finishing the job works.
         match op {
@@ -423,13 +438,7 @@ fn a_killed_install_or_remove_leaves_the_prefix_as_before_or_as_after() {
 #[test]
 fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
     let _serial = serial();
-    let repo = shared_rocrand_repo();
-    let rig = Rig {
-        env: Env::new(),
-        server: TestServer::start(&repo.dir),
-        key: repo.public_key.clone(),
-    };
-    let prefix = &rig.env.prefix;
+    let rig = Rig::new();
     let two = "gfx90a:sramecc+:xnack-,gfx1030";
     let ops = [
         Op::InstallAs("fat", TARGET),
@@ -474,43 +483,8 @@ fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
         let (status, _) = rig.interrupted(ops[to], aim);
         let killed = status.signal() == Some(libc::SIGKILL);
         assert!(killed || status.success(), "{context}: ended with {status}");
-        let committed = prefix.join(JOURNAL).exists();
-        let tree = settled(rig.tree(), true);
-        let state = if committed {
-            "committed"
-        } else if &tree == before {
-            "as before"
-        } else if &tree == after {
-            "as after"
-        } else {
-            panic!(
-                "{context}: neither as before nor as after nor committed:\n\
-                 against before:\n{}\nagainst after:\n{}",
-                differences(&tree, before),
-                differences(&tree, after)
-            );
-        };
-        *outcomes
-            .entry(match (killed, state) {
-                (false, _) => "finished before the kill",
-                (true, "committed") => "killed: committed, not carried out",
-                (true, "as before") => "killed: as before",
-                (true, _) => "killed: as after",
-            })
-            .or_default() += 1;
-        let recovering = rig
-            .kpack_get(&["remove", "no-such-package"])
-            .output()
-            .unwrap();
-        assert_eq!(recovering.status.code(), Some(6), "{context}");
-        let recovered = settled(rig.tree(), false);
-        let expected = if state == "as before" { before } else { after };
-        assert_eq!(
-            &recovered,
-            expected,
-            "{context}: {state}, after recovery:\n{}",
-            differences(&recovered, expected)
-        );
+        let state = recovered_state(&rig, before, after, &context);
+        *outcomes.entry(outcome(killed, state)).or_default() += 1;
         must(&mut rig.op(ops[to]), &context);
         must(&mut rig.kpack_get(&["verify"]), &context);
         let done = settled(rig.tree(), false);
