@@ -148,3 +148,41 @@ fn rejects_unknown_data_and_duplicate_targets() {
     ));
     assert!(parse_fatbin(&[0u8; 100]).unwrap().is_empty());
 }
+
+#[test]
+fn a_planned_bundle_puts_the_host_first_and_each_code_object_on_a_boundary() {
+    let (a, b) = (co("A", 5000), co("B", 10));
+    let entries = [
+        ("hipv4-amdgcn-amd-amdhsa--gfx1100", a.len() as u64),
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", b.len() as u64),
+    ];
+    let layout = OffloadBundleLayout::plan("host-x86_64-unknown-linux", entries.into_iter(), 4096);
+    let mut out = Vec::new();
+    let code = [&a, &b];
+    layout
+        .write(&mut out, |index, write| write(code[index]))
+        .unwrap();
+    assert_eq!(out.len() as u64, layout.len());
+    // The first code object at the first boundary, the next at the one
+    // after the first ends.
+    assert_eq!(&out[4096..4096 + a.len()], &a[..]);
+    assert_eq!(&out[12288..], &b[..]);
+    let bundles = parse_fatbin(&out).unwrap();
+    assert_eq!(bundles.len(), 1);
+    assert_eq!(targets(&bundles[0]), ["gfx1100", "gfx90a:xnack-"]);
+}
+
+#[test]
+fn a_code_object_of_another_size_than_planned_is_an_error_not_a_bundle() {
+    let layout = OffloadBundleLayout::plan(
+        "host-x86_64-unknown-linux",
+        [("hipv4-amdgcn-amd-amdhsa--gfx1100", 100u64)].into_iter(),
+        4096,
+    );
+    let mut out = Vec::new();
+    let error = layout
+        .write(&mut out, |_, write| write(&[0u8; 99]))
+        .unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("99 bytes, not 100"), "{error}");
+}
