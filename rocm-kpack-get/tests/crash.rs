@@ -467,6 +467,7 @@ fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
 
     const RUNS: usize = 24;
     let mut outcomes: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut in_staging = 0;
     for run in 0..RUNS {
         let seed = 0x6661_7400_0000_0000 + run as u64;
         let mut rng = Rng::new(seed);
@@ -480,9 +481,16 @@ fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
         };
         let context = format!("run {run} (seed {seed:#x}): {:?}, kill {aim:?}", ops[to]);
         assert_eq!(&settled(rig.tree(), false), before, "{context}: start");
-        let (status, _) = rig.interrupted(ops[to], aim);
+        let (status, elapsed) = rig.interrupted(ops[to], aim);
         let killed = status.signal() == Some(libc::SIGKILL);
         assert!(killed || status.success(), "{context}: ended with {status}");
+        if !killed {
+            took[to] = (took[to] + elapsed) / 2;
+        }
+        // Materializing happens in staging: a kill there is one mid-rewrite.
+        if killed && rig.env.prefix.join(".kpack/staging").exists() {
+            in_staging += 1;
+        }
         let state = recovered_state(&rig, before, after, &context);
         *outcomes.entry(outcome(killed, state)).or_default() += 1;
         must(&mut rig.op(ops[to]), &context);
@@ -495,10 +503,10 @@ fn a_killed_change_of_gpus_or_layout_leaves_the_prefix_as_before_or_as_after() {
             differences(&done, after)
         );
     }
-    eprintln!("{RUNS} interrupted changes: {outcomes:#?}");
+    eprintln!("{RUNS} interrupted changes, {in_staging} killed while staging: {outcomes:#?}");
     assert!(
-        outcomes.keys().filter(|k| k.starts_with("killed")).count() >= 2,
-        "the kills landed somewhere: {outcomes:#?}"
+        in_staging >= 2,
+        "the kills landed in the rewrites: {in_staging} in staging, {outcomes:#?}"
     );
 }
 
