@@ -143,7 +143,17 @@ fn an_installed_library_reaching_the_runtime_through_others_finds_it_through_its
         ..roots(dir.path())
     };
     let searcher = Searcher::new(&roots);
-    let runpath = "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../_rocm_sdk_core/lib";
+    // As long as TheRock's (7 KB: every Python version's site-packages),
+    // past what a string read through `object`'s read cache may be.
+    let elsewhere: Vec<String> = (0..300)
+        .map(|n| format!("$ORIGIN/../../python3.{n}/site-packages/_rocm_sdk_core/lib"))
+        .collect();
+    let runpath = format!(
+        "-Wl,--enable-new-dtags,-rpath,{}:$ORIGIN/../_rocm_sdk_core/lib",
+        elsewhere.join(":")
+    );
+    assert!(runpath.len() > 8192);
+    let runpath = runpath.as_str();
     let module = build_library_without_runtime(&site.join("pkg/_linalg.so"), &[runpath]);
     assert_eq!(searcher.for_library(&module).unwrap(), None);
     let search = searcher.for_installed_library(&module).unwrap();
