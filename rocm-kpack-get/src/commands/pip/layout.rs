@@ -68,7 +68,9 @@ pub fn lay_out(
     }
     Ok(Some(json!({
         "hip_runtime": shown["hip_runtime"],
-        "layout": shown["layout"],
+        "choice": decision.choice,
+        "layout": decision.layout,
+        "reason": decision.reason,
         "binaries": binaries,
     })))
 }
