@@ -656,3 +656,77 @@ fn pip_install_lays_out_the_binaries_as_sync_does() {
         "No broken requirements found."
     );
 }
+
+/// Each split binary is whole: as shipped, or fat for `processor`.
+fn assert_whole(site: &Path, jax: &Jax, processor: &str) {
+    for path in SPLIT {
+        let bytes = fs_err::read(site.join(path)).unwrap();
+        if bytes != jax.host_files[path] {
+            assert_eq!(
+                fat_processors(&site.join(path)),
+                Some(BTreeSet::from([processor.to_owned()])),
+                "{path} is neither as shipped nor fat"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sync_killed_at_any_moment_leaves_whole_files_and_the_next_one_finishes() {
+    let env = Env::new();
+    let jax = Jax::split(env.home.path());
+    let python = pip_venv(&env.home.path().join("venv"));
+    let site = site(&python);
+    success(
+        pip(&python)
+            .args(["install", "--quiet"])
+            .args(jax.args())
+            .arg(HOST),
+    );
+    sync(
+        &env,
+        &python,
+        &jax,
+        &["--target", "gfx1100", "--layout", "kpack"],
+    );
+    let layout_sync = |layout: &str| {
+        let mut command = kpack(&env);
+        command
+            .args([
+                "--target", "gfx1100", "--layout", layout, "pip", "sync", "--python",
+            ])
+            .arg(&python);
+        command
+    };
+    // How long laying out takes when nothing interrupts it.
+    let started = std::time::Instant::now();
+    success(&mut layout_sync("fat"));
+    let took = started.elapsed();
+    success(&mut layout_sync("kpack"));
+
+    let mut seed = 0x5eed_u64;
+    for round in 0..16 {
+        let layout = if round % 2 == 0 { "fat" } else { "kpack" };
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay = took.mul_f64((seed >> 11) as f64 / (1u64 << 53) as f64);
+        let mut child = layout_sync(layout)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
+        assert_whole(&site, &jax, "gfx1100");
+
+        success(&mut layout_sync(layout));
+        if layout == "fat" {
+            assert_fat_for(&site, "gfx1100");
+        } else {
+            assert_as_shipped(&site, &jax);
+        }
+        assert_records_match(&site);
+    }
+}

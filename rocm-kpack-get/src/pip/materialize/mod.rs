@@ -21,12 +21,16 @@
 //! state file ([`state`]), before any installed file is replaced; each
 //! replacement is one rename; RECORD and the state are written last. A
 //! rerun finds the unfinished binaries and makes them again (the same
-//! inputs give the same bytes).
+//! inputs give the same bytes). Every file is written in
+//! [`TEMPORARY_DIR`] under the `.dist-info` and renamed into place, so
+//! what an interrupted run leaves is found there, and removed, by the
+//! next; nothing unlisted is left beside the package's files.
 
 pub mod binaries;
 pub mod state;
 
-use std::os::unix::fs::PermissionsExt;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use kpack_packer::input::MappedFile;
@@ -37,6 +41,12 @@ use rocm_kpack::{Loader, LoaderConfig, Target};
 use crate::layout::Layout;
 pub use binaries::{HostBinaries, SplitBinary};
 use state::{ArchiveStamp, MaterializedBinary, State, STATE_FILE};
+
+/// Where files are written before they are renamed into place, under the
+/// `.dist-info` (the site directory's file system, which renames need);
+/// removed at the end of every run, and what an interrupted one left at
+/// the start of the next.
+pub const TEMPORARY_DIR: &str = "kpack/tmp";
 
 /// What can go wrong laying out an environment's binaries.
 #[derive(Debug, thiserror::Error)]
@@ -181,24 +191,27 @@ impl HostPlan {
     /// Makes every binary hold what it should; RECORD and the state are
     /// written last (see the module's documentation for the order).
     pub fn apply(&mut self) -> Result<(), MaterializeError> {
+        let temporary = self.host.dist_info.join(TEMPORARY_DIR);
+        remove_leftovers(&temporary)?;
         if !self.changes() {
             return Ok(());
         }
+        fs_err::create_dir_all(&temporary).map_err(MaterializeError::Io)?;
         for plan in self
             .binaries
             .iter()
             .filter(|p| p.action != Action::Unchanged)
         {
-            keep_original(&plan.binary, &mut self.host.record)?;
+            keep_original(&plan.binary, &mut self.host.record, &temporary)?;
             if let Some(entry) = self.state.binaries.get_mut(&plan.binary.path) {
                 entry.hash = None;
             }
         }
-        self.write_state_and_record()?;
+        self.write_state_and_record(&temporary)?;
         for plan in &mut self.binaries {
             match (plan.action, &plan.wanted) {
                 (Action::Materialize, Wanted::Fat { targets, archives }) => {
-                    let (hash, size, report) = write_fat(&plan.binary, targets)?;
+                    let (hash, size, report) = write_fat(&plan.binary, targets, &temporary)?;
                     self.host
                         .record
                         .set(&plan.binary.path, Some(hash.clone()), Some(size));
@@ -214,7 +227,7 @@ impl HostPlan {
                     plan.materialized = Some(report);
                 }
                 (Action::Restore, _) => {
-                    restore(&plan.binary)?;
+                    restore(&plan.binary, &temporary)?;
                     let kept = self.host.record.get(&plan.binary.kept_path);
                     let (hash, size) = kept.map(|r| (r.hash.clone(), r.size)).unwrap_or_default();
                     self.host.record.set(&plan.binary.path, hash, size);
@@ -223,22 +236,46 @@ impl HostPlan {
                 _ => {}
             }
         }
-        self.write_state_and_record()
+        self.write_state_and_record(&temporary)?;
+        remove_leftovers(&temporary)
     }
 
     /// Writes the state file, then RECORD listing it.
-    fn write_state_and_record(&mut self) -> Result<(), MaterializeError> {
-        let (hash, size) = self.state.write(&self.host.dist_info)?;
+    fn write_state_and_record(&mut self, temporary: &Path) -> Result<(), MaterializeError> {
+        let state = self.state.to_bytes(&self.host.dist_info)?;
+        let path = self.host.dist_info.join(STATE_FILE);
+        write_new(&path, temporary, kpack_fs::DEFAULT_MODE, &state)?;
         let state_path = format!("{}/{STATE_FILE}", self.host.dist_info_name);
-        self.host.record.set(&state_path, Some(hash), Some(size));
+        let hash = RecordHash::of_bytes(&state);
+        self.host
+            .record
+            .set(&state_path, Some(hash), Some(state.len() as u64));
         let path = self.host.dist_info.join("RECORD");
-        kpack_fs::write_atomic_with_mode(
-            &path,
-            self.host.record.to_text().as_bytes(),
-            mode(&path)?,
-        )?;
-        Ok(())
+        let text = self.host.record.to_text();
+        write_new(&path, temporary, mode(&path)?, text.as_bytes())
     }
+}
+
+/// Removes what an interrupted run left in `temporary`.
+fn remove_leftovers(temporary: &Path) -> Result<(), MaterializeError> {
+    match fs_err::remove_dir_all(temporary) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MaterializeError::Io(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `bytes` to `path` with `mode` through a file in `temporary`,
+/// renamed over it.
+fn write_new(
+    path: &Path,
+    temporary: &Path,
+    mode: u32,
+    bytes: &[u8],
+) -> Result<(), MaterializeError> {
+    let mut file = kpack_fs::AtomicFile::create_in_with_mode(path, temporary, mode)?;
+    file.write_all(bytes).map_err(MaterializeError::Io)?;
+    file.commit()?;
+    Ok(())
 }
 
 /// What `binary` should hold.
@@ -324,6 +361,7 @@ fn action(
 fn keep_original(
     binary: &SplitBinary,
     record: &mut kpack_wheel::Record,
+    temporary: &Path,
 ) -> Result<(), MaterializeError> {
     if !binary.kept_exists {
         let dir = binary.kept.parent().unwrap_or(Path::new("/"));
@@ -332,7 +370,7 @@ fn keep_original(
             Ok(()) => kpack_fs::sync_dir(dir).map_err(MaterializeError::Io)?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             // A file system without hard links: a copy, as a new file.
-            Err(_) => copy_as_new_file(&binary.installed, &binary.kept)?,
+            Err(_) => copy_as_new_file(&binary.installed, &binary.kept, temporary)?,
         }
     }
     if record
@@ -346,8 +384,8 @@ fn keep_original(
 }
 
 /// Writes a copy of `from` at `to` as a new file (atomically, `from`'s mode).
-fn copy_as_new_file(from: &Path, to: &Path) -> Result<(), MaterializeError> {
-    let mut file = kpack_fs::AtomicFile::with_mode(to, mode(from)?)?;
+fn copy_as_new_file(from: &Path, to: &Path, temporary: &Path) -> Result<(), MaterializeError> {
+    let mut file = kpack_fs::AtomicFile::create_in_with_mode(to, temporary, mode(from)?)?;
     let mut input = fs_err::File::open(from).map_err(MaterializeError::Io)?;
     std::io::copy(&mut input, &mut file).map_err(MaterializeError::Io)?;
     file.commit()?;
@@ -360,6 +398,7 @@ fn copy_as_new_file(from: &Path, to: &Path) -> Result<(), MaterializeError> {
 fn write_fat(
     binary: &SplitBinary,
     targets: &[Target],
+    temporary: &Path,
 ) -> Result<(RecordHash, u64, Materialized), MaterializeError> {
     let packer = |source| MaterializeError::Packer {
         path: binary.installed.clone(),
@@ -375,17 +414,23 @@ fn write_fat(
         &ArchiveSource::Marker,
     )
     .map_err(packer)?;
-    kpack_fs::write_atomic_with_mode(&binary.installed, &bytes, mode(&binary.kept)?)?;
+    write_new(&binary.installed, temporary, mode(&binary.kept)?, &bytes)?;
     Ok((RecordHash::of_bytes(&bytes), bytes.len() as u64, report))
 }
 
-/// Puts `binary`'s kept original back: a hard link to it beside the
-/// installed file, renamed over it.
-fn restore(binary: &SplitBinary) -> Result<(), MaterializeError> {
+/// Puts `binary`'s kept original back: a hard link to it in `temporary`,
+/// renamed over the installed file.
+fn restore(binary: &SplitBinary, temporary: &Path) -> Result<(), MaterializeError> {
+    // Already the original (an interrupted run renamed it back): renaming
+    // one link over another of the same file would do nothing and leave
+    // the new link behind.
+    if same_file(&binary.installed, &binary.kept)? {
+        return Ok(());
+    }
     let dir = binary.installed.parent().unwrap_or(Path::new("/"));
     let link = tempfile::Builder::new()
         .prefix(".kpack-")
-        .make_in(dir, |path| fs_err::hard_link(&binary.kept, path))
+        .make_in(temporary, |path| fs_err::hard_link(&binary.kept, path))
         .map_err(MaterializeError::Io)?;
     link.persist(&binary.installed)
         .map_err(|e| MaterializeError::Replace {
@@ -393,6 +438,18 @@ fn restore(binary: &SplitBinary) -> Result<(), MaterializeError> {
             source: e.error,
         })?;
     kpack_fs::sync_dir(dir).map_err(MaterializeError::Io)
+}
+
+/// Whether `a` and `b` are the same file (links to one inode).
+fn same_file(a: &Path, b: &Path) -> Result<bool, MaterializeError> {
+    let identity = |path: &Path| -> Result<Option<(u64, u64)>, MaterializeError> {
+        match fs_err::metadata(path) {
+            Ok(metadata) => Ok(Some((metadata.dev(), metadata.ino()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(MaterializeError::Io(e)),
+        }
+    };
+    Ok(identity(a)?.is_some() && identity(a)? == identity(b)?)
 }
 
 /// The permission bits of the file at `path`.

@@ -118,17 +118,15 @@ impl State {
             .unwrap_or_default())
     }
 
-    /// Writes the state atomically; returns its RECORD hash and size.
-    pub fn write(&self, dist_info: &Path) -> Result<(RecordHash, u64), MaterializeError> {
-        let path = dist_info.join(STATE_FILE);
+    /// The state file's bytes, for the distribution at `dist_info`.
+    pub fn to_bytes(&self, dist_info: &Path) -> Result<Vec<u8>, MaterializeError> {
         let mut text =
             serde_json::to_vec_pretty(self).map_err(|source| MaterializeError::State {
-                path: path.clone(),
+                path: dist_info.join(STATE_FILE),
                 source,
             })?;
         text.push(b'\n');
-        kpack_fs::write_atomic(&path, &text)?;
-        Ok((RecordHash::of_bytes(&text), text.len() as u64))
+        Ok(text)
     }
 }
 
@@ -154,12 +152,9 @@ mod tests {
                 size: Some(3),
             },
         );
-        let (hash, size) = state.write(dir.path()).unwrap();
-        let written = fs_err::read(dir.path().join(STATE_FILE)).unwrap();
-        assert_eq!(
-            (hash, size),
-            (RecordHash::of_bytes(&written), written.len() as u64)
-        );
+        let bytes = state.to_bytes(dir.path()).unwrap();
+        fs_err::create_dir_all(dir.path().join("kpack")).unwrap();
+        fs_err::write(dir.path().join(STATE_FILE), bytes).unwrap();
         assert_eq!(State::read(dir.path()).unwrap(), state);
 
         fs_err::write(
