@@ -334,7 +334,7 @@ fn sync_without_a_kpack_aware_runtime_makes_the_jax_host_fat_for_gfx1100_and_uni
     let stdout = sync(&env, &python, &jax, &["--target", "gfx1100"]);
     assert!(stdout.starts_with("nothing to install"), "{stdout}");
     assert!(
-        stdout.contains("split binaries: all 3 already as the layout wants"),
+        stdout.contains("split binaries: nothing to change (3)"),
         "{stdout}"
     );
     let after: Vec<(u64, u64)> = SPLIT.iter().map(|p| identity(&site.join(p))).collect();
@@ -484,7 +484,7 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
     for path in SPLIT {
         assert!(
             stdout.contains(&format!(
-                "jax-rocm7-plugin: made host-only again {path} (no GPU targets)"
+                "jax-rocm7-plugin: put back the host-only {path} (no GPU targets)"
             )),
             "{stdout}"
         );
@@ -521,7 +521,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
     );
     assert!(stdout.contains("\nlayout: kpack (asked for)\n"), "{stdout}");
     assert!(
-        stdout.contains("split binaries: all 3 already as the layout wants"),
+        stdout.contains("split binaries: nothing to change (3)"),
         "{stdout}"
     );
     assert_as_shipped(&site, &jax);
@@ -530,6 +530,29 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
     assert!(site
         .join("jax_rocm7_plugin/.kpack/rocm_gfx1100.kpack")
         .is_file());
+
+    // A dry run of the fat layout says what it would do, and does nothing.
+    let stdout = success(
+        kpack(&env)
+            .args([
+                "--target",
+                "gfx1100",
+                "pip",
+                "sync",
+                "--dry-run",
+                "--python",
+            ])
+            .arg(&python)
+            .env("KPACK_GET_LAYOUT", "fat"),
+    );
+    assert!(
+        stdout.contains(
+            "jax-rocm7-plugin: would materialize jax_rocm7_plugin/_prng.so for gfx1100\n"
+        ),
+        "{stdout}"
+    );
+    assert_as_shipped(&site, &jax);
+    assert!(!site.join(DIST_INFO).join("kpack").exists());
 
     // Made fat (the environment's variable), then kpack again: host-only
     // as shipped.
@@ -548,7 +571,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
         &["--target", "gfx1100", "--layout", "kpack"],
     );
     assert!(
-        stdout.contains("jax-rocm7-plugin: made host-only again jax_rocm7_plugin/_prng.so (the layout is kpack)"),
+        stdout.contains("jax-rocm7-plugin: put back the host-only jax_rocm7_plugin/_prng.so (the layout is kpack)"),
         "{stdout}"
     );
     assert_as_shipped(&site, &jax);

@@ -3,7 +3,7 @@
 //! for the environment, from the HIP runtime each split binary of a host
 //! distribution would run under (its own run paths first, where TheRock's
 //! `_rocm_sdk_core/lib` is, then the system), and every binary
-//! materialized for the machine's targets, or made host-only again, to
+//! materialized for the machine's targets, or its host-only original put back, to
 //! match.
 
 use rocm_kpack::Target;
@@ -62,7 +62,7 @@ pub fn lay_out(
     }
     if changed == 0 {
         printer.line(format!(
-            "split binaries: all {} already as the layout wants",
+            "split binaries: nothing to change ({})",
             binaries.len()
         ));
     }
@@ -154,11 +154,11 @@ fn report(context: &Context, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool
         }
         (_, Wanted::HostOnly(reason)) => {
             let verb = if dry_run {
-                "would make host-only again"
+                "would put back"
             } else {
-                "made host-only again"
+                "put back"
             };
-            format!("{name}: {verb} {path} ({})", why(reason))
+            format!("{name}: {verb} the host-only {path} ({})", why(reason))
         }
         (_, Wanted::Fat { .. }) => return,
     };
