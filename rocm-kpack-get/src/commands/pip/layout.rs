@@ -3,8 +3,8 @@
 //! for the environment, from the HIP runtime each split binary of a host
 //! distribution would run under (its own run paths first, where TheRock's
 //! `_rocm_sdk_core/lib` is, then the system), and every binary
-//! materialized for the machine's targets, or its host-only original put back, to
-//! match.
+//! materialized for the machine's targets, or its host-only original put
+//! back, to match.
 
 use rocm_kpack::Target;
 use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
