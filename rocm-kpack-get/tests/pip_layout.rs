@@ -728,24 +728,28 @@ fn a_sync_killed_at_any_moment_leaves_whole_files_and_the_next_one_finishes() {
     success(&mut layout_sync("kpack"));
 
     let mut seed = 0x5eed_u64;
-    for round in 0..16 {
-        let layout = if round % 2 == 0 { "fat" } else { "kpack" };
+    // Killed while laying out one way, then finished either way.
+    let mut random = || {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let delay = took.mul_f64((seed >> 11) as f64 / (1u64 << 53) as f64);
-        let mut child = layout_sync(layout)
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for round in 0..24 {
+        let killed = if round % 2 == 0 { "fat" } else { "kpack" };
+        let mut child = layout_sync(killed)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(delay);
+        std::thread::sleep(took.mul_f64(random()));
         let _ = child.kill();
         child.wait().unwrap();
         assert_whole(&site, &jax, "gfx1100");
 
-        success(&mut layout_sync(layout));
-        if layout == "fat" {
+        let next = if random() < 0.5 { "fat" } else { "kpack" };
+        success(&mut layout_sync(next));
+        if next == "fat" {
             assert_fat_for(&site, "gfx1100");
         } else {
             assert_as_shipped(&site, &jax);

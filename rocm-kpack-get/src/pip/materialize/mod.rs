@@ -203,9 +203,11 @@ impl HostPlan {
             .filter(|p| p.action != Action::Unchanged)
         {
             keep_original(&plan.binary, &mut self.host.record, &temporary)?;
-            if let Some(entry) = self.state.binaries.get_mut(&plan.binary.path) {
-                entry.hash = None;
-            }
+            // Unfinished until the end: whatever an interruption leaves,
+            // the next run makes it again.
+            self.state
+                .binaries
+                .insert(plan.binary.path.clone(), MaterializedBinary::unfinished());
         }
         self.write_state_and_record(&temporary)?;
         for plan in &mut self.binaries {

@@ -5,11 +5,13 @@
 //! nothing changed rewrites nothing, and a device distribution removed,
 //! added or reinstalled is noticed.
 //!
-//! An entry without a hash is a binary being replaced: it is written
-//! before any installed file is, so an interrupted run is never taken for
-//! a finished one. The file is listed in RECORD, so uninstalling the host
-//! removes it; one that cannot be read, or of a newer version, is taken
-//! as empty (every binary is made again).
+//! An entry without a hash is a binary being replaced, materialized or
+//! put back: it is written before any installed file is, so an
+//! interrupted run is never taken for a finished one. A binary without an
+//! entry holds its host-only original. The file is listed in RECORD, so
+//! uninstalling the host removes it; one that cannot be read, or of a
+//! newer version, is taken as empty (a fat binary is then made again, or
+//! put back when RECORD does not give it its original's hash).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -68,6 +70,16 @@ pub struct MaterializedBinary {
 }
 
 impl MaterializedBinary {
+    /// A binary being replaced: from nothing yet, into nothing yet.
+    pub fn unfinished() -> MaterializedBinary {
+        MaterializedBinary {
+            targets: Vec::new(),
+            archives: Vec::new(),
+            hash: None,
+            size: None,
+        }
+    }
+
     /// Whether the binary was finished from exactly these inputs and the
     /// installed file is what was written (by RECORD's hash and its size).
     pub fn finished(
