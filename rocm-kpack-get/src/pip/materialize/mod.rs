@@ -451,7 +451,8 @@ fn same_file(a: &Path, b: &Path) -> Result<bool, MaterializeError> {
             Err(e) => Err(MaterializeError::Io(e)),
         }
     };
-    Ok(identity(a)?.is_some() && identity(a)? == identity(b)?)
+    let a = identity(a)?;
+    Ok(a.is_some() && a == identity(b)?)
 }
 
 /// The permission bits of the file at `path`.
