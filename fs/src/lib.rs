@@ -81,6 +81,12 @@ impl AtomicFile {
         Self::temporary_in(path, dir, DEFAULT_MODE)
     }
 
+    /// As [`create_in`](AtomicFile::create_in), with `mode` (under the
+    /// umask): a file replacing one whose mode it keeps.
+    pub fn create_in_with_mode(path: &Path, dir: &Path, mode: u32) -> Result<Self, PathError> {
+        Self::temporary_in(path, dir, mode)
+    }
+
     fn temporary_in(path: &Path, dir: &Path, mode: u32) -> Result<Self, PathError> {
         let temp = tempfile::Builder::new()
             .prefix(".kpack-")

@@ -78,27 +78,6 @@ pub fn materialize_file(
     Ok(report)
 }
 
-/// `data`, the host-only binary at `path`, materialized for `targets`,
-/// in memory (through anonymous temporary files, as the writer streams).
-pub fn materialize(
-    data: &[u8],
-    path: &Path,
-    targets: &[Target],
-    source: &ArchiveSource,
-) -> Result<(Vec<u8>, Materialized)> {
-    let mut input = tempfile::tempfile()?;
-    input.write_all(data)?;
-    let marker = read_marker(&input, path)?;
-    let archives = open_archives(&marker, path, targets, source)?;
-    let output = tempfile::tempfile()?;
-    let report = materialize_into(&input, path, &output, path, targets, &archives)?;
-    let mut bytes = Vec::new();
-    let mut reader = &output;
-    reader.seek(SeekFrom::Start(0))?;
-    std::io::Read::read_to_end(&mut reader, &mut bytes)?;
-    Ok((bytes, report))
-}
-
 /// Whether `file` is a binary `kpack-pack split` wrote (an ELF file with a
 /// kpack marker); a file that is not ELF is not one.
 pub fn is_split(file: &File, path: &Path) -> Result<bool> {

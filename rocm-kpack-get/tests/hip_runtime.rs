@@ -9,7 +9,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::runtimes::{build_library, build_runtime, ld_cache, ldconfig, FakeRuntime};
+use common::runtimes::{
+    build_library, build_library_without_runtime, build_runtime, build_runtime_named, ld_cache,
+    ldconfig, FakeRuntime,
+};
 use common::server::TestServer;
 use common::{output, shared_rocrand_repo, success, Env};
 use kpack_test_support::real_hip::{HIPF, HIPK};
@@ -125,6 +128,62 @@ fn a_runpath_with_origin_finds_the_runtime_beside_the_library_before_the_system(
         fs_err::canonicalize(ours).unwrap()
     );
     assert_eq!(auto_layout(&search), Layout::Kpack);
+}
+
+#[test]
+fn an_installed_library_reaching_the_runtime_through_others_finds_it_through_its_own_runpath() {
+    // A Python distribution's extension module beside TheRock's ROCm: its
+    // run path names `_rocm_sdk_core/lib`, whose runtime is ROCm 7's.
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site-packages");
+    let core = site.join("_rocm_sdk_core/lib");
+    let ours = build_runtime_named(&core, FakeRuntime::NeedsKpackLibrary, "libamdhip64.so.7");
+    let system = dir.path().join("system");
+    build_runtime(&system, FakeRuntime::Plain);
+    let roots = SearchRoots {
+        default_dirs: vec![system.clone()],
+        ..roots(dir.path())
+    };
+    let searcher = Searcher::new(&roots);
+    // As long as TheRock's (7 KB: every Python version's site-packages),
+    // past what a string read through `object`'s read cache may be.
+    let elsewhere: Vec<String> = (0..300)
+        .map(|n| format!("$ORIGIN/../../python3.{n}/site-packages/_rocm_sdk_core/lib"))
+        .collect();
+    let runpath = format!(
+        "-Wl,--enable-new-dtags,-rpath,{}:$ORIGIN/../_rocm_sdk_core/lib",
+        elsewhere.join(":")
+    );
+    assert!(runpath.len() > 8192);
+    let runpath = runpath.as_str();
+    let module = build_library_without_runtime(&site.join("pkg/_linalg.so"), &[runpath]);
+    assert_eq!(searcher.for_library(&module).unwrap(), None);
+    let search = searcher.for_installed_library(&module).unwrap();
+    let found = search.runtime.as_ref().unwrap();
+    assert_eq!(found.found_in, FoundIn::Runpath);
+    assert_eq!(found.name, "libamdhip64.so.7");
+    assert_eq!(
+        fs_err::canonicalize(&found.path).unwrap(),
+        fs_err::canonicalize(&ours).unwrap()
+    );
+    assert_eq!(auto_layout(&search), Layout::Kpack);
+
+    // One that names the runtime looks for that name: the system's
+    // `libamdhip64.so.5`, not ROCm 7's beside it.
+    let named = build_library(&site.join("pkg/_prng.so"), &system, &[runpath]);
+    let search = searcher.for_installed_library(&named).unwrap();
+    let found = search.runtime.as_ref().unwrap();
+    assert_eq!(found.path, system.join("libamdhip64.so.5"));
+    assert_eq!(found.found_in, FoundIn::DefaultDirectory);
+    assert_eq!(auto_layout(&search), Layout::Fat);
+
+    // Without a run path, any runtime of the system.
+    let bare = build_library_without_runtime(&site.join("other/_ext.so"), &[]);
+    let search = searcher.for_installed_library(&bare).unwrap();
+    assert_eq!(
+        search.runtime.unwrap().path,
+        system.join("libamdhip64.so.5")
+    );
 }
 
 #[test]

@@ -4,14 +4,17 @@
 //! - [`filename`]: wheel file names, with PEP 825 variant labels;
 //! - [`names`]: distribution (PEP 503) and extra (PEP 685) names;
 //! - [`metadata`]: reading and extending core metadata (`METADATA`);
+//! - [`record`]: an installed distribution's `RECORD`, read and edited;
 //! - [`variants`]: variant properties, `variant.json` and
 //!   `{name}-{version}-variants.json`, and ordering variants for a machine.
 
 pub mod filename;
 pub mod metadata;
 pub mod names;
+pub mod record;
 pub mod variants;
 
 pub use filename::{InvalidFilename, VariantLabel, WheelFilename};
 pub use metadata::{Metadata, MetadataEditor, MetadataError, RequiresDist};
 pub use names::{DistName, ExtraName, InvalidName};
+pub use record::{Record, RecordError, RecordHash, RecordRow};

@@ -2,13 +2,16 @@
 //! ([`extras`]), the environment and what is installed in it
 //! ([`environment`]), the resolver's report of candidates' extras
 //! ([`report`]), the environment's installer ([`installer`]), requirement
-//! text ([`requirement`]), where installers find files ([`links`]) and
-//! choosing variant wheels ([`variants`]).
+//! text ([`requirement`]), where installers find files ([`links`]),
+//! choosing variant wheels ([`variants`]), and the host distributions'
+//! split binaries laid out for the environment's HIP runtime
+//! ([`materialize`]).
 
 pub mod environment;
 pub mod extras;
 pub mod installer;
 pub mod links;
+pub mod materialize;
 pub mod report;
 pub mod requirement;
 pub mod variants;

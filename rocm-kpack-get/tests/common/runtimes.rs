@@ -40,9 +40,15 @@ fn cc(output: &Path, source: &str, flags: &[&str]) {
 
 /// Builds `dir/libamdhip64.so.5` holding `kind`'s evidence; returns its path.
 pub fn build_runtime(dir: &Path, kind: FakeRuntime) -> PathBuf {
-    let output = dir.join(RUNTIME_NAME);
+    build_runtime_named(dir, kind, RUNTIME_NAME)
+}
+
+/// Builds `dir/<name>` (`libamdhip64.so.7`, as TheRock's ROCm 7 names it)
+/// holding `kind`'s evidence; returns its path.
+pub fn build_runtime_named(dir: &Path, kind: FakeRuntime, name: &str) -> PathBuf {
+    let output = dir.join(name);
     let mut source = String::from("int hipInit(unsigned flags) { return (int)flags; }\n");
-    let soname = format!("-Wl,-soname,{RUNTIME_NAME}");
+    let soname = format!("-Wl,-soname,{name}");
     let mut flags = vec![soname.as_str()];
     let kpack_dir;
     let kpack_flag;
@@ -82,6 +88,14 @@ pub fn build_runtime(dir: &Path, kind: FakeRuntime) -> PathBuf {
     }
     cc(&output, &source, &flags);
     output
+}
+
+/// Builds a library at `output` that needs no HIP runtime of its own
+/// (as jax's `_linalg.so`, which reaches it through `libhipblas.so`), with
+/// `flags` (run paths).
+pub fn build_library_without_runtime(output: &Path, flags: &[&str]) -> PathBuf {
+    cc(output, "int user(void) { return 0; }\n", flags);
+    output.to_owned()
 }
 
 /// Builds a library at `output` that needs `libamdhip64.so.5` (linked

@@ -1,7 +1,8 @@
 //! `pip install`: variant wheels chosen for this machine from the
 //! installer's sources (find-links directories and pages, package indexes),
 //! requirements resolved with their device extras, then the environment's
-//! installer (pip, or uv where there is no pip).
+//! installer (pip, or uv where there is no pip); then the split binaries
+//! laid out for the environment's HIP runtime, as `sync` does.
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
@@ -12,6 +13,7 @@ use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSourc
 use rocm_kpack_get::pip::PipError;
 use serde_json::json;
 
+use super::layout::lay_out;
 use super::resolve::{resolve_requirements, Resolved};
 use super::sync::sync_environment;
 use super::{environment, machine, Machine};
@@ -216,11 +218,18 @@ pub fn install(
         Err(PipError::NoResolver { .. }) => job.install_then_sync(&requirements)?,
         Err(error) => return Err(error.into()),
     };
+    // Nothing is installed yet in a dry run, so there is nothing to lay out.
+    let layout = if dry_run {
+        None
+    } else {
+        lay_out(context, &env, &machine.targets, false)?
+    };
     context.printer.json(&json!({
         "machine": machine.json(),
         "dry_run": dry_run,
         "installer": installer.describe(),
         "requirements": installed,
+        "layout": layout,
         "variants": variants.iter().map(|v| json!({
             "name": v.name, "label": v.label, "file": v.source,
         })).collect::<Vec<_>>(),

@@ -3,6 +3,7 @@
 //! rocm-bootstrap's variables honoured), the environment, and failures.
 
 pub mod install;
+pub mod layout;
 pub mod resolve;
 pub mod sync;
 
@@ -13,6 +14,7 @@ use kpack_wheel::ExtraName;
 use rocm_kpack::Target;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::discrete_first;
+use rocm_kpack_get::pip::materialize::MaterializeError;
 use rocm_kpack_get::pip::PipError;
 use serde_json::json;
 
@@ -42,6 +44,27 @@ impl From<PipError> for Failure {
             Some(hint) => failure.hint(hint),
             None => failure,
         }
+    }
+}
+
+impl From<MaterializeError> for Failure {
+    fn from(error: MaterializeError) -> Failure {
+        use std::io::ErrorKind;
+        let (code, hint) = match error.io_kind() {
+            Some(ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) => (
+                Exit::Local,
+                "run as the environment's owner (--layout kpack leaves its binaries as installed)",
+            ),
+            Some(ErrorKind::StorageFull | ErrorKind::QuotaExceeded) => (
+                Exit::Local,
+                "free space and sync again: the next `kpack-get pip sync` finishes what was started",
+            ),
+            _ => (
+                Exit::Failure,
+                "the next `kpack-get pip sync` finishes what was started",
+            ),
+        };
+        Failure::new(code, error).hint(hint)
     }
 }
 

@@ -10,6 +10,11 @@
 //! the one authority for which device distributions and versions go with it
 //! (whatever the publisher named them), and, unlike `demo[device-X]`, it
 //! also works with the installer's `--no-deps`.
+//!
+//! Then the host distributions' split binaries are laid out for the
+//! environment's HIP runtime ([`super::layout`]): materialized where it does
+//! not follow kpack markers, and again whenever a device distribution or
+//! the targets changed.
 
 use kpack_wheel::{DistName, ExtraName, RequiresDist};
 use rocm_kpack_get::pip::environment::{is_installed, InstalledDist, PythonEnvironment};
@@ -17,6 +22,7 @@ use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::Installer;
 use serde_json::json;
 
+use super::layout::lay_out;
 use super::{environment, machine, unmatched_warning, Machine};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Failure};
@@ -181,8 +187,10 @@ pub fn sync(
     machine.note_without_gpu(context);
     let env = environment(options.python.as_deref())?;
     let outcome = sync_environment(context, &env, &machine, options.all_targets, dry_run, args)?;
+    let layout = lay_out(context, &env, &machine.targets, dry_run)?;
     let mut document = outcome.json();
     document["machine"] = machine.json();
+    document["layout"] = layout.unwrap_or_default();
     context.printer.json(&document);
     Ok(())
 }

@@ -10,14 +10,16 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use object::elf::{self, FileHeader64};
-use object::read::elf::{FileHeader, SectionHeader, Sym as _};
-use object::read::ReadCache;
-use object::Endianness;
+use object::read::elf::{FileHeader, SectionHeader, SectionTable, Sym as _};
+use object::read::{ReadCache, StringTable};
+use object::{Endianness, SectionIndex};
 
 use super::HipRuntimeError;
 
 /// The bytes read at a time when searching read-only data.
 const CHUNK: usize = 1 << 20;
+/// The largest dynamic string table read.
+const MAX_DYNAMIC_STRINGS: u64 = 64 << 20;
 
 /// A shared library's dynamic entries and imports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,9 +60,11 @@ pub fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
     let sections = header.sections(endian, data).map_err(bad)?;
     let mut info = DynamicInfo::default();
     let dynamic = sections.dynamic_table(endian, data).map_err(bad)?;
+    let strings = dynamic_strings(path, &sections, endian, data)?;
+    let strings = StringTable::new(strings, 0, strings.len() as u64);
     for entry in &dynamic {
         let text = || -> Result<String, HipRuntimeError> {
-            let bytes = dynamic.string(entry).map_err(bad)?;
+            let bytes = entry.string(&strings).map_err(bad)?;
             Ok(String::from_utf8_lossy(bytes).into_owned())
         };
         match entry.tag {
@@ -75,7 +79,7 @@ pub fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
         .map_err(bad)?;
     for symbol in symbols.iter() {
         if symbol.is_undefined(endian) {
-            let name = symbol.name(endian, symbols.strings()).map_err(bad)?;
+            let name = symbol.name(endian, strings).map_err(bad)?;
             if !name.is_empty() {
                 info.imports
                     .push(String::from_utf8_lossy(name).into_owned());
@@ -93,6 +97,40 @@ pub fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
         }
     }
     Ok(info)
+}
+
+/// The bytes of the dynamic string table (`.dynstr`, the dynamic
+/// section's link), read whole: `object`'s read cache reads at most 4096
+/// bytes of a string, and TheRock's libraries carry run paths longer than
+/// that (jax's plugin: about 7 KB). A table larger than
+/// [`MAX_DYNAMIC_STRINGS`] is refused.
+fn dynamic_strings<'data>(
+    path: &Path,
+    sections: &SectionTable<'data, FileHeader64<Endianness>, &'data ReadCache<fs_err::File>>,
+    endian: Endianness,
+    data: &'data ReadCache<fs_err::File>,
+) -> Result<&'data [u8], HipRuntimeError> {
+    let bad = |source| HipRuntimeError::Elf {
+        path: path.to_owned(),
+        source,
+    };
+    let Some(dynamic) = sections
+        .iter()
+        .find(|s| s.sh_type(endian) == elf::SHT_DYNAMIC)
+    else {
+        return Ok(&[]);
+    };
+    let table = sections
+        .section(SectionIndex(dynamic.sh_link(endian) as usize))
+        .map_err(bad)?;
+    let size = table.sh_size(endian);
+    if size > MAX_DYNAMIC_STRINGS {
+        return Err(HipRuntimeError::DynamicStringsTooLarge {
+            path: path.to_owned(),
+            size,
+        });
+    }
+    table.data(endian, data).map_err(bad)
 }
 
 /// Which of `needles` occur in the file's `ranges`, read in chunks that

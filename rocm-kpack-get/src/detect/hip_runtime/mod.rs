@@ -48,6 +48,8 @@ pub enum HipRuntimeError {
     },
     #[error("{path} is not built for x86-64")]
     NotX86_64 { path: PathBuf },
+    #[error("{path}: its dynamic string table ({size} bytes) is larger than any library's")]
+    DynamicStringsTooLarge { path: PathBuf, size: u64 },
 }
 
 /// What a runtime holds that says whether it follows kpack markers.

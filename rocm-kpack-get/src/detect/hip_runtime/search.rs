@@ -87,6 +87,29 @@ struct RunPaths {
     runpath: Vec<PathBuf>,
 }
 
+impl RunPaths {
+    /// The run paths of `library` (whose dynamic entries are `info`), with
+    /// `$ORIGIN` its directory.
+    fn of(info: &elf::DynamicInfo, library: &Path) -> RunPaths {
+        let origin = library.parent().unwrap_or(Path::new("/"));
+        let expand = |list: &Option<String>| -> Vec<PathBuf> {
+            list.iter()
+                .flat_map(|list| list.split(':'))
+                .filter_map(|entry| elf::expand_origin(entry, origin))
+                .collect()
+        };
+        RunPaths {
+            // The loader ignores DT_RPATH when DT_RUNPATH is present.
+            rpath: if info.runpath.is_none() {
+                expand(&info.rpath)
+            } else {
+                Vec::new()
+            },
+            runpath: expand(&info.runpath),
+        }
+    }
+}
+
 /// Searches with one reading of the loader's cache.
 #[derive(Debug)]
 pub struct Searcher<'a> {
@@ -133,23 +156,23 @@ impl<'a> Searcher<'a> {
         let Some(name) = info.needed.iter().find(|n| n.starts_with(RUNTIME_PREFIX)) else {
             return Ok(None);
         };
-        let origin = library.parent().unwrap_or(Path::new("/"));
-        let expand = |list: &Option<String>| -> Vec<PathBuf> {
-            list.iter()
-                .flat_map(|list| list.split(':'))
-                .filter_map(|entry| elf::expand_origin(entry, origin))
-                .collect()
-        };
-        let paths = RunPaths {
-            // The loader ignores DT_RPATH when DT_RUNPATH is present.
-            rpath: if info.runpath.is_none() {
-                expand(&info.rpath)
-            } else {
-                Vec::new()
-            },
-            runpath: expand(&info.runpath),
-        };
+        let paths = RunPaths::of(&info, library);
         Ok(Some(self.locate(&Wanted::Name(name.clone()), &paths)))
+    }
+
+    /// The runtime an installed library with device code would run under:
+    /// the `libamdhip64.so*` it needs by name or, when it reaches the
+    /// runtime only through other libraries (jax's `_linalg.so` needs
+    /// `libhipblas.so.3`, which needs the runtime), any version; searched
+    /// from the library's own run paths first either way, which is where a
+    /// Python distribution finds its ROCm (TheRock's `_rocm_sdk_core/lib`).
+    pub fn for_installed_library(&self, library: &Path) -> Result<RuntimeSearch, HipRuntimeError> {
+        let info = elf::read_dynamic(library)?;
+        let wanted = match info.needed.iter().find(|n| n.starts_with(RUNTIME_PREFIX)) {
+            Some(name) => Wanted::Name(name.clone()),
+            None => Wanted::AnyVersion,
+        };
+        Ok(self.locate(&wanted, &RunPaths::of(&info, library)))
     }
 
     fn locate(&self, wanted: &Wanted, paths: &RunPaths) -> RuntimeSearch {

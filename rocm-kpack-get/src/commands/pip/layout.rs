@@ -1,0 +1,191 @@
+//! The layout of an environment's split binaries, after `pip sync` and
+//! `pip install` (08-hip-runtimes.md, "Python environments"): one decision
+//! for the environment, from the HIP runtime each split binary of a host
+//! distribution would run under (its own run paths first, where TheRock's
+//! `_rocm_sdk_core/lib` is, then the system), and every binary
+//! materialized for the machine's targets, or its host-only original put
+//! back, to match.
+
+use rocm_kpack::Target;
+use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
+use rocm_kpack_get::layout::{decide, LayoutDecision};
+use rocm_kpack_get::pip::environment::PythonEnvironment;
+use rocm_kpack_get::pip::extras::device_extras;
+use rocm_kpack_get::pip::materialize::{
+    Action, BinaryPlan, HostBinaries, HostOnlyReason, HostPlan, Wanted,
+};
+use serde_json::json;
+
+use crate::commands::{Context, Failure};
+
+/// Finds the environment's split binaries, decides their layout, says
+/// what was found and decided, and (unless `dry_run`) makes every binary
+/// hold what it should. `None` when no host distribution has split
+/// binaries (nothing is said then).
+pub fn lay_out(
+    context: &Context,
+    env: &PythonEnvironment,
+    targets: &[Target],
+    dry_run: bool,
+) -> Result<Option<serde_json::Value>, Failure> {
+    let printer = &context.printer;
+    let mut hosts = Vec::new();
+    for dist in env.installed()? {
+        if device_extras(&dist.metadata.provides_extra).is_empty() {
+            continue;
+        }
+        let host = HostBinaries::find(&dist)?;
+        for line in &host.skipped {
+            printer.warn(format!("{}: {line}", host.name));
+        }
+        if !host.binaries.is_empty() {
+            hosts.push(host);
+        }
+    }
+    if hosts.is_empty() {
+        return Ok(None);
+    }
+    let (search, decision) = decide_for(context, &hosts);
+    let shown = super::super::layout::show(context, &search, &decision, false);
+    let mut binaries = Vec::new();
+    let mut changed = 0;
+    for host in hosts {
+        let mut plan = HostPlan::new(host, decision.layout, targets)?;
+        if !dry_run {
+            plan.apply()?;
+        }
+        for binary in &plan.binaries {
+            changed += usize::from(binary.action != Action::Unchanged);
+            report(context, &plan, binary, dry_run);
+            binaries.push(binary_json(&plan, binary));
+        }
+    }
+    if changed == 0 {
+        printer.line(format!(
+            "split binaries: nothing to change ({})",
+            binaries.len()
+        ));
+    }
+    Ok(Some(json!({
+        "hip_runtime": shown["hip_runtime"],
+        "choice": decision.choice,
+        "layout": decision.layout,
+        "reason": decision.reason,
+        "binaries": binaries,
+    })))
+}
+
+/// The layout for every split binary of `hosts`, and the search that
+/// decided it: the first that found no kpack-aware runtime, else the first.
+fn decide_for(context: &Context, hosts: &[HostBinaries]) -> (RuntimeSearch, LayoutDecision) {
+    let searcher = Searcher::new(&context.settings.runtime_search);
+    let searches: Vec<RuntimeSearch> = hosts
+        .iter()
+        .flat_map(|host| &host.binaries)
+        .map(|binary| {
+            searcher
+                .for_installed_library(&binary.installed)
+                .unwrap_or_else(|error| RuntimeSearch {
+                    runtime: None,
+                    notes: vec![format!("skipped: {:#}", anyhow::Error::new(error))],
+                })
+        })
+        .collect();
+    let decision = decide(
+        context.settings.layout,
+        &searches.iter().collect::<Vec<_>>(),
+    );
+    let deciding = searches
+        .iter()
+        .find(|s| !s.runtime.as_ref().is_some_and(|r| r.kpack_aware()))
+        .or(searches.first())
+        .cloned()
+        .unwrap_or_default();
+    (deciding, decision)
+}
+
+/// Says what was (or would be) done to one binary.
+fn report(context: &Context, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool) {
+    let name = &plan.host.name;
+    let path = &binary.binary.path;
+    let targets = |targets: &[Target]| {
+        targets
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let why = |reason: &HostOnlyReason| match reason {
+        HostOnlyReason::Layout => "the layout is kpack".to_owned(),
+        HostOnlyReason::NoTargets => "no GPU targets".to_owned(),
+    };
+    let line = match (binary.action, &binary.wanted) {
+        (Action::Unchanged, Wanted::Fat { targets: t, .. }) => {
+            context
+                .printer
+                .detail(format!("{name}: {path} is already fat for {}", targets(t)));
+            return;
+        }
+        (Action::Unchanged, Wanted::HostOnly(_)) => {
+            context
+                .printer
+                .detail(format!("{name}: {path} is host-only"));
+            return;
+        }
+        (Action::Materialize, Wanted::Fat { targets: t, .. }) => {
+            let verb = if dry_run {
+                "would materialize"
+            } else {
+                "materialized"
+            };
+            let counts = binary
+                .materialized
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        " ({}, {})",
+                        counted(m.wrappers, "wrapper"),
+                        counted(m.code_objects, "code object")
+                    )
+                })
+                .unwrap_or_default();
+            format!("{name}: {verb} {path} for {}{counts}", targets(t))
+        }
+        (_, Wanted::HostOnly(reason)) => {
+            let verb = if dry_run {
+                "would put back"
+            } else {
+                "put back"
+            };
+            format!("{name}: {verb} the host-only {path} ({})", why(reason))
+        }
+        (_, Wanted::Fat { .. }) => return,
+    };
+    context.printer.line(line);
+}
+
+/// `1 wrapper`, `2 wrappers`.
+fn counted(count: usize, noun: &str) -> String {
+    let plural = if count == 1 { "" } else { "s" };
+    format!("{count} {noun}{plural}")
+}
+
+fn binary_json(plan: &HostPlan, binary: &BinaryPlan) -> serde_json::Value {
+    let (wanted, targets) = match &binary.wanted {
+        Wanted::Fat { targets, .. } => ("fat", targets.clone()),
+        Wanted::HostOnly(_) => ("host-only", Vec::new()),
+    };
+    json!({
+        "dist": plan.host.name.as_str(),
+        "path": binary.binary.path,
+        "file": binary.binary.installed,
+        "wanted": wanted,
+        "targets": targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "action": match binary.action {
+            Action::Unchanged => "unchanged",
+            Action::Materialize => "materialize",
+            Action::Restore => "restore",
+        },
+        "code_objects": binary.materialized.as_ref().map(|m| m.code_objects),
+    })
+}
