@@ -212,7 +212,7 @@ impl Record {
 
 /// Splits one CSV line into fields (`"` quotes, `""` inside quotes), as
 /// Python's `csv` module writes them; `None` for an unterminated quote.
-fn csv_fields(line: &str) -> Option<Vec<String>> {
+pub fn csv_fields(line: &str) -> Option<Vec<String>> {
     let mut fields = vec![String::new()];
     let mut chars = line.chars().peekable();
     let mut quoted = false;
@@ -233,7 +233,7 @@ fn csv_fields(line: &str) -> Option<Vec<String>> {
 }
 
 /// A field quoted when it must be, as Python's `csv` module quotes.
-fn csv_field(value: &str) -> String {
+pub fn csv_field(value: &str) -> String {
     if value.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {

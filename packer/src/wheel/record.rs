@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
+use kpack_wheel::record::{csv_field, csv_fields};
+
 use super::error::WheelError;
 
 /// What RECORD says about one file.
@@ -20,27 +22,6 @@ pub struct Recorded {
 /// `sha256=<urlsafe base64 without padding>` of a digest.
 pub fn hash_field(digest: &[u8; 32]) -> String {
     format!("sha256={}", URL_SAFE_NO_PAD.encode(digest))
-}
-
-/// Splits one CSV line into fields (`"` quotes, `""` inside quotes).
-fn csv_fields(line: &str) -> Option<Vec<String>> {
-    let mut fields = vec![String::new()];
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        let current = fields.last_mut()?;
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                current.push('"');
-            }
-            ('"', true) => quoted = false,
-            ('"', false) if current.is_empty() => quoted = true,
-            (',', false) => fields.push(String::new()),
-            (c, _) => current.push(c),
-        }
-    }
-    (!quoted).then_some(fields)
 }
 
 /// Parses RECORD into path -> what it says.
@@ -99,15 +80,6 @@ impl RecordWriter {
         self.text
             .push_str(&format!("{},,\n", csv_field(record_path)));
         self.text
-    }
-}
-
-/// A field quoted when it must be.
-fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value.to_owned()
     }
 }
 
