@@ -147,6 +147,22 @@ fn kpack(env: &Env) -> Command {
     command
 }
 
+/// A test environment, the split jax plugin, and a pip venv (its python and
+/// site-packages) with the host distribution installed by pip.
+fn host_installed() -> (Env, Jax, PathBuf, PathBuf) {
+    let env = Env::new();
+    let jax = Jax::split(env.home.path());
+    let python = pip_venv(&env.home.path().join("venv"));
+    let site = site(&python);
+    success(
+        pip(&python)
+            .args(["install", "--quiet"])
+            .args(jax.args())
+            .arg(HOST),
+    );
+    (env, jax, python, site)
+}
+
 /// `kpack-get [--target T] pip sync --python PY -- <links>`: stdout.
 fn sync(env: &Env, python: &Path, jax: &Jax, global: &[&str]) -> String {
     success(
@@ -283,16 +299,7 @@ fn same_inode_under(dir: &Path, file: &Path) -> Option<PathBuf> {
 #[test]
 fn sync_without_a_kpack_aware_runtime_makes_the_jax_host_fat_for_gfx1100_and_uninstall_leaves_nothing(
 ) {
-    let env = Env::new();
-    let jax = Jax::split(env.home.path());
-    let python = pip_venv(&env.home.path().join("venv"));
-    let site = site(&python);
-    success(
-        pip(&python)
-            .args(["install", "--quiet"])
-            .args(jax.args())
-            .arg(HOST),
-    );
+    let (env, jax, python, site) = host_installed();
     assert_as_shipped(&site, &jax);
 
     let stdout = sync(&env, &python, &jax, &["--target", "gfx1100"]);
@@ -417,16 +424,7 @@ fn in_a_uv_environment_the_fat_files_replace_uvs_hard_links_and_its_cache_is_unc
 
 #[test]
 fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
-    let env = Env::new();
-    let jax = Jax::split(env.home.path());
-    let python = pip_venv(&env.home.path().join("venv"));
-    let site = site(&python);
-    success(
-        pip(&python)
-            .args(["install", "--quiet"])
-            .args(jax.args())
-            .arg(HOST),
-    );
+    let (env, jax, python, site) = host_installed();
     sync(&env, &python, &jax, &["--target", "gfx1100"]);
     assert_fat_for(&site, "gfx1100");
 
@@ -503,16 +501,7 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
 
 #[test]
 fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
-    let env = Env::new();
-    let jax = Jax::split(env.home.path());
-    let python = pip_venv(&env.home.path().join("venv"));
-    let site = site(&python);
-    success(
-        pip(&python)
-            .args(["install", "--quiet"])
-            .args(jax.args())
-            .arg(HOST),
-    );
+    let (env, jax, python, site) = host_installed();
     let shipped_record = fs_err::read(site.join(DIST_INFO).join("RECORD")).unwrap();
 
     let stdout = sync(
@@ -582,16 +571,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
 
 #[test]
 fn a_kpack_aware_runtime_in_the_distributions_run_paths_keeps_the_kpack_layout() {
-    let env = Env::new();
-    let jax = Jax::split(env.home.path());
-    let python = pip_venv(&env.home.path().join("venv"));
-    let site = site(&python);
-    success(
-        pip(&python)
-            .args(["install", "--quiet"])
-            .args(jax.args())
-            .arg(HOST),
-    );
+    let (env, jax, python, site) = host_installed();
     // TheRock's ROCm beside the plugin, where its run path
     // `$ORIGIN/../_rocm_sdk_core/lib` looks.
     let core = site.join("_rocm_sdk_core/lib");
@@ -698,16 +678,7 @@ fn assert_whole(site: &Path, jax: &Jax, processor: &str) {
 
 #[test]
 fn a_sync_killed_at_any_moment_leaves_whole_files_and_the_next_one_finishes() {
-    let env = Env::new();
-    let jax = Jax::split(env.home.path());
-    let python = pip_venv(&env.home.path().join("venv"));
-    let site = site(&python);
-    success(
-        pip(&python)
-            .args(["install", "--quiet"])
-            .args(jax.args())
-            .arg(HOST),
-    );
+    let (env, jax, python, site) = host_installed();
     sync(
         &env,
         &python,
