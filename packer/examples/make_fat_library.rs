@@ -27,12 +27,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     fs_err::create_dir_all(&out)?;
     let data = fs_err::read(source)?;
     let fat = FatElf::parse(&data)?.ok_or("the source has no device code")?;
-    let code_objects: Vec<(String, Vec<u8>)> = fat
-        .bundles
-        .iter()
-        .flat_map(|b| &b.code_objects)
-        .map(|c| (c.triple.clone(), c.bytes.to_vec()))
-        .collect();
+    let mut code_objects: Vec<(String, Vec<u8>)> = Vec::new();
+    for bundle in &fat.bundles {
+        for code in bundle.code_objects()? {
+            code_objects.push((code.triple, code.bytes.into_owned()));
+        }
+    }
 
     let mut asm = String::from(".section .hip_fatbin,\"a\",@progbits\n");
     let mut total = 0usize;

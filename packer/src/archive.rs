@@ -11,12 +11,14 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
-use rayon::prelude::*;
 use rocm_kpack::{
-    ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Metadata, PreparedBlob, Target,
+    ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, Metadata, StoredBlob, Target,
 };
 
+use crate::bundle::{Bundle, CodeBytes};
 use crate::error::{Error, Result};
+use crate::pipeline::{self, MemoryBudget};
+use crate::spool::Spool;
 
 /// Placeholder the runtime expands to each compatible target.
 pub const GFXARCH: &str = "@GFXARCH@";
@@ -98,6 +100,29 @@ impl Entry<'_> {
     }
 }
 
+/// One unit of work for the archives: a code object read in place (an
+/// uncompressed bundle's, a database file), or every code object of a
+/// compressed bundle, decoded once as a stream.
+#[derive(Debug, Clone)]
+pub enum Unit<'a> {
+    Whole(Entry<'a>),
+    Compressed {
+        /// The binary's key (`#N`, N the bundle's index).
+        binary: BinaryKey,
+        bundle: Bundle<'a>,
+    },
+}
+
+impl Unit<'_> {
+    /// Its code objects.
+    pub fn code_objects(&self) -> usize {
+        match self {
+            Unit::Whole(_) => 1,
+            Unit::Compressed { bundle, .. } => bundle.entries.len(),
+        }
+    }
+}
+
 /// An archive written to disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrittenArchive {
@@ -106,10 +131,6 @@ pub struct WrittenArchive {
     pub code_objects: usize,
     pub bytes: u64,
 }
-
-/// Code objects compressed together, in parallel, before they are written:
-/// bounds the memory in flight whatever the input size.
-const CHUNK_BYTES: usize = 32 * 1024 * 1024;
 
 /// Writes one archive per processor into `dir`, entries in the order given
 /// (which fixes the archive bytes), each archive atomically.
@@ -135,6 +156,9 @@ struct Open {
     path: PathBuf,
     writer: ArchiveWriter<BufWriter<ArchiveFile>>,
     code_objects: usize,
+    /// Each distinct target added, with whether a binary's code (rather
+    /// than a database file) came for it, in the order they came.
+    seen: Vec<(Target, bool)>,
 }
 
 /// Where an archive is written: atomically into place (synced, renamed),
@@ -170,14 +194,9 @@ impl Seek for ArchiveFile {
     }
 }
 
-/// Writes one archive per processor or family into `dir`, each atomically.
-///
-/// Entries go in in the order given, which fixes the archive bytes. They
-/// are compressed a chunk at a time on every core, and `done` is called
-/// with each entry's bytes once they are compressed (a large entry, such as
-/// a kernel database file, a piece at a time), so a caller reading from a
-/// mapped file can drop those pages: memory stays bounded by the chunk and
-/// the pieces, not the input.
+/// Writes one archive per processor or family into `dir`, each atomically,
+/// from `entries` in the order given (which fixes the archive bytes);
+/// `done` is called as for [`ArchiveSet::add`].
 pub fn write_archives(
     dir: &Path,
     group: &str,
@@ -186,90 +205,50 @@ pub fn write_archives(
     entries: &[Entry<'_>],
     done: impl Fn(&[u8]) + Sync,
 ) -> Result<Vec<WrittenArchive>> {
-    fs_err::create_dir_all(dir)?;
-    let listed = archive_targets(entries, grouping);
-    let mut open = open_archives(dir, group, compression, &listed)?;
-    let mut targets: BTreeMap<String, Vec<Target>> = listed
-        .into_iter()
-        .map(|(name, list)| (name.to_owned(), list))
-        .collect();
-    let mut rest = entries;
-    while !rest.is_empty() {
-        let (chunk, after) = rest.split_at(chunk_len(rest));
-        add_chunk(&mut open, chunk, grouping, compression, &done)?;
-        rest = after;
-    }
-    let mut written = Vec::new();
-    for (name, archive) in open {
-        written.push(archive.finish(targets.remove(&name).unwrap_or_default())?);
-    }
-    Ok(written)
+    let units: Vec<Unit<'_>> = entries.iter().cloned().map(Unit::Whole).collect();
+    let mut archives = ArchiveSet::new(dir, group, grouping, compression);
+    archives.add(&units, done)?;
+    archives.finish()
 }
 
-/// The targets each archive lists (`gfx_arches`), keyed by its name: known
-/// up front, as its header lists them.
+/// The targets an archive lists (`gfx_arches`), from the targets added to
+/// it in order (`seen`) and the processors any archive got a binary's code
+/// for (`with_code`).
 ///
 /// The runtime's loader picks, for a GPU, the first of its compatible
 /// targets (most specific first) that an archive lists, then looks a binary
-/// up for exactly that target. So for a processor the archive holds
+/// up for exactly that target. So for a processor the archives hold
 /// binaries' code for, only the binaries' targets are listed: a kernel
 /// database file's `gfx90a:xnack-` beside a binary's plain `gfx90a` code
 /// (Debian's rocBLAS has exactly that) would hide the binary's code on an
 /// `xnack-` GPU. For other processors the database files' targets are
 /// listed, so the archive is still found and published for them. Database
 /// files are read by key and target, listed or not.
-fn archive_targets<'e>(
-    entries: &'e [Entry<'_>],
-    grouping: Grouping,
-) -> BTreeMap<&'e str, Vec<Target>> {
-    let with_code: HashSet<&str> = entries
-        .iter()
-        .filter(|entry| entry.binary.index().is_some())
-        .map(|entry| entry.target.processor())
-        .collect();
-    let mut targets: BTreeMap<&str, Vec<Target>> = BTreeMap::new();
-    for entry in entries {
-        let list = targets
-            .entry(grouping.archive_key(&entry.target))
-            .or_default();
-        let listed =
-            entry.binary.index().is_some() || !with_code.contains(entry.target.processor());
-        if listed && !list.contains(&entry.target) {
-            list.push(entry.target.clone());
+fn listed_targets(seen: &[(Target, bool)], with_code: &HashSet<String>) -> Vec<Target> {
+    let mut listed: Vec<Target> = Vec::new();
+    for (target, binary) in seen {
+        let listed_here = *binary || !with_code.contains(target.processor());
+        if listed_here && !listed.contains(target) {
+            listed.push(target.clone());
         }
     }
-    targets
+    listed
 }
 
-/// Starts writing every archive in `dir`.
-fn open_archives(
-    dir: &Path,
-    group: &str,
-    compression: Compression,
-    targets: &BTreeMap<&str, Vec<Target>>,
-) -> Result<BTreeMap<String, Open>> {
-    let mut open = BTreeMap::new();
-    for (name, arches) in targets {
-        let file = ArchiveFile::create(dir, group, name, false)?;
-        let archive = Open::start(file, group, name, compression, arches.clone())?;
-        open.insert((*name).to_owned(), archive);
-    }
-    Ok(open)
-}
-
-/// Archives written as code objects arrive, a batch at a time, for a
-/// caller that cannot hold them all at once (a wheel's binaries are split a
-/// few at a time). Each archive is opened when its first code object comes
-/// and lists its targets in the order they came; the bytes depend only on
-/// the order of the entries added.
+/// Archives written as code objects arrive, a batch of units at a time.
+/// Each archive is opened when its first code object comes; the bytes
+/// depend only on the order of the units added, never on the thread count
+/// or the memory budget.
 #[derive(Debug)]
 pub struct ArchiveSet {
     dir: PathBuf,
     group: String,
     grouping: Grouping,
     compression: Compression,
+    budget: MemoryBudget,
     open: BTreeMap<String, Open>,
-    targets: BTreeMap<String, Vec<Target>>,
+    /// Processors a binary's code came for, in any archive.
+    with_code: HashSet<String>,
     scratch: bool,
 }
 
@@ -282,8 +261,9 @@ impl ArchiveSet {
             group: group.to_owned(),
             grouping,
             compression,
+            budget: MemoryBudget::DEFAULT,
             open: BTreeMap::new(),
-            targets: BTreeMap::new(),
+            with_code: HashSet::new(),
             scratch: false,
         }
     }
@@ -298,87 +278,159 @@ impl ArchiveSet {
         }
     }
 
-    /// Adds `entries` in order (compressed a chunk at a time on every core,
-    /// `done` called as for [`write_archives`]).
-    pub fn add(&mut self, entries: &[Entry<'_>], done: impl Fn(&[u8]) + Sync) -> Result<()> {
-        for entry in entries {
-            let name = self.grouping.archive_key(&entry.target);
+    /// The memory the code objects in flight may use.
+    pub fn with_budget(self, budget: MemoryBudget) -> Self {
+        ArchiveSet { budget, ..self }
+    }
+
+    /// Adds the code objects of `units`, in order. They are hashed and
+    /// compressed on every core the budget allows, a few units in flight,
+    /// their stored bytes spooled beside the archives when large; `done`
+    /// is called with the input bytes of each (a large code object a piece
+    /// at a time, a compressed bundle once decoded), so a caller reading
+    /// mapped files can drop those pages: memory stays bounded by the
+    /// budget, not the input.
+    pub fn add(&mut self, units: &[Unit<'_>], done: impl Fn(&[u8]) + Sync) -> Result<()> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        fs_err::create_dir_all(&self.dir)?;
+        let workers = self.budget.workers(rayon::current_num_threads());
+        let (dir, compression) = (self.dir.clone(), self.compression);
+        pipeline::in_order(
+            units,
+            (workers, self.budget.units()),
+            |unit| prepare(unit, compression, &dir, &done),
+            |prepared| self.add_prepared(prepared?),
+        )
+    }
+
+    /// Copies one prepared unit into its archives.
+    fn add_prepared(&mut self, prepared: Prepared) -> Result<()> {
+        let mut stored = prepared.spool.into_reader()?;
+        for (head, blob) in prepared.blobs {
+            let name = self.grouping.archive_key(&head.target);
             if !self.open.contains_key(name) {
                 let file = ArchiveFile::create(&self.dir, &self.group, name, self.scratch)?;
-                let archive = Open::start(file, &self.group, name, self.compression, Vec::new())?;
+                let archive = Open::start(file, &self.group, name, self.compression)?;
                 self.open.insert(name.to_owned(), archive);
             }
-            let listed = self.targets.entry(name.to_owned()).or_default();
-            if !listed.contains(&entry.target) {
-                listed.push(entry.target.clone());
+            let Some(archive) = self.open.get_mut(name) else {
+                continue;
+            };
+            let binary = head.binary.index().is_some();
+            if binary {
+                self.with_code.insert(head.target.processor().to_owned());
             }
-        }
-        let mut rest = entries;
-        while !rest.is_empty() {
-            let (chunk, after) = rest.split_at(chunk_len(rest));
-            add_chunk(
-                &mut self.open,
-                chunk,
-                self.grouping,
-                self.compression,
-                &done,
+            if !archive.seen.contains(&(head.target.clone(), binary)) {
+                archive.seen.push((head.target.clone(), binary));
+            }
+            archive.writer.add_stored(
+                &head.binary,
+                &head.target,
+                &blob,
+                &mut stored,
+                head.metadata,
             )?;
-            rest = after;
+            archive.code_objects += 1;
         }
         Ok(())
     }
 
     /// Finishes every archive and renames it into place.
-    pub fn finish(mut self) -> Result<Vec<WrittenArchive>> {
+    pub fn finish(self) -> Result<Vec<WrittenArchive>> {
         let mut written = Vec::new();
-        for (name, archive) in self.open {
-            written.push(archive.finish(self.targets.remove(&name).unwrap_or_default())?);
+        for (_, mut archive) in self.open {
+            let targets = listed_targets(&archive.seen, &self.with_code);
+            archive.writer.set_arches(targets.clone())?;
+            written.push(archive.finish(targets)?);
         }
         Ok(written)
     }
 }
 
-/// How many of `entries` (at least one) make the next chunk: up to
-/// [`CHUNK_BYTES`] of code.
-fn chunk_len(entries: &[Entry<'_>]) -> usize {
-    let (mut len, mut bytes) = (0, 0);
-    for entry in entries {
-        if len > 0 && bytes >= CHUNK_BYTES {
-            break;
-        }
-        bytes += entry.bytes.len();
-        len += 1;
-    }
-    len
+/// Who a code object belongs to in the archive.
+#[derive(Debug)]
+struct Head {
+    binary: BinaryKey,
+    target: Target,
+    metadata: Option<Metadata>,
 }
 
-/// Compresses `chunk` on every core, then adds it to the open archives in
-/// order, calling `done` with each entry's bytes as they are compressed
-/// (a large entry a piece at a time).
-fn add_chunk(
-    open: &mut BTreeMap<String, Open>,
-    chunk: &[Entry<'_>],
-    grouping: Grouping,
+/// A unit's code objects hashed and stored, their bytes in `spool`.
+#[derive(Debug)]
+struct Prepared {
+    blobs: Vec<(Head, StoredBlob)>,
+    spool: Spool,
+}
+
+/// Hashes and stores (compresses) the code objects of `unit` into a spool
+/// in `dir`.
+fn prepare(
+    unit: &Unit<'_>,
     compression: Compression,
+    dir: &Path,
     done: &(impl Fn(&[u8]) + Sync),
-) -> Result<()> {
-    let blobs = chunk
-        .par_iter()
-        .map(|entry| PreparedBlob::new_streamed(compression, &entry.bytes, done))
-        .collect::<Result<Vec<_>, _>>()?;
-    for (entry, blob) in chunk.iter().zip(blobs) {
-        let Some(archive) = open.get_mut(grouping.archive_key(&entry.target)) else {
-            continue;
-        };
-        archive.writer.add_prepared_with_metadata(
-            &entry.binary,
-            &entry.target,
-            blob,
-            entry.metadata.clone(),
-        )?;
-        archive.code_objects += 1;
+) -> Result<Prepared> {
+    let mut spool = Spool::new(dir);
+    let mut blobs = Vec::with_capacity(unit.code_objects());
+    match unit {
+        Unit::Whole(entry) => {
+            let blob = StoredBlob::write(
+                compression,
+                CodeSource::Slice(&entry.bytes, done),
+                &mut spool,
+            )?;
+            let head = Head {
+                binary: entry.binary.clone(),
+                target: entry.target.clone(),
+                metadata: entry.metadata.clone(),
+            };
+            blobs.push((head, blob));
+        }
+        Unit::Compressed { binary, bundle } => {
+            let code = bundle.for_each_code_object(|info, bytes| {
+                let blob = match bytes {
+                    CodeBytes::Slice(slice) => {
+                        StoredBlob::write(compression, CodeSource::Slice(slice, done), &mut spool)
+                    }
+                    CodeBytes::Reader(reader) => StoredBlob::write(
+                        compression,
+                        CodeSource::Reader(reader, info.size),
+                        &mut spool,
+                    ),
+                }
+                .map_err(|source| code_object_error(source, binary, bundle.offset))?;
+                let head = Head {
+                    binary: binary.clone(),
+                    target: info.target.clone(),
+                    metadata: None,
+                };
+                blobs.push((head, blob));
+                Ok::<(), Error>(())
+            });
+            code.map_err(|error| match error {
+                Error::Bundle(source) => Error::Code {
+                    binary: binary.clone(),
+                    source,
+                },
+                error => error,
+            })?;
+            done(bundle.bytes());
+        }
     }
-    Ok(())
+    Ok(Prepared { blobs, spool })
+}
+
+/// A decoding error surfacing through the archive writer is the bundle's.
+fn code_object_error(error: rocm_kpack::Error, binary: &BinaryKey, offset: usize) -> Error {
+    match error {
+        rocm_kpack::Error::CodeObject(source) => Error::Code {
+            binary: binary.clone(),
+            source: crate::bundle::decode_error(source, offset),
+        },
+        error => error.into(),
+    }
 }
 
 impl ArchiveFile {
@@ -406,18 +458,17 @@ impl ArchiveFile {
 
 impl Open {
     /// Starts writing the archive for `name` (a processor or family) into
-    /// `file`, listing `arches` (empty: the targets added, as they come).
+    /// `file`; the targets it lists are set when it is finished.
     fn start(
         (path, file): (PathBuf, ArchiveFile),
         group: &str,
         name: &str,
         compression: Compression,
-        arches: Vec<Target>,
     ) -> Result<Open> {
         let options = ArchiveOptions {
             group: group.to_owned(),
             family: name.to_owned(),
-            arches,
+            arches: Vec::new(),
             compression,
         };
         let writer = ArchiveWriter::new(BufWriter::new(file), options)?;
@@ -425,6 +476,7 @@ impl Open {
             path,
             writer,
             code_objects: 0,
+            seen: Vec::new(),
         })
     }
 
@@ -460,12 +512,29 @@ mod tests {
         }
     }
 
+    /// The targets each archive written from `entries` lists.
     fn listed(entries: &[Entry<'_>], grouping: Grouping) -> Vec<(String, Vec<String>)> {
-        archive_targets(entries, grouping)
-            .into_iter()
-            .map(|(name, targets)| {
-                let targets = targets.iter().map(ToString::to_string).collect();
-                (name.to_owned(), targets)
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_archives(
+            dir.path(),
+            "rocm",
+            grouping,
+            Compression::DEFAULT,
+            entries,
+            |_| {},
+        )
+        .unwrap();
+        written
+            .iter()
+            .map(|archive| {
+                let read = rocm_kpack::Archive::open(&archive.path).unwrap();
+                let targets: Vec<String> = read
+                    .architectures()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                assert_eq!(read.architectures(), &archive.targets[..]);
+                (read.family().to_owned(), targets)
             })
             .collect()
     }

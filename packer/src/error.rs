@@ -88,12 +88,17 @@ pub enum ElfError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("{}: bad offload bundle", path.display())]
-    Bundle {
-        path: PathBuf,
+    /// The code objects of a binary's bundle (its TOC key) cannot be read.
+    #[error("{binary}: cannot read its code objects")]
+    Code {
+        binary: rocm_kpack::BinaryKey,
         #[source]
         source: BundleError,
     },
+    /// A bundle's code objects, read as a stream, are bad (the caller
+    /// names the binary).
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
     #[error("{}: cannot split", path.display())]
     Elf {
         path: PathBuf,

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct MappedFile {
     path: PathBuf,
+    file: std::fs::File,
     map: Option<Mmap>,
 }
 
@@ -35,6 +36,7 @@ impl MappedFile {
         };
         Ok(MappedFile {
             path: path.to_owned(),
+            file: file.into_parts().0,
             map,
         })
     }
@@ -42,6 +44,11 @@ impl MappedFile {
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or_default()
+    }
+
+    /// The open file, for copying ranges of it without the mapping.
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
     }
 
     /// The path it was mapped from.

@@ -4,7 +4,8 @@
 //! Fat ELF files and install trees are split (`split`, `tree`): bundles
 //! are parsed (`bundle`), the binary rewritten (`elf`), code objects
 //! written to per-processor or per-family archives (`archive`) and signed
-//! (`sign`); kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
+//! (`sign`), on every core within a memory budget (`pipeline`, `spool`);
+//! kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
 //! rocFFT) are recognised by path and routed per target into payloads or
 //! archives (`databases`); `verify` checks the result through the runtime's
 //! loader. Wheels are split into a host wheel and per-processor device
@@ -17,8 +18,10 @@ pub mod elf;
 pub mod error;
 pub mod input;
 pub mod materialize;
+pub mod pipeline;
 pub mod sign;
 pub mod split;
+mod spool;
 pub mod tree;
 pub mod verify;
 pub mod wheel;

@@ -21,12 +21,13 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use rocm_kpack::Compression;
 
-use crate::archive::{write_archives, Entry, Grouping, WrittenArchive};
+use crate::archive::{ArchiveSet, Grouping, Unit, WrittenArchive};
 use crate::databases::payload::{default_payload_dir, write_payloads, DatabasePayload, DeviceFile};
 use crate::databases::{pack, Recognisers, Role};
 use crate::error::{Error, Result};
 use crate::input::MappedFile;
-use crate::split::{split_binary_with, write_like};
+use crate::pipeline::MemoryBudget;
+use crate::split::FatBinary;
 
 /// The directory holding the archives, at the root of a split tree.
 pub const KPACK_DIR: &str = ".kpack";
@@ -53,6 +54,8 @@ pub struct TreeOptions {
     pub payload_dir: Option<PathBuf>,
     /// Which files are kernel database files.
     pub recognisers: Recognisers,
+    /// The memory the code objects in flight may use.
+    pub budget: MemoryBudget,
 }
 
 impl TreeOptions {
@@ -66,6 +69,7 @@ impl TreeOptions {
             databases: DatabaseMode::default(),
             payload_dir: None,
             recognisers: Recognisers::builtin(),
+            budget: MemoryBudget::DEFAULT,
         }
     }
 }
@@ -136,7 +140,8 @@ fn key(item: &Item) -> &Path {
 struct FileResult<'a> {
     bytes_in: u64,
     host_bytes: Option<u64>,
-    entries: Vec<Entry<'a>>,
+    /// A fat binary, whose code objects go into the archives.
+    binary: Option<FatBinary<'a>>,
 }
 
 /// Whether the file starts like an ELF file (only those are read whole).
@@ -169,8 +174,9 @@ fn map_or_copy(input: &Path, output: &Path, relative: &Path) -> Result<Option<Ma
     Ok(None)
 }
 
-/// Phase two for an ELF file: split it if it has device code (its code
-/// objects stay borrowed from the mapping), copy it otherwise.
+/// Phase two for an ELF file: if it has device code, write its host-only
+/// file (its code objects are read later, from the mapping); copy it
+/// otherwise.
 fn split_or_copy<'a>(
     mapped: &'a MappedFile,
     output: &Path,
@@ -183,26 +189,26 @@ fn split_or_copy<'a>(
     let data = mapped.bytes();
     let key = relative.to_string_lossy().replace('\\', "/");
     let prefix = kpack_prefix(relative);
-    let split = split_binary_with(data, &key, |targets| {
+    let binary = FatBinary::parse(data, &key, |targets| {
         grouping.search_paths(group, &prefix, targets)
     })
     .map_err(|source_error| Error::Elf {
         path: source.to_owned(),
         source: source_error,
     })?;
-    let Some(split) = split else {
+    let Some(binary) = binary else {
         fs_err::copy(source, &destination)?;
         return Ok(FileResult {
             bytes_in: data.len() as u64,
             host_bytes: None,
-            entries: Vec::new(),
+            binary: None,
         });
     };
-    write_like(&destination, &split.host, source)?;
+    let host = binary.write_host_like(data, mapped.file(), &destination, source)?;
     Ok(FileResult {
         bytes_in: data.len() as u64,
-        host_bytes: Some(split.host.len() as u64),
-        entries: split.entries,
+        host_bytes: Some(host),
+        binary: Some(binary),
     })
 }
 
@@ -244,13 +250,17 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
         bytes_in: copied_bytes(input, &files, &mapped),
         ..TreeReport::default()
     };
-    let mut entries = tally(&mut report, results);
+    let mut units = tally(&mut report, results);
     let packed = match options.databases {
         DatabaseMode::Pack => pack::map_files(input, &databases)?,
         DatabaseMode::Payloads => Vec::new(),
     };
     if !packed.is_empty() {
-        entries.extend(pack::entries(&databases, &packed)?);
+        units.extend(
+            pack::entries(&databases, &packed)?
+                .into_iter()
+                .map(Unit::Whole),
+        );
         report.bytes_in += packed.iter().map(|m| m.bytes().len() as u64).sum::<u64>();
     }
     if let Some(payloads) = &payloads {
@@ -258,16 +268,15 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
         report.bytes_in += report.payloads.iter().map(|p| p.bytes).sum::<u64>();
         fs_err::set_permissions(payloads.dir.path(), fs_err::metadata(input)?.permissions())?;
     }
-    if !entries.is_empty() {
-        report.archives = write_archives(
-            &staging.path().join(KPACK_DIR),
-            &options.group,
-            options.grouping,
-            options.compression,
-            &entries,
-            |bytes| release(&mapped, &packed, bytes),
-        )?;
-    }
+    let mut archives = ArchiveSet::new(
+        &staging.path().join(KPACK_DIR),
+        &options.group,
+        options.grouping,
+        options.compression,
+    )
+    .with_budget(options.budget);
+    archives.add(&units, |bytes| release(&mapped, &packed, bytes))?;
+    report.archives = archives.finish()?;
     copy_modes(input, staging.path(), &items)?;
     move_into_place(staging, output, payloads, &mut report)?;
     Ok(report)
@@ -299,18 +308,20 @@ fn route<'i>(items: &'i [Item], recognisers: &Recognisers) -> (Vec<&'i Path>, Ve
 }
 
 /// Adds the files' results up into `report` and gathers their code
-/// objects, in file order.
-fn tally<'a>(report: &mut TreeReport, results: Vec<FileResult<'a>>) -> Vec<Entry<'a>> {
-    let mut entries = Vec::new();
+/// objects' units, in file order.
+fn tally<'a>(report: &mut TreeReport, results: Vec<FileResult<'a>>) -> Vec<Unit<'a>> {
+    let mut units = Vec::new();
     for result in results {
         report.bytes_in += result.bytes_in;
         if let Some(host) = result.host_bytes {
             report.binaries += 1;
             report.host_bytes_out += host;
         }
-        entries.extend(result.entries);
+        if let Some(binary) = result.binary {
+            units.extend(binary.units());
+        }
     }
-    entries
+    units
 }
 
 /// Drops the pages under `bytes`, written into an archive, from whichever

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
-use crate::bundle::Bundle;
+use crate::bundle::{Bundle, CodeObject};
 use crate::elf::{FatElf, SplitElf};
 use crate::error::{Error, Result};
 use crate::tree::KPACK_DIR;
@@ -98,14 +98,26 @@ pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Resul
         .ok_or_else(|| Error::NotFat {
             path: original.to_owned(),
         })?;
-    check_tree(root, targets, Some(&fat.bundles))
+    let bundles = fat
+        .bundles
+        .iter()
+        .map(Bundle::code_objects)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|source| Error::Original {
+            path: original.to_owned(),
+            source: source.into(),
+        })?;
+    check_tree(root, targets, Some(&bundles))
 }
 
 /// The code object `bundles[bundle]` holds for `target`.
-fn original_code<'a>(bundles: &'a [Bundle<'_>], bundle: u32, target: &Target) -> Option<&'a [u8]> {
+fn original_code<'a>(
+    bundles: &'a [Vec<CodeObject<'_>>],
+    bundle: u32,
+    target: &Target,
+) -> Option<&'a [u8]> {
     bundles
         .get(bundle as usize)?
-        .code_objects
         .iter()
         .find(|code| &code.target == target)
         .map(|code| code.bytes.as_ref())
@@ -116,7 +128,7 @@ fn original_code<'a>(bundles: &'a [Bundle<'_>], bundle: u32, target: &Target) ->
 fn check_tree(
     root: &Path,
     targets: &[Target],
-    original: Option<&[Bundle<'_>]>,
+    original: Option<&[Vec<CodeObject<'_>>]>,
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);

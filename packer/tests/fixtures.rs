@@ -52,7 +52,7 @@ fn finds_rocrand_bundle_and_its_wrapper() {
     let bundle = &elf.bundles[0];
     assert_eq!(bundle.kind, BundleKind::Uncompressed);
     let targets: Vec<String> = bundle
-        .code_objects
+        .entries
         .iter()
         .map(|c| c.target.to_string())
         .collect();
@@ -70,7 +70,7 @@ fn finds_rocrand_bundle_and_its_wrapper() {
             "gfx90a:xnack-"
         ]
     );
-    for code_object in &bundle.code_objects {
+    for code_object in &bundle.code_objects().unwrap() {
         assert!(
             is_amdgpu_code_object(&code_object.bytes),
             "{}",
@@ -117,8 +117,8 @@ fn finds_jax_compressed_bundles_and_wrappers() {
                 },
                 "{name}"
             );
-            assert!(!bundle.code_objects.is_empty());
-            for code_object in &bundle.code_objects {
+            assert!(!bundle.entries.is_empty());
+            for code_object in &bundle.code_objects().unwrap() {
                 assert!(
                     is_amdgpu_code_object(&code_object.bytes),
                     "{name} {}",
@@ -171,7 +171,7 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
         // Every code object of every decompressed bundle is in an archive.
         let mut checked = 0;
         for (index, bundle) in fat.bundles.iter().enumerate() {
-            for code_object in &bundle.code_objects {
+            for code_object in &bundle.code_objects().unwrap() {
                 let archive = Archive::open(out.join(format!(
                     ".kpack/jax_{}.kpack",
                     code_object.target.processor()

@@ -151,10 +151,10 @@ fn clang_offload_bundler_reads_the_bundles_the_packer_reads() {
     assert_eq!(bundles.len(), fat.bundles.len());
     for (bundle, read) in bundles.iter().zip(&fat.bundles) {
         let mut expected: BTreeSet<String> =
-            read.code_objects.iter().map(|c| c.triple.clone()).collect();
+            read.entries.iter().map(|c| c.triple.clone()).collect();
         expected.insert(offload_bundler::HOST_TRIPLE.into());
         assert_eq!(bundle.triples(), expected);
-        for code_object in &read.code_objects {
+        for code_object in &read.code_objects().unwrap() {
             assert!(
                 bundle.unbundle(&code_object.triple) == *code_object.bytes,
                 "{} differs",
@@ -292,8 +292,8 @@ fn clang_offload_bundler_reads_exactly_the_installed_targets_from_a_materialized
     );
     let bundles = offload_bundler::bundles(&fat);
     assert_eq!(bundles.len(), 1);
-    let installed: Vec<_> = original.bundles[0]
-        .code_objects
+    let original_code = original.bundles[0].code_objects().unwrap();
+    let installed: Vec<_> = original_code
         .iter()
         .filter(|c| ["gfx90a", "gfx1030"].contains(&c.target.processor()))
         .collect();

@@ -114,11 +114,8 @@ fn splits_the_rocrand_package_tree() {
     let data = fs_err::read(&library).unwrap();
     let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
     let gfx1030 = Target::parse("gfx1030").unwrap();
-    let expected = fat.bundles[0]
-        .code_objects
-        .iter()
-        .find(|c| c.target == gfx1030)
-        .unwrap();
+    let code_objects = fat.bundles[0].code_objects().unwrap();
+    let expected = code_objects.iter().find(|c| c.target == gfx1030).unwrap();
     assert_eq!(loaded, [Ok(expected.bytes.to_vec())]);
 
     // A split binary moved one level deeper: its marker's relative path no

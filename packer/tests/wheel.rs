@@ -73,7 +73,8 @@ fn original_bundles(wheel: &Path) -> Bundles {
             .iter()
             .map(|bundle| {
                 bundle
-                    .code_objects
+                    .code_objects()
+                    .expect("readable code objects")
                     .iter()
                     .map(|code| (code.target.clone(), code.bytes.to_vec()))
                     .collect()

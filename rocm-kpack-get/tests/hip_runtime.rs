@@ -505,7 +505,7 @@ fn fat_targets(path: &Path) -> Option<std::collections::BTreeSet<String>> {
     Some(
         fat.bundles
             .iter()
-            .flat_map(|b| b.code_objects.iter().map(|c| c.target.to_string()))
+            .flat_map(|b| b.entries.iter().map(|c| c.target.to_string()))
             .collect(),
     )
 }

@@ -193,7 +193,7 @@ fn fat_processors(path: &Path) -> Option<BTreeSet<String>> {
     Some(
         fat.bundles
             .iter()
-            .flat_map(|bundle| &bundle.code_objects)
+            .flat_map(|bundle| &bundle.entries)
             .map(|code| code.target.processor().to_owned())
             .collect(),
     )

@@ -48,6 +48,10 @@ pub enum Error {
     /// Reading `/proc/self/maps`; the cause names it.
     #[error("cannot read the process's memory mappings")]
     Mappings(#[source] io::Error),
+    /// Reading a code object being added failed (a decompressing
+    /// reader's error, which says where).
+    #[error("cannot read the code object being added")]
+    CodeObject(#[source] io::Error),
     #[error("cannot write {what}")]
     Write {
         what: &'static str,
@@ -214,6 +218,7 @@ impl Error {
             | Error::NotAFile { .. }
             | Error::Read { .. }
             | Error::Mappings(_)
+            | Error::CodeObject(_)
             | Error::Write { .. } => ErrorCode::IoError,
             Error::Format { problem, .. } => match problem {
                 FormatProblem::UnsupportedVersion { .. }

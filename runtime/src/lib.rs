@@ -30,5 +30,6 @@ pub use loader::{Loader, LoaderConfig, Marker};
 pub use read::{Archive, Kernel};
 pub use target::{ParseTargetError, Target};
 pub use write::{
-    ArchiveOptions, ArchiveWriter, BinaryKey, Compression, EntryMetadata, PreparedBlob,
+    ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, EntryMetadata, PreparedBlob,
+    StoredBlob,
 };

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use sha2::{Digest, Sha256};
 
@@ -166,21 +166,15 @@ impl PreparedBlob {
         code_object: &[u8],
         done: impl Fn(&[u8]),
     ) -> Result<PreparedBlob> {
-        let level = match compression {
-            Compression::Zstd { level } if code_object.len() > PIECE_BYTES => level,
-            Compression::None if code_object.len() > PIECE_BYTES => {
-                return Ok(copy_streamed(code_object, done));
-            }
-            _ => {
-                let blob = PreparedBlob::new(compression, code_object)?;
-                done(code_object);
-                return Ok(blob);
-            }
-        };
-        let (digest, stored) = compress_frame_streamed(code_object, level, &done)?;
+        let mut stored = Vec::new();
+        let blob = StoredBlob::write(
+            compression,
+            CodeSource::Slice(code_object, &done),
+            &mut stored,
+        )?;
         Ok(PreparedBlob {
-            digest,
-            original_size: code_object.len() as u64,
+            digest: blob.digest,
+            original_size: blob.original_size,
             stored,
         })
     }
@@ -244,56 +238,204 @@ fn compress_frame(data: &[u8], level: i32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// One zstd frame of `data` (its size pledged, so the header records it),
-/// hashed and compressed a piece at a time, `done` called with each piece.
+/// Where the bytes of a code object being stored come from.
+pub enum CodeSource<'a> {
+    /// In memory (usually a mapped file); `done` is called with each piece
+    /// once it is hashed and compressed, so the caller can drop its pages.
+    Slice(&'a [u8], &'a dyn Fn(&[u8])),
+    /// A stream of exactly this many bytes (a decompressing reader): read
+    /// a piece at a time, never whole.
+    Reader(&'a mut dyn io::Read, u64),
+}
+
+impl fmt::Debug for CodeSource<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodeSource::Slice(data, _) => write!(f, "Slice({} bytes)", data.len()),
+            CodeSource::Reader(_, len) => write!(f, "Reader({len} bytes)"),
+        }
+    }
+}
+
+impl CodeSource<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            CodeSource::Slice(data, _) => data.len() as u64,
+            CodeSource::Reader(_, len) => *len,
+        }
+    }
+
+    /// Calls `each` with the code object a piece ([`PIECE_BYTES`]) at a
+    /// time, in order.
+    fn for_each_piece(self, each: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        match self {
+            CodeSource::Slice(data, done) => {
+                for piece in data.chunks(PIECE_BYTES) {
+                    each(piece)?;
+                    done(piece);
+                }
+            }
+            CodeSource::Reader(reader, len) => {
+                let mut buffer = vec![0; len.min(PIECE_BYTES as u64) as usize];
+                let mut left = len;
+                while left > 0 {
+                    let piece = &mut buffer[..left.min(PIECE_BYTES as u64) as usize];
+                    reader.read_exact(piece).map_err(Error::CodeObject)?;
+                    each(piece)?;
+                    left -= piece.len() as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A code object hashed and stored (compressed for zstd) into a writer of
+/// the caller's, such as a spool file: what [`ArchiveWriter::add_stored`]
+/// needs besides those bytes. Memory stays bounded by a piece (8 MiB)
+/// whatever the code object's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredBlob {
+    digest: [u8; 32],
+    original_size: u64,
+    stored_size: u64,
+}
+
+impl StoredBlob {
+    /// Hashes `code` and writes the bytes the archive stores for it to
+    /// `stored`: for a code object of one piece or less the same bytes as
+    /// [`PreparedBlob::new`], for a larger one the same as
+    /// [`PreparedBlob::new_streamed`].
+    pub fn write(
+        compression: Compression,
+        code: CodeSource<'_>,
+        stored: &mut dyn Write,
+    ) -> Result<StoredBlob> {
+        let original_size = code.len();
+        let mut counted = Counted {
+            out: stored,
+            count: 0,
+        };
+        let digest = match compression {
+            Compression::Zstd { level } if original_size > PIECE_BYTES as u64 => {
+                compress_frame_streamed(code, level, &mut counted)?
+            }
+            Compression::None if original_size > PIECE_BYTES as u64 => {
+                let mut hasher = Sha256::new();
+                code.for_each_piece(&mut |piece| {
+                    hasher.update(piece);
+                    counted.write_all(piece).map_err(blob_error)
+                })?;
+                hasher.finalize().into()
+            }
+            _ => store_whole(compression, code, &mut counted)?,
+        };
+        Ok(StoredBlob {
+            digest,
+            original_size,
+            stored_size: counted.count,
+        })
+    }
+
+    /// Size of the code object before compression.
+    pub fn original_size(&self) -> u64 {
+        self.original_size
+    }
+
+    /// Size of the bytes the archive stores for it.
+    pub fn stored_size(&self) -> u64 {
+        self.stored_size
+    }
+}
+
+/// A writer that counts what goes through it.
+struct Counted<'a> {
+    out: &'a mut dyn Write,
+    count: u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+fn blob_error(source: io::Error) -> Error {
+    Error::Write {
+        what: "a stored code object",
+        source,
+    }
+}
+
+/// A code object of one piece or less, hashed and stored whole, as
+/// [`PreparedBlob::new`] stores it.
+fn store_whole(
+    compression: Compression,
+    code: CodeSource<'_>,
+    stored: &mut dyn Write,
+) -> Result<[u8; 32]> {
+    let mut whole = Vec::new();
+    let (data, done) = match code {
+        CodeSource::Slice(data, done) => (data, Some(done)),
+        CodeSource::Reader(reader, len) => {
+            whole.resize(len as usize, 0);
+            reader.read_exact(&mut whole).map_err(Error::CodeObject)?;
+            (&whole[..], None)
+        }
+    };
+    let digest = digest(data);
+    match compression {
+        Compression::None => stored.write_all(data),
+        Compression::Zstd { level } => stored.write_all(&compress_frame(data, level)?),
+    }
+    .map_err(blob_error)?;
+    if let Some(done) = done {
+        done(data);
+    }
+    Ok(digest)
+}
+
+/// One zstd frame of `code` (its size pledged, so the header records it),
+/// hashed and compressed a piece at a time, the frame written to `out` as
+/// it is produced.
 fn compress_frame_streamed(
-    data: &[u8],
+    code: CodeSource<'_>,
     level: i32,
-    done: &dyn Fn(&[u8]),
-) -> Result<([u8; 32], Vec<u8>)> {
+    out: &mut dyn Write,
+) -> Result<[u8; 32]> {
     use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
     use zstd::zstd_safe::{InBuffer, OutBuffer};
     let mut context = frame_context(level)?;
     context
-        .set_pledged_src_size(Some(data.len() as u64))
+        .set_pledged_src_size(Some(code.len()))
         .map_err(frame_error)?;
     let mut hasher = Sha256::new();
-    let mut out = Vec::new();
+    let mut buffer = Vec::with_capacity(zstd::zstd_safe::CCtx::out_size());
     let mut step = |input: &mut InBuffer<'_>, end| -> Result<usize> {
-        out.reserve(zstd::zstd_safe::CCtx::out_size());
-        let at = out.len();
-        let mut output = OutBuffer::around_pos(&mut out, at);
-        context
+        buffer.clear();
+        let mut output = OutBuffer::around(&mut buffer);
+        let left = context
             .compress_stream2(&mut output, input, end)
-            .map_err(frame_error)
+            .map_err(frame_error)?;
+        out.write_all(&buffer).map_err(blob_error)?;
+        Ok(left)
     };
-    for piece in data.chunks(PIECE_BYTES) {
+    code.for_each_piece(&mut |piece| {
         hasher.update(piece);
         let mut input = InBuffer::around(piece);
         while input.pos() < piece.len() {
             step(&mut input, ZSTD_EndDirective::ZSTD_e_continue)?;
         }
-        done(piece);
-    }
+        Ok(())
+    })?;
     while step(&mut InBuffer::around(&[]), ZSTD_EndDirective::ZSTD_e_end)? > 0 {}
-    Ok((hasher.finalize().into(), out))
-}
-
-/// A code object stored as is, hashed and copied a piece at a time, `done`
-/// called with each piece.
-fn copy_streamed(data: &[u8], done: impl Fn(&[u8])) -> PreparedBlob {
-    let mut hasher = Sha256::new();
-    let mut stored = Vec::with_capacity(data.len());
-    for piece in data.chunks(PIECE_BYTES) {
-        hasher.update(piece);
-        stored.extend_from_slice(piece);
-        done(piece);
-    }
-    PreparedBlob {
-        digest: hasher.finalize().into(),
-        original_size: data.len() as u64,
-        stored,
-    }
+    Ok(hasher.finalize().into())
 }
 
 fn digest(data: &[u8]) -> [u8; 32] {
@@ -406,6 +548,50 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         Ok(())
     }
 
+    /// Adds a code object whose stored bytes, described by `blob`, are
+    /// the next [`StoredBlob::stored_size`] bytes of `stored`: copied into
+    /// the archive, or skipped when an identical code object is stored
+    /// already.
+    pub fn add_stored(
+        &mut self,
+        binary: &BinaryKey,
+        target: &Target,
+        blob: &StoredBlob,
+        stored: &mut dyn io::Read,
+        metadata: Option<Metadata>,
+    ) -> Result<()> {
+        self.check_new_entry(binary, target)?;
+        let ordinal = match self.stored.get(&(blob.digest, blob.original_size)) {
+            Some(&ordinal) => {
+                io::copy(&mut Read::take(stored, blob.stored_size), &mut io::sink())
+                    .map_err(Error::CodeObject)?;
+                ordinal
+            }
+            None => self.store_from(blob, stored)?,
+        };
+        self.add_entry(binary, target, ordinal, blob.original_size, metadata);
+        Ok(())
+    }
+
+    /// Sets `gfx_arches`, the targets the TOC lists, when they are known
+    /// only once every code object is in; each binary's target added so
+    /// far must be among them.
+    pub fn set_arches(&mut self, arches: Vec<Target>) -> Result<()> {
+        for (binary, entries) in &self.binaries {
+            if binary.contains('#') {
+                if let Some(entry) = entries.iter().find(|e| !arches.contains(&e.target)) {
+                    return Err(Error::InvalidInput(format!(
+                        "{binary}: target {} is not among the archive's targets",
+                        entry.target
+                    )));
+                }
+            }
+        }
+        self.options.arches = arches;
+        self.derive_arches = false;
+        Ok(())
+    }
+
     /// Whether a code object with these contents is already stored, so a
     /// caller can skip compressing it again.
     pub fn contains(&self, code_object: &[u8]) -> bool {
@@ -433,30 +619,63 @@ impl<W: Write + Seek> ArchiveWriter<W> {
 
     /// Writes a blob not stored yet and records it for deduplication.
     fn store(&mut self, blob: &PreparedBlob) -> Result<u32> {
-        let io = |source| Error::Write {
-            what: "the blob region",
-            source,
-        };
+        let ordinal = self.next_ordinal(blob.stored.len() as u64)?;
+        self.out
+            .write_all(&blob.stored)
+            .map_err(|source| Error::Write {
+                what: "the blob region",
+                source,
+            })?;
+        self.position += blob.stored.len() as u64;
+        self.stored
+            .insert((blob.digest, blob.original_size), ordinal);
+        Ok(ordinal)
+    }
+
+    /// The ordinal of the next blob stored, `stored_size` bytes: its range
+    /// recorded (scheme `none`), or its frame's size prefix written (zstd).
+    fn next_ordinal(&mut self, stored_size: u64) -> Result<u32> {
         let ordinal = match self.options.compression {
             Compression::None => {
-                self.blob_ranges
-                    .push((self.position, blob.stored.len() as u64));
+                self.blob_ranges.push((self.position, stored_size));
                 self.blob_ranges.len() - 1
             }
             Compression::Zstd { .. } => {
-                let size = u32::try_from(blob.stored.len()).map_err(|_| {
+                let size = u32::try_from(stored_size).map_err(|_| {
                     Error::InvalidInput("a compressed code object is 4 GiB or larger".into())
                 })?;
-                self.out.write_all(&size.to_le_bytes()).map_err(io)?;
+                self.out
+                    .write_all(&size.to_le_bytes())
+                    .map_err(|source| Error::Write {
+                        what: "the blob region",
+                        source,
+                    })?;
                 self.position += 4;
                 self.frame_count += 1;
                 self.frame_count as usize - 1
             }
         };
-        let ordinal = u32::try_from(ordinal)
-            .map_err(|_| Error::InvalidInput("more than 2^32 code objects".into()))?;
-        self.out.write_all(&blob.stored).map_err(io)?;
-        self.position += blob.stored.len() as u64;
+        u32::try_from(ordinal)
+            .map_err(|_| Error::InvalidInput("more than 2^32 code objects".into()))
+    }
+
+    /// Copies a blob's stored bytes from `stored` into the blob region and
+    /// records it for deduplication.
+    fn store_from(&mut self, blob: &StoredBlob, stored: &mut dyn io::Read) -> Result<u32> {
+        let ordinal = self.next_ordinal(blob.stored_size)?;
+        let copied = io::copy(&mut Read::take(stored, blob.stored_size), &mut self.out).map_err(
+            |source| Error::Write {
+                what: "the blob region",
+                source,
+            },
+        )?;
+        if copied != blob.stored_size {
+            return Err(Error::CodeObject(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{copied} of {} stored bytes", blob.stored_size),
+            )));
+        }
+        self.position += copied;
         self.stored
             .insert((blob.digest, blob.original_size), ordinal);
         Ok(ordinal)

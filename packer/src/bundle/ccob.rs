@@ -91,78 +91,165 @@ pub fn ccob_hash(data: &[u8]) -> u64 {
     u64::from_le_bytes(low)
 }
 
-/// Decompresses the compressed bundle at the start of `bytes` and checks
-/// its size and hash; returns the header, the payload's length in the
-/// section and the uncompressed bytes.
-pub(super) fn decompress(
-    bytes: &[u8],
-    offset: usize,
-) -> Result<(CcobHeader, usize, Vec<u8>), BundleError> {
-    let header = CcobHeader::parse(bytes, offset)?;
-    let start = header.header_len();
-    let failed = |reason: String| BundleError::CcobDecompress { offset, reason };
-    let payload = match header.total_size {
-        Some(total) => {
-            let end = usize::try_from(total)
+/// A compressed bundle located: its header and payload.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Located<'a> {
+    pub header: CcobHeader,
+    pub payload: &'a [u8],
+}
+
+impl<'a> Located<'a> {
+    /// Finds the header and the payload of the compressed bundle at the
+    /// start of `bytes` (at `offset` in the section). Versions 2 and 3 say
+    /// where it ends; version 1's zstd frame is measured by its block
+    /// headers, and its zlib stream by inflating it (to nowhere).
+    pub fn find(bytes: &'a [u8], offset: usize) -> Result<Located<'a>, BundleError> {
+        let header = CcobHeader::parse(bytes, offset)?;
+        let start = header.header_len();
+        let failed = |reason: String| BundleError::CcobDecompress { offset, reason };
+        let rest = bytes
+            .get(start..)
+            .ok_or(BundleError::TruncatedHeader { offset })?;
+        let payload_len = match (header.total_size, header.method) {
+            (Some(total), _) => usize::try_from(total)
                 .ok()
                 .filter(|&end| end >= start && end <= bytes.len())
                 .ok_or(BundleError::CcobTruncated {
                     offset,
                     total,
                     available: bytes.len(),
-                })?;
-            &bytes[start..end]
-        }
-        None => &bytes[start..],
-    };
-    // The output grows as it is produced (bounded by the header's size plus
-    // one byte to detect overruns), never allocated up front from an
-    // untrusted header.
-    let limit = header.uncompressed_size.saturating_add(1);
-    let mut out = Vec::new();
-    let consumed = match header.method {
-        CcobMethod::Zstd => {
-            let frame_len = if header.total_size.is_none() {
-                zstd::zstd_safe::find_frame_compressed_size(payload)
-                    .map_err(|code| failed(zstd::zstd_safe::get_error_name(code).to_owned()))?
-            } else {
-                payload.len()
-            };
-            let decoder = zstd::stream::read::Decoder::with_buffer(&payload[..frame_len])
+                })?
+                .saturating_sub(start),
+            (None, CcobMethod::Zstd) => zstd::zstd_safe::find_frame_compressed_size(rest)
+                .map_err(|code| failed(zstd::zstd_safe::get_error_name(code).to_owned()))?,
+            (None, CcobMethod::Zlib) => {
+                let mut decoder = flate2::read::ZlibDecoder::new(rest);
+                std::io::copy(
+                    &mut (&mut decoder).take(header.uncompressed_size.saturating_add(1)),
+                    &mut std::io::sink(),
+                )
                 .map_err(|e| failed(e.to_string()))?;
-            decoder
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|e| failed(e.to_string()))?;
-            frame_len
-        }
-        CcobMethod::Zlib => {
-            let mut decoder = flate2::read::ZlibDecoder::new(payload);
-            (&mut decoder)
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|e| failed(e.to_string()))?;
-            if header.total_size.is_some() {
-                payload.len()
-            } else {
-                decoder.total_in() as usize
+                usize::try_from(decoder.total_in())
+                    .unwrap_or(usize::MAX)
+                    .min(rest.len())
             }
+        };
+        Ok(Located {
+            header,
+            payload: &rest[..payload_len],
+        })
+    }
+
+    /// The bundle's length in the section.
+    pub fn len(&self) -> usize {
+        self.header.header_len() + self.payload.len()
+    }
+
+    /// A reader of the decompressed bytes.
+    pub fn decode(&self, offset: usize) -> Result<Decoded<'a>, BundleError> {
+        let reader: Box<dyn Read + Send + 'a> = match self.header.method {
+            CcobMethod::Zstd => Box::new(
+                zstd::stream::read::Decoder::with_buffer(self.payload).map_err(|e| {
+                    BundleError::CcobDecompress {
+                        offset,
+                        reason: e.to_string(),
+                    }
+                })?,
+            ),
+            CcobMethod::Zlib => Box::new(flate2::read::ZlibDecoder::new(self.payload)),
+        };
+        Ok(Decoded {
+            reader,
+            md5: Md5::new(),
+            count: 0,
+            header: self.header,
+            offset,
+        })
+    }
+}
+
+/// The decompressed bytes of a compressed bundle as a stream: counted and
+/// hashed as they pass, and refused past the size the header gives, so no
+/// header can make the reader allocate or run on. [`Decoded::finish`]
+/// checks the size and the hash once everything is read.
+pub(super) struct Decoded<'a> {
+    reader: Box<dyn Read + Send + 'a>,
+    md5: Md5,
+    count: u64,
+    header: CcobHeader,
+    offset: usize,
+}
+
+impl std::fmt::Debug for Decoded<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoded")
+            .field("count", &self.count)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Read for Decoded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.reader.read(buf).map_err(|e| {
+            let reason = e.to_string();
+            std::io::Error::other(BundleError::CcobDecompress {
+                offset: self.offset,
+                reason,
+            })
+        })?;
+        self.count += n as u64;
+        if self.count > self.header.uncompressed_size {
+            return Err(std::io::Error::other(BundleError::CcobSize {
+                offset: self.offset,
+                expected: self.header.uncompressed_size,
+                actual: self.count,
+            }));
         }
-    };
-    if out.len() as u64 != header.uncompressed_size {
-        return Err(BundleError::CcobSize {
-            offset,
-            expected: header.uncompressed_size,
-            actual: out.len() as u64,
-        });
+        self.md5.update(&buf[..n]);
+        Ok(n)
     }
-    let actual = ccob_hash(&out);
-    if actual != header.hash {
-        return Err(BundleError::CcobHash {
-            offset,
-            expected: header.hash,
-            actual,
-        });
+}
+
+impl Decoded<'_> {
+    /// Bytes read so far.
+    pub fn position(&self) -> u64 {
+        self.count
     }
-    Ok((header, consumed, out))
+
+    /// Reads what is left and checks the size and the hash.
+    pub fn finish(mut self) -> Result<(), BundleError> {
+        std::io::copy(&mut self, &mut std::io::sink()).map_err(|e| bundle_error(e, self.offset))?;
+        if self.count != self.header.uncompressed_size {
+            return Err(BundleError::CcobSize {
+                offset: self.offset,
+                expected: self.header.uncompressed_size,
+                actual: self.count,
+            });
+        }
+        let digest = self.md5.finalize();
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&digest[..8]);
+        let actual = u64::from_le_bytes(low);
+        if actual != self.header.hash {
+            return Err(BundleError::CcobHash {
+                offset: self.offset,
+                expected: self.header.hash,
+                actual,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The bundle error an I/O error of a [`Decoded`] reader carries, or one
+/// that describes it.
+pub(crate) fn bundle_error(error: std::io::Error, offset: usize) -> BundleError {
+    match error.downcast::<BundleError>() {
+        Ok(error) => error,
+        Err(error) => BundleError::CcobDecompress {
+            offset,
+            reason: error.to_string(),
+        },
+    }
 }

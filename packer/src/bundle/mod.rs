@@ -8,11 +8,13 @@ mod ccob;
 mod offload;
 
 use std::borrow::Cow;
+use std::io::{BufRead, Read};
 
 use rocm_kpack::Target;
 
 use crate::error::BundleError;
 
+pub(crate) use ccob::bundle_error as decode_error;
 pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
 pub(crate) use offload::write_zeros;
 pub use offload::{OffloadBundleLayout, OFFLOAD_BUNDLE_MAGIC};
@@ -28,6 +30,20 @@ pub struct CodeObject<'a> {
     pub bytes: Cow<'a, [u8]>,
 }
 
+/// Where one device code object of a bundle is, read from the bundle's
+/// header without reading the code object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeObjectInfo {
+    /// The bundle entry's triple (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`).
+    pub triple: String,
+    /// The target it was compiled for.
+    pub target: Target,
+    /// Its offset in the bundle (in what a compressed bundle decompresses
+    /// to, which may hold several bundles back to back).
+    pub offset: u64,
+    pub size: u64,
+}
+
 /// How a bundle is stored in the section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BundleKind {
@@ -37,7 +53,10 @@ pub enum BundleKind {
     Compressed { version: u16, method: CcobMethod },
 }
 
-/// One bundle of a `.hip_fatbin` section.
+/// One bundle of a `.hip_fatbin` section, parsed from its header alone: a
+/// compressed bundle is decompressed only as far as the headers of the
+/// bundles it holds, its code objects read later, one stream at a time
+/// ([`Bundle::for_each_code_object`]).
 #[derive(Debug, Clone)]
 pub struct Bundle<'a> {
     /// Offset of the bundle's first byte in the section; wrappers point here.
@@ -46,11 +65,150 @@ pub struct Bundle<'a> {
     pub len: usize,
     pub kind: BundleKind,
     /// Its device code objects, host entries left out, in entry order.
-    pub code_objects: Vec<CodeObject<'a>>,
+    pub entries: Vec<CodeObjectInfo>,
+    /// The bundle's bytes in the section.
+    bytes: &'a [u8],
+}
+
+/// A code object's bytes as [`Bundle::for_each_code_object`] hands them
+/// out: in place in the section, or a stream of exactly its size.
+pub enum CodeBytes<'r, 'a> {
+    Slice(&'a [u8]),
+    Reader(&'r mut dyn Read),
+}
+
+impl std::fmt::Debug for CodeBytes<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodeBytes::Slice(slice) => write!(f, "Slice({} bytes)", slice.len()),
+            CodeBytes::Reader(_) => f.write_str("Reader"),
+        }
+    }
+}
+
+impl<'a> Bundle<'a> {
+    /// The bundle's bytes in the section.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The code object `info` (one of [`Bundle::entries`]) of an
+    /// uncompressed bundle, in place; `None` for a compressed one.
+    pub fn slice(&self, info: &CodeObjectInfo) -> Option<&'a [u8]> {
+        match self.kind {
+            BundleKind::Uncompressed => {
+                let start = usize::try_from(info.offset).ok()?;
+                self.bytes
+                    .get(start..start.checked_add(usize::try_from(info.size).ok()?)?)
+            }
+            BundleKind::Compressed { .. } => None,
+        }
+    }
+
+    /// Calls `each` with every code object in entry order. A compressed
+    /// bundle is decompressed once, as a stream, each code object handed
+    /// out as a reader of exactly its bytes; its size and hash are checked
+    /// at the end, so an error may come after every `each` call.
+    pub fn for_each_code_object<E: From<BundleError>>(
+        &self,
+        mut each: impl FnMut(&CodeObjectInfo, CodeBytes<'_, 'a>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let BundleKind::Uncompressed = self.kind {
+            for info in &self.entries {
+                let slice = self.slice(info).ok_or(BundleError::EntryOutOfRange {
+                    offset: self.offset,
+                    entry: 0,
+                    start: info.offset,
+                    end: info.offset.saturating_add(info.size),
+                    limit: self.bytes.len(),
+                })?;
+                each(info, CodeBytes::Slice(slice))?;
+            }
+            return Ok(());
+        }
+        let located = ccob::Located::find(self.bytes, self.offset)?;
+        let mut decoded = located.decode(self.offset)?;
+        if !in_stream_order(&self.entries) {
+            // Overlapping or out of order: clang never writes such a
+            // bundle, so reading it whole is fine.
+            let mut whole = Vec::new();
+            decoded
+                .read_to_end(&mut whole)
+                .map_err(|e| ccob::bundle_error(e, self.offset))?;
+            decoded.finish()?;
+            for info in &self.entries {
+                let bytes = whole
+                    .get(info.offset as usize..(info.offset + info.size) as usize)
+                    .unwrap_or_default();
+                each(info, CodeBytes::Reader(&mut &bytes[..]))?;
+            }
+            return Ok(());
+        }
+        for info in &self.entries {
+            let gap = info.offset - decoded.position();
+            skip(&mut decoded, gap, self.offset)?;
+            let mut code = (&mut decoded).take(info.size);
+            each(info, CodeBytes::Reader(&mut code))?;
+            // Whatever `each` left unread.
+            std::io::copy(&mut code, &mut std::io::sink())
+                .map_err(|e| ccob::bundle_error(e, self.offset))?;
+        }
+        decoded.finish()?;
+        Ok(())
+    }
+
+    /// Every code object, read whole (a compressed bundle decompressed and
+    /// checked): for small bundles, tests and inspection.
+    pub fn code_objects(&self) -> Result<Vec<CodeObject<'a>>, BundleError> {
+        let mut code_objects = Vec::with_capacity(self.entries.len());
+        self.for_each_code_object(|info, bytes| {
+            let bytes = match bytes {
+                CodeBytes::Slice(slice) => Cow::Borrowed(slice),
+                CodeBytes::Reader(reader) => {
+                    let mut owned = Vec::new();
+                    reader
+                        .read_to_end(&mut owned)
+                        .map_err(|e| ccob::bundle_error(e, self.offset))?;
+                    Cow::Owned(owned)
+                }
+            };
+            code_objects.push(CodeObject {
+                triple: info.triple.clone(),
+                target: info.target.clone(),
+                bytes,
+            });
+            Ok::<(), BundleError>(())
+        })?;
+        Ok(code_objects)
+    }
+}
+
+/// Whether the code objects lie one after another in entry order, so that
+/// one pass over a stream reads them all.
+fn in_stream_order(entries: &[CodeObjectInfo]) -> bool {
+    let mut at = 0;
+    entries.iter().all(|info| {
+        let ok = info.offset >= at;
+        at = info.offset.saturating_add(info.size);
+        ok
+    })
+}
+
+/// Reads and drops `count` bytes.
+fn skip(reader: &mut dyn Read, count: u64, offset: usize) -> Result<(), BundleError> {
+    let skipped = std::io::copy(&mut reader.take(count), &mut std::io::sink())
+        .map_err(|e| ccob::bundle_error(e, offset))?;
+    if skipped != count {
+        return Err(BundleError::CcobDecompress {
+            offset,
+            reason: "ends before its code objects do".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Splits a `.hip_fatbin` section into its bundles, in section order (the
-/// order that numbers them for `#N` TOC keys).
+/// order that numbers them for `#N` TOC keys), reading their headers only.
 pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, BundleError> {
     let mut bundles = Vec::new();
     let mut at = 0;
@@ -59,24 +217,27 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, BundleError> {
         at += skip;
         let rest = &section[at..];
         let bundle = if rest.starts_with(OFFLOAD_BUNDLE_MAGIC) {
-            let (code_objects, len) = offload::parse_borrowed(rest, at)?;
+            let (entries, len) = offload::read_header(&mut &rest[..], at, rest.len() as u64)?;
+            let len = len as usize;
             Bundle {
                 offset: at,
                 len,
                 kind: BundleKind::Uncompressed,
-                code_objects,
+                entries,
+                bytes: &rest[..len],
             }
         } else if rest.starts_with(ccob::CCOB_MAGIC) {
-            let (header, payload_len, decompressed) = ccob::decompress(rest, at)?;
-            let code_objects = offload::parse_all_owned(&decompressed, at)?;
+            let located = ccob::Located::find(rest, at)?;
+            let entries = inner_entries(&located, at)?;
             Bundle {
                 offset: at,
-                len: header.header_len() + payload_len,
+                len: located.len(),
                 kind: BundleKind::Compressed {
-                    version: header.version,
-                    method: header.method,
+                    version: located.header.version,
+                    method: located.header.method,
                 },
-                code_objects,
+                entries,
+                bytes: &rest[..located.len()],
             }
         } else {
             return Err(BundleError::UnknownData {
@@ -91,11 +252,84 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, BundleError> {
     Ok(bundles)
 }
 
+/// The code objects of the bundles a compressed bundle holds, from their
+/// headers: decompressed only as far as the last header, which for the
+/// usual single bundle is its first few kilobytes.
+fn inner_entries(
+    located: &ccob::Located<'_>,
+    offset: usize,
+) -> Result<Vec<CodeObjectInfo>, BundleError> {
+    let total = located.header.uncompressed_size;
+    let mut reader = std::io::BufReader::new(located.decode(offset)?);
+    let mut entries = Vec::new();
+    let mut at = 0u64;
+    loop {
+        // Zero padding between bundles.
+        let zeros = skip_zeros(&mut reader, offset)?;
+        at += zeros;
+        if at >= total
+            || reader
+                .fill_buf()
+                .map_err(|e| ccob::bundle_error(e, offset))?
+                .is_empty()
+        {
+            break;
+        }
+        let mut counted = Counting {
+            inner: &mut reader,
+            count: 0,
+        };
+        let (found, len) = offload::read_header(&mut counted, offset, total - at)?;
+        let header_len = counted.count;
+        entries.extend(found.into_iter().map(|info| CodeObjectInfo {
+            offset: at + info.offset,
+            ..info
+        }));
+        if at + len >= total {
+            break;
+        }
+        skip(&mut reader, len - header_len, offset)?;
+        at += len;
+    }
+    Ok(entries)
+}
+
+/// Reads past zero bytes; returns how many.
+fn skip_zeros(reader: &mut impl BufRead, offset: usize) -> Result<u64, BundleError> {
+    let mut count = 0u64;
+    loop {
+        let buffer = reader
+            .fill_buf()
+            .map_err(|e| ccob::bundle_error(e, offset))?;
+        let zeros = buffer.iter().take_while(|&&b| b == 0).count();
+        let end = zeros < buffer.len() || buffer.is_empty();
+        reader.consume(zeros);
+        count += zeros as u64;
+        if end {
+            return Ok(count);
+        }
+    }
+}
+
+/// A reader that counts the bytes read through it.
+struct Counting<'r, R> {
+    inner: &'r mut R,
+    count: u64,
+}
+
+impl<R: Read> Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
 /// A wrapper selects a bundle and the runtime a target within it, so one
 /// bundle cannot hold two code objects for the same target.
 fn check_unique_targets(bundle: &Bundle<'_>) -> Result<(), BundleError> {
-    for (i, code_object) in bundle.code_objects.iter().enumerate() {
-        if bundle.code_objects[..i]
+    for (i, code_object) in bundle.entries.iter().enumerate() {
+        if bundle.entries[..i]
             .iter()
             .any(|c| c.target == code_object.target)
         {

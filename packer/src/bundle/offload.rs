@@ -10,12 +10,11 @@
 //! A bundle ends at the largest `offset + size` of its entries: the magic
 //! can occur inside code objects, so the next bundle is never searched for.
 
-use std::borrow::Cow;
-use std::io::Write;
+use std::io::{Read, Write};
 
 use rocm_kpack::Target;
 
-use super::CodeObject;
+use super::CodeObjectInfo;
 use crate::error::BundleError;
 
 /// The first bytes of an uncompressed offload bundle.
@@ -128,78 +127,88 @@ pub(crate) fn write_zeros<W: Write + ?Sized>(out: &mut W, mut count: u64) -> std
     Ok(())
 }
 
-/// One entry of the bundle header.
-#[derive(Debug)]
-struct Entry<'a> {
-    offset: u64,
-    size: u64,
-    triple: &'a [u8],
-}
+/// The most bytes a triple may have: real ones have a few dozen; a header
+/// claiming more is not read into memory.
+const MAX_TRIPLE: u64 = 4096;
 
-/// Reads the header; returns the entries and the bundle's length.
-fn entries(bytes: &[u8], offset: usize) -> Result<(Vec<Entry<'_>>, usize), BundleError> {
-    let truncated = || BundleError::TruncatedHeader { offset };
-    let u64_at = |at: usize| -> Result<u64, BundleError> {
-        let field = bytes.get(at..at + 8).ok_or_else(truncated)?;
-        Ok(u64::from_le_bytes(
-            field.try_into().map_err(|_| truncated())?,
-        ))
+/// Reads the header of the bundle at the start of `reader` (at `offset` in
+/// the section), whose data may span `limit` bytes; returns its device
+/// code objects (offsets relative to the bundle's start, host entries
+/// left out) and the bundle's length: the largest end of its entries.
+pub(super) fn read_header(
+    reader: &mut dyn Read,
+    offset: usize,
+    limit: u64,
+) -> Result<(Vec<CodeObjectInfo>, u64), BundleError> {
+    let truncated = |error: std::io::Error| match error.kind() {
+        std::io::ErrorKind::UnexpectedEof => BundleError::TruncatedHeader { offset },
+        _ => super::ccob::bundle_error(error, offset),
     };
-    let count = u64_at(OFFLOAD_BUNDLE_MAGIC.len())?;
-    let mut at = OFFLOAD_BUNDLE_MAGIC.len() + 8;
-    // Each entry needs at least 24 header bytes.
-    if count > (bytes.len() / 24) as u64 {
-        return Err(truncated());
-    }
-    let mut entries = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let (entry_offset, size, triple_len) = (u64_at(at)?, u64_at(at + 8)?, u64_at(at + 16)?);
-        at += 24;
-        let triple_end = usize::try_from(triple_len)
-            .ok()
-            .and_then(|len| at.checked_add(len))
-            .filter(|&end| end <= bytes.len())
-            .ok_or_else(truncated)?;
-        entries.push(Entry {
-            offset: entry_offset,
-            size,
-            triple: &bytes[at..triple_end],
+    let u64_field = |reader: &mut dyn Read| -> Result<u64, BundleError> {
+        let mut field = [0u8; 8];
+        reader.read_exact(&mut field).map_err(truncated)?;
+        Ok(u64::from_le_bytes(field))
+    };
+    let mut magic = [0u8; 24];
+    reader.read_exact(&mut magic).map_err(truncated)?;
+    if magic[..] != *OFFLOAD_BUNDLE_MAGIC {
+        return Err(BundleError::UnknownData {
+            offset,
+            found: magic[..8].to_vec(),
         });
-        at = triple_end;
     }
-    let header_end = at;
+    let count = u64_field(reader)?;
+    // Each entry needs at least 24 header bytes.
+    if count > limit / 24 {
+        return Err(BundleError::TruncatedHeader { offset });
+    }
+    let mut header_end = (OFFLOAD_BUNDLE_MAGIC.len() + 8) as u64;
+    let mut raw = Vec::with_capacity(count as usize);
+    for index in 0..count as usize {
+        let (entry_offset, size, triple_len) =
+            (u64_field(reader)?, u64_field(reader)?, u64_field(reader)?);
+        if triple_len > MAX_TRIPLE || header_end + 24 + triple_len > limit {
+            return Err(BundleError::TruncatedHeader { offset });
+        }
+        let mut triple = vec![0u8; triple_len as usize];
+        reader.read_exact(&mut triple).map_err(truncated)?;
+        header_end += 24 + triple_len;
+        raw.push((index, entry_offset, size, triple));
+    }
     let mut end = header_end;
-    for (index, entry) in entries.iter().enumerate() {
-        let entry_end = entry.offset.checked_add(entry.size);
+    let mut code_objects = Vec::with_capacity(raw.len());
+    for (index, entry_offset, size, triple) in raw {
+        let entry_end = entry_offset.checked_add(size);
         match entry_end {
-            Some(e)
-                if e <= bytes.len() as u64
-                    && (entry.size == 0 || entry.offset >= header_end as u64) =>
-            {
-                end = end.max(e as usize)
+            Some(e) if e <= limit && (size == 0 || entry_offset >= header_end) => {
+                end = end.max(e);
             }
             _ => {
                 return Err(BundleError::EntryOutOfRange {
                     offset,
                     entry: index,
-                    start: entry.offset,
+                    start: entry_offset,
                     end: entry_end.unwrap_or(u64::MAX),
-                    limit: bytes.len(),
+                    limit: usize::try_from(limit).unwrap_or(usize::MAX),
                 })
             }
         }
+        if let Some(info) = code_object(&triple, entry_offset, size, index, offset)? {
+            code_objects.push(info);
+        }
     }
-    Ok((entries, end))
+    Ok((code_objects, end))
 }
 
-/// Turns an entry into a code object; `None` for host entries.
-fn code_object<'a>(
-    bytes: Cow<'a, [u8]>,
-    entry: &Entry<'_>,
+/// Describes an entry; `None` for host entries.
+fn code_object(
+    triple: &[u8],
+    entry_offset: u64,
+    size: u64,
     index: usize,
     offset: usize,
-) -> Result<Option<CodeObject<'a>>, BundleError> {
-    let triple = std::str::from_utf8(entry.triple).map_err(|_| BundleError::TripleNotUtf8 {
+) -> Result<Option<CodeObjectInfo>, BundleError> {
+    let triple = std::str::from_utf8(triple).map_err(|_| BundleError::TripleNotUtf8 {
         offset,
         entry: index,
     })?;
@@ -211,56 +220,10 @@ fn code_object<'a>(
         entry: index,
         source,
     })?;
-    Ok(Some(CodeObject {
+    Ok(Some(CodeObjectInfo {
         triple: triple.to_owned(),
         target,
-        bytes,
+        offset: entry_offset,
+        size,
     }))
-}
-
-/// Parses the bundle at the start of `bytes` (located at `offset` in its
-/// section), borrowing code objects; returns them and the bundle length.
-pub(super) fn parse_borrowed(
-    bytes: &[u8],
-    offset: usize,
-) -> Result<(Vec<CodeObject<'_>>, usize), BundleError> {
-    let (entries, len) = entries(bytes, offset)?;
-    let mut code_objects = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.iter().enumerate() {
-        let range = entry.offset as usize..(entry.offset + entry.size) as usize;
-        if let Some(code_object) = code_object(Cow::Borrowed(&bytes[range]), entry, index, offset)?
-        {
-            code_objects.push(code_object);
-        }
-    }
-    Ok((code_objects, len))
-}
-
-/// Parses the one or more bundles a compressed bundle decompressed to,
-/// copying their code objects out.
-pub(super) fn parse_all_owned(
-    bytes: &[u8],
-    offset: usize,
-) -> Result<Vec<CodeObject<'static>>, BundleError> {
-    let mut code_objects = Vec::new();
-    let mut at = 0;
-    while let Some(skip) = bytes[at..].iter().position(|&b| b != 0) {
-        at += skip;
-        if !bytes[at..].starts_with(OFFLOAD_BUNDLE_MAGIC) {
-            return Err(BundleError::UnknownData {
-                offset,
-                found: bytes[at..].iter().take(8).copied().collect(),
-            });
-        }
-        let (entries, len) = entries(&bytes[at..], offset)?;
-        for (index, entry) in entries.iter().enumerate() {
-            let start = at + entry.offset as usize;
-            let data = bytes[start..start + entry.size as usize].to_vec();
-            if let Some(code_object) = code_object(Cow::Owned(data), entry, index, offset)? {
-                code_objects.push(code_object);
-            }
-        }
-        at += len;
-    }
-    Ok(code_objects)
 }

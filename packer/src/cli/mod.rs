@@ -94,3 +94,8 @@ pub fn main() -> ExitCode {
 fn shown(path: &std::path::Path) -> String {
     path.display().to_string()
 }
+
+/// `--memory`: what a split's code objects in flight may use.
+fn memory_budget(text: &str) -> Result<kpack_packer::pipeline::MemoryBudget, String> {
+    kpack_packer::pipeline::MemoryBudget::parse(text)
+}

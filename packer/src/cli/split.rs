@@ -6,11 +6,11 @@ use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
 use super::{shown, CompressionArg, GroupByArg};
-use kpack_packer::archive::{write_archives, Grouping, WrittenArchive};
+use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::input::MappedFile;
 use kpack_packer::sign::Signer;
-use kpack_packer::split::{split_binary_with, write_like};
+use kpack_packer::split::FatBinary;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions};
 
 #[derive(Debug, clap::Args)]
@@ -53,6 +53,10 @@ pub struct SplitArgs {
     /// `KPACK_SIGN_PASSWORD`.
     #[arg(long, value_name = "SECRET_KEY")]
     sign: Option<PathBuf>,
+    /// Memory the code objects being compressed may use (256M, 1G):
+    /// fewer run at once with less; about 40 MiB per thread.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = super::memory_budget)]
+    memory: kpack_packer::pipeline::MemoryBudget,
 }
 
 /// Loads the signing key before any work, so a bad key fails fast.
@@ -98,7 +102,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         .to_string_lossy()
         .into_owned();
     let grouping = args.group_by.into();
-    let Some(split) = split_binary_with(data, &name, |targets| {
+    let Some(binary) = FatBinary::parse(data, &name, |targets| {
         Grouping::search_paths(grouping, &args.group, ".kpack/", targets)
     })
     .with_context(|| format!("cannot split {}", shown(input)))?
@@ -113,28 +117,28 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     if same_file(input, &host) {
         bail!("the output {} would overwrite the input", shown(&host));
     }
-    let archives = write_archives(
+    let mut archives = ArchiveSet::new(
         &args.output.join(".kpack"),
         &args.group,
         grouping,
         compression,
-        &split.entries,
-        |bytes| mapped.release(bytes),
-    )?;
-    write_like(&host, &split.host, input)?;
+    )
+    .with_budget(args.memory);
+    archives.add(&binary.units(), |bytes| mapped.release(bytes))?;
+    let archives = archives.finish()?;
+    let host_bytes = binary.write_host_like(data, mapped.file(), &host, input)?;
     sign_all(signer.as_ref(), &archives)?;
 
-    let mut targets: Vec<String> = split.entries.iter().map(|e| e.target.to_string()).collect();
+    let mut targets: Vec<String> = binary.targets.iter().map(ToString::to_string).collect();
     targets.sort();
-    targets.dedup();
     println!(
         "split {}: {} code objects for {} targets [{}]",
         shown(input),
-        split.entries.len(),
+        binary.code_objects(),
         targets.len(),
         targets.join(", ")
     );
-    summary(1, 1, data.len() as u64, split.host.len() as u64, &archives);
+    summary(1, 1, data.len() as u64, host_bytes, &archives);
     Ok(())
 }
 
@@ -152,6 +156,7 @@ fn run_tree(
             DatabaseMode::Payloads
         },
         payload_dir: args.payloads.clone(),
+        budget: args.memory,
         ..TreeOptions::new(&args.group)
     };
     let report = split_tree_with(&args.input, &args.output, &options)

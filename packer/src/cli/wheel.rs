@@ -48,6 +48,10 @@ pub struct SplitArgs {
     /// release's `{name}-{version}-variants.json`.
     #[arg(long)]
     variants: bool,
+    /// Memory the code objects being compressed may use (256M, 1G):
+    /// fewer run at once with less; about 40 MiB per thread.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = super::memory_budget)]
+    memory: kpack_packer::pipeline::MemoryBudget,
 }
 
 pub fn run(command: WheelCommand) -> anyhow::Result<()> {
@@ -81,6 +85,7 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
         source_date_epoch,
         signer,
         variants: args.variants,
+        budget: args.memory,
     };
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;

@@ -13,7 +13,7 @@ pub use parse::{
     ElfKind, FatElf, Machine, PointerSource, SectionRange, SplitElf, SplitWrapper, Wrapper,
 };
 pub use records::HipWrapper;
-pub use surgery::{split_elf, SplitLayout, MARKER_SECTION};
+pub use surgery::{split_elf, SplitLayout, SplitPlan, MARKER_SECTION};
 
 /// The section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";

@@ -21,6 +21,7 @@
 use object::elf::{self, PF_R, PT_LOAD, PT_PHDR, SHF_ALLOC, SHT_NOBITS, SHT_NULL, SHT_PROGBITS};
 use object::read::elf::{ProgramHeader, SectionHeader};
 use object::{pod, U32, U64};
+use std::io::{self, Read, Write};
 
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::FatElf;
@@ -28,6 +29,7 @@ use super::records::{
     has_file_data, malformed, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
 use super::HIPK_MAGIC;
+use crate::bundle::write_zeros;
 use crate::error::ElfError;
 
 /// The marker section's name.
@@ -78,78 +80,190 @@ fn round_down(value: u64, align: u64) -> u64 {
 }
 
 /// Rewrites `data` (parsed as `fat`) into a host-only file whose wrappers
-/// point at `marker`.
+/// point at `marker`, in memory ([`SplitPlan`] writes it as a stream).
 pub fn split_elf(
     data: &[u8],
     fat: &FatElf<'_>,
     marker: &[u8],
 ) -> Result<(Vec<u8>, SplitLayout), ElfError> {
-    let page = fat.page_size;
-    let Tables {
-        phoff,
-        shstrndx,
-        phdrs,
-        mut shdrs,
-    } = Tables::read(data)?;
-    let old_names = shdrs
-        .get(shstrndx)
-        .ok_or_else(|| ElfError::Malformed("no section name table".into()))?
-        .data(LE, data)
-        .map_err(malformed)?;
+    let plan = SplitPlan::new(data, fat, marker)?;
+    let mut out = Vec::with_capacity(plan.output_len() as usize);
+    plan.write_body(&mut &data[..], &mut out)
+        .map_err(|e| ElfError::Malformed(e.to_string()))?;
+    out.resize(plan.output_len() as usize, 0);
+    let layout = plan.patch(fat, &mut out)?;
+    Ok((out, layout))
+}
 
-    let segment_index = fat_segment(&phdrs, fat)?;
-    let cut = Cut::plan(fat, page);
-    cut.check_free(&shdrs, fat.fatbin.index)?;
-    let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
+/// A split planned from the input's tables alone, so the host-only file
+/// can be written as a stream: [`write_body`](Self::write_body) copies the
+/// input without its device code, the file is extended with zeros to
+/// [`output_len`](Self::output_len), and [`patch`](Self::patch) writes the
+/// few records that change (wrappers, their relocations, the tables, the
+/// marker) through a mapping of the output.
+#[derive(Debug)]
+pub struct SplitPlan {
+    phoff: u64,
+    shstrndx: usize,
+    /// Section headers with offsets in the output, `.hip_fatbin` memory-only.
+    shdrs: Vec<Shdr>,
+    /// The input's section names.
+    old_names: Vec<u8>,
+    /// The output's program headers, the new segment's included.
+    phdrs: Vec<Phdr>,
+    layout: Layout,
+    first_load: Phdr,
+    segment: NewSegment,
+    cut: Cut,
+    /// `.hip_fatbin`'s file range in the input.
+    fatbin: (u64, u64),
+    marker: Vec<u8>,
+    /// Where the new section name table goes, and the section headers.
+    names_offset: u64,
+    shoff: u64,
+    output_len: u64,
+}
 
-    let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
-    let (layout, first_load) = choose_layout(data, &phdrs, &shdrs, old_names, phoff, table_len)?;
-    let body_len = data.len() as u64 - cut.removed;
-    let segment = NewSegment::place(&phdrs, &layout, body_len, page, table_len);
-    let marker_address = segment.marker_address();
-    insert_after_last_load(&mut new_phdrs, segment.header(marker.len(), page));
+impl SplitPlan {
+    /// Plans the split of `data` (parsed as `fat`) with wrappers pointing
+    /// at `marker`.
+    pub fn new(data: &[u8], fat: &FatElf<'_>, marker: &[u8]) -> Result<SplitPlan, ElfError> {
+        let page = fat.page_size;
+        let Tables {
+            phoff,
+            shstrndx,
+            phdrs,
+            mut shdrs,
+        } = Tables::read(data)?;
+        let old_names = shdrs
+            .get(shstrndx)
+            .ok_or_else(|| ElfError::Malformed("no section name table".into()))?
+            .data(LE, data)
+            .map_err(malformed)?
+            .to_vec();
 
-    let capacity = (segment.offset + segment.len(marker.len())) as usize + 4096;
-    let mut out = cut_body(data, fat, &cut, capacity);
-    shift_sections(&mut shdrs, fat, &cut);
+        let segment_index = fat_segment(&phdrs, fat)?;
+        let cut = Cut::plan(fat, page);
+        cut.check_free(&shdrs, fat.fatbin.index)?;
+        let mut new_phdrs = split_segments(&phdrs, &shdrs, segment_index, fat, &cut)?;
 
-    point_wrappers_at(&mut out, fat, &shdrs, &cut, marker_address)?;
+        let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
+        let (layout, first_load) =
+            choose_layout(data, &phdrs, &shdrs, &old_names, phoff, table_len)?;
+        let body_len = data.len() as u64 - cut.removed;
+        let segment = NewSegment::place(&phdrs, &layout, body_len, page, table_len);
+        insert_after_last_load(&mut new_phdrs, segment.header(marker.len(), page));
+        shift_sections(&mut shdrs, fat, &cut);
 
-    let block = match &layout {
-        Layout::Evict(eviction) => evict(
-            &mut out,
+        let names_offset = segment.offset + segment.len(marker.len());
+        let names_len = (old_names.len() + MARKER_SECTION.len() + 1) as u64;
+        let shoff = round_up(names_offset + names_len, 8);
+        let output_len = shoff + ((shdrs.len() + 1) * size_of::<Shdr>()) as u64;
+        Ok(SplitPlan {
+            phoff,
+            shstrndx,
+            shdrs,
+            old_names,
+            phdrs: new_phdrs,
+            layout,
+            first_load,
+            segment,
+            cut,
+            fatbin: (fat.fatbin.offset, fat.fatbin.offset + fat.fatbin.size),
+            marker: marker.to_vec(),
+            names_offset,
+            shoff,
+            output_len,
+        })
+    }
+
+    /// The host-only file's length.
+    pub fn output_len(&self) -> u64 {
+        self.output_len
+    }
+
+    /// Writes the file's body: the input read from `input` (at its start)
+    /// without the cut, the device bytes left around it as zeros. Between
+    /// files `io::copy` lets the kernel copy the ranges.
+    pub fn write_body<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
+        let (start, end) = self.fatbin;
+        copy_exact(input, out, start)?;
+        io::copy(&mut input.take(end - start), &mut io::sink())?;
+        write_zeros(out, end - start - self.cut.removed)?;
+        io::copy(input, out)?;
+        Ok(())
+    }
+
+    /// Writes what changes into `out`: the body as
+    /// [`write_body`](Self::write_body) left it, extended with zeros to
+    /// [`output_len`](Self::output_len).
+    pub fn patch(&self, fat: &FatElf<'_>, out: &mut [u8]) -> Result<SplitLayout, ElfError> {
+        if out.len() as u64 != self.output_len {
+            return Err(ElfError::Malformed(format!(
+                "the output has {} bytes, not the {} planned",
+                out.len(),
+                self.output_len
+            )));
+        }
+        let (mut shdrs, mut phdrs) = (self.shdrs.clone(), self.phdrs.clone());
+        let marker_address = self.segment.marker_address();
+        point_wrappers_at(out, fat, &shdrs, &self.cut, marker_address)?;
+        let block = match &self.layout {
+            Layout::Evict(eviction) => evict(
+                out,
+                &mut shdrs,
+                &mut phdrs,
+                eviction,
+                (self.segment.vaddr, self.segment.offset),
+            )?,
+            Layout::InPlace | Layout::MoveTable => Vec::new(),
+        };
+        let (table_offset, table_vaddr) =
+            self.layout
+                .table_place(self.phoff, &self.first_load, &self.segment);
+        let table = program_header_table(&mut phdrs, table_offset, table_vaddr);
+        self.segment.write(
+            out,
+            &self.layout,
+            (self.phoff, &table),
+            &block,
+            &self.marker,
+        )?;
+        append_section_headers(
+            out,
             &mut shdrs,
-            &mut new_phdrs,
-            eviction,
-            (segment.vaddr, segment.offset),
-        )?,
-        Layout::InPlace | Layout::MoveTable => Vec::new(),
-    };
-
-    let (table_offset, table_vaddr) = layout.table_place(phoff, &first_load, &segment);
-    let table = program_header_table(&mut new_phdrs, table_offset, table_vaddr);
-    segment.write(&mut out, &layout, (phoff, &table), &block, marker)?;
-
-    let new_shoff = append_section_headers(
-        &mut out,
-        &mut shdrs,
-        (shstrndx, old_names),
-        segment.marker_section(marker.len()),
-    );
-    write_table_places(
-        &mut out,
-        (table_offset, new_phdrs.len()),
-        (new_shoff, shdrs.len()),
-    )?;
-
-    Ok((
-        out,
-        SplitLayout {
-            removed: cut.removed,
+            (self.shstrndx, &self.old_names),
+            self.segment.marker_section(self.marker.len()),
+            (self.names_offset, self.shoff),
+        )?;
+        write_table_places(out, (table_offset, phdrs.len()), (self.shoff, shdrs.len()))?;
+        Ok(SplitLayout {
+            removed: self.cut.removed,
             marker_address,
-            moved_program_headers: table_offset != phoff,
-        },
-    ))
+            moved_program_headers: table_offset != self.phoff,
+        })
+    }
+}
+
+/// Copies exactly `len` bytes.
+fn copy_exact<R: Read, W: Write>(input: &mut R, out: &mut W, len: u64) -> io::Result<()> {
+    if io::copy(&mut input.take(len), out)? != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the input is shorter than its tables say",
+        ));
+    }
+    Ok(())
+}
+
+/// Copies `bytes` into `out` at `at`, which must hold them.
+fn put(out: &mut [u8], at: u64, bytes: &[u8]) -> Result<(), ElfError> {
+    usize::try_from(at)
+        .ok()
+        .and_then(|at| out.get_mut(at..at.checked_add(bytes.len())?))
+        .ok_or_else(|| ElfError::Malformed("a table past the end of the file".into()))?
+        .copy_from_slice(bytes);
+    Ok(())
 }
 
 /// Inserts `segment` after the last load segment, keeping them in address
@@ -253,46 +367,26 @@ impl NewSegment {
         }
     }
 
-    /// Appends the segment to the body `out`: the moved block or the
-    /// program header `table`, then the marker. A table that stays where
-    /// it was (at `phoff`) is written over the old one.
+    /// Writes the segment into `out`: the moved block or the program
+    /// header `table`, then the marker. A table that stays where it was
+    /// (at `phoff`) is written over the old one.
     fn write(
         &self,
-        out: &mut Vec<u8>,
+        out: &mut [u8],
         layout: &Layout,
         (phoff, table): (u64, &[u8]),
         block: &[u8],
         marker: &[u8],
     ) -> Result<(), ElfError> {
-        out.resize(self.offset as usize, 0);
         match layout {
             Layout::InPlace | Layout::Evict(_) => {
-                out.extend_from_slice(block);
-                out.resize((self.offset + self.marker_at) as usize, 0);
-                usize::try_from(phoff)
-                    .ok()
-                    .and_then(|at| out.get_mut(at..at.checked_add(table.len())?))
-                    .ok_or_else(|| {
-                        ElfError::Malformed("program header table past the end of the file".into())
-                    })?
-                    .copy_from_slice(table);
+                put(out, self.offset, block)?;
+                put(out, phoff, table)?;
             }
-            Layout::MoveTable => out.extend_from_slice(table),
+            Layout::MoveTable => put(out, self.offset, table)?,
         }
-        out.extend_from_slice(marker);
-        Ok(())
+        put(out, self.offset + self.marker_at, marker)
     }
-}
-
-/// The file without the cut, the device bytes around it zeroed.
-fn cut_body(data: &[u8], fat: &FatElf<'_>, cut: &Cut, capacity: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(capacity);
-    out.extend_from_slice(&data[..cut.start as usize]);
-    out.extend_from_slice(&data[cut.end as usize..]);
-    let zero_start = fat.fatbin.offset as usize;
-    let zero_end = (fat.fatbin.offset + fat.fatbin.size - cut.removed) as usize;
-    out[zero_start..zero_end].fill(0);
-    out
 }
 
 /// Section offsets in the body: `.hip_fatbin` becomes memory-only and
@@ -596,26 +690,25 @@ fn point_wrappers_at(
     Ok(())
 }
 
-/// Appends a new section name table (the old names plus the marker's) and
-/// the section headers with `marker` last; returns the headers' offset.
+/// Writes the new section name table (the old names plus the marker's)
+/// at `names_offset` and the section headers, with `marker` last, at
+/// `shoff`.
 fn append_section_headers(
-    out: &mut Vec<u8>,
+    out: &mut [u8],
     shdrs: &mut Vec<Shdr>,
     (shstrndx, old_names): (usize, &[u8]),
     mut marker: Shdr,
-) -> u64 {
+    (names_offset, shoff): (u64, u64),
+) -> Result<(), ElfError> {
     let mut names = old_names.to_vec();
     marker.sh_name.set(LE, names.len() as u32);
     names.extend_from_slice(MARKER_SECTION.as_bytes());
     names.push(0);
     if let Some(table) = shdrs.get_mut(shstrndx) {
-        table.sh_offset.set(LE, out.len() as u64);
+        table.sh_offset.set(LE, names_offset);
         table.sh_size.set(LE, names.len() as u64);
     }
-    out.extend_from_slice(&names);
+    put(out, names_offset, &names)?;
     shdrs.push(marker);
-    out.resize(round_up(out.len() as u64, 8) as usize, 0);
-    let offset = out.len() as u64;
-    out.extend_from_slice(pod::bytes_of_slice(shdrs));
-    offset
+    put(out, shoff, pod::bytes_of_slice(shdrs))
 }

@@ -1,7 +1,7 @@
 //! The fat binaries of a wheel: found among its spooled ELF members, and
-//! split a few at a time with markers pointing at
-//! `<top-level package>/.kpack/`, their code going into the archives as
-//! each batch is split (memory holds one batch's code, not the wheel's).
+//! split with markers pointing at `<top-level package>/.kpack/`: each
+//! host-only file written as a stream, the code objects going into the
+//! archives within the memory budget.
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +10,10 @@ use rayon::prelude::*;
 
 use super::error::WheelError;
 use super::reader::{Checked, Member};
-use crate::archive::{ArchiveSet, Entry, Grouping};
+use crate::archive::{ArchiveSet, Grouping};
 use crate::elf::FATBIN_SECTION;
 use crate::input::MappedFile;
-use crate::split::split_binary_with;
+use crate::split::FatBinary;
 use crate::tree::KPACK_DIR;
 
 /// A fat member's host-only file, spooled.
@@ -102,35 +102,33 @@ pub struct Splitter<'a> {
 }
 
 impl Splitter<'_> {
-    /// Splits the fat members `fat`, as many at a time as there are
-    /// threads, adding their code objects to `archives` in member order.
+    /// Splits the fat members `fat`: each host-only file is spooled as a
+    /// stream from its member, then the code objects of all of them go
+    /// into `archives` in member order, within the archives' memory
+    /// budget.
     pub fn split_all(
         &self,
         fat: &[usize],
         archives: &mut ArchiveSet,
     ) -> Result<Vec<SplitHost>, WheelError> {
+        let mapped = fat
+            .iter()
+            .map(|&number| self.map(number))
+            .collect::<Result<Vec<_>, _>>()?;
+        let split = mapped
+            .par_iter()
+            .zip(fat)
+            .map(|(file, &number)| self.split_one(file, number))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut hosts = Vec::with_capacity(fat.len());
-        for batch in fat.chunks(rayon::current_num_threads().max(1)) {
-            let mapped = batch
-                .iter()
-                .map(|&number| self.map(number))
-                .collect::<Result<Vec<_>, _>>()?;
-            let split = mapped
-                .par_iter()
-                .zip(batch)
-                .map(|(file, &number)| self.split_one(file, number))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut entries = Vec::new();
-            for (host, code) in split {
-                hosts.push(host);
-                entries.extend(code);
-            }
-            archives
-                .add(&entries, |bytes| {
-                    mapped.iter().for_each(|m| m.release(bytes))
-                })
-                .map_err(boxed)?;
+        let mut units = Vec::new();
+        for (host, binary) in split {
+            hosts.push(host);
+            units.extend(binary.units());
         }
+        archives
+            .add(&units, |bytes| mapped.iter().for_each(|m| m.release(bytes)))
+            .map_err(boxed)?;
         Ok(hosts)
     }
 
@@ -142,35 +140,38 @@ impl Splitter<'_> {
         MappedFile::open(path).map_err(boxed)
     }
 
-    /// Splits one member, spooling its host-only file.
+    /// Parses one member and spools its host-only file.
     fn split_one<'m>(
         &self,
         file: &'m MappedFile,
         number: usize,
-    ) -> Result<(SplitHost, Vec<Entry<'m>>), WheelError> {
+    ) -> Result<(SplitHost, FatBinary<'m>), WheelError> {
         let name = &self.members[number].name;
         let (key, prefix) = key_and_prefix(name, self.top);
-        let split = split_binary_with(file.bytes(), &key, |targets| {
+        let binary = FatBinary::parse(file.bytes(), &key, |targets| {
             Grouping::Processor.search_paths(self.group, &prefix, targets)
         })
         .map_err(|source| WheelError::Split {
             member: name.clone(),
             source,
         })?;
-        let Some(split) = split else {
+        let Some(binary) = binary else {
             return Err(WheelError::Placement {
                 member: name.clone(),
                 reason: "has a .hip_fatbin section but no device code".to_owned(),
             });
         };
         let path = self.spool.join(format!("host-{number}"));
-        fs_err::write(&path, &split.host)?;
-        let host = SplitHost {
-            number,
-            path,
-            size: split.host.len() as u64,
-        };
-        Ok((host, split.entries))
+        let out = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        let (_, size) = binary
+            .write_host(file.bytes(), file.file(), out.file(), &path)
+            .map_err(boxed)?;
+        let host = SplitHost { number, path, size };
+        Ok((host, binary))
     }
 }
 

@@ -30,6 +30,7 @@ use kpack_wheel::Metadata;
 use rocm_kpack::Compression;
 
 use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
+use crate::pipeline::MemoryBudget;
 use crate::sign::Signer;
 use crate::tree::KPACK_DIR;
 use binaries::{find_fat, top_level_package, Splitter};
@@ -53,6 +54,8 @@ pub struct WheelOptions {
     /// Also write a PEP 825 variant wheel per processor and the release's
     /// `{name}-{version}-variants.json`.
     pub variants: bool,
+    /// The memory the code objects in flight may use.
+    pub budget: MemoryBudget,
 }
 
 impl WheelOptions {
@@ -65,6 +68,7 @@ impl WheelOptions {
             source_date_epoch: None,
             signer: None,
             variants: false,
+            budget: MemoryBudget::DEFAULT,
         }
     }
 }
@@ -146,7 +150,8 @@ fn split_open_wheel(
         &options.group,
         Grouping::Processor,
         options.compression,
-    );
+    )
+    .with_budget(options.budget);
     let split = splitter.split_all(&fat, &mut set)?;
     let archives = finish_archives(set, options)?;
     let content = HostContent {

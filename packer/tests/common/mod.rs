@@ -48,7 +48,8 @@ pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<rocm_kpack:
         .iter()
         .map(|bundle| {
             bundle
-                .code_objects
+                .code_objects()
+                .expect("readable code objects")
                 .iter()
                 .map(|c| (c.target.clone(), c.bytes.to_vec()))
                 .collect()
