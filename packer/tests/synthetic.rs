@@ -513,3 +513,71 @@ fn check_aarch64(case: Case) {
         "{verified}"
     );
 }
+
+/// Peak resident memory a split may reach, whatever the input's size.
+const MEMORY_GOAL: u64 = 256 << 20;
+
+/// The SHA-256 of each code object `results` (registrations) holds.
+fn digests(results: Vec<Result<Vec<u8>, i32>>) -> BTreeSet<[u8; 32]> {
+    use sha2::Digest;
+    results
+        .into_iter()
+        .map(|result| sha2::Sha256::digest(result.expect("a registered code object")).into())
+        .collect()
+}
+
+#[test]
+fn two_gibibytes_of_compressed_device_code_split_in_bounded_memory() {
+    let work = tempfile::tempdir().unwrap();
+    let standin = work.path().join("hip");
+    fs_err::create_dir_all(&standin).unwrap();
+    let imports: BTreeSet<(String, Option<String>)> = [
+        ("__hipRegisterFatBinary".to_owned(), None),
+        ("__hipUnregisterFatBinary".to_owned(), None),
+    ]
+    .into_iter()
+    .collect();
+    build_standin(&standin, &imports);
+    let library = work.path().join("libbig.so");
+    compile_big_library(&library, &standin);
+    let out = work.path().join("out");
+    let measured = kpack_test_support::measure::run_watched(
+        Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+            .arg("split")
+            .arg(&library)
+            .arg("-o")
+            .arg(&out),
+        std::time::Duration::from_secs(600),
+        4 << 30,
+    );
+    assert!(
+        measured.output.status.success() && measured.killed.is_none(),
+        "{:?} {}",
+        measured.killed,
+        String::from_utf8_lossy(&measured.output.stderr)
+    );
+    assert!(
+        measured.peak_rss < MEMORY_GOAL,
+        "peak resident memory {} MiB, more than {} MiB",
+        measured.peak_rss >> 20,
+        MEMORY_GOAL >> 20
+    );
+    let stdout = String::from_utf8_lossy(&measured.output.stdout);
+    assert!(stdout.contains("64 code objects for 4 targets"), "{stdout}");
+
+    // Every wrapper's code object comes back through the runtime, byte
+    // for byte, for one target and for another.
+    let dlopen = build_dlopen(&standin);
+    let split = out.join("libbig.so");
+    for (target, name) in [(2, "gfx1100"), (0, "gfx90a")] {
+        let loaded = digests(run_with_standin(
+            dlopen_command(&dlopen, &split),
+            &standin,
+            name,
+        ));
+        let expected: BTreeSet<[u8; 32]> = (0..BIG_BUNDLES)
+            .map(|bundle| big_code_sha256(bundle, target))
+            .collect();
+        assert_eq!(loaded, expected, "{name}");
+    }
+}

@@ -820,3 +820,88 @@ print(json.dumps(found))
     zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
     assert_loads_original_code(&site, &bundles, first, other);
 }
+
+#[test]
+fn a_wheel_with_two_gibibytes_of_compressed_device_code_splits_in_bounded_memory() {
+    let work = tempfile::tempdir().unwrap();
+    let standin = work.path().join("hip");
+    fs_err::create_dir_all(&standin).unwrap();
+    build_standin(
+        &standin,
+        &BTreeSet::from([("__hipRegisterFatBinary".to_owned(), None)]),
+    );
+    let library = work.path().join("libbig.so");
+    compile_big_library(&library, &standin);
+    let wheel = wheel_of(
+        work.path(),
+        "big-1.0-py3-none-linux_x86_64.whl",
+        &[
+            ("big/__init__.py", b""),
+            ("big/lib/libbig.so", &fs_err::read(&library).unwrap()),
+            (
+                "big-1.0.dist-info/METADATA",
+                b"Metadata-Version: 2.1\nName: big\nVersion: 1.0\n",
+            ),
+            (
+                "big-1.0.dist-info/WHEEL",
+                b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n",
+            ),
+        ],
+        Value::Null,
+    );
+    let out = work.path().join("out");
+    let measured = kpack_test_support::measure::run_watched(
+        kpack_pack()
+            .args(["wheel", "split"])
+            .arg(&wheel)
+            .arg("-o")
+            .arg(&out),
+        std::time::Duration::from_secs(600),
+        4 << 30,
+    );
+    assert!(
+        measured.output.status.success() && measured.killed.is_none(),
+        "{:?} {}",
+        measured.killed,
+        String::from_utf8_lossy(&measured.output.stderr)
+    );
+    assert!(
+        measured.peak_rss < 256 << 20,
+        "peak resident memory {} MiB, more than 256 MiB",
+        measured.peak_rss >> 20
+    );
+
+    // Installed side by side, the split library's every wrapper finds its
+    // gfx1100 code object, byte for byte, and no gfx90a code.
+    let site = work.path().join("site");
+    for name in [
+        "big-1.0-py3-none-linux_x86_64.whl",
+        "big_device_gfx1100-1.0-py3-none-linux_x86_64.whl",
+    ] {
+        let file = fs_err::File::open(out.join(name)).unwrap();
+        zip::ZipArchive::new(file).unwrap().extract(&site).unwrap();
+    }
+    let path = site.join("big/lib/libbig.so");
+    let (marker, numbers) = marker_and_bundles(&fs_err::read(&path).unwrap());
+    assert_eq!(numbers.len(), BIG_BUNDLES);
+    let loader = Loader::new(LoaderConfig::default());
+    let gfx1100 = Target::parse("gfx1100").unwrap();
+    for number in numbers {
+        let located = loader
+            .locate(&marker, &path, number, std::slice::from_ref(&gfx1100))
+            .unwrap();
+        let code = located.kernel().unwrap().bytes().unwrap();
+        let digest: [u8; 32] = sha2::Digest::finalize(sha2::Digest::chain_update(
+            <sha2::Sha256 as sha2::Digest>::new(),
+            &code[..],
+        ))
+        .into();
+        assert_eq!(
+            digest,
+            big_code_sha256(number as usize, 2),
+            "bundle {number}"
+        );
+        let gfx90a = Target::parse("gfx90a").unwrap();
+        assert!(loader.locate(&marker, &path, number, &[gfx90a]).is_err());
+    }
+}
