@@ -905,3 +905,43 @@ fn a_wheel_with_two_gibibytes_of_compressed_device_code_splits_in_bounded_memory
         assert!(loader.locate(&marker, &path, number, &[gfx90a]).is_err());
     }
 }
+
+#[test]
+fn the_maturin_wheel_installs_a_kpack_pack_that_splits_the_jax_wheel() {
+    use kpack_test_support::wheels::{build_wheel, install_fresh};
+    let work = tempfile::tempdir().unwrap();
+    let wheel = build_wheel("packer", &work.path().join("wheels"));
+    assert_eq!(
+        wheel.file_name().unwrap().to_string_lossy(),
+        format!(
+            "kpack_pack-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            std::env::consts::ARCH
+        )
+    );
+    let exe = install_fresh(&wheel, &work.path().join("venv")).join("kpack-pack");
+    let installed = work.path().join("installed");
+    run(Command::new(&exe)
+        .args(["wheel", "split"])
+        .arg(jax_wheel())
+        .arg("-o")
+        .arg(&installed)
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    let built = work.path().join("built");
+    run(kpack_pack()
+        .args(["wheel", "split"])
+        .arg(jax_wheel())
+        .arg("-o")
+        .arg(&built)
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    // The same wheels, byte for byte, as the workspace's kpack-pack writes.
+    let names = file_names(&built);
+    assert_eq!(file_names(&installed), names);
+    assert!(names.len() > 20, "{names:?}");
+    for name in names {
+        assert!(
+            fs_err::read(installed.join(&name)).unwrap()
+                == fs_err::read(built.join(&name)).unwrap(),
+            "{name} differs"
+        );
+    }
+}

@@ -17,6 +17,7 @@ pub mod s3;
 pub mod server;
 mod tools;
 mod transcript;
+pub mod wheels;
 
 pub use tools::{
     find_tool, provided_files, provided_programs, python_venv, tool, tool_path, MissingTool,
