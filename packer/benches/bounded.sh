@@ -33,6 +33,7 @@ cargo build --quiet --release -p kpack-packer --bin kpack-pack --example make_bi
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 packs=("$target_dir/release/kpack-pack")
 [ -n "${BASELINE:-}" ] && packs+=("$BASELINE")
+label() { if [ "$1" = "${packs[0]}" ]; then echo this; else echo baseline; fi; }
 
 # The inputs, fetched once.
 wheel=$work/jax_rocm7_pjrt-0.10.0-py3-none-manylinux_2_28_x86_64.whl
@@ -50,10 +51,11 @@ if [ ! -f "$rocsparse" ]; then
 fi
 
 median() {
-    python3 -c 'import json,statistics,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join(f"{statistics.median(x["times"]):.2f}" for x in r))' "$1"
+    python3 -c 'import json,statistics,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join("%.2f" % statistics.median(x["times"]) for x in r))' "$1"
 }
 peak() { # peak RSS in MiB of the command
-    { /usr/bin/time -f %M "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1 | awk '{printf "%d", $1 / 1024}'
+    /usr/bin/time -f %M -o "$work/time.txt" "$@" >/dev/null 2>&1
+    awk '{printf "%d", $1 / 1024}' "$work/time.txt"
 }
 
 # measure NAME COMMAND...: for each kpack-pack and thread count, the median
@@ -70,8 +72,8 @@ measure() {
             rm -rf "$work/out"
             local rss
             rss=$(peak env RAYON_NUM_THREADS=$threads "${command[@]}")
-            printf '%-34s %-28s %d thread(s): %6s s median, peak RSS %5s MiB\n' \
-                "$name" "$(basename "$(dirname "$(dirname "$pack")")")/$(basename "$pack")" \
+            printf '%-34s %-9s %d thread(s): %6s s median, peak RSS %5s MiB\n' \
+                "$name" "$(label "$pack")" \
                 "$threads" "$(median "$work/run.json")" "$rss"
         done
     done

@@ -213,15 +213,7 @@ fn load(
 
 fn check(case: Case) {
     let work = tempfile::tempdir().unwrap();
-    let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    let imports: BTreeSet<(String, Option<String>)> = [
-        ("__hipRegisterFatBinary".to_owned(), None),
-        ("__hipUnregisterFatBinary".to_owned(), None),
-    ]
-    .into_iter()
-    .collect();
-    build_standin(&standin, &imports);
+    let standin = registering_standin(&work.path().join("hip"));
     let dlopen = build_dlopen(&standin);
     let source_dir = work.path().join("src");
     fs_err::create_dir_all(&source_dir).unwrap();
@@ -514,9 +506,6 @@ fn check_aarch64(case: Case) {
     );
 }
 
-/// Peak resident memory a split may reach, whatever the input's size.
-const MEMORY_GOAL: u64 = 256 << 20;
-
 /// The SHA-256 of each code object `results` (registrations) holds.
 fn digests(results: Vec<Result<Vec<u8>, i32>>) -> BTreeSet<[u8; 32]> {
     use sha2::Digest;
@@ -529,40 +518,17 @@ fn digests(results: Vec<Result<Vec<u8>, i32>>) -> BTreeSet<[u8; 32]> {
 #[test]
 fn two_gibibytes_of_compressed_device_code_split_in_bounded_memory() {
     let work = tempfile::tempdir().unwrap();
-    let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    let imports: BTreeSet<(String, Option<String>)> = [
-        ("__hipRegisterFatBinary".to_owned(), None),
-        ("__hipUnregisterFatBinary".to_owned(), None),
-    ]
-    .into_iter()
-    .collect();
-    build_standin(&standin, &imports);
+    let standin = registering_standin(&work.path().join("hip"));
     let library = work.path().join("libbig.so");
     compile_big_library(&library, &standin);
     let out = work.path().join("out");
-    let measured = kpack_test_support::measure::run_watched(
+    let stdout = split_within_memory_goal(
         Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
             .arg("split")
             .arg(&library)
             .arg("-o")
             .arg(&out),
-        std::time::Duration::from_secs(600),
-        4 << 30,
     );
-    assert!(
-        measured.output.status.success() && measured.killed.is_none(),
-        "{:?} {}",
-        measured.killed,
-        String::from_utf8_lossy(&measured.output.stderr)
-    );
-    assert!(
-        measured.peak_rss < MEMORY_GOAL,
-        "peak resident memory {} MiB, more than {} MiB",
-        measured.peak_rss >> 20,
-        MEMORY_GOAL >> 20
-    );
-    let stdout = String::from_utf8_lossy(&measured.output.stdout);
     assert!(stdout.contains("64 code objects for 4 targets"), "{stdout}");
 
     // Every wrapper's code object comes back through the runtime, byte

@@ -103,3 +103,42 @@ pub fn compile_big_library(library: &std::path::Path, standin: &std::path::Path)
         .arg(format!("-L{}", standin.display()))
         .arg("-l:libamdhip64.so.5"));
 }
+
+/// Peak resident memory a split may reach, whatever the input's size.
+pub const MEMORY_GOAL: u64 = 256 << 20;
+
+/// Runs a split (`command`) watched; asserts it succeeds within
+/// [`MEMORY_GOAL`] of peak resident memory (its own, from `wait4`);
+/// returns its standard output.
+pub fn split_within_memory_goal(command: &mut std::process::Command) -> String {
+    let measured = kpack_test_support::measure::run_watched(
+        command,
+        std::time::Duration::from_secs(600),
+        4 << 30,
+    );
+    assert!(
+        measured.output.status.success() && measured.killed.is_none(),
+        "{:?} {}",
+        measured.killed,
+        String::from_utf8_lossy(&measured.output.stderr)
+    );
+    assert!(
+        measured.peak_rss < MEMORY_GOAL,
+        "peak resident memory {} MiB, more than {} MiB",
+        measured.peak_rss >> 20,
+        MEMORY_GOAL >> 20
+    );
+    String::from_utf8_lossy(&measured.output.stdout).into_owned()
+}
+
+/// Builds the stand-in HIP runtime in `dir` (made if needed), exporting
+/// the registration calls; returns `dir`.
+pub fn registering_standin(dir: &std::path::Path) -> std::path::PathBuf {
+    fs_err::create_dir_all(dir).expect("making the stand-in's directory");
+    let imports = std::collections::BTreeSet::from([
+        ("__hipRegisterFatBinary".to_owned(), None),
+        ("__hipUnregisterFatBinary".to_owned(), None),
+    ]);
+    build_standin(dir, &imports);
+    dir.to_owned()
+}
