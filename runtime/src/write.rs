@@ -11,8 +11,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
-use sha2::{Digest, Sha256};
-
 use crate::error::{Error, Result};
 use crate::format::{
     encode_header, key, Metadata, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
@@ -321,7 +319,7 @@ impl StoredBlob {
                 compress_frame_streamed(code, level, &mut counted)?
             }
             Compression::None if original_size > PIECE_BYTES as u64 => {
-                let mut hasher = Sha256::new();
+                let mut hasher = blake3::Hasher::new();
                 code.for_each_piece(&mut |piece| {
                     hasher.update(piece);
                     counted.write_all(piece).map_err(blob_error)
@@ -415,7 +413,7 @@ fn compress_frame_streamed(
     context
         .set_pledged_src_size(Some(code.len()))
         .map_err(frame_error)?;
-    let mut hasher = Sha256::new();
+    let mut hasher = blake3::Hasher::new();
     let mut buffer = Vec::with_capacity(zstd::zstd_safe::CCtx::out_size());
     let mut step = |input: &mut InBuffer<'_>, end| -> Result<usize> {
         buffer.clear();
@@ -438,8 +436,11 @@ fn compress_frame_streamed(
     Ok(hasher.finalize().into())
 }
 
+/// The content digest identical code objects are stored once by: BLAKE3,
+/// several times faster than SHA-256 on gigabytes of device code, and never
+/// written to an archive.
 fn digest(data: &[u8]) -> [u8; 32] {
-    Sha256::digest(data).into()
+    blake3::hash(data).into()
 }
 
 #[derive(Debug)]
