@@ -171,9 +171,7 @@ fn the_stand_in_loads_the_matching_code_object_from_the_fat_library() {
     let data = fs_err::read(&library).unwrap();
     let expected = code_by_bundle(&data).swap_remove(0);
     let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    build_standin(&standin, &hip_imports(&library));
-    let dlopen = build_dlopen(&standin);
+    let dlopen = standin_for(&standin, &library);
     let load = |arches: &str| run_with_standin(dlopen_command(&dlopen, &library), &standin, arches);
     let t = |s: &str| Target::parse(s).unwrap();
 
@@ -225,9 +223,7 @@ fn the_stand_in_loads_each_wrappers_own_bundle_from_a_fat_library() {
     let work = tempfile::tempdir().unwrap();
     let library = several_wrappers(work.path(), 3);
     let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    build_standin(&standin, &hip_imports(&library));
-    let dlopen = build_dlopen(&standin);
+    let dlopen = standin_for(&standin, &library);
     let load = |arches: &str| run_with_standin(dlopen_command(&dlopen, &library), &standin, arches);
     let each = |target: &str| {
         (0..3)
@@ -344,9 +340,7 @@ fn the_stand_in_loads_the_right_code_object_from_a_materialized_library() {
     let host = split(&library, work.path());
     let materialized = materialize(&host, "gfx90a:sramecc+:xnack-", work.path(), "fat.so");
     let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    build_standin(&standin, &hip_imports(&materialized));
-    let dlopen = build_dlopen(&standin);
+    let dlopen = standin_for(&standin, &materialized);
     let load =
         |arches: &str| run_with_standin(dlopen_command(&dlopen, &materialized), &standin, arches);
     let t = |s: &str| Target::parse(s).unwrap();

@@ -101,9 +101,7 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     // The dynamic loader runs the constructor, which registers the wrapper
     // with the stand-in HIP runtime, which loads through librocm_kpack.
     let standin_dir = work.path().join("hip");
-    fs_err::create_dir_all(&standin_dir).unwrap();
-    build_standin(&standin_dir, &hip_imports(&original));
-    let dlopen = build_dlopen(&standin_dir);
+    let dlopen = standin_for(&standin_dir, &original);
     let load = |library: &Path, arches: &str| {
         run_with_standin(dlopen_command(&dlopen, library), &standin_dir, arches)
     };

@@ -103,9 +103,7 @@ fn splits_the_rocrand_package_tree() {
 
     // The split library finds its archives from its own directory.
     let standin = work.path().join("hip");
-    fs_err::create_dir_all(&standin).unwrap();
-    build_standin(&standin, &hip_imports(&library));
-    let dlopen = build_dlopen(&standin);
+    let dlopen = standin_for(&standin, &library);
     let loaded = run_with_standin(
         dlopen_command(&dlopen, &lib.join("librocrand.so.1")),
         &standin,

@@ -65,21 +65,10 @@ fn original_bundles(wheel: &Path) -> Bundles {
         let mut member = archive.by_index(index).unwrap();
         let mut data = Vec::new();
         member.read_to_end(&mut data).unwrap();
-        let Some(fat) = FatElf::parse(&data).ok().flatten() else {
+        if FatElf::parse(&data).ok().flatten().is_none() {
             continue;
-        };
-        let bundles = fat
-            .bundles
-            .iter()
-            .map(|bundle| {
-                bundle
-                    .code_objects()
-                    .expect("readable code objects")
-                    .iter()
-                    .map(|code| (code.target.clone(), code.bytes.to_vec()))
-                    .collect()
-            })
-            .collect();
+        }
+        let bundles = code_by_bundle(&data);
         found.insert(member.name().unwrap().into_owned(), bundles);
     }
     found

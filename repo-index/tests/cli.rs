@@ -277,6 +277,36 @@ fn builds_the_rocrand_manifest() {
     refused(&mut workspace.verify(&mirror));
 }
 
+/// `pip install kpack-repo`: the maturin wheel, installed into a fresh
+/// environment, builds the rocRAND repository, which the workspace's
+/// kpack-repo verifies.
+#[test]
+fn the_maturin_wheel_installs_a_kpack_repo_that_publishes_the_rocrand_repository() {
+    use kpack_test_support::wheels::{build_wheel, install_fresh};
+    let workspace = Workspace::new();
+    let wheel = build_wheel("repo-index", &workspace.dir.path().join("wheels"));
+    assert_eq!(
+        wheel.file_name().unwrap().to_string_lossy(),
+        format!(
+            "kpack_repo-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            std::env::consts::ARCH
+        )
+    );
+    let exe = install_fresh(&wheel, &workspace.dir.path().join("venv")).join("kpack-repo");
+    let repo = &workspace.repo;
+    let template = build_rocm_rand(repo, &workspace.secret_key());
+    let built = run(Command::new(&exe).args(template.get_args()));
+    assert!(
+        built.contains("built and published rocm-rand 5.3.3"),
+        "{built}"
+    );
+    let verified = run(&mut workspace.verify(repo));
+    assert!(
+        verified.contains("1 packages, 1 versions, 7 artifacts"),
+        "{verified}"
+    );
+}
+
 /// The names of the files in `dir`, sorted.
 fn file_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)

@@ -299,8 +299,7 @@ pub fn describe(out: &Output) -> String {
 pub fn load_installed(library: &Path, arch: &str) -> Vec<u8> {
     use crate::hip;
     let work = tempfile::tempdir().unwrap();
-    hip::build_standin(work.path(), &hip::hip_imports(library));
-    let dlopen = hip::build_dlopen(work.path());
+    let dlopen = hip::standin_for(work.path(), library);
     let results = hip::run_with_standin(hip::dlopen_command(&dlopen, library), work.path(), arch);
     assert_eq!(results.len(), 1, "one registration: {results:?}");
     results[0]

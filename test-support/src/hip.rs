@@ -112,6 +112,15 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
     library
 }
 
+/// Builds into `dir` (made if needed) the stand-in HIP runtime exporting
+/// what `library` imports, and the program that dlopens it; returns the
+/// program (run it with [`run_with_standin`] and `dir`).
+pub fn standin_for(dir: &Path, library: &Path) -> PathBuf {
+    fs::create_dir_all(dir).unwrap();
+    build_standin(dir, &hip_imports(library));
+    build_dlopen(dir)
+}
+
 /// A program that dlopens its argument and reports dlerror.
 pub fn build_dlopen(dir: &Path) -> PathBuf {
     let source = dir.join("dlopen.c");
