@@ -2,13 +2,15 @@
 //! (`schema`), the values they carry (`types`), GPU families (`families`)
 //! and choosing versions and artifacts for a machine's GPUs (`resolve`).
 //!
-//! Keys and signatures are in `sign`, writing repositories in `publish`,
+//! Manifests built from Debian packages read their control data with
+//! `debian`. Keys and signatures are in `sign`, writing repositories in `publish`,
 //! checking them in `verify` (how far trees unpack in `unpacked`), reading
 //! them from directories or HTTP in `fetch` (within the bounds of
 //! `limits`), and copying them in `mirror`. The `kpack-repo` binary
 //! (feature `build`) also packs manifests with the packer; the library
 //! does not.
 
+pub mod debian;
 pub mod families;
 pub mod fetch;
 pub mod limits;

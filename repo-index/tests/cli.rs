@@ -199,16 +199,7 @@ fn a_password_protected_key_needs_its_password() {
 fn builds_the_rocrand_manifest() {
     let workspace = Workspace::new();
     let repo = &workspace.repo;
-    let built = run(&mut build_rocm_rand(repo, &workspace.secret_key()));
-    assert!(
-        built.contains("built and published rocm-rand 5.3.3"),
-        "{built}"
-    );
-    let verified = run(&mut workspace.verify(repo));
-    assert!(
-        verified.contains("1 packages, 1 versions, 7 artifacts"),
-        "{verified}"
-    );
+    build_and_verify_rocm_rand(&workspace, Path::new(env!("CARGO_BIN_EXE_kpack-repo")));
 
     let shard = published_shard(repo, "rocm-rand");
     let paths: Vec<&str> = shard.versions[0]
@@ -293,14 +284,21 @@ fn the_maturin_wheel_installs_a_kpack_repo_that_publishes_the_rocrand_repository
         )
     );
     let exe = install_fresh(&wheel, &workspace.dir.path().join("venv")).join("kpack-repo");
-    let repo = &workspace.repo;
-    let template = build_rocm_rand(repo, &workspace.secret_key());
-    let built = run(Command::new(&exe).args(template.get_args()));
+    build_and_verify_rocm_rand(&workspace, &exe);
+}
+
+/// Builds the rocRAND repository with the kpack-repo `program`; the
+/// workspace's kpack-repo verifies it.
+fn build_and_verify_rocm_rand(workspace: &Workspace, program: &Path) {
+    let template = build_rocm_rand(&workspace.repo, &workspace.secret_key());
+    let built = run(Command::new(program)
+        .args(template.get_args())
+        .env_remove("KPACK_REPO_PASSWORD"));
     assert!(
         built.contains("built and published rocm-rand 5.3.3"),
         "{built}"
     );
-    let verified = run(&mut workspace.verify(repo));
+    let verified = run(&mut workspace.verify(&workspace.repo));
     assert!(
         verified.contains("1 packages, 1 versions, 7 artifacts"),
         "{verified}"

@@ -1,0 +1,14 @@
+//! Debian binary packages as the source of a manifest's version and
+//! dependencies: control data (`control`), versions and their semver
+//! mapping (`version`), relationship fields (`relation`).
+
+mod control;
+mod relation;
+mod version;
+
+pub use control::{Control, ControlError};
+pub use relation::{parse_relations, Alternatives, Operator, Relation, RelationError};
+pub use version::{DebianVersion, VersionError};
+
+#[cfg(test)]
+mod tests;
