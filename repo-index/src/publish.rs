@@ -92,6 +92,30 @@ struct Current {
     etag: Option<Etag>,
 }
 
+/// A version to add: which, what it depends on in the repository and on
+/// the system, and the package's summary (kept from before when `None`).
+#[derive(Debug, Clone)]
+pub struct NewVersion {
+    pub name: PackageName,
+    pub version: semver::Version,
+    pub depends: Vec<Dependency>,
+    pub system_requires: Vec<String>,
+    pub summary: Option<String>,
+}
+
+impl NewVersion {
+    /// `version` of `name`, with no dependencies and no summary.
+    pub fn new(name: &PackageName, version: &semver::Version) -> NewVersion {
+        NewVersion {
+            name: name.clone(),
+            version: version.clone(),
+            depends: Vec::new(),
+            system_requires: Vec::new(),
+            summary: None,
+        }
+    }
+}
+
 /// An artifact to add: a file, the targets it serves if it is device code
 /// that does not say so itself, and the component of device code it is.
 #[derive(Debug, Clone)]
@@ -209,17 +233,15 @@ impl Repo {
         Ok(Some(reader.finish().0))
     }
 
-    /// Adds version `version` of `name` with `artifacts` and publishes a new
-    /// root signed with `key` (unsigned when `None`).
+    /// Adds `new` with `artifacts` and publishes a new root signed with
+    /// `key` (unsigned when `None`).
     pub fn add(
         &self,
-        name: &PackageName,
-        version: &semver::Version,
-        depends: Vec<Dependency>,
+        new: &NewVersion,
         artifacts: &[NewArtifact],
-        summary: Option<String>,
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
+        let (name, version) = (&new.name, &new.version);
         let current = self.current()?;
         if let Some(root) = &current.root {
             self.refuse_published(root, name, version)?;
@@ -241,12 +263,13 @@ impl Repo {
             });
             shard.versions.push(VersionEntry {
                 version: version.clone(),
-                depends: depends.clone(),
+                depends: new.depends.clone(),
+                system_requires: new.system_requires.clone(),
                 artifacts: entries.clone(),
             });
             shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
             let previous_summary = root.packages.get(name).map(|p| p.summary.clone());
-            let summary = summary.clone().or(previous_summary).unwrap_or_default();
+            let summary = new.summary.clone().or(previous_summary).unwrap_or_default();
             self.publish_shard(root, shard, summary)
         })
     }

@@ -69,6 +69,15 @@ pub struct VersionEntry {
     pub version: semver::Version,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends: Vec<Dependency>,
+    /// What the version needs from the system, outside the repository
+    /// (`libc6 (>= 2.38)`, as its distribution states it): shown, never
+    /// installed.
+    #[serde(
+        rename = "system-requires",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub system_requires: Vec<String>,
     #[serde(default)]
     pub artifacts: Vec<Artifact>,
 }
@@ -358,6 +367,29 @@ mod tests {
     }
 
     #[test]
+    fn system_requirements_are_written_only_when_present_and_read_back() {
+        let mut shard = Shard {
+            name: "rocm-solver".parse().unwrap(),
+            versions: vec![VersionEntry {
+                version: "5.5.1+deb.7".parse().unwrap(),
+                depends: vec!["rocm-blas >=5.5.1".parse().unwrap()],
+                system_requires: Vec::new(),
+                artifacts: vec![tree(3, Some(2048))],
+            }],
+        };
+        let text = shard.to_toml().unwrap();
+        assert!(!text.contains("system-requires"), "{text}");
+        shard.versions[0].system_requires =
+            vec!["libc6 (>= 2.38)".into(), "libfmt10 (>= 10.1.1+ds1)".into()];
+        let text = shard.to_toml().unwrap();
+        assert!(
+            text.contains(r#"system-requires = ["libc6 (>= 2.38)", "libfmt10 (>= 10.1.1+ds1)"]"#),
+            "{text}"
+        );
+        assert_eq!(Shard::parse("shard", &text).unwrap(), shard);
+    }
+
+    #[test]
     fn unpacked_size_is_written_only_when_known_and_read_back() {
         let declared = tree(3, Some(2048));
         let shard = Shard {
@@ -365,6 +397,7 @@ mod tests {
             versions: vec![VersionEntry {
                 version: semver::Version::new(1, 0, 0),
                 depends: Vec::new(),
+                system_requires: Vec::new(),
                 artifacts: vec![declared.clone(), tree(3, None)],
             }],
         };

@@ -377,7 +377,7 @@ fn add_marks_device_trees_with_their_component() {
 /// archive and the Tensile payload, and nothing for other targets.
 #[test]
 fn a_mirror_for_a_target_keeps_each_component_of_it() {
-    use kpack_repo_index::publish::{NewArtifact, Repo};
+    use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
     let workspace = Workspace::new();
     let inputs = &workspace.inputs;
     let tensile = |target: &str| NewArtifact {
@@ -401,9 +401,10 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
     Repo::open(&workspace.repo)
         .unwrap()
         .add(
-            &"rocm-blas".parse().unwrap(),
-            &semver::Version::new(5, 5, 1),
-            vec![],
+            &NewVersion::new(
+                &"rocm-blas".parse().unwrap(),
+                &semver::Version::new(5, 5, 1),
+            ),
             &[
                 kernels(host_tree(inputs)),
                 kernels(archive(inputs, "gfx90a", &["gfx90a:xnack-"])),
@@ -411,7 +412,6 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
                 tensile("gfx90a"),
                 tensile("gfx1100"),
             ],
-            None,
             Some(&key),
         )
         .unwrap();

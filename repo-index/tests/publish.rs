@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use fs_err as fs;
-use kpack_repo_index::publish::{NewArtifact, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Component, RootIndex, Timestamp};
@@ -229,16 +229,16 @@ fn published_files_never_change() {
     // Same name, different bytes, same version: refused.
     let error = repo
         .add(
-            &"rocm-rand".parse().unwrap(),
-            &semver::Version::new(5, 3, 3),
-            vec![],
+            &NewVersion::new(
+                &"rocm-rand".parse().unwrap(),
+                &semver::Version::new(5, 3, 3),
+            ),
             &[NewArtifact {
                 file: archive(&inputs, "gfx1030", &["gfx1030"]),
                 targets: None,
                 component: None,
                 unpacked_size: None,
             }],
-            None,
             Some(&fixture.key),
         )
         .unwrap_err();
@@ -261,16 +261,13 @@ fn concurrent_writers_both_publish() {
                 let key = SecretKey::load(&key_path, None).unwrap();
                 let repo = Repo::open(&repo_dir).unwrap();
                 repo.add(
-                    &name.parse().unwrap(),
-                    &semver::Version::new(6, 0, 0),
-                    vec![],
+                    &NewVersion::new(&name.parse().unwrap(), &semver::Version::new(6, 0, 0)),
                     &[NewArtifact {
                         file,
                         targets: None,
                         component: None,
                         unpacked_size: None,
                     }],
-                    None,
                     Some(&key),
                 )
                 .unwrap();
@@ -302,11 +299,8 @@ fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
     let name = "rocm-blas".parse().unwrap();
     let error = repo
         .add(
-            &name,
-            &semver::Version::new(5, 5, 1),
-            vec![],
+            &NewVersion::new(&name, &semver::Version::new(5, 5, 1)),
             &[new(host_tree(&inputs), None, Some(&tensile))],
-            None,
             None,
         )
         .unwrap_err()
@@ -323,9 +317,7 @@ fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
         b"tuning",
     );
     repo.add(
-        &name,
-        &semver::Version::new(5, 5, 1),
-        vec![],
+        &NewVersion::new(&name, &semver::Version::new(5, 5, 1)),
         &[
             new(host_tree(&inputs), None, None),
             // The default is left unsaid.
@@ -336,7 +328,6 @@ fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
             ),
             new(payload, Some("gfx1100"), Some(&tensile)),
         ],
-        None,
         None,
     )
     .unwrap();

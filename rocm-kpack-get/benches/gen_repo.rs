@@ -147,6 +147,7 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
         entries.push(VersionEntry {
             version,
             depends,
+            system_requires: Vec::new(),
             artifacts,
         });
     }

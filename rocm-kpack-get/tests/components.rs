@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::server::TestServer;
 use common::{pool_gets, snapshot, success, Env};
-use kpack_repo_index::publish::{NewArtifact, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
 use kpack_repo_index::sign::{keygen, SecretKey};
 use kpack_repo_index::Component;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
@@ -95,9 +95,14 @@ fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
     Repo::open(&repo)
         .unwrap()
         .add(
-            &"rocm-blas".parse().unwrap(),
-            &semver::Version::new(5, 5, 1),
-            vec![],
+            &NewVersion {
+                depends: vec![],
+                summary: Some("ROCm BLAS".into()),
+                ..NewVersion::new(
+                    &"rocm-blas".parse().unwrap(),
+                    &semver::Version::new(5, 5, 1),
+                )
+            },
             &[
                 plain(tree(
                     &inputs,
@@ -109,7 +114,6 @@ fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
                 tensile(&inputs, "gfx1030"),
                 tensile(&inputs, "gfx90a"),
             ],
-            Some("ROCm BLAS".into()),
             Some(&SecretKey::load(&secret, None).unwrap()),
         )
         .unwrap();

@@ -11,7 +11,7 @@ use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use serde::Deserialize;
 
-use kpack_repo_index::publish::{NewArtifact, PublishError, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishError, Repo};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::{Dependency, InvalidValue, Listed, PackageName};
@@ -152,11 +152,12 @@ pub fn build(
     let artifacts = pack_artifacts(manifest, &split, &report, work.path())?;
     let package = &manifest.package;
     let root = repo.add(
-        &package.name,
-        &package.version,
-        package.depends.clone(),
+        &NewVersion {
+            depends: package.depends.clone(),
+            summary: package.summary.clone(),
+            ..NewVersion::new(&package.name, &package.version)
+        },
         &artifacts,
-        package.summary.clone(),
         key,
     )?;
     Ok(root)

@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use kpack_repo_index::fetch::Source;
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
-use kpack_repo_index::publish::{NewArtifact, PublishOptions, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
 use kpack_repo_index::store::{Location, S3Options, Store};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
@@ -339,14 +339,14 @@ fn add_command(
             }
         })
         .collect();
-    let root = storage.open(&repo)?.add(
-        &package,
-        &version,
+    let new = NewVersion {
+        name: package.clone(),
+        version: version.clone(),
         depends,
-        &artifacts,
+        system_requires: Vec::new(),
         summary,
-        key.as_ref(),
-    )?;
+    };
+    let root = storage.open(&repo)?.add(&new, &artifacts, key.as_ref())?;
     println!(
         "published {package} {version} in {repo} (repo {} version {}{})",
         root.repo.name,
