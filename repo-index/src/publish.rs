@@ -116,6 +116,20 @@ impl NewVersion {
     }
 }
 
+/// A version whose artifacts are in the pool, ready to publish.
+#[derive(Debug, Clone)]
+pub struct Staged {
+    pub new: NewVersion,
+    artifacts: Vec<Artifact>,
+}
+
+impl Staged {
+    /// Bytes of its artifacts.
+    pub fn bytes(&self) -> u64 {
+        self.artifacts.iter().map(|a| a.size).sum()
+    }
+}
+
 /// An artifact to add: a file, the targets it serves if it is device code
 /// that does not say so itself, and the component of device code it is.
 #[derive(Debug, Clone)]
@@ -241,36 +255,84 @@ impl Repo {
         artifacts: &[NewArtifact],
         key: Option<&SecretKey>,
     ) -> Result<RootIndex, PublishError> {
-        let (name, version) = (&new.name, &new.version);
         let current = self.current()?;
         if let Some(root) = &current.root {
-            self.refuse_published(root, name, version)?;
+            self.refuse_published(root, &new.name, &new.version)?;
         }
+        let staged = self.stage(new, artifacts)?;
+        self.commit_staged(Some(current), std::slice::from_ref(&staged), key)
+    }
+
+    /// Writes `new`'s artifacts into the pool without publishing it: the
+    /// first half of [`Repo::add`], for publishers that add several
+    /// versions in one root update ([`Repo::add_staged`]).
+    pub fn stage(
+        &self,
+        new: &NewVersion,
+        artifacts: &[NewArtifact],
+    ) -> Result<Staged, PublishError> {
         // In one order for every publisher, so that of two racing with
         // different bytes the loser stops at its first file.
         let mut order: Vec<usize> = (0..artifacts.len()).collect();
         order.sort_by_key(|&i| artifacts[i].file.file_name());
         let mut entries = vec![None; artifacts.len()];
         for i in order {
-            entries[i] = Some(self.add_artifact(name, version, &artifacts[i])?);
+            entries[i] = Some(self.add_artifact(&new.name, &new.version, &artifacts[i])?);
         }
-        let entries: Vec<Artifact> = entries.into_iter().flatten().collect();
-        self.commit(Some(current), key, |root| {
-            self.refuse_published(root, name, version)?;
-            let mut shard = self.shard(root, name)?.unwrap_or_else(|| Shard {
-                name: name.clone(),
-                versions: Vec::new(),
-            });
-            shard.versions.push(VersionEntry {
-                version: version.clone(),
-                depends: new.depends.clone(),
-                system_requires: new.system_requires.clone(),
-                artifacts: entries.clone(),
-            });
-            shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
-            let previous_summary = root.packages.get(name).map(|p| p.summary.clone());
-            let summary = new.summary.clone().or(previous_summary).unwrap_or_default();
-            self.publish_shard(root, shard, summary)
+        Ok(Staged {
+            new: new.clone(),
+            artifacts: entries.into_iter().flatten().collect(),
+        })
+    }
+
+    /// Publishes every staged version in one new root signed with `key`;
+    /// none is published if any already is.
+    pub fn add_staged(
+        &self,
+        staged: &[Staged],
+        key: Option<&SecretKey>,
+    ) -> Result<RootIndex, PublishError> {
+        self.commit_staged(None, staged, key)
+    }
+
+    fn commit_staged(
+        &self,
+        first: Option<Current>,
+        staged: &[Staged],
+        key: Option<&SecretKey>,
+    ) -> Result<RootIndex, PublishError> {
+        self.commit(first, key, |root| {
+            let mut by_name: BTreeMap<&PackageName, Vec<&Staged>> = BTreeMap::new();
+            for one in staged {
+                self.refuse_published(root, &one.new.name, &one.new.version)?;
+                by_name.entry(&one.new.name).or_default().push(one);
+            }
+            for (name, versions) in by_name {
+                let mut shard = self.shard(root, name)?.unwrap_or_else(|| Shard {
+                    name: name.clone(),
+                    versions: Vec::new(),
+                });
+                let mut summary = root.packages.get(name).map(|p| p.summary.clone());
+                for one in versions {
+                    let new = &one.new;
+                    if shard.versions.iter().any(|v| v.version == new.version) {
+                        return Err(PublishError::VersionExists {
+                            name: name.clone(),
+                            version: new.version.clone(),
+                        });
+                    }
+                    shard.versions.push(VersionEntry {
+                        version: new.version.clone(),
+                        depends: new.depends.clone(),
+                        system_requires: new.system_requires.clone(),
+                        artifacts: one.artifacts.clone(),
+                    });
+                    summary = new.summary.clone().or(summary);
+                }
+                shard.versions.sort_by(|a, b| a.version.cmp(&b.version));
+                self.publish_shard(root, shard, summary.unwrap_or_default())?;
+            }
+            Ok(())
         })
     }
 

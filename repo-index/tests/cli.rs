@@ -294,8 +294,10 @@ fn build_and_verify_rocm_rand(workspace: &Workspace, program: &Path) {
     let built = run(Command::new(program)
         .args(template.get_args())
         .env_remove("KPACK_REPO_PASSWORD"));
+    assert!(built.contains("built rocm-rand 5.3.3: "), "{built}");
     assert!(
-        built.contains("built and published rocm-rand 5.3.3"),
+        built.contains("published 1 packages (")
+            && built.contains(" as one root update (repo version 1, signed)"),
         "{built}"
     );
     let verified = run(&mut workspace.verify(&workspace.repo));

@@ -5,7 +5,8 @@
 use std::process::Output;
 
 /// Exit code, stdout and stderr; each `(text, placeholder)` of `masks`
-/// replaced, then every `YYYY-MM-DDTHH:MM:SSZ` time by `<TIME>`.
+/// replaced, then every `YYYY-MM-DDTHH:MM:SSZ` time by `<TIME>` and every
+/// `N.N s` duration by `<SECONDS> s`.
 pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
     let mut text = format!(
         "exit: {}\n--- stdout\n{}--- stderr\n{}",
@@ -16,7 +17,36 @@ pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
     for (from, to) in masks {
         text = text.replace(from, to);
     }
-    mask_times(&text)
+    mask_durations(&mask_times(&text))
+}
+
+/// Replaces every duration in seconds with a decimal point (`1.2 s`) with
+/// `<SECONDS> s`.
+pub fn mask_durations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" s") {
+        let (before, after) = rest.split_at(at);
+        let number = before.len()
+            - before
+                .bytes()
+                .rev()
+                .take_while(|b| b.is_ascii_digit() || *b == b'.')
+                .count();
+        let duration = &before[number..];
+        let ends = !after[2..].starts_with(|c: char| c.is_alphanumeric());
+        let whole = number == 0 || !before[..number].ends_with(|c: char| c.is_alphanumeric());
+        if ends && whole && duration.contains('.') && !duration.starts_with('.') {
+            out.push_str(&before[..number]);
+            out.push_str("<SECONDS>");
+        } else {
+            out.push_str(before);
+        }
+        out.push_str(" s");
+        rest = &after[2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Replaces every `YYYY-MM-DDTHH:MM:SSZ` time with `<TIME>`.
@@ -51,6 +81,14 @@ mod tests {
         assert_eq!(
             super::mask_times("expires 2026-12-23T13:43:42Z) é 2026-12-23"),
             "expires <TIME>) é 2026-12-23"
+        );
+    }
+
+    #[test]
+    fn durations_are_masked_and_other_numbers_kept() {
+        assert_eq!(
+            super::mask_durations("built in 1.25 s, 3 s, v1.2 s; 10.5 MiB; 0.3 seconds"),
+            "built in <SECONDS> s, 3 s, v1.2 s; 10.5 MiB; 0.3 seconds"
         );
     }
 }

@@ -1,21 +1,24 @@
-//! Package manifests (`manifests/*.toml`, documented in
-//! manifests/README.md) and `kpack-repo build`: unpack a real package, map
-//! its files into a prefix, split it with the packer, publish the result.
+//! Package manifests (`manifests/**/*.toml`, documented in
+//! manifests/README.md): which `.deb` files make a package, where their
+//! files go in the prefix, and how its device code is grouped. A manifest
+//! states its version and dependencies, or takes them from the packages'
+//! control data through its set's name table (`names.toml`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fs_err as fs;
-use kpack_packer::archive::Grouping;
-use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use serde::Deserialize;
 
-use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishError, Repo};
-use kpack_repo_index::schema::RootIndex;
-use kpack_repo_index::sign::SecretKey;
-use kpack_repo_index::types::{Dependency, InvalidValue, Listed, PackageName};
-use kpack_repo_index::unpacked::CountingWriter;
+use kpack_repo_index::debian::{Control, NameTable};
+use kpack_repo_index::publish::NewVersion;
+use kpack_repo_index::types::{Dependency, PackageName};
+
+use super::build::BuildError;
+
+/// The name table's file in a manifest set's directory.
+pub const NAME_TABLE: &str = "names.toml";
 
 /// A manifest.
 #[derive(Debug, Clone, Deserialize)]
@@ -31,21 +34,43 @@ pub struct Manifest {
 #[serde(deny_unknown_fields)]
 pub struct ManifestPackage {
     pub name: PackageName,
-    pub version: semver::Version,
+    /// Default: the first package's Debian version, mapped to semver.
+    #[serde(default)]
+    pub version: Option<semver::Version>,
     #[serde(default)]
     pub summary: Option<String>,
+    /// Default: the packages' Debian dependencies, mapped through the
+    /// name table.
     #[serde(default)]
-    pub depends: Vec<Dependency>,
+    pub depends: Option<Vec<Dependency>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
-    /// A Debian package file name.
-    pub debian: String,
+    /// Debian package files, by name or glob (`librocblas0_*_amd64.deb`),
+    /// looked up in the sources directory.
+    pub debian: Patterns,
     /// Package directory -> prefix directory.
     #[serde(default)]
     pub map: BTreeMap<String, String>,
+}
+
+/// One file name or glob, or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Patterns {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Patterns {
+    fn all(&self) -> &[String] {
+        match self {
+            Patterns::One(one) => std::slice::from_ref(one),
+            Patterns::Many(many) => many,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -78,31 +103,23 @@ pub enum GroupBy {
     Family,
 }
 
-/// Why a manifest cannot be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BuildError {
-    #[error("{}: {message}", path.display())]
-    Manifest { path: PathBuf, message: String },
-    /// A file-system call failed; the error names the path.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error("cannot make a working directory")]
-    WorkDir(#[source] std::io::Error),
-    #[error("cannot run dpkg-deb")]
-    Dpkg(#[source] std::io::Error),
-    /// Packing a file or directory into a tree artifact (tar and zstd's
-    /// errors need not name it).
-    #[error("cannot pack {} into a tree", path.display())]
-    Tree {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Pack(#[from] kpack_packer::Error),
-    #[error(transparent)]
-    Publish(#[from] PublishError),
+/// A manifest set's name table file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameTableFile {
+    /// Debian package (or virtual package) -> repository package.
+    debian: BTreeMap<String, PackageName>,
+}
+
+/// A manifest with its `.deb` files found and its version and
+/// dependencies settled: what to build and what to publish.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub path: PathBuf,
+    pub manifest: Manifest,
+    /// The packages, in the manifest's order.
+    pub debs: Vec<PathBuf>,
+    pub new: NewVersion,
 }
 
 impl Manifest {
@@ -126,230 +143,183 @@ impl Manifest {
     }
 }
 
-/// Builds `manifest` from the package in `sources` and publishes it to the
-/// repository `repo`, signed with `key` if given: a host tree, one
-/// archive per processor (or family), and one payload per processor and
-/// kernel database (a component of its own, e.g. `tensile`).
-pub fn build(
-    manifest: &Manifest,
-    sources: &Path,
-    repo: &Repo,
-    key: Option<&SecretKey>,
-) -> Result<RootIndex, BuildError> {
-    let work = tempfile::tempdir().map_err(BuildError::WorkDir)?;
-    let prefix = unpack(manifest, sources, work.path())?;
-    let split = work.path().join("split");
-    let grouping = match manifest.pack.group_by {
-        GroupBy::Processor => Grouping::Processor,
-        GroupBy::Family => Grouping::Family,
-    };
-    let options = TreeOptions {
-        grouping,
-        payload_dir: Some(work.path().join("payloads")),
-        ..TreeOptions::new(&manifest.pack.group)
-    };
-    let report = split_tree_with(&prefix, &split, &options)?;
-    let artifacts = pack_artifacts(manifest, &split, &report, work.path())?;
-    let package = &manifest.package;
-    let root = repo.add(
-        &NewVersion {
-            depends: package.depends.clone(),
-            summary: package.summary.clone(),
-            ..NewVersion::new(&package.name, &package.version)
-        },
-        &artifacts,
-        key,
-    )?;
-    Ok(root)
+/// The name table of the manifest set in `dir`, empty when it has none.
+pub fn load_name_table(dir: &Path) -> Result<NameTable, BuildError> {
+    let path = dir.join(NAME_TABLE);
+    if !path.exists() {
+        return Ok(NameTable::default());
+    }
+    let text = fs::read_to_string(&path)?;
+    let file: NameTableFile = toml::from_str(&text).map_err(|e| BuildError::Manifest {
+        path: path.clone(),
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    Ok(NameTable(file.debian))
 }
 
-/// The package's files, unpacked with `dpkg-deb` and mapped into a prefix
-/// under `work`.
-fn unpack(manifest: &Manifest, sources: &Path, work: &Path) -> Result<PathBuf, BuildError> {
-    let deb = sources.join(&manifest.source.debian);
-    let unpacked = work.join("unpacked");
+/// The manifests `paths` name: files as given, and every `*.toml` of a
+/// directory but its name table, sorted.
+pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BuildError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = fs::read_dir(path)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        found.retain(|p| {
+            p.extension().is_some_and(|e| e == "toml")
+                && p.file_name().is_some_and(|n| n != NAME_TABLE)
+        });
+        if found.is_empty() {
+            return Err(BuildError::Manifest {
+                path: path.clone(),
+                message: "no manifests (*.toml) here".into(),
+            });
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+/// Loads the manifest at `path` and settles it against the packages in
+/// `sources` (the manifest's directory when `None`), with the name table
+/// of the manifest's set.
+pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, BuildError> {
+    let manifest = Manifest::load(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let table = load_name_table(dir)?;
+    let sources = sources.unwrap_or(dir);
+    let bad = |message: String| BuildError::Manifest {
+        path: path.to_owned(),
+        message,
+    };
+    let mut debs = Vec::new();
+    for pattern in manifest.source.debian.all() {
+        debs.extend(find_debs(path, sources, pattern)?);
+    }
+    let name = &manifest.package.name;
+    let mut mapped = Vec::new();
+    let mut system_requires: Vec<String> = Vec::new();
+    let mut first_version = None;
+    for (deb, control) in &debs {
+        let package = control.package().map_err(|e| control_error(deb, e))?;
+        if let Some(ours) = table.0.get(package).filter(|ours| *ours != name) {
+            return Err(bad(format!(
+                "{} is {package}, which {NAME_TABLE} maps to {ours}, not {name}",
+                deb.display()
+            )));
+        }
+        let version = control.version().map_err(|e| control_error(deb, e))?;
+        first_version.get_or_insert(version);
+        let depends = control.depends().map_err(|e| control_error(deb, e))?;
+        let debian = table.map(&depends).map_err(|e| BuildError::Manifest {
+            path: deb.clone(),
+            message: format!("control field Depends: {e}"),
+        })?;
+        for dependency in debian.depends {
+            // The packages of one manifest need not depend on each other.
+            if &dependency.name != name && !mapped.contains(&dependency) {
+                mapped.push(dependency);
+            }
+        }
+        for requirement in debian.system {
+            if !system_requires.contains(&requirement) {
+                system_requires.push(requirement);
+            }
+        }
+    }
+    let version = match (&manifest.package.version, first_version) {
+        (Some(version), _) => version.clone(),
+        (None, Some(debian)) => debian
+            .to_semver()
+            .map_err(|e| bad(format!("its package's version: {e}")))?,
+        (None, None) => return Err(bad("no version: state one or name a .deb".into())),
+    };
+    let new = NewVersion {
+        depends: manifest.package.depends.clone().unwrap_or(mapped),
+        system_requires,
+        summary: manifest.package.summary.clone(),
+        ..NewVersion::new(name, &version)
+    };
+    Ok(Resolved {
+        path: path.to_owned(),
+        debs: debs.into_iter().map(|(deb, _)| deb).collect(),
+        manifest,
+        new,
+    })
+}
+
+fn control_error(deb: &Path, error: impl std::fmt::Display) -> BuildError {
+    BuildError::Manifest {
+        path: deb.to_owned(),
+        message: error.to_string(),
+    }
+}
+
+/// The `.deb` files in `sources` that `pattern` matches, with their
+/// control data: of several versions of one package, the newest.
+fn find_debs(
+    manifest: &Path,
+    sources: &Path,
+    pattern: &str,
+) -> Result<Vec<(PathBuf, Control)>, BuildError> {
+    let glob = glob::Pattern::new(pattern).map_err(|e| BuildError::Manifest {
+        path: manifest.to_owned(),
+        message: format!("source.debian: {pattern:?}: {e}"),
+    })?;
+    let mut names: Vec<String> = fs::read_dir(sources)?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    names.retain(|name| glob.matches(name));
+    names.sort();
+    let mut newest: BTreeMap<String, (PathBuf, Control, semver::Version)> = BTreeMap::new();
+    for name in names {
+        let deb = sources.join(name);
+        let control = read_control(&deb)?;
+        let package = control.package().map_err(|e| control_error(&deb, e))?;
+        let version = control
+            .version()
+            .and_then(|v| {
+                v.to_semver()
+                    .map_err(kpack_repo_index::debian::ControlError::Version)
+            })
+            .map_err(|e| control_error(&deb, e))?;
+        let newer = newest.get(package).is_none_or(|(_, _, v)| version > *v);
+        if newer {
+            newest.insert(package.to_owned(), (deb, control, version));
+        }
+    }
+    if newest.is_empty() {
+        return Err(BuildError::Manifest {
+            path: manifest.to_owned(),
+            message: format!(
+                "source.debian: no file in {} matches {pattern:?}",
+                sources.display()
+            ),
+        });
+    }
+    Ok(newest.into_values().map(|(deb, c, _)| (deb, c)).collect())
+}
+
+/// A `.deb`'s control data, as `dpkg-deb -f` prints it.
+fn read_control(deb: &Path) -> Result<Control, BuildError> {
     let output = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(&deb)
-        .arg(&unpacked)
+        .arg("-f")
+        .arg(deb)
         .output()
         .map_err(BuildError::Dpkg)?;
     if !output.status.success() {
         return Err(BuildError::Manifest {
-            path: deb,
+            path: deb.to_owned(),
             message: format!(
-                "dpkg-deb cannot unpack it: {}",
+                "dpkg-deb cannot read its control data: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             ),
         });
     }
-    let prefix = work.join("prefix");
-    fs::create_dir_all(&prefix)?;
-    let map = &manifest.source.map;
-    for (from, to) in map {
-        let (source, destination) = (unpacked.join(from), prefix.join(to));
-        // A whole directory no other mapping reads from is moved, not
-        // copied (a package's gigabytes of kernels need not be written twice).
-        let shared = map
-            .keys()
-            .any(|other| other != from && Path::new(other).starts_with(from));
-        if !shared && !destination.exists() {
-            if let Some(parent) = destination.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            fs::rename(&source, &destination)?;
-        } else {
-            copy_tree(&source, &destination)?;
-        }
-    }
-    Ok(prefix)
-}
-
-/// The artifacts of a split: the host tree, each archive, and each
-/// database payload packed as a tree (`<name>-<processor>-<component>`),
-/// listed for its processor.
-fn pack_artifacts(
-    manifest: &Manifest,
-    split: &Path,
-    report: &TreeReport,
-    work: &Path,
-) -> Result<Vec<NewArtifact>, BuildError> {
-    let package = &manifest.package;
-    let host = work.join(format!("{}-{}-host.tar.zst", package.name, package.version));
-    let unpacked_size = write_tree(split, &host, TreeCompression::Host)?;
-    let mut artifacts = vec![NewArtifact {
-        file: host,
-        targets: None,
-        component: None,
-        unpacked_size: Some(unpacked_size),
-    }];
-    for archive in &report.archives {
-        artifacts.push(NewArtifact {
-            file: archive.path.clone(),
-            targets: None,
-            component: None,
-            unpacked_size: None,
-        });
-    }
-    for payload in &report.payloads {
-        let file = work.join(format!(
-            "{}-{}-{}.tar.zst",
-            package.name, payload.processor, payload.component
-        ));
-        let unpacked_size = write_tree(&payload.dir, &file, TreeCompression::Databases)?;
-        let component =
-            payload
-                .component
-                .parse()
-                .map_err(|e: InvalidValue| BuildError::Manifest {
-                    path: payload.dir.clone(),
-                    message: e.to_string(),
-                })?;
-        artifacts.push(NewArtifact {
-            file,
-            targets: Some(vec![Listed::Target(payload.processor.clone())]),
-            component: Some(component),
-            unpacked_size: Some(unpacked_size),
-        });
-    }
-    Ok(artifacts)
-}
-
-/// Copies the tree at `from` into `to`, keeping symlinks.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
-    fs::create_dir_all(to)?;
-    let mut entries: Vec<_> = fs::read_dir(from)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let source = entry.path();
-        let destination = to.join(entry.file_name());
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            fs::os::unix::fs::symlink(fs::read_link(&source)?, &destination)?;
-        } else if kind.is_dir() {
-            copy_tree(&source, &destination)?;
-        } else {
-            fs::copy(&source, &destination)?;
-        }
-    }
-    Ok(())
-}
-
-/// How a tree artifact is compressed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TreeCompression {
-    /// A host tree: zstd level 10, fast to make.
-    Host,
-    /// A kernel database payload: large files that repeat themselves far
-    /// apart, so level 13 with long-distance matching over a 128 MiB window
-    /// (what a decoder accepts without being told) on every core, still
-    /// fast to decompress. On Debian's rocBLAS (1.7 GB of Tensile files,
-    /// two cores): 20 s for 51 MB; level 15 saves 4% in twice the time,
-    /// level 19 another 5% in ten times.
-    Databases,
-}
-
-impl TreeCompression {
-    fn encoder<W: std::io::Write>(self, out: W) -> std::io::Result<zstd::Encoder<'static, W>> {
-        match self {
-            TreeCompression::Host => zstd::Encoder::new(out, 10),
-            TreeCompression::Databases => {
-                let mut encoder = zstd::Encoder::new(out, 13)?;
-                encoder.long_distance_matching(true)?;
-                encoder.window_log(27)?;
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                encoder.multithread(u32::try_from(cores).unwrap_or(1))?;
-                Ok(encoder)
-            }
-        }
-    }
-}
-
-/// A deterministic zstd tar of the tree at `root` (relative paths, sorted,
-/// no owners or times), without `.kpack/`; the length of the tar stream
-/// (its `unpacked-size`), counted as it goes to the encoder.
-pub fn write_tree(
-    root: &Path,
-    out: &Path,
-    compression: TreeCompression,
-) -> Result<u64, BuildError> {
-    let pack = |path: &Path, source| BuildError::Tree {
-        path: path.to_owned(),
-        source,
-    };
-    let file = fs::File::create(out)?;
-    let encoder = compression.encoder(file).map_err(|e| pack(root, e))?;
-    let mut builder = tar::Builder::new(CountingWriter::new(encoder));
-    builder.mode(tar::HeaderMode::Deterministic);
-    builder.follow_symlinks(false);
-    let mut paths = Vec::new();
-    collect(root, Path::new(""), &mut paths)?;
-    for relative in paths {
-        if relative.starts_with(KPACK_DIR) {
-            continue;
-        }
-        let path = root.join(&relative);
-        builder
-            .append_path_with_name(&path, &relative)
-            .map_err(|e| pack(&path, e))?;
-    }
-    let counted = builder.into_inner().map_err(|e| pack(root, e))?;
-    let unpacked_size = counted.count();
-    counted.into_inner().finish().map_err(|e| pack(root, e))?;
-    Ok(unpacked_size)
-}
-
-fn collect(root: &Path, relative: &Path, out: &mut Vec<PathBuf>) -> Result<(), BuildError> {
-    let dir = root.join(relative);
-    let mut entries: Vec<_> = fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let child = relative.join(entry.file_name());
-        let kind = entry.file_type()?;
-        out.push(child.clone());
-        if kind.is_dir() {
-            collect(root, &child, out)?;
-        }
-    }
-    Ok(())
+    Control::parse(&String::from_utf8_lossy(&output.stdout)).map_err(|e| control_error(deb, e))
 }

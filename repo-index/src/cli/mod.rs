@@ -2,8 +2,11 @@
 //! failed, 2 bad usage.
 #![allow(clippy::print_stdout)]
 
+mod batch;
+mod build;
 mod manifest;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,6 +14,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use batch::{build_set, BatchOptions};
+use build::{write_tree, TreeCompression};
 use kpack_repo_index::fetch::Source;
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
@@ -20,7 +25,6 @@ use kpack_repo_index::store::{Location, S3Options, Store};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::unpacked::verify_unpacked_sizes;
 use kpack_repo_index::verify::verify_repository_with;
-use manifest::{build, write_tree, Manifest, TreeCompression};
 use rocm_kpack::Target;
 
 /// Builds, signs and checks kpack repositories.
@@ -75,7 +79,8 @@ enum Command {
     /// Add a package version's artifacts (.kpack archives, .tar.zst trees)
     /// and publish.
     Add(AddArgs),
-    /// Pack a manifest's package with the packer and publish it.
+    /// Pack manifests' packages with the packer and publish them, in one
+    /// root update; what is published already is left alone.
     Build(BuildArgs),
     /// Check every published file against its shard and publish a new
     /// root (version bumped, dates refreshed).
@@ -134,13 +139,21 @@ struct BuildArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
     repo: Location,
-    manifest: PathBuf,
-    /// Directory holding the package the manifest names (default: the
+    /// Manifests, and directories of manifests (a manifest set).
+    #[arg(required = true)]
+    manifests: Vec<PathBuf>,
+    /// Directory holding the packages the manifests name (default: each
     /// manifest's directory).
     #[arg(long)]
     sources: Option<PathBuf>,
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Manifests built at once (default: one per core).
+    #[arg(long, short = 'j', value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// No progress bars, even on a terminal.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -363,26 +376,60 @@ fn add_command(
 fn build_command(
     BuildArgs {
         repo,
-        manifest,
+        manifests,
         sources,
         key,
+        jobs,
+        no_progress,
     }: BuildArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
     let key = key.as_deref().map(secret).transpose()?;
-    let parsed = Manifest::load(&manifest)?;
-    let sources = sources.unwrap_or_else(|| manifest.parent().unwrap_or(Path::new(".")).to_owned());
-    let root = build(&parsed, &sources, &storage.open(&repo)?, key.as_ref())
-        .with_context(|| format!("cannot build {}", manifest.display()))?;
-    let entry = &root.packages[&parsed.package.name];
+    let set = manifest::manifest_files(&manifests)?
+        .iter()
+        .map(|path| manifest::resolve(path, sources.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let options = BatchOptions {
+        jobs: jobs.map_or(cores, usize::from),
+        progress: !no_progress && std::io::stderr().is_terminal(),
+    };
+    let opened = storage.open(&repo)?;
+    let say = |line: &str| println!("{line}");
+    let report = build_set(set, &opened, key.as_ref(), options, &say)
+        .with_context(|| format!("nothing was published to {repo}"))?;
+    let Some(root) = report.root else {
+        println!(
+            "nothing to publish: {} in {repo} already",
+            published_list(&report.published)
+        );
+        return Ok(());
+    };
+    if !report.published.is_empty() {
+        println!("left alone: {}", published_list(&report.published));
+    }
+    let bytes: u64 = report.built.iter().map(|(s, _)| s.bytes()).sum();
     println!(
-        "built and published {} {} in {repo} (repo version {}, shard {})",
-        parsed.package.name,
-        parsed.package.version,
+        "published {} packages ({:.1} MiB) in {repo} as one root update (repo version {}, {})",
+        report.built.len(),
+        bytes as f64 / 1048576.0,
         root.repo.version,
-        entry.shard_path(&parsed.package.name)
+        if key.is_some() { "signed" } else { "unsigned" }
     );
     Ok(())
+}
+
+/// `rocm-blas 5.5.1+dfsg.deb.7, ...`.
+fn published_list(published: &[manifest::Resolved]) -> String {
+    let names: Vec<String> = published
+        .iter()
+        .map(|r| format!("{} {}", r.new.name, r.new.version))
+        .collect();
+    if names.is_empty() {
+        "no packages".into()
+    } else {
+        format!("{} published", names.join(", "))
+    }
 }
 
 fn index_command(IndexArgs { repo, key }: IndexArgs, storage: &StorageArgs) -> anyhow::Result<()> {

@@ -60,6 +60,12 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
         let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
         printer.line(format!("depends: {}", depends.join(", ")));
     }
+    if !entry.system_requires.is_empty() {
+        printer.line(format!(
+            "system requires (not installed by kpack-get): {}",
+            entry.system_requires.join(", ")
+        ));
+    }
     printer.line(format!(
         "artifacts (* = chosen for {}):",
         if gpus.is_empty() {
@@ -82,6 +88,7 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
         "summary": summary,
         "versions": versions,
         "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "system-requires": entry.system_requires,
         "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "artifacts": entry.artifacts.iter().map(|a| {
             let mut artifact = artifact_json(a);
