@@ -4,6 +4,7 @@
 //!
 //! Manifests built from Debian packages read their control data with
 //! `debian`. Keys and signatures are in `sign`, writing repositories in `publish`,
+//! pruning and collecting their garbage in `tidy`,
 //! checking them in `verify` (how far trees unpack in `unpacked`), reading
 //! them from directories or HTTP in `fetch` (within the bounds of
 //! `limits`), and copying them in `mirror`. The `kpack-repo` binary
@@ -23,6 +24,8 @@ pub mod schema;
 pub mod sign;
 #[cfg(feature = "publish")]
 pub mod store;
+#[cfg(feature = "publish")]
+pub mod tidy;
 pub mod types;
 #[cfg(feature = "publish")]
 pub mod unpacked;

@@ -420,7 +420,7 @@ impl Repo {
 
     /// Writes a shard (content-addressed, so create-only and never over
     /// another) and points `root` at it.
-    fn publish_shard(
+    pub(crate) fn publish_shard(
         &self,
         root: &mut RootIndex,
         shard: Shard,
@@ -511,6 +511,16 @@ impl Repo {
             *current = root.clone();
             Ok(())
         })
+    }
+
+    /// Applies `change` to the current root and publishes the result, by
+    /// the publishing protocol.
+    pub(crate) fn commit_change(
+        &self,
+        key: Option<&SecretKey>,
+        change: impl FnMut(&mut RootIndex) -> Result<(), PublishError>,
+    ) -> Result<RootIndex, PublishError> {
+        self.commit(None, key, change)
     }
 
     /// The publishing protocol: applies `change` to the current root (an

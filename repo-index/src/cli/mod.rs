@@ -22,6 +22,7 @@ use kpack_repo_index::mirror::{mirror, Scope};
 use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Repo};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
 use kpack_repo_index::store::{Location, S3Options, Store};
+use kpack_repo_index::tidy::collect_garbage;
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::unpacked::verify_unpacked_sizes;
 use kpack_repo_index::verify::verify_repository_with;
@@ -85,6 +86,13 @@ enum Command {
     /// Check every published file against its shard and publish a new
     /// root (version bumped, dates refreshed).
     Index(IndexArgs),
+    /// Drop all but the newest N versions of each package from the index,
+    /// in one root update (files stay until `gc`).
+    Prune(PruneArgs),
+    /// Delete root copies, shards and pool files that no root a reader may
+    /// still hold pins, once older than the grace period (a dry run unless
+    /// --yes).
+    Gc(GcArgs),
     /// Sign the current root.
     Sign(SignArgs),
     /// Check signature, expiry and every pinned hash and size.
@@ -163,6 +171,51 @@ struct IndexArgs {
     repo: Location,
     #[arg(long)]
     key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
+    /// How many versions of each package to keep, newest first (versions
+    /// a kept one depends on exactly stay too).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    keep: u32,
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct GcArgs {
+    /// The repository: a directory or s3://bucket/prefix.
+    #[arg(value_parser = repository)]
+    repo: Location,
+    /// How old an unpinned file must be to go, and how long a root stays
+    /// readable after a newer one replaced it: `90s`, `30m`, `24h`, `7d`.
+    #[arg(long, value_name = "AGE", default_value = "24h", value_parser = age)]
+    grace: Duration,
+    /// Delete; without it, only say what would go.
+    #[arg(long)]
+    yes: bool,
+}
+
+/// `90s`, `30m`, `24h`, `7d`, or plain seconds.
+fn age(text: &str) -> Result<Duration, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = match &text[digits.len()..] {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?}: an age is a number with s, m, h or d")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?}: an age is a number with s, m, h or d"))
 }
 
 #[derive(Debug, Args)]
@@ -278,6 +331,8 @@ fn run(command: Command, storage: &StorageArgs) -> anyhow::Result<()> {
         Command::Add(args) => add_command(args, storage),
         Command::Build(args) => build_command(args, storage),
         Command::Index(args) => index_command(args, storage),
+        Command::Prune(args) => prune_command(args, storage),
+        Command::Gc(args) => gc_command(args, storage),
         Command::Sign(args) => sign_command(args, storage),
         Command::Verify(args) => verify_command(args, storage),
         Command::Mirror(args) => mirror_command(args, storage),
@@ -410,9 +465,9 @@ fn build_command(
     }
     let bytes: u64 = report.built.iter().map(|(s, _)| s.bytes()).sum();
     println!(
-        "published {} packages ({:.1} MiB) in {repo} as one root update (repo version {}, {})",
+        "published {} packages ({}) in {repo} as one root update (repo version {}, {})",
         report.built.len(),
-        bytes as f64 / 1048576.0,
+        mib(bytes),
         root.repo.version,
         if key.is_some() { "signed" } else { "unsigned" }
     );
@@ -437,6 +492,60 @@ fn index_command(IndexArgs { repo, key }: IndexArgs, storage: &StorageArgs) -> a
     let root = storage.open(&repo)?.reindex(key.as_ref())?;
     println!("reindexed {repo}: version {}", root.repo.version);
     Ok(())
+}
+
+fn prune_command(
+    PruneArgs { repo, keep, key }: PruneArgs,
+    storage: &StorageArgs,
+) -> anyhow::Result<()> {
+    let key = key.as_deref().map(secret).transpose()?;
+    let pruned = storage.open(&repo)?.prune(keep as usize, key.as_ref())?;
+    let Some(root) = pruned.root else {
+        println!("nothing to prune: no package in {repo} has more than {keep} versions to drop");
+        return Ok(());
+    };
+    for (name, version) in &pruned.dropped {
+        println!("  dropped {name} {version}");
+    }
+    println!(
+        "pruned {} versions from {repo} (repo version {}, {}); `kpack-repo gc` deletes their files",
+        pruned.dropped.len(),
+        root.repo.version,
+        if key.is_some() { "signed" } else { "unsigned" }
+    );
+    Ok(())
+}
+
+fn gc_command(GcArgs { repo, grace, yes }: GcArgs, storage: &StorageArgs) -> anyhow::Result<()> {
+    // Deleting needs no publishing protocol: a plain store.
+    let store = Store::open(&repo, &storage.s3())?;
+    let collected = collect_garbage(&store, grace, Timestamp::now(), yes)
+        .with_context(|| format!("cannot collect the garbage of {repo}"))?;
+    let roots: Vec<String> = collected.roots.iter().map(u64::to_string).collect();
+    println!("roots still readable: {}", roots.join(", "));
+    for object in &collected.garbage {
+        println!("  {} ({})", object.key, mib(object.size));
+    }
+    let (files, bytes) = (collected.garbage.len(), mib(collected.bytes()));
+    if yes {
+        println!("deleted {files} files ({bytes}) from {repo}");
+    } else {
+        println!("would delete {files} files ({bytes}) from {repo}; --yes deletes them");
+    }
+    if !collected.young.is_empty() {
+        let young: u64 = collected.young.iter().map(|o| o.size).sum();
+        println!(
+            "kept {} unpinned files ({}) younger than the grace period",
+            collected.young.len(),
+            mib(young)
+        );
+    }
+    Ok(())
+}
+
+/// Bytes in MiB, for reports.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
 }
 
 fn sign_command(SignArgs { repo, key }: SignArgs, storage: &StorageArgs) -> anyhow::Result<()> {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use fs_err as fs;
 
-use super::{Body, Created, Etag, StoreError, Versioned};
-use crate::types::Sha256;
+use super::{Body, Created, Etag, StoreError, StoredObject, Versioned};
+use crate::types::{Sha256, Timestamp};
 
 /// A repository directory.
 #[derive(Debug)]
@@ -90,6 +90,38 @@ impl DirStore {
         }
         kpack_fs::write_atomic(&self.path(key), bytes)?;
         Ok(Some(Etag(Sha256::of(bytes).to_string())))
+    }
+
+    /// The files under `prefix`, at any depth (symlinks are not followed).
+    pub fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, StoreError> {
+        let mut objects = Vec::new();
+        let mut pending = vec![prefix.trim_end_matches('/').to_owned()];
+        while let Some(dir) = pending.pop() {
+            let entries = match fs::read_dir(self.path(&dir)) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let key = format!("{dir}/{}", entry.file_name().to_string_lossy());
+                let metadata = fs::symlink_metadata(entry.path())?;
+                if metadata.is_dir() {
+                    pending.push(key);
+                } else if metadata.is_file() {
+                    let modified = metadata.modified()?;
+                    let modified = jiff::Timestamp::try_from(modified)
+                        .map(Timestamp)
+                        .unwrap_or_else(|_| Timestamp::now());
+                    objects.push(StoredObject {
+                        key,
+                        size: metadata.len(),
+                        modified,
+                    });
+                }
+            }
+        }
+        Ok(objects)
     }
 
     pub fn delete(&self, key: &str) -> Result<(), StoreError> {

@@ -9,6 +9,8 @@ mod s3;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::types::Timestamp;
+
 pub use dir::DirStore;
 pub use s3::{S3Options, S3Store};
 
@@ -160,6 +162,15 @@ pub enum Body<'a> {
     File(&'a Path),
 }
 
+/// An object of a store, as a listing gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub key: String,
+    pub size: u64,
+    /// When it was last written.
+    pub modified: Timestamp,
+}
+
 /// A repository store.
 #[derive(Debug)]
 pub enum Store {
@@ -257,6 +268,17 @@ impl Store {
             Store::Dir(store) => store.delete(key),
             Store::S3(store) => store.delete(key),
         }
+    }
+
+    /// Every object whose key starts with `prefix` (a directory, ending in
+    /// `/`), at any depth, sorted by key.
+    pub fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, StoreError> {
+        let mut objects = match self {
+            Store::Dir(store) => store.list(prefix)?,
+            Store::S3(store) => store.list(prefix)?,
+        };
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(objects)
     }
 
     /// Checks that the store refuses a second create-only write of one key;

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use opendal::{ErrorKind, Operator};
 
-use super::{Body, Cache, Created, Etag, StoreError, Versioned};
+use super::{Body, Cache, Created, Etag, StoreError, StoredObject, Versioned};
+use crate::types::Timestamp;
 
 /// Files above this size go up as multipart uploads, in parts of it.
 pub const DEFAULT_PART_SIZE: usize = 8 << 20;
@@ -254,6 +255,35 @@ impl S3Store {
             .block_on(write.into_future())
             .map(drop)
             .map_err(self.error(key))
+    }
+
+    /// The objects under `prefix`, at any depth.
+    pub fn list(&self, prefix: &str) -> Result<Vec<StoredObject>, StoreError> {
+        let listed = self
+            .runtime
+            .block_on(
+                self.operator
+                    .list_with(prefix)
+                    .recursive(true)
+                    .into_future(),
+            )
+            .map_err(self.error(prefix))?;
+        let mut objects = Vec::new();
+        for entry in listed {
+            let metadata = entry.metadata();
+            if !metadata.is_file() {
+                continue;
+            }
+            let modified = metadata
+                .last_modified()
+                .map_or_else(Timestamp::now, |t| Timestamp(t.into()));
+            objects.push(StoredObject {
+                key: entry.path().to_owned(),
+                size: metadata.content_length(),
+                modified,
+            });
+        }
+        Ok(objects)
     }
 
     pub fn delete(&self, key: &str) -> Result<(), StoreError> {
