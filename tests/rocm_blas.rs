@@ -6,10 +6,12 @@
 //! installed tree is the original one restricted to that GPU.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "fat.rs"]
+mod fat;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_packer::bundle::build::offload_bundle;
 use kpack_test_support::chain::{
     kpack_repo_exe, load_installed, pool_gets, snapshot, success, Env,
 };
@@ -48,49 +50,14 @@ fn code_object(target: &str) -> Vec<u8> {
     contents(&format!("rocblas code for {target}"), 6000)
 }
 
-/// A shared library whose `.hip_fatbin` holds one bundle with a code object
-/// for each of [`CODE_TARGETS`], and one wrapper pointing at it that its
-/// constructor registers with the HIP runtime, as a HIP library does.
+/// The fat `librocblas.so.0.1`: a code object for each of
+/// [`CODE_TARGETS`].
 fn fat_library(work: &Path, library: &Path) {
     let codes: Vec<(String, Vec<u8>)> = CODE_TARGETS
         .iter()
-        .map(|t| (format!("hipv4-amdgcn-amd-amdhsa--{t}"), code_object(t)))
+        .map(|t| (t.to_string(), code_object(t)))
         .collect();
-    let entries: Vec<(&str, &[u8])> = codes
-        .iter()
-        .map(|(triple, bytes)| (triple.as_str(), bytes.as_slice()))
-        .collect();
-    let bundle = offload_bundle(&entries);
-    let bytes: Vec<String> = bundle.iter().map(u8::to_string).collect();
-    let source = work.join("rocblas.c");
-    fs_err::write(
-        &source,
-        format!(
-            "#include <stdint.h>\n\
-             struct w {{ uint32_t m; uint32_t v; const void* p; void* r; }};\n\
-             __attribute__((section(\".hip_fatbin\"), used)) static const unsigned char b[] = {{{}}};\n\
-             __attribute__((section(\".hipFatBinSegment\"), aligned(8), used)) static struct w wr = {{ 0x48495046u, 1u, b, 0 }};\n\
-             void** __hipRegisterFatBinary(const void*);\n\
-             __attribute__((constructor)) static void register_code(void) {{ __hipRegisterFatBinary(&wr); }}\n",
-            bytes.join(",")
-        ),
-    )
-    .unwrap();
-    // Linked against a HIP runtime (`libamdhip64.so.5`, as Debian's is):
-    // the stand-in, which the test replaces when it loads the library.
-    let hip = work.join("hip");
-    fs_err::create_dir_all(&hip).unwrap();
-    let imports = ["__hipRegisterFatBinary", "__hipUnregisterFatBinary"]
-        .into_iter()
-        .map(|name| (name.to_owned(), None))
-        .collect();
-    kpack_test_support::hip::build_standin(&hip, &imports);
-    run(tool("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,librocblas.so.0", "-o"])
-        .arg(library)
-        .arg(&source)
-        .arg(format!("-L{}", hip.display()))
-        .arg("-l:libamdhip64.so.5"));
+    fat::fat_library(work, library, "librocblas.so.0", &codes);
 }
 
 /// The reduced package as a `.deb` in `sources/`; returns the package's
