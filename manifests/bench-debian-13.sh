@@ -99,7 +99,7 @@ for deb in $(for d in "${debs[@]}"; do printf '%s ' "$(basename "$d")"; done); d
 done
 EOF
 chmod +x "$work/apt-floor.sh"
-hyperfine --style basic --warmup 1 --runs 5 --export-json "$work/install.json" \
+hyperfine --style basic --warmup 1 --runs 3 --export-json "$work/install.json" \
     --prepare "rm -rf $work/timed" \
     -n "kpack-get (auto layout)" "KPACK_GET_CACHE_DIR=$work/timed/cache KPACK_GET_STATE_DIR=$work/timed/state $get --repo rocm=$url/repo/ --key $work/key.pub --prefix $work/timed/prefix --target gfx1100 --no-progress install $(echo $packages)" \
     -n "kpack-get (kpack layout)" "KPACK_GET_CACHE_DIR=$work/timed/cache KPACK_GET_STATE_DIR=$work/timed/state $get --repo rocm=$url/repo/ --key $work/key.pub --prefix $work/timed/prefix --target gfx1100 --layout kpack --no-progress install $(echo $packages)" \

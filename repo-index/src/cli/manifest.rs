@@ -80,6 +80,12 @@ pub struct PackOptions {
     pub group: String,
     #[serde(rename = "group-by", default)]
     pub group_by: GroupBy,
+    /// The zstd level of each code object in the archives: published once,
+    /// downloaded by every user, so higher than the packer's default 3. On
+    /// Debian 13's rocSOLVER (1.5 GB of code objects, two cores) level 9
+    /// is 4.8% smaller in 2.4 times as long (10 s); level 12 is no smaller.
+    #[serde(default = "default_level")]
+    pub level: i32,
 }
 
 impl Default for PackOptions {
@@ -87,8 +93,13 @@ impl Default for PackOptions {
         PackOptions {
             group: default_group(),
             group_by: GroupBy::Processor,
+            level: default_level(),
         }
     }
+}
+
+fn default_level() -> i32 {
+    9
 }
 
 fn default_group() -> String {
@@ -129,6 +140,15 @@ impl Manifest {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
         })?;
+        if !(1..=22).contains(&manifest.pack.level) {
+            return Err(BuildError::Manifest {
+                path: path.to_owned(),
+                message: format!(
+                    "pack.level: {} is not a zstd level (1-22)",
+                    manifest.pack.level
+                ),
+            });
+        }
         for (from, to) in &manifest.source.map {
             for part in [from, to] {
                 if part.split('/').any(|p| p == "..") || part.starts_with('/') {
