@@ -942,3 +942,98 @@ fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
         bounded.assert_refused(path, drip.clone(), bounded.size(path), &[]);
     }
 }
+
+/// A manifest set with one manifest: rocRAND (Debian 12's) under `name`,
+/// with `extra` lines in its `[package]` table and its .deb found by
+/// `pattern`.
+fn one_manifest_set(dir: &Path, name: &str, extra: &str, pattern: &str) -> PathBuf {
+    let set = dir.join("set");
+    fs::create_dir_all(&set).unwrap();
+    fs::write(
+        set.join("names.toml"),
+        format!("[debian]\nlibrocrand1 = \"{name}\"\n"),
+    )
+    .unwrap();
+    fs::write(
+        set.join(format!("{name}.toml")),
+        format!(
+            "[package]\nname = \"{name}\"\n{extra}\n[source]\ndebian = \"{pattern}\"\n\
+             [source.map]\n\"usr/lib/x86_64-linux-gnu\" = \"lib\"\n"
+        ),
+    )
+    .unwrap();
+    set
+}
+
+fn build_set(workspace: &Workspace, set: &Path) -> Command {
+    let mut command = kpack_repo();
+    command
+        .arg("build")
+        .arg(&workspace.repo)
+        .arg(set)
+        .arg("--sources")
+        .arg(kpack_test_support::fixtures().join("debian"))
+        .arg("--key")
+        .arg(workspace.secret_key());
+    command
+}
+
+/// A set whose dependency nothing provides, or whose glob matches no
+/// .deb, is refused before anything is built, naming what and where.
+#[test]
+fn a_set_with_an_unmet_dependency_or_a_missing_deb_publishes_nothing() {
+    let workspace = Workspace::new();
+    let set = one_manifest_set(
+        workspace.dir.path(),
+        "rocm-rand",
+        "depends = [\"rocm-core >=5\"]",
+        "librocrand1_*_amd64.deb",
+    );
+    let unmet = refused(&mut build_set(&workspace, &set));
+    assert!(
+        unmet.contains("rocm-rand 5.3.3+deb.4 depends on rocm-core >=5, which neither the repository nor these manifests provide"),
+        "{unmet}"
+    );
+    assert!(!workspace.repo.exists(), "nothing written");
+
+    let other = workspace.dir.path().join("other");
+    let set = one_manifest_set(&other, "rocm-rand", "", "librocrand9_*_amd64.deb");
+    let missing = refused(&mut build_set(&workspace, &set));
+    assert!(
+        missing.contains("rocm-rand.toml: source.debian: no file in ")
+            && missing.contains("matches \"librocrand9_*_amd64.deb\""),
+        "{missing}"
+    );
+    assert!(!workspace.repo.exists(), "nothing written");
+}
+
+/// Versions and system requirements come from the control data: Debian
+/// 12's rocRAND 5.3.3-4 is 5.3.3+deb.4, needing the system's libc6 and
+/// HIP runtime.
+#[test]
+fn a_set_takes_version_and_system_requirements_from_the_deb() {
+    let workspace = Workspace::new();
+    let set = one_manifest_set(workspace.dir.path(), "rocm-rand", "", "librocrand1_*.deb");
+    let built = run(&mut build_set(&workspace, &set));
+    assert!(built.contains("built rocm-rand 5.3.3+deb.4: "), "{built}");
+    let shard = published_shard(&workspace.repo, "rocm-rand");
+    let version = &shard.versions[0];
+    assert_eq!(version.version.to_string(), "5.3.3+deb.4");
+    assert!(version.depends.is_empty());
+    assert!(
+        version
+            .system_requires
+            .iter()
+            .any(|r| r.starts_with("libc6 (>= ")),
+        "{:?}",
+        version.system_requires
+    );
+    assert!(
+        version
+            .system_requires
+            .iter()
+            .any(|r| r.starts_with("libamdhip64-5")),
+        "{:?}",
+        version.system_requires
+    );
+}

@@ -74,21 +74,7 @@ fn unpack(resolved: &Resolved, work: &Path) -> Result<PathBuf, BuildError> {
     let manifest: &Manifest = &resolved.manifest;
     let unpacked = work.join("unpacked");
     for deb in &resolved.debs {
-        let output = Command::new("dpkg-deb")
-            .arg("-x")
-            .arg(deb)
-            .arg(&unpacked)
-            .output()
-            .map_err(BuildError::Dpkg)?;
-        if !output.status.success() {
-            return Err(BuildError::Manifest {
-                path: deb.clone(),
-                message: format!(
-                    "dpkg-deb cannot unpack it: {}",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            });
-        }
+        dpkg_deb("-x", deb, Some(&unpacked), "unpack it")?;
     }
     let prefix = work.join("prefix");
     fs::create_dir_all(&prefix)?;
@@ -110,6 +96,32 @@ fn unpack(resolved: &Resolved, work: &Path) -> Result<PathBuf, BuildError> {
         }
     }
     Ok(prefix)
+}
+
+/// Runs `dpkg-deb OPTION DEB [DIR]`; its standard output. A failure
+/// names the package and what could not be done (`what`).
+pub fn dpkg_deb(
+    option: &str,
+    deb: &Path,
+    dir: Option<&Path>,
+    what: &str,
+) -> Result<Vec<u8>, BuildError> {
+    let output = Command::new("dpkg-deb")
+        .arg(option)
+        .arg(deb)
+        .args(dir)
+        .output()
+        .map_err(BuildError::Dpkg)?;
+    if !output.status.success() {
+        return Err(BuildError::Manifest {
+            path: deb.to_owned(),
+            message: format!(
+                "dpkg-deb cannot {what}: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        });
+    }
+    Ok(output.stdout)
 }
 
 /// The artifacts of a split: the host tree, each archive, and each

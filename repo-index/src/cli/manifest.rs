@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fs_err as fs;
 use serde::Deserialize;
@@ -15,7 +14,7 @@ use kpack_repo_index::debian::{Control, NameTable};
 use kpack_repo_index::publish::NewVersion;
 use kpack_repo_index::types::{Dependency, PackageName};
 
-use super::build::BuildError;
+use super::build::{dpkg_deb, BuildError};
 
 /// The name table's file in a manifest set's directory.
 pub const NAME_TABLE: &str = "names.toml";
@@ -327,19 +326,6 @@ fn find_debs(
 
 /// A `.deb`'s control data, as `dpkg-deb -f` prints it.
 fn read_control(deb: &Path) -> Result<Control, BuildError> {
-    let output = Command::new("dpkg-deb")
-        .arg("-f")
-        .arg(deb)
-        .output()
-        .map_err(BuildError::Dpkg)?;
-    if !output.status.success() {
-        return Err(BuildError::Manifest {
-            path: deb.to_owned(),
-            message: format!(
-                "dpkg-deb cannot read its control data: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        });
-    }
-    Control::parse(&String::from_utf8_lossy(&output.stdout)).map_err(|e| control_error(deb, e))
+    let stdout = dpkg_deb("-f", deb, None, "read its control data")?;
+    Control::parse(&String::from_utf8_lossy(&stdout)).map_err(|e| control_error(deb, e))
 }
