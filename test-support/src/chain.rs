@@ -237,13 +237,14 @@ pub fn success(command: &mut Command) -> String {
 
 /// Every file, link and directory under `root` (relative path -> a
 /// description: contents hash, link target or "dir"), for comparing trees.
+/// A `root` that does not exist is one entry, `"" -> "absent"`, so that
+/// creating it is a change; a directory that cannot be read fails the test
+/// rather than reading as empty.
 pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
     use sha2::Digest;
     let mut map = std::collections::BTreeMap::new();
     fn walk(root: &Path, dir: &Path, map: &mut std::collections::BTreeMap<String, String>) {
-        let Ok(entries) = fs_err::read_dir(dir) else {
-            return;
-        };
+        let entries = fs_err::read_dir(dir).unwrap_or_else(|e| panic!("cannot snapshot: {e}"));
         for entry in entries {
             let entry = entry.unwrap();
             let path = entry.path();
@@ -263,7 +264,12 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
             }
         }
     }
-    walk(root, root, &mut map);
+    match fs_err::symlink_metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            map.insert(String::new(), "absent".into());
+        }
+        _ => walk(root, root, &mut map),
+    }
     map
 }
 
@@ -305,4 +311,27 @@ pub fn load_installed(library: &Path, arch: &str) -> Vec<u8> {
     results[0]
         .clone()
         .unwrap_or_else(|code| panic!("load for {arch} failed: error {code}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snapshot;
+
+    #[test]
+    fn a_missing_root_is_absent_not_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = snapshot(&dir.path().join("prefix"));
+        assert_eq!(missing.get(""), Some(&"absent".to_owned()));
+        fs_err::create_dir(dir.path().join("prefix")).unwrap();
+        assert!(snapshot(&dir.path().join("prefix")).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "cannot snapshot")]
+    fn a_directory_that_cannot_be_read_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        fs_err::write(&file, b"x").unwrap();
+        snapshot(&file);
+    }
 }
