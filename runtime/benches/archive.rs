@@ -23,8 +23,8 @@
 //!   touching the same frame-size prefixes through a bare mapping costs with
 //!   and without `madvise` advice.
 //! * `decompress/rocrand`: `Kernel::read_into` throughput on the real code
-//!   objects of Debian's rocRAND. Needs `--bundle <.hip_fatbin dump>`; the
-//!   script `decompress.sh` extracts it, runs this part and times `zstd -d`
+//!   objects of Debian's rocRAND (the fixture's, or `--bundle <.hip_fatbin
+//!   dump>`); the script `decompress.sh` runs this part and times `zstd -d`
 //!   on the same frames for comparison.
 #![allow(
     clippy::unwrap_used,
@@ -746,13 +746,27 @@ fn archive_frames(bytes: &[u8]) -> Vec<&[u8]> {
 
 const ROCRAND_KEY: &str = "lib/librocrand.so.1.1#0";
 
+/// The `.hip_fatbin` of Debian's rocRAND package fixture, dumped into
+/// `dir` (as `decompress.sh` does); the bench fails if it cannot be.
+fn rocrand_bundle(dir: &Path) -> PathBuf {
+    use kpack_test_support::{fixtures, run, tool};
+    let deb = fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb");
+    let unpacked = dir.join("rocrand-deb");
+    run(tool("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked));
+    let out = dir.join("rocrand.hip_fatbin");
+    run(tool("objcopy")
+        .args(["-O", "binary", "--only-section=.hip_fatbin"])
+        .arg(unpacked.join("usr/lib/x86_64-linux-gnu/librocrand.so.1.1"))
+        .arg(&out));
+    out
+}
+
 fn decompress_part(dir: &Path, options: &Options) {
-    let Some(bundle_path) = &options.bundle else {
-        println!(
-            "skipped: needs --bundle <.hip_fatbin dump>; run `bash runtime/benches/decompress.sh`"
-        );
-        return;
+    let bundle_path = match &options.bundle {
+        Some(path) => path.clone(),
+        None => rocrand_bundle(dir),
     };
+    let bundle_path = &bundle_path;
     let bundle = fs::read(bundle_path).unwrap();
     let entries = parse_bundle(&bundle);
     println!(
