@@ -133,7 +133,9 @@ pub struct WrittenArchive {
 }
 
 /// Writes one archive per processor into `dir`, entries in the order given
-/// (which fixes the archive bytes), each archive atomically.
+/// (which fixes the archive bytes), each archive atomically: test support,
+/// for building archives from chosen entries.
+#[cfg(feature = "test-fixtures")]
 pub fn write_processor_archives(
     dir: &Path,
     group: &str,

@@ -213,24 +213,6 @@ fn split_or_copy<'a>(
 }
 
 /// Splits the tree at `input` into a new tree at `output` (which must not
-/// exist), with archives of group `group` in `output/.kpack/` and database
-/// payloads beside it ([`TreeOptions::new`] otherwise).
-pub fn split_tree(
-    input: &Path,
-    output: &Path,
-    group: &str,
-    grouping: Grouping,
-    compression: Compression,
-) -> Result<TreeReport> {
-    let options = TreeOptions {
-        grouping,
-        compression,
-        ..TreeOptions::new(group)
-    };
-    split_tree_with(input, output, &options)
-}
-
-/// Splits the tree at `input` into a new tree at `output` (which must not
 /// exist) as `options` say.
 pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Result<TreeReport> {
     let staging = staging_dir(output)?;

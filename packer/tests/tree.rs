@@ -11,8 +11,8 @@ use std::process::Command;
 
 use common::*;
 use kpack_packer::bundle::build::offload_bundle;
-use kpack_packer::tree::split_tree;
-use rocm_kpack::{Archive, Compression, Target};
+use kpack_packer::tree::{split_tree_with, TreeOptions};
+use rocm_kpack::{Archive, Target};
 
 fn kpack_pack() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
@@ -219,14 +219,8 @@ fn refuses_an_existing_output() {
     let input = work.path().join("in");
     fs_err::create_dir_all(&input).unwrap();
     fs_err::create_dir_all(work.path().join("out")).unwrap();
-    let error = split_tree(
-        &input,
-        &work.path().join("out"),
-        "rocm",
-        Default::default(),
-        Compression::DEFAULT,
-    )
-    .unwrap_err();
+    let error =
+        split_tree_with(&input, &work.path().join("out"), &TreeOptions::new("rocm")).unwrap_err();
     assert!(error.to_string().contains("out"), "{error}");
 }
 

@@ -136,7 +136,7 @@ pub struct ArchiveOptions {
 
 /// A code object hashed and, for zstd, compressed: the expensive part of
 /// adding, which callers may do on any thread before [`ArchiveWriter::add_prepared`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreparedBlob {
     digest: [u8; 32],
     original_size: u64,
@@ -196,11 +196,6 @@ impl PreparedBlob {
     /// Size of the code object before compression.
     pub fn original_size(&self) -> u64 {
         self.original_size
-    }
-
-    /// Size of the bytes the archive stores for it.
-    pub fn stored_size(&self) -> u64 {
-        self.stored.len() as u64
     }
 }
 
@@ -338,11 +333,6 @@ impl StoredBlob {
     /// Size of the code object before compression.
     pub fn original_size(&self) -> u64 {
         self.original_size
-    }
-
-    /// Size of the bytes the archive stores for it.
-    pub fn stored_size(&self) -> u64 {
-        self.stored_size
     }
 }
 
