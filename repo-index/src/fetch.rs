@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::address::Address;
 use crate::limits::{Cap, LimitError, Limits, LowSpeed};
 
 /// Why a file cannot be fetched.
@@ -21,24 +22,17 @@ pub enum FetchError {
     NotFound { location: String },
     #[error("{location}: {limit}")]
     Limit { location: String, limit: LimitError },
-    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:// URL, an http(s):// URL or an s3://bucket/prefix")]
+    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:/// URL, an http(s):// URL or an s3://bucket/prefix")]
     UnsupportedScheme { location: String, scheme: String },
+    #[error(transparent)]
+    Address(crate::address::InvalidAddress),
     /// Reading a bucket; the error names the object.
     #[cfg(feature = "publish")]
     #[error(transparent)]
     Store(Box<crate::store::StoreError>),
 }
 
-/// The scheme of a URL (`s3` of `s3://bucket/prefix`), or `None` for a
-/// path: something a path argument must never quietly become a directory
-/// named after (`s3:`).
-pub fn url_scheme(text: &str) -> Option<&str> {
-    let (scheme, _) = text.split_once("://")?;
-    let mut bytes = scheme.bytes();
-    let starts = bytes.next().is_some_and(|b| b.is_ascii_alphabetic());
-    (starts && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-        .then_some(scheme)
-}
+pub use crate::address::url_scheme;
 
 /// A repository location, and the bounds its reads keep to.
 #[derive(Debug)]
@@ -63,43 +57,33 @@ impl Source {
     /// `http://` and `https://` URLs are fetched; `file://` URLs and paths
     /// are directories; other URLs are refused. Reads keep to `limits`.
     pub fn parse(location: &str, limits: Limits) -> Result<Source, FetchError> {
-        match url_scheme(location) {
-            None | Some("http" | "https" | "file") => {}
-            Some(scheme) => {
+        let origin = match Address::parse(location).map_err(FetchError::Address)? {
+            Address::Dir(path) => Origin::Dir(path),
+            Address::Http(base) => {
+                // The ring provider, installed once per process; a second
+                // install is refused harmlessly.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                // No total timeout (an artifact may be gigabytes): each wait
+                // for bytes ends within the low-speed window, which `Bounded`
+                // then judges.
+                let client = reqwest::blocking::Client::builder()
+                    .connect_timeout(Duration::from_secs(15))
+                    .timeout(limits.low_speed_time.max(Duration::from_secs(1)))
+                    .build()
+                    .map_err(|e| FetchError::Http {
+                        location: location.to_owned(),
+                        message: e.to_string(),
+                    })?;
+                Origin::Http { base, client }
+            }
+            Address::S3 { .. } => {
                 return Err(FetchError::UnsupportedScheme {
                     location: location.to_owned(),
-                    scheme: scheme.to_owned(),
+                    scheme: "s3".to_owned(),
                 })
             }
-        }
-        if location.starts_with("http://") || location.starts_with("https://") {
-            // The ring provider, installed once per process; a second
-            // install is refused harmlessly.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            // No total timeout (an artifact may be gigabytes): each wait
-            // for bytes ends within the low-speed window, which `Bounded`
-            // then judges.
-            let client = reqwest::blocking::Client::builder()
-                .connect_timeout(Duration::from_secs(15))
-                .timeout(limits.low_speed_time.max(Duration::from_secs(1)))
-                .build()
-                .map_err(|e| FetchError::Http {
-                    location: location.to_owned(),
-                    message: e.to_string(),
-                })?;
-            let base = if location.ends_with('/') {
-                location.to_owned()
-            } else {
-                format!("{location}/")
-            };
-            let origin = Origin::Http { base, client };
-            return Ok(Source { origin, limits });
-        }
-        let path = location.strip_prefix("file://").unwrap_or(location);
-        Ok(Source {
-            origin: Origin::Dir(PathBuf::from(path)),
-            limits,
-        })
+        };
+        Ok(Source { origin, limits })
     }
 
     /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3

@@ -11,6 +11,7 @@
 //! (feature `build`) also packs manifests with the packer; the library
 //! does not.
 
+pub mod address;
 pub mod debian;
 pub mod families;
 pub mod fetch;

@@ -1037,3 +1037,25 @@ fn a_set_takes_version_and_system_requirements_from_the_deb() {
         version.system_requires
     );
 }
+
+/// A `file://` URL names an absolute directory, as in kpack-get: a
+/// relative one is refused, saying to write a plain path, which works.
+#[test]
+fn a_relative_file_url_is_refused_as_kpack_get_refuses_it() {
+    let workspace = Workspace::new();
+    run(&mut workspace.add(
+        "rocm-rand",
+        "5.3.3",
+        &rocm_rand_artifacts(&workspace.inputs),
+    ));
+    let mut verify = workspace.verify("file://rocm");
+    verify.current_dir(workspace.dir.path());
+    let refused = refused(&mut verify);
+    assert!(
+        refused.contains("\"file://rocm\": a file:// URL names an absolute directory (file:///srv/rocm); write a relative directory as a plain path"),
+        "{refused}"
+    );
+    let mut plain = workspace.verify("rocm");
+    plain.current_dir(workspace.dir.path());
+    assert!(run(&mut plain).contains("signature good"));
+}

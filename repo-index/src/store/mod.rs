@@ -9,6 +9,7 @@ mod s3;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::address::Address;
 use crate::types::Timestamp;
 
 pub use dir::DirStore;
@@ -77,31 +78,17 @@ impl Location {
     /// A path, a `file://` URL or an `s3://bucket/prefix` URL; other URLs
     /// are refused (never a directory named after the scheme).
     pub fn parse(text: &str) -> Result<Location, StoreError> {
-        let bad = |message: &str| StoreError::BadLocation {
+        let bad = |message: String| StoreError::BadLocation {
             url: text.to_owned(),
-            message: message.to_owned(),
+            message,
         };
-        match crate::fetch::url_scheme(text) {
-            None => Ok(Location::Dir(PathBuf::from(text))),
-            Some("file") => Ok(Location::Dir(PathBuf::from(&text["file://".len()..]))),
-            Some("s3") => {
-                let rest = &text["s3://".len()..];
-                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-                if bucket.is_empty() {
-                    return Err(bad("no bucket (s3://bucket/prefix)"));
-                }
-                let prefix = prefix.trim_matches('/');
-                if prefix.split('/').any(|part| part == ".." || part == ".") {
-                    return Err(bad("the prefix has . or .. parts"));
-                }
-                Ok(Location::S3 {
-                    bucket: bucket.to_owned(),
-                    prefix: prefix.to_owned(),
-                })
-            }
-            Some(scheme) => Err(bad(&format!(
-                "a {scheme}:// URL; kpack-repo writes to a directory or an s3://bucket/prefix"
-            ))),
+        match Address::parse(text).map_err(|e| bad(e.reason))? {
+            Address::Dir(path) => Ok(Location::Dir(path)),
+            Address::S3 { bucket, prefix } => Ok(Location::S3 { bucket, prefix }),
+            Address::Http(_) => Err(bad(
+                "an http(s):// URL; kpack-repo writes to a directory or an s3://bucket/prefix"
+                    .into(),
+            )),
         }
     }
 }

@@ -2,7 +2,9 @@
 //! URL served over HTTP(S), or a directory on this machine.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use kpack_repo_index::address::Address;
 
 /// Where a repository is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +20,7 @@ pub enum Mirror {
 #[error("mirror {text:?}: {reason}")]
 pub struct InvalidMirror {
     pub text: String,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 /// Where one file is on one mirror.
@@ -30,39 +32,19 @@ pub enum Location {
 
 impl Mirror {
     pub fn parse(text: &str) -> Result<Mirror, InvalidMirror> {
-        let invalid = |reason| InvalidMirror {
+        let invalid = |reason: String| InvalidMirror {
             text: text.to_owned(),
             reason,
         };
-        if text.starts_with("http://") || text.starts_with("https://") {
-            let url = reqwest::Url::parse(text).map_err(|_| invalid("not a valid URL"))?;
-            if url.host().is_none() {
-                return Err(invalid("names no host"));
-            }
-            if url.query().is_some() || url.fragment().is_some() {
-                return Err(invalid("a mirror's URL has no query or fragment"));
-            }
-            let base = if text.ends_with('/') {
-                text.to_owned()
-            } else {
-                format!("{text}/")
-            };
-            return Ok(Mirror::Http(base));
+        match Address::parse(text).map_err(|e| invalid(e.reason))? {
+            Address::Http(base) => Ok(Mirror::Http(base)),
+            Address::Dir(path) => Ok(Mirror::Directory(path)),
+            Address::S3 { .. } => Err(invalid(
+                "an s3:// URL; a mirror is an http(s):// URL (a bucket's HTTP URL), a file:/// \
+                 URL or a directory"
+                    .into(),
+            )),
         }
-        let path = match text.strip_prefix("file://") {
-            Some(path) if Path::new(path).is_absolute() => path,
-            Some(_) => return Err(invalid("a file:// URL names an absolute directory")),
-            None if text.contains("://") => {
-                return Err(invalid(
-                    "a mirror is an http(s):// URL, a file:// URL or a directory",
-                ))
-            }
-            None => text,
-        };
-        if path.is_empty() {
-            return Err(invalid("is empty"));
-        }
-        Ok(Mirror::Directory(PathBuf::from(path)))
     }
 
     /// Where `path` (relative to the repository's root) is on this mirror.
@@ -144,6 +126,7 @@ mod tests {
             ("https://repo.example/r?x=1", "no query"),
             ("file://relative/dir", "absolute"),
             ("", "empty"),
+            ("s3://bucket/rocm", "a bucket's HTTP URL"),
         ] {
             let error = Mirror::parse(text).unwrap_err();
             assert!(error.to_string().contains(reason), "{text}: {error}");
