@@ -508,10 +508,11 @@ fn check_aarch64(case: Case) {
 
 /// The SHA-256 of each code object `results` (registrations) holds.
 fn digests(results: Vec<Result<Vec<u8>, i32>>) -> BTreeSet<[u8; 32]> {
-    use sha2::Digest;
     results
         .into_iter()
-        .map(|result| sha2::Sha256::digest(result.expect("a registered code object")).into())
+        .map(|result| {
+            *kpack_hash::Sha256::of(&result.expect("a registered code object")).as_bytes()
+        })
         .collect()
 }
 

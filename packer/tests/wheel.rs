@@ -862,11 +862,7 @@ fn a_wheel_with_two_gibibytes_of_compressed_device_code_splits_in_bounded_memory
             .locate(&marker, &path, number, std::slice::from_ref(&gfx1100))
             .unwrap();
         let code = located.kernel().unwrap().bytes().unwrap();
-        let digest: [u8; 32] = sha2::Digest::finalize(sha2::Digest::chain_update(
-            <sha2::Sha256 as sha2::Digest>::new(),
-            &code[..],
-        ))
-        .into();
+        let digest: [u8; 32] = *kpack_hash::Sha256::of(&code[..]).as_bytes();
         assert_eq!(
             digest,
             big_code_sha256(number as usize, 2),

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_hash::HashingReader;
 use kpack_wheel::{DistName, WheelFilename};
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 use zip::read::ZipFile;
 use zip::ZipArchive;
 
@@ -278,9 +278,8 @@ impl InputWheel {
 /// more (a size over `limit` says it goes on), hashing it, and copies it to
 /// `spool` when it starts like an ELF file.
 fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<Checked> {
-    let mut reader = reader.take(limit.saturating_add(1));
+    let mut reader = HashingReader::new(reader.take(limit.saturating_add(1)));
     let mut buffer = vec![0u8; 256 * 1024];
-    let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut file: Option<std::io::BufWriter<fs_err::File>> = None;
     loop {
@@ -294,7 +293,6 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
         if size == 0 && chunk.starts_with(b"\x7fELF") {
             file = Some(std::io::BufWriter::new(fs_err::File::create(spool)?));
         }
-        hasher.update(chunk);
         if let Some(file) = &mut file {
             file.write_all(chunk)?;
         }
@@ -307,8 +305,9 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
         }
         None => None,
     };
+    let (digest, _) = reader.finish();
     Ok(Checked {
-        digest: hasher.finalize().into(),
+        digest: *digest.as_bytes(),
         size,
         spooled,
     })

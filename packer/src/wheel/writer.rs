@@ -6,7 +6,7 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
-use sha2::{Digest, Sha256};
+use kpack_hash::HashingWriter;
 use zip::read::ZipFile;
 use zip::result::ZipError;
 use zip::write::SimpleFileOptions;
@@ -114,15 +114,11 @@ impl WheelWriter {
         let options = self.options(mode, method, size);
         let started = self.zip.start_file(name, options);
         started.map_err(self.failed())?;
-        let mut hashing = HashingWriter {
-            inner: &mut self.zip,
-            hasher: Sha256::new(),
-            size: 0,
-        };
+        let mut hashing = HashingWriter::new(&mut self.zip);
         let copied = std::io::copy(&mut reader, &mut hashing);
-        let (digest, written) = (hashing.hasher.finalize(), hashing.size);
+        let (digest, written, _) = hashing.finish();
         copied.map_err(ZipError::Io).map_err(self.failed())?;
-        self.record.add(name, &digest.into(), written);
+        self.record.add(name, digest.as_bytes(), written);
         Ok(())
     }
 
@@ -148,26 +144,6 @@ impl WheelWriter {
             path: self.path,
             source: ZipError::Io(e.into_error()),
         })
-    }
-}
-
-/// Hashes and counts what goes through it.
-struct HashingWriter<'a, W> {
-    inner: &'a mut W,
-    hasher: Sha256,
-    size: u64,
-}
-
-impl<W: Write> Write for HashingWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.size += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 

@@ -45,7 +45,7 @@ mod timestamp;
 
 pub use component::Component;
 pub use dependency::Dependency;
-pub use hash::{HashingReader, HashingWriter, Sha256};
+pub use hash::{HashingReader, HashingWriter, InvalidSha256, Sha256};
 pub use listed::Listed;
 pub use name::PackageName;
 pub use path::RelativePath;
