@@ -9,7 +9,7 @@ use crate::fetch::{FetchError, Source};
 use crate::limits::Cap;
 use crate::schema::{Artifact, RootIndex, SchemaError};
 use crate::sign::PublicKey;
-use crate::store::{Body, Cache, Created, Store, StoreError};
+use crate::store::{Body, CacheControl, Created, Store, StoreError};
 use crate::types::{
     HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
@@ -95,7 +95,7 @@ pub fn mirror(
         dest.create(
             shard_path.as_str(),
             Body::Bytes(&shard_bytes),
-            Cache::Immutable,
+            CacheControl::Immutable,
         )?;
         report.shards += 1;
         if !scope.packages.is_empty() && !scope.packages.contains(name) {
@@ -118,11 +118,23 @@ pub fn mirror(
     // The signed root last, as a publish writes it: its immutable copy,
     // then the root, then its signature.
     let copy = RootIndex::versioned_key(root.repo.version);
-    dest.create(&copy, Body::Bytes(&root_bytes.bytes), Cache::Immutable)?;
+    dest.create(
+        &copy,
+        Body::Bytes(&root_bytes.bytes),
+        CacheControl::Immutable,
+    )?;
     let signature_copy = format!("{copy}.minisig");
-    dest.put(&signature_copy, &root_bytes.signature, Cache::Immutable)?;
-    dest.put("index.toml", &root_bytes.bytes, Cache::NoCache)?;
-    dest.put("index.toml.minisig", &root_bytes.signature, Cache::NoCache)?;
+    dest.put(
+        &signature_copy,
+        &root_bytes.signature,
+        CacheControl::Immutable,
+    )?;
+    dest.put("index.toml", &root_bytes.bytes, CacheControl::NoCache)?;
+    dest.put(
+        "index.toml.minisig",
+        &root_bytes.signature,
+        CacheControl::NoCache,
+    )?;
     Ok(report)
 }
 
@@ -149,7 +161,7 @@ fn copy_artifact(
     let (sha256, size, buffered) = writer.finish();
     buffered.into_inner().map_err(|e| e.into_error())?;
     check_artifact(shard_path, artifact, sha256, size)?;
-    let created = dest.create(key, Body::File(spool.path()), Cache::Immutable)?;
+    let created = dest.create(key, Body::File(spool.path()), CacheControl::Immutable)?;
     if created == Created::Exists && !holds(dest, artifact)? {
         return Err(MirrorError::Immutable {
             location: dest.location(key),

@@ -17,7 +17,7 @@ use crate::schema::{
     FORMAT,
 };
 use crate::sign::{sign_root, SecretKey, SignError};
-use crate::store::{Body, Cache, Created, Etag, Location, S3Options, Store, StoreError};
+use crate::store::{Body, CacheControl, Created, Etag, Location, S3Options, Store, StoreError};
 use crate::types::{
     Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
@@ -225,7 +225,7 @@ impl Repo {
         let (digest, size) = Sha256::of_file(file)?;
         match self
             .store
-            .create(relative.as_str(), Body::File(file), Cache::Immutable)?
+            .create(relative.as_str(), Body::File(file), CacheControl::Immutable)?
         {
             Created::Created => Ok((digest, size)),
             Created::Exists if self.hash_of(relative.as_str())? == Some(digest) => {
@@ -438,7 +438,7 @@ impl Repo {
         self.store.create(
             path.as_str(),
             Body::Bytes(text.as_bytes()),
-            Cache::Immutable,
+            CacheControl::Immutable,
         )?;
         let latest = shard
             .versions
@@ -549,9 +549,12 @@ impl Repo {
             };
             let text = root.to_toml()?;
             let claimed = RootIndex::versioned_key(root.repo.version);
-            let swapped =
-                self.store
-                    .swap("index.toml", text.as_bytes(), etag.as_ref(), Cache::NoCache)?;
+            let swapped = self.store.swap(
+                "index.toml",
+                text.as_bytes(),
+                etag.as_ref(),
+                CacheControl::NoCache,
+            )?;
             let Some(swapped) = swapped else {
                 // Never named by index.toml, so no reader can want it.
                 self.store.delete(&format!("{claimed}.minisig"))?;
@@ -586,15 +589,16 @@ impl Repo {
             let text = root.to_toml()?;
             let claimed = RootIndex::versioned_key(root.repo.version);
             let signature = key.map(|key| sign_root(key, text.as_bytes())).transpose()?;
-            match self
-                .store
-                .create(&claimed, Body::Bytes(text.as_bytes()), Cache::Immutable)?
-            {
+            match self.store.create(
+                &claimed,
+                Body::Bytes(text.as_bytes()),
+                CacheControl::Immutable,
+            )? {
                 Created::Created => {
                     if let Some(signature) = &signature {
                         let key = format!("{claimed}.minisig");
                         self.store
-                            .put(&key, signature.as_bytes(), Cache::Immutable)?;
+                            .put(&key, signature.as_bytes(), CacheControl::Immutable)?;
                     }
                     return Ok(Some(signature));
                 }
@@ -607,10 +611,11 @@ impl Repo {
     /// Writes `index.toml.minisig`, or removes it for an unsigned root.
     fn write_signature(&self, signature: Option<&str>) -> Result<(), PublishError> {
         match signature {
-            Some(signature) => {
-                self.store
-                    .put("index.toml.minisig", signature.as_bytes(), Cache::NoCache)?
-            }
+            Some(signature) => self.store.put(
+                "index.toml.minisig",
+                signature.as_bytes(),
+                CacheControl::NoCache,
+            )?,
             None => self.store.delete("index.toml.minisig")?,
         }
         Ok(())
@@ -651,11 +656,14 @@ impl Repo {
         let root = RootIndex::parse("index.toml", &text)?;
         let signature = sign_root(key, &current.bytes)?;
         let claimed = RootIndex::versioned_key(root.repo.version);
-        self.store
-            .create(&claimed, Body::Bytes(&current.bytes), Cache::Immutable)?;
+        self.store.create(
+            &claimed,
+            Body::Bytes(&current.bytes),
+            CacheControl::Immutable,
+        )?;
         let copy = format!("{claimed}.minisig");
         self.store
-            .put(&copy, signature.as_bytes(), Cache::NoCache)?;
+            .put(&copy, signature.as_bytes(), CacheControl::NoCache)?;
         self.settle_signature()
     }
 }

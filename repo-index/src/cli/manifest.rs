@@ -24,7 +24,7 @@ pub const NAME_TABLE: &str = "names.toml";
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     pub package: ManifestPackage,
-    pub source: Source,
+    pub source: PackageSource,
     #[serde(default)]
     pub pack: PackOptions,
 }
@@ -46,7 +46,7 @@ pub struct ManifestPackage {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Source {
+pub struct PackageSource {
     /// Debian package files, by name or glob (`librocblas0_*_amd64.deb`),
     /// looked up in the sources directory.
     pub debian: Patterns,

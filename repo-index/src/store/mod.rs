@@ -105,19 +105,19 @@ impl std::fmt::Display for Location {
 
 /// How long readers and CDNs may keep an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cache {
+pub enum CacheControl {
     /// Pool files, shards and per-version roots: never change.
     Immutable,
     /// The root and its signature: change on every publish.
     NoCache,
 }
 
-impl Cache {
+impl CacheControl {
     /// The `Cache-Control` header for objects of this kind.
     pub fn header(self) -> &'static str {
         match self {
-            Cache::Immutable => "public, max-age=31536000, immutable",
-            Cache::NoCache => "no-cache",
+            CacheControl::Immutable => "public, max-age=31536000, immutable",
+            CacheControl::NoCache => "no-cache",
         }
     }
 }
@@ -210,7 +210,12 @@ impl Store {
     }
 
     /// Writes `body` at `key` only if nothing is there yet.
-    pub fn create(&self, key: &str, body: Body<'_>, cache: Cache) -> Result<Created, StoreError> {
+    pub fn create(
+        &self,
+        key: &str,
+        body: Body<'_>,
+        cache: CacheControl,
+    ) -> Result<Created, StoreError> {
         match self {
             Store::Dir(store) => store.create(key, body),
             Store::S3(store) => store.create(key, body, cache),
@@ -233,7 +238,7 @@ impl Store {
         key: &str,
         bytes: &[u8],
         expected: Option<&Etag>,
-        cache: Cache,
+        cache: CacheControl,
     ) -> Result<Option<Etag>, StoreError> {
         match self {
             Store::Dir(store) => store.swap(key, bytes, expected),
@@ -242,7 +247,7 @@ impl Store {
     }
 
     /// Writes `bytes` at `key`, whatever is there.
-    pub fn put(&self, key: &str, bytes: &[u8], cache: Cache) -> Result<(), StoreError> {
+    pub fn put(&self, key: &str, bytes: &[u8], cache: CacheControl) -> Result<(), StoreError> {
         match self {
             Store::Dir(store) => Ok(kpack_fs::write_atomic(&store.path(key), bytes)?),
             Store::S3(store) => store.put(key, bytes, cache),

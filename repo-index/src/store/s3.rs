@@ -8,7 +8,7 @@ use std::path::Path;
 
 use opendal::{ErrorKind, Operator};
 
-use super::{Body, Cache, Created, Etag, StoreError, StoredObject, Versioned};
+use super::{Body, CacheControl, Created, Etag, StoreError, StoredObject, Versioned};
 use crate::types::Timestamp;
 
 /// Files above this size go up as multipart uploads, in parts of it.
@@ -162,7 +162,12 @@ impl S3Store {
         })))
     }
 
-    pub fn create(&self, key: &str, body: Body<'_>, cache: Cache) -> Result<Created, StoreError> {
+    pub fn create(
+        &self,
+        key: &str,
+        body: Body<'_>,
+        cache: CacheControl,
+    ) -> Result<Created, StoreError> {
         let written = match body {
             Body::Bytes(bytes) => self.runtime.block_on(
                 self.operator
@@ -183,7 +188,12 @@ impl S3Store {
     /// Streams `path` up create-only: one request when small, else a
     /// multipart upload of `part_size` parts (aborted on failure, so no
     /// parts are left behind), memory bounded by a part or two.
-    fn upload(&self, key: &str, path: &Path, cache: Cache) -> opendal::Result<opendal::Metadata> {
+    fn upload(
+        &self,
+        key: &str,
+        path: &Path,
+        cache: CacheControl,
+    ) -> opendal::Result<opendal::Metadata> {
         let io = |e: std::io::Error| {
             opendal::Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display()))
         };
@@ -223,7 +233,7 @@ impl S3Store {
         key: &str,
         bytes: &[u8],
         expected: Option<&Etag>,
-        cache: Cache,
+        cache: CacheControl,
     ) -> Result<Option<Etag>, StoreError> {
         let write = self
             .operator
@@ -246,7 +256,7 @@ impl S3Store {
         }
     }
 
-    pub fn put(&self, key: &str, bytes: &[u8], cache: Cache) -> Result<(), StoreError> {
+    pub fn put(&self, key: &str, bytes: &[u8], cache: CacheControl) -> Result<(), StoreError> {
         let write = self
             .operator
             .write_with(key, bytes.to_vec())
@@ -302,8 +312,8 @@ impl S3Store {
             std::process::id(),
             jiff::Timestamp::now().as_nanosecond()
         );
-        let first = self.create(&key, Body::Bytes(b"probe"), Cache::NoCache)?;
-        let second = self.create(&key, Body::Bytes(b"probe"), Cache::NoCache);
+        let first = self.create(&key, Body::Bytes(b"probe"), CacheControl::NoCache)?;
+        let second = self.create(&key, Body::Bytes(b"probe"), CacheControl::NoCache);
         self.delete(&key)?;
         match (first, second?) {
             (Created::Created, Created::Exists) => Ok(()),

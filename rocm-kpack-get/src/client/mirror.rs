@@ -25,7 +25,7 @@ pub struct InvalidMirror {
 
 /// Where one file is on one mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
+pub enum MirrorFile {
     Url(String),
     File(PathBuf),
 }
@@ -48,19 +48,19 @@ impl Mirror {
     }
 
     /// Where `path` (relative to the repository's root) is on this mirror.
-    pub fn locate(&self, path: &str) -> Location {
+    pub fn locate(&self, path: &str) -> MirrorFile {
         match self {
-            Mirror::Http(base) => Location::Url(format!("{base}{path}")),
-            Mirror::Directory(dir) => Location::File(dir.join(path)),
+            Mirror::Http(base) => MirrorFile::Url(format!("{base}{path}")),
+            Mirror::Directory(dir) => MirrorFile::File(dir.join(path)),
         }
     }
 }
 
-impl fmt::Display for Location {
+impl fmt::Display for MirrorFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Url(url) => f.write_str(url),
-            Location::File(path) => write!(f, "{}", path.display()),
+            MirrorFile::Url(url) => f.write_str(url),
+            MirrorFile::File(path) => write!(f, "{}", path.display()),
         }
     }
 }
@@ -98,7 +98,7 @@ mod tests {
         let http = Mirror::parse("https://repo.example/rocm").unwrap();
         assert_eq!(
             http.locate("index.toml"),
-            Location::Url("https://repo.example/rocm/index.toml".into())
+            MirrorFile::Url("https://repo.example/rocm/index.toml".into())
         );
         let slash = Mirror::parse("http://127.0.0.1:8000/").unwrap();
         assert_eq!(
@@ -108,7 +108,7 @@ mod tests {
         for text in ["file:///srv/rocm", "/srv/rocm"] {
             assert_eq!(
                 Mirror::parse(text).unwrap().locate("index.toml"),
-                Location::File("/srv/rocm/index.toml".into()),
+                MirrorFile::File("/srv/rocm/index.toml".into()),
                 "{text}"
             );
         }

@@ -15,7 +15,7 @@ use kpack_repo_index::limits::{Cap, Limits};
 use kpack_repo_index::{RelativePath, Sha256};
 
 use crate::cache::Cache;
-pub use mirror::{InvalidMirror, Location, Mirror};
+pub use mirror::{InvalidMirror, Mirror, MirrorFile};
 pub use progress::{Progress, Silent};
 
 /// Why files could not be fetched.

@@ -12,7 +12,7 @@ use kpack_repo_index::limits::{Cap, LimitError, Limits, LowSpeed};
 use kpack_repo_index::{HashingWriter, Sha256};
 use tokio::task::JoinSet;
 
-use super::mirror::{Location, Mirror};
+use super::mirror::{Mirror, MirrorFile};
 use super::{ClientError, ClientOptions, MirrorFailure, Progress, Silent, Wanted};
 use crate::cache::Cache;
 
@@ -80,7 +80,7 @@ impl<'a> Failover<'a> {
 
     /// Where to try next (after the backoff a retry waits); `None` once
     /// every mirror has failed.
-    async fn next(&mut self) -> Option<Location> {
+    async fn next(&mut self) -> Option<MirrorFile> {
         loop {
             let mirror = self.mirrors.get(self.mirror)?;
             if self.attempts < self.allowed() {
@@ -165,18 +165,18 @@ pub(super) async fn fetch_small(
 async fn read_small(
     http: &reqwest::Client,
     limits: &Limits,
-    location: &Location,
+    location: &MirrorFile,
     pin: Option<Sha256>,
     cap: Cap,
 ) -> Result<Vec<u8>, Failure> {
     let bytes = match location {
-        Location::Url(url) => {
+        MirrorFile::Url(url) => {
             let deadline = tokio::time::Instant::now() + limits.index_timeout;
             tokio::time::timeout_at(deadline, get_small(http, limits, url, cap))
                 .await
                 .unwrap_or_else(|_| Err(too_slow(LimitError::Deadline(limits.index_timeout))))?
         }
-        Location::File(file) => read_file_small(file, cap)?,
+        MirrorFile::File(file) => read_file_small(file, cap)?,
     };
     match pin {
         Some(pin) if Sha256::of(&bytes) != pin => Err(Failure::NextMirror {
@@ -361,11 +361,11 @@ async fn fetch_pinned(
             return Err(failover.into_error());
         };
         let attempt = match &location {
-            Location::Url(url) => {
+            MirrorFile::Url(url) => {
                 let limits = &options.limits;
                 attempt_http(http, (cache, limits), url, item, &mut file, progress).await
             }
-            Location::File(source) => attempt_file(source, item, &mut file, progress),
+            MirrorFile::File(source) => attempt_file(source, item, &mut file, progress),
         };
         match attempt {
             Ok(()) => break,
