@@ -15,6 +15,7 @@ pub mod address;
 pub mod debian;
 pub mod families;
 pub mod fetch;
+pub mod freshness;
 pub mod limits;
 #[cfg(feature = "publish")]
 pub mod mirror;

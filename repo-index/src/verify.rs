@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::fetch::{FetchError, Source};
+use crate::freshness::{Freshness, Stale};
 use crate::limits::Cap;
 
 use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
@@ -126,21 +127,16 @@ pub(crate) fn verified_root(
         RootReadError::Read(error) => VerifyError::Fetch(error),
         RootReadError::Sign(error) => VerifyError::Sign(error),
     })?;
-    if root.repo.expires < now {
-        return Err(VerifyError::Expired {
-            expires: root.repo.expires,
-            now,
-        });
-    }
-    if let Some(seen) = min_version {
-        if root.repo.version < seen {
-            return Err(VerifyError::Rollback {
+    Freshness::strict(now, min_version)
+        .check(&root)
+        .map_err(|stale| match stale {
+            Stale::Expired { expires, now } => VerifyError::Expired { expires, now },
+            Stale::Rollback { found, seen } => VerifyError::Rollback {
                 name: root.repo.name.to_string(),
-                found: root.repo.version,
+                found,
                 seen,
-            });
-        }
-    }
+            },
+        })?;
     Ok((
         root,
         RootBytes {

@@ -22,6 +22,7 @@ mod versions;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use kpack_repo_index::freshness::{Freshness, Stale};
 use kpack_repo_index::sign::{
     read_signed_root, verify_root, PublicKey, RootReadError, SignError, SignedRoot,
 };
@@ -232,19 +233,7 @@ impl RepoStore {
         let mut warnings = Vec::new();
         let key_text = key.to_base64();
         let previous = check_seen(config, &key_text, seen, &root, &url)?;
-        if let Some(seen) = previous.filter(|seen| root.repo.version < *seen) {
-            let error = RepoError::Rollback {
-                repo: config.name.clone(),
-                url: url.clone(),
-                found: root.repo.version,
-                seen,
-            };
-            if !trust.allow_rollback {
-                return Err(error);
-            }
-            warnings.push(format!("accepted anyway (--allow-rollback): {error}"));
-        }
-        check_expiry(config, &root, &url, trust, &mut warnings)?;
+        check_fresh(config, &root, &url, previous, trust, &mut warnings)?;
         let dir = self.repo_dir(config);
         fs_err::create_dir_all(&dir).map_err(RepoError::State)?;
         // Signature last: a reader that finds a root finds its signature.
@@ -291,10 +280,11 @@ impl RepoStore {
                 source: Box::new(source),
             }
         })?;
-        check_expiry(
+        check_fresh(
             config,
             &root,
             &index_path.display().to_string(),
+            None,
             trust,
             warnings,
         )?;
@@ -341,25 +331,43 @@ fn load_key(config: &RepoConfig) -> Result<PublicKey, RepoError> {
     })
 }
 
-fn check_expiry(
+/// The root's freshness, by the one policy both tools use: a rollback
+/// below `seen` or an expired root is an error unless `trust` allows it,
+/// then a warning.
+fn check_fresh(
     config: &RepoConfig,
     root: &RootIndex,
     url: &str,
+    seen: Option<u64>,
     trust: Trust,
     warnings: &mut Vec<String>,
 ) -> Result<(), RepoError> {
-    let now = Timestamp::now();
-    if root.repo.expires < now {
-        let error = RepoError::Expired {
+    let policy = Freshness {
+        now: Timestamp::now(),
+        seen,
+        allow_rollback: trust.allow_rollback,
+        allow_expired: trust.allow_expired,
+    };
+    let error = |stale| match stale {
+        Stale::Rollback { found, seen } => RepoError::Rollback {
             repo: config.name.clone(),
             url: url.to_owned(),
-            expires: root.repo.expires,
+            found,
+            seen,
+        },
+        Stale::Expired { expires, now } => RepoError::Expired {
+            repo: config.name.clone(),
+            url: url.to_owned(),
+            expires,
             now,
+        },
+    };
+    for stale in policy.check(root).map_err(error)? {
+        let flag = match stale {
+            Stale::Rollback { .. } => "--allow-rollback",
+            Stale::Expired { .. } => "--allow-expired",
         };
-        if !trust.allow_expired {
-            return Err(error);
-        }
-        warnings.push(format!("accepted anyway (--allow-expired): {error}"));
+        warnings.push(format!("accepted anyway ({flag}): {}", error(stale)));
     }
     Ok(())
 }
