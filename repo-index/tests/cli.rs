@@ -871,8 +871,11 @@ impl Bounded {
             assert_eq!(run.output.status.code(), Some(1), "{case}: {text}");
             assert!(growth < 64 * MIB, "{case}: grew {growth} bytes");
             assert!(taken < pinned + 64 * MIB, "{case}: {taken} bytes taken");
+            // Retries are told first, as notes; then the error.
+            let notes = text.find("error:").map(|at| &text[..at]);
             assert!(
-                text.starts_with("error:") && !text.contains("panicked"),
+                notes.is_some_and(|notes| notes.lines().all(|line| line.starts_with("note: ")))
+                    && !text.contains("panicked"),
                 "{case}: {text}"
             );
             let url = format!("{}/{path}", self.server.url());
@@ -941,6 +944,58 @@ fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
     ] {
         bounded.assert_refused(path, drip.clone(), bounded.size(path), &[]);
     }
+}
+
+/// An upstream that fails now and then: `verify` and `mirror` retry as
+/// kpack-get does, resume a transfer cut halfway from where it stopped
+/// (taking no byte twice), say so on stderr, and the mirror verifies.
+#[test]
+fn verify_and_mirror_retry_a_failing_upstream_and_resume_a_cut_transfer() {
+    let bounded = Bounded::new();
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let size = bounded.size(archive);
+    let shard = bounded.shard();
+    let url = bounded.server.url();
+    let dir = bounded.workspace.dir.path().display().to_string();
+    for tool in ["verify", "mirror"] {
+        bounded.server.clear_requests();
+        bounded
+            .server
+            .fault("index.toml.minisig", Fault::Status500 { times: 1 });
+        bounded.server.fault(&shard, Fault::Status500 { times: 2 });
+        let cut = Fault::ResetAfter {
+            after: size / 2,
+            times: 1,
+        };
+        bounded.server.fault(archive, cut);
+        let run = if tool == "verify" {
+            bounded.watched(bounded.workspace.verify(&url))
+        } else {
+            bounded.mirror("flaky")
+        };
+        let masks = [
+            (url.as_str(), "<SERVER>"),
+            (shard.as_str(), "<SHARD>"),
+            (dir.as_str(), "<DIR>"),
+        ];
+        let text = kpack_test_support::transcript(&run.output, &masks);
+        insta::assert_snapshot!(format!("flaky_upstream_{tool}"), text);
+        let ranges: Vec<_> = bounded
+            .server
+            .requests()
+            .into_iter()
+            .filter(|request| request.path == archive)
+            .map(|request| request.range)
+            .collect();
+        assert_eq!(
+            ranges,
+            [None, Some(format!("bytes={}-", size / 2))],
+            "{tool}"
+        );
+        assert_eq!(bounded.server.bytes_sent(archive), size, "{tool}");
+    }
+    let mirrored = bounded.workspace.dir.path().join("mirrors/flaky");
+    run(&mut bounded.workspace.verify(&mirrored));
 }
 
 /// A manifest set with one manifest: rocRAND (Debian 12's) under `name`,

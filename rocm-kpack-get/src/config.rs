@@ -10,9 +10,9 @@ use std::time::Duration;
 use kpack_repo_index::limits::Limits;
 use serde::Deserialize;
 
-use crate::client::{InvalidMirror, Mirror};
 use crate::detect::hip_runtime::SearchRoots;
 use crate::layout::LayoutChoice;
+use kpack_repo_index::fetch::{InvalidMirror, Mirror};
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]

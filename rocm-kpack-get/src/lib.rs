@@ -1,6 +1,6 @@
 //! kpack-get's library: detect the machine's GPUs (`detect`), read the
 //! configuration (`config`), fetch and check repository indexes (`repo`),
-//! download pinned files into a shared cache (`client`, `cache`), and plan,
+//! download pinned files into a shared cache (with `kpack_repo_index::fetch`), and plan,
 //! stage and atomically commit installs into a prefix (`install`), decide
 //! a prefix's layout from the HIP runtime its libraries would load
 //! (`layout`, `detect::hip_runtime`), and pick the device extras and wheel
@@ -9,8 +9,6 @@
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
 
-pub mod cache;
-pub mod client;
 pub mod config;
 pub mod detect;
 pub mod install;

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kpack_repo_index::fetch::Progress;
 use kpack_repo_index::Sha256;
-use rocm_kpack_get::client::Progress;
 
 use crate::printer::{size, write_err, Printer};
 

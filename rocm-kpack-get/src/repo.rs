@@ -28,9 +28,9 @@ use kpack_repo_index::sign::{
 };
 use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
 
-use crate::cache::Cache;
-use crate::client::{Client, ClientError, Mirror};
 use crate::config::RepoConfig;
+use kpack_repo_index::fetch::Cache;
+use kpack_repo_index::fetch::{Client, ClientError, Mirror};
 use versions::Versions;
 
 /// What is wrong with a repository or its local state.

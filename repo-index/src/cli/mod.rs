@@ -16,7 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 use batch::{build_set, BatchOptions};
 use build::{write_tree, TreeCompression};
-use kpack_repo_index::fetch::Source;
+use kpack_repo_index::fetch::{Progress, Source};
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
 use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Repo};
@@ -564,7 +564,7 @@ fn verify_command(
     }: VerifyArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
-    let source = Source::open(&repo, &storage.s3(), limits.limits())?;
+    let source = open_source(&repo, storage, &limits)?;
     let key = PublicKey::load(&pubkey)?;
     let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
         .with_context(|| format!("{repo} does not verify"))?;
@@ -605,7 +605,7 @@ fn mirror_command(
 ) -> anyhow::Result<()> {
     let scope = Scope { targets, packages };
     let key = PublicKey::load(&pubkey)?;
-    let source = Source::open(&upstream, &storage.s3(), limits.limits())?;
+    let source = open_source(&upstream, storage, &limits)?;
     // Copied verbatim, so no publishing protocol: a plain store.
     let store = Store::open(&dest, &storage.s3())?;
     let report = mirror(&source, &key, Timestamp::now(), &store, &scope)
@@ -620,4 +620,27 @@ fn mirror_command(
         report.bytes,
     );
     Ok(())
+}
+
+/// The repository at `location`, read within `limits`; retries and
+/// resumed transfers are told on stderr.
+fn open_source(
+    location: &str,
+    storage: &StorageArgs,
+    limits: &LimitArgs,
+) -> anyhow::Result<Source> {
+    let source = Source::open(location, &storage.s3(), limits.limits())?;
+    Ok(source.reporting_to(std::sync::Arc::new(Notes)))
+}
+
+/// Prints what a fetch has to tell (a retry, a resumed transfer).
+struct Notes;
+
+impl Progress for Notes {
+    fn start(&self, _: &kpack_repo_index::Sha256, _: &str, _: u64, _: u64) {}
+    fn advance(&self, _: &kpack_repo_index::Sha256, _: u64) {}
+    fn finish(&self, _: &kpack_repo_index::Sha256, _: bool) {}
+    fn note(&self, text: &str) {
+        eprintln!("note: {text}");
+    }
 }

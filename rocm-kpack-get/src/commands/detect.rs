@@ -99,7 +99,7 @@ fn print_gpus(printer: &Printer, detection: &Detection) {
 /// code for is named, also when another GPU is served.
 fn package_selection(
     context: &Context,
-    client: &rocm_kpack_get::client::Client,
+    client: &kpack_repo_index::fetch::Client,
     repo: &Repo,
     name: &PackageName,
     targets: &[Target],

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
 use kpack_repo_index::{Explanation, PackageName, Request};
 use rocm_kpack::Target;
-use rocm_kpack_get::client::{Client, Progress, Wanted as Download};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};

@@ -11,10 +11,10 @@ use kpack_repo_index::{
 use rocm_kpack::Target;
 
 use super::record::{InstalledPackage, InstalledRecord};
-use crate::cache::Cache;
-use crate::client::Client;
 use crate::layout::Layout;
 use crate::repo::{Repo, RepoError};
+use kpack_repo_index::fetch::Cache;
+use kpack_repo_index::fetch::Client;
 
 /// Why no plan can be made.
 #[derive(Debug, thiserror::Error)]

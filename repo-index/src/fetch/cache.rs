@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use fs_err::File;
 
-use kpack_repo_index::Sha256;
+use crate::Sha256;
 
 /// Where the cache lives.
 #[derive(Debug, Clone)]

@@ -8,20 +8,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use fs_err::File;
-use kpack_repo_index::limits::{Cap, LimitError, Limits, LowSpeed};
-use kpack_repo_index::{HashingWriter, Sha256};
 use tokio::task::JoinSet;
 
-use super::mirror::{Mirror, MirrorFile};
-use super::{ClientError, ClientOptions, MirrorFailure, Progress, Silent, Wanted};
-use crate::cache::Cache;
+use super::{
+    Cache, ClientError, ClientOptions, Mirror, MirrorFailure, MirrorFile, Progress, Wanted,
+};
+use crate::limits::{Cap, LimitError, Limits, LowSpeed};
+use crate::{HashingWriter, Sha256};
 
 /// What became of one attempt.
 enum Failure {
     /// Worth trying again on the same mirror (connection, timeout, 5xx).
     Retry(String),
-    /// This mirror cannot serve the file (missing, wrong bytes).
+    /// This mirror cannot serve the file (wrong bytes, refused).
     NextMirror { error: String, integrity: bool },
+    /// This mirror does not have the file.
+    Missing(String),
     /// Nothing else will help (local disk).
     Fatal(ClientError),
 }
@@ -51,7 +53,8 @@ struct Failover<'a> {
     /// The mirror being tried, and the attempts made on it.
     mirror: usize,
     attempts: u32,
-    last: Option<(String, bool)>,
+    /// The last failure on the mirror being tried, with no URL yet.
+    last: Option<MirrorFailure>,
     failures: Vec<MirrorFailure>,
 }
 
@@ -107,10 +110,14 @@ impl<'a> Failover<'a> {
                             .note(&format!("{location}: {error}; retrying"));
                     }
                 }
-                self.last = Some((error, false));
+                self.last = Some(MirrorFailure::new(error, false, false));
             }
             Failure::NextMirror { error, integrity } => {
-                self.last = Some((error, integrity));
+                self.last = Some(MirrorFailure::new(error, integrity, false));
+                self.attempts = self.allowed();
+            }
+            Failure::Missing(error) => {
+                self.last = Some(MirrorFailure::new(error, false, true));
                 self.attempts = self.allowed();
             }
         }
@@ -118,17 +125,15 @@ impl<'a> Failover<'a> {
     }
 
     fn give_up_on_mirror(&mut self, mirror: &Mirror) {
-        if let Some((error, integrity)) = self.last.take() {
+        if let Some(mut failure) = self.last.take() {
             let location = mirror.locate(self.path);
             if self.mirror + 1 < self.mirrors.len() {
+                let error = &failure.error;
                 self.progress
                     .note(&format!("{location}: {error}; trying the next mirror"));
             }
-            self.failures.push(MirrorFailure {
-                url: location.to_string(),
-                error,
-                integrity,
-            });
+            failure.url = location.to_string();
+            self.failures.push(failure);
         }
         self.mirror += 1;
         self.attempts = 0;
@@ -147,11 +152,11 @@ impl<'a> Failover<'a> {
 pub(super) async fn fetch_small(
     http: &reqwest::Client,
     options: &ClientOptions,
-    mirrors: &[Mirror],
-    path: &str,
+    (mirrors, path): (&[Mirror], &str),
     (pin, cap): (Option<Sha256>, Cap),
+    progress: &dyn Progress,
 ) -> Result<Vec<u8>, ClientError> {
-    let mut failover = Failover::new(options, mirrors, path, &Silent);
+    let mut failover = Failover::new(options, mirrors, path, progress);
     while let Some(location) = failover.next().await {
         match read_small(http, &options.limits, &location, pin, cap).await {
             Ok(bytes) => return Ok(bytes),
@@ -189,13 +194,8 @@ async fn read_small(
 
 /// A small file of a directory mirror, read to one byte past its cap.
 fn read_file_small(file: &Path, cap: Cap) -> Result<Vec<u8>, Failure> {
-    let unreadable = |e: std::io::Error| Failure::NextMirror {
-        error: e.to_string(),
-        integrity: false,
-    };
     let mut bytes = Vec::new();
-    File::open(file)
-        .map_err(unreadable)?
+    open_mirror_file(file)?
         .take(cap.bytes() + 1)
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
@@ -219,15 +219,7 @@ async fn get_small(
         .map_err(|e| Failure::Retry(describe(&e)))?;
     let status = response.status();
     if !status.is_success() {
-        let error = format!("HTTP {status}");
-        return Err(if status.is_server_error() || status.as_u16() == 429 {
-            Failure::Retry(error)
-        } else {
-            Failure::NextMirror {
-                error,
-                integrity: false,
-            }
-        });
+        return Err(status_failure(status));
     }
     let declared = response.content_length();
     if let Some(declared) = declared.filter(|d| *d > cap.bytes()) {
@@ -270,6 +262,173 @@ async fn next_chunk(
                 .received(0, std::time::Instant::now())
                 .map_err(|e| e.to_string())?,
         }
+    }
+}
+
+/// A file streamed into `out` from the first mirror that has it, at most
+/// `cap` bytes and no slower than the minimum rate. A retry, or the next
+/// mirror, resumes after the bytes `out` has taken (asking for the rest
+/// with a range, or skipping what a server sends again). `false`, with
+/// nothing written, when no mirror has it.
+pub(super) async fn fetch_stream(
+    http: &reqwest::Client,
+    options: &ClientOptions,
+    (mirrors, path): (&[Mirror], &str),
+    cap: Cap,
+    out: &mut dyn Write,
+    progress: &dyn Progress,
+) -> Result<bool, ClientError> {
+    let mut failover = Failover::new(options, mirrors, path, progress);
+    let mut stream = Stream {
+        path,
+        out,
+        cap,
+        written: 0,
+    };
+    while let Some(location) = failover.next().await {
+        let attempt = match &location {
+            MirrorFile::Url(url) => stream.http(http, &options.limits, url).await,
+            MirrorFile::File(file) => stream.file(file),
+        };
+        match attempt {
+            Ok(()) => return Ok(true),
+            Err(failure) => failover.failed(failure)?,
+        }
+    }
+    let error = failover.into_error();
+    if stream.written == 0 && error.is_missing() {
+        return Ok(false);
+    }
+    Err(error)
+}
+
+/// A file being streamed into a writer, which takes each byte once.
+struct Stream<'a> {
+    path: &'a str,
+    out: &'a mut dyn Write,
+    cap: Cap,
+    /// Bytes `out` has taken.
+    written: u64,
+}
+
+impl Stream<'_> {
+    /// One GET, for the rest of the file when part of it was written.
+    async fn http(
+        &mut self,
+        http: &reqwest::Client,
+        limits: &Limits,
+        url: &str,
+    ) -> Result<(), Failure> {
+        let mut request = http.get(url);
+        if self.written > 0 {
+            let range = format!("bytes={}-", self.written);
+            request = request.header(reqwest::header::RANGE, range);
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| Failure::Retry(describe(&e)))?;
+        let mut position = match response.status().as_u16() {
+            206 if self.written > 0 => {
+                let start = content_range(&response).and_then(|(start, _)| start.parse().ok());
+                if start != Some(self.written) {
+                    let error = format!("asked for bytes from {}, got {start:?}", self.written);
+                    return Err(Failure::Retry(error));
+                }
+                self.written
+            }
+            200 => 0,
+            _ => return Err(status_failure(response.status())),
+        };
+        if let Some(declared) = response.content_length().map(|length| position + length) {
+            if declared > self.cap.bytes() {
+                let cap = self.cap;
+                return Err(over_cap(
+                    LimitError::DeclaredTooLarge { declared, cap },
+                    cap,
+                ));
+            }
+        }
+        let mut speed = LowSpeed::new(limits);
+        loop {
+            let chunk = match next_chunk(&mut response, &mut speed).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return Ok(()),
+                Err(error) => {
+                    let error = format!("{error} after {} bytes", self.written);
+                    return Err(Failure::Retry(error));
+                }
+            };
+            self.take(position, &chunk)?;
+            position += chunk.len() as u64;
+        }
+    }
+
+    /// A directory mirror's file, from where the writer is.
+    fn file(&mut self, file: &Path) -> Result<(), Failure> {
+        let mut file = open_mirror_file(file)?;
+        file.seek(SeekFrom::Start(self.written))
+            .map_err(unreadable)?;
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            let n = file.read(&mut buffer).map_err(unreadable)?;
+            let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
+                return Ok(());
+            };
+            self.take(self.written, chunk)?;
+        }
+    }
+
+    /// Writes the part of `chunk` (which starts at `position` of the file)
+    /// that `out` has not taken yet, within the cap.
+    fn take(&mut self, position: u64, chunk: &[u8]) -> Result<(), Failure> {
+        let end = position + chunk.len() as u64;
+        self.cap.check(end).map_err(|e| over_cap(e, self.cap))?;
+        let Some(fresh) = usize::try_from(self.written.saturating_sub(position))
+            .ok()
+            .and_then(|skip| chunk.get(skip..))
+            .filter(|fresh| !fresh.is_empty())
+        else {
+            return Ok(());
+        };
+        self.out.write_all(fresh).map_err(|source| {
+            Failure::Fatal(ClientError::Output {
+                path: self.path.to_owned(),
+                source,
+            })
+        })?;
+        self.written = end;
+        Ok(())
+    }
+}
+
+/// What a status that brings no file means: retry a busy or failing
+/// server, go on from a mirror without the file or refusing it.
+fn status_failure(status: reqwest::StatusCode) -> Failure {
+    let error = format!("HTTP {status}");
+    match status.as_u16() {
+        404 | 410 => Failure::Missing(error),
+        416 | 429 | 500..=599 => Failure::Retry(error),
+        _ => Failure::NextMirror {
+            error,
+            integrity: false,
+        },
+    }
+}
+
+/// A file of a directory mirror, opened; an absent file is missing there.
+fn open_mirror_file(file: &Path) -> Result<File, Failure> {
+    File::open(file).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Failure::Missing(e.to_string()),
+        _ => unreadable(e),
+    })
+}
+
+/// A directory mirror's file that cannot be read: another mirror may do.
+fn unreadable(error: std::io::Error) -> Failure {
+    Failure::NextMirror {
+        error: error.to_string(),
+        integrity: false,
     }
 }
 
@@ -515,11 +674,7 @@ fn resume_point(
             file.set_len(0)?;
             Err(Failure::Retry(failed()))
         }
-        429 | 500..=599 => Err(Failure::Retry(failed())),
-        _ => Err(Failure::NextMirror {
-            error: failed(),
-            integrity: false,
-        }),
+        _ => Err(status_failure(status)),
     }
 }
 
@@ -763,11 +918,7 @@ fn attempt_file(
     file: &mut File,
     progress: &dyn Progress,
 ) -> Result<(), Failure> {
-    let unreadable = |e: std::io::Error| Failure::NextMirror {
-        error: e.to_string(),
-        integrity: false,
-    };
-    let mut source = File::open(source).map_err(unreadable)?;
+    let mut source = open_mirror_file(source)?;
     let mut sink = Sink::start(file.try_clone()?, 0)?;
     progress.start(&item.sha256, item.path.as_str(), item.size, 0);
     let mut buffer = vec![0u8; 1 << 18];

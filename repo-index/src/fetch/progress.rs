@@ -1,7 +1,7 @@
 //! How downloads report progress. The library only calls this trait; the
 //! binary draws bars or prints lines.
 
-use kpack_repo_index::Sha256;
+use crate::Sha256;
 
 /// Receives download events, each about the file with the given hash.
 pub trait Progress: Send + Sync {

@@ -1,22 +1,16 @@
-//! Fetching repository files from mirrors: one HTTP client (rustls, HTTP/2
-//! where offered), bounded concurrency, sha256 while streaming, resume,
-//! retries with backoff and failover to the next mirror.
-
-mod mirror;
-mod transfer;
-
-pub mod progress;
+//! The HTTP client: rustls, HTTP/2 where offered, bounded concurrency,
+//! sha256 while streaming, resume, retries with backoff and failover to
+//! the next mirror.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kpack_repo_index::limits::{Cap, Limits};
-use kpack_repo_index::{RelativePath, Sha256};
+use crate::limits::{Cap, Limits};
+use crate::{RelativePath, Sha256};
 
-use crate::cache::Cache;
-pub use mirror::{InvalidMirror, Mirror, MirrorFile};
-pub use progress::{Progress, Silent};
+use super::transfer;
+use super::{Cache, Mirror, Progress, Silent};
 
 /// Why files could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +18,20 @@ pub use progress::{Progress, Silent};
 pub enum ClientError {
     #[error("{path} is not in the download cache and --offline forbids downloading it")]
     Offline { path: String },
-    #[error("{path}: every mirror failed:{}", list_failures(failures))]
+    #[error("{}", list_failures(path, failures))]
     AllMirrorsFailed {
         path: String,
         failures: Vec<MirrorFailure>,
     },
     #[error("the download cache")]
     Cache(#[source] std::io::Error),
+    /// The writer a file was streamed into failed.
+    #[error("{path}: writing what was fetched")]
+    Output {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot start the HTTP client: {message}")]
     Setup { message: String },
 }
@@ -42,13 +43,32 @@ pub struct MirrorFailure {
     pub error: String,
     /// The mirror served bytes that do not match the index's pin.
     pub integrity: bool,
+    /// The mirror does not have the file.
+    pub missing: bool,
 }
 
-fn list_failures(failures: &[MirrorFailure]) -> String {
-    failures
-        .iter()
-        .map(|f| format!("\n  {}: {}", f.url, f.error))
-        .collect()
+impl MirrorFailure {
+    /// A failure whose URL is filled in when its mirror is given up.
+    pub(super) fn new(error: String, integrity: bool, missing: bool) -> MirrorFailure {
+        MirrorFailure {
+            url: String::new(),
+            error,
+            integrity,
+            missing,
+        }
+    }
+}
+
+/// One mirror's failure as the URL and the error; several, listed.
+fn list_failures(path: &str, failures: &[MirrorFailure]) -> String {
+    match failures {
+        [one] => format!("{}: {}", one.url, one.error),
+        _ => failures
+            .iter()
+            .fold(format!("{path}: every mirror failed:"), |text, f| {
+                text + &format!("\n  {}: {}", f.url, f.error)
+            }),
+    }
 }
 
 impl ClientError {
@@ -56,6 +76,12 @@ impl ClientError {
     /// failure rather than a network one).
     pub fn is_integrity(&self) -> bool {
         matches!(self, ClientError::AllMirrorsFailed { failures, .. } if failures.iter().any(|f| f.integrity))
+    }
+
+    /// Whether no mirror has the file (and none failed otherwise).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, ClientError::AllMirrorsFailed { failures, .. }
+            if !failures.is_empty() && failures.iter().all(|f| f.missing))
     }
 }
 
@@ -139,7 +165,7 @@ impl Client {
     /// first mirror that has it, read up to its cap.
     pub fn fetch_unpinned(&self, mirrors: &[Mirror], path: &str) -> Result<Vec<u8>, ClientError> {
         let cap = self.options.limits.unpinned(path);
-        self.fetch_small(mirrors, path, None, cap)
+        self.fetch_small(mirrors, path, (None, cap), &Silent)
     }
 
     /// A small pinned file (a shard) from the first mirror whose copy has
@@ -153,15 +179,56 @@ impl Client {
         size: Option<u64>,
     ) -> Result<Vec<u8>, ClientError> {
         let cap = self.options.limits.pinned_or_unpinned(path, size);
-        self.fetch_small(mirrors, path, Some(sha256), cap)
+        self.fetch_small(mirrors, path, (Some(sha256), cap), &Silent)
+    }
+
+    /// A small file from the first mirror that has it, read up to `cap`;
+    /// `None` when no mirror has it. Retries are told to `progress`.
+    pub fn fetch_optional(
+        &self,
+        mirrors: &[Mirror],
+        path: &str,
+        cap: Cap,
+        progress: &dyn Progress,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
+        match self.fetch_small(mirrors, path, (None, cap), progress) {
+            Err(error) if error.is_missing() => Ok(None),
+            fetched => fetched.map(Some),
+        }
+    }
+
+    /// A file of any size streamed into `out`, at most `cap` bytes, with
+    /// the retries, resume and failover of every other fetch; `false`,
+    /// with nothing written, when no mirror has it.
+    pub fn stream(
+        &self,
+        mirrors: &[Mirror],
+        path: &str,
+        cap: Cap,
+        out: &mut dyn std::io::Write,
+        progress: &dyn Progress,
+    ) -> Result<bool, ClientError> {
+        if self.options.offline {
+            return Err(ClientError::Offline {
+                path: path.to_owned(),
+            });
+        }
+        self.runtime.block_on(transfer::fetch_stream(
+            &self.http,
+            &self.options,
+            (mirrors, path),
+            cap,
+            out,
+            progress,
+        ))
     }
 
     fn fetch_small(
         &self,
         mirrors: &[Mirror],
         path: &str,
-        pin: Option<Sha256>,
-        cap: Cap,
+        pin: (Option<Sha256>, Cap),
+        progress: &dyn Progress,
     ) -> Result<Vec<u8>, ClientError> {
         if self.options.offline {
             return Err(ClientError::Offline {
@@ -171,9 +238,9 @@ impl Client {
         self.runtime.block_on(transfer::fetch_small(
             &self.http,
             &self.options,
-            mirrors,
-            path,
-            (pin, cap),
+            (mirrors, path),
+            pin,
+            progress,
         ))
     }
 

@@ -1,11 +1,14 @@
-//! Where a repository's files come from: a directory (or `file://` URL) or
-//! an HTTP(S) server. Both give the same bytes for a relative path, so the
-//! same verification runs against either.
+//! Where a repository's files come from: a directory (or `file://` URL),
+//! an HTTP(S) server (through the [`Client`], with its retries and resume)
+//! or a bucket. Each gives the same bytes for a relative path, so the same
+//! verification runs against any.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::{Client, ClientError, ClientOptions, Mirror, Progress, Silent};
 use crate::address::Address;
 use crate::limits::{Cap, LimitError, Limits, LowSpeed};
 
@@ -16,8 +19,9 @@ pub enum FetchError {
     /// Reading a directory source; the error names the path.
     #[error(transparent)]
     Io(std::io::Error),
-    #[error("{location}: {message}")]
-    Http { location: String, message: String },
+    /// Fetching over HTTP, after the client's retries and resume.
+    #[error(transparent)]
+    Client(ClientError),
     #[error("{location}: not found")]
     NotFound { location: String },
     #[error("{location}: {limit}")]
@@ -35,19 +39,37 @@ pub enum FetchError {
 pub use crate::address::url_scheme;
 
 /// A repository location, and the bounds its reads keep to.
-#[derive(Debug)]
 pub struct Source {
     origin: Origin,
     limits: Limits,
+    /// Told of retries and resumed transfers.
+    progress: Arc<dyn Progress>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source")
+            .field("origin", &self.origin)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
 enum Origin {
-    Dir(PathBuf),
+    Local(Local),
+    /// Through the client, with its retries and resume.
     Http {
-        base: String,
-        client: reqwest::blocking::Client,
+        client: Box<Client>,
+        mirror: Mirror,
     },
+}
+
+/// Read directly, not through the HTTP client: a directory, or a bucket
+/// through the S3 API.
+#[derive(Debug)]
+enum Local {
+    Dir(PathBuf),
     /// A bucket, read through the S3 API (with credentials).
     #[cfg(feature = "publish")]
     Store(Box<crate::store::Store>),
@@ -58,23 +80,21 @@ impl Source {
     /// are directories; other URLs are refused. Reads keep to `limits`.
     pub fn parse(location: &str, limits: Limits) -> Result<Source, FetchError> {
         let origin = match Address::parse(location).map_err(FetchError::Address)? {
-            Address::Dir(path) => Origin::Dir(path),
+            Address::Dir(path) => Origin::Local(Local::Dir(path)),
             Address::Http(base) => {
-                // The ring provider, installed once per process; a second
-                // install is refused harmlessly.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                // No total timeout (an artifact may be gigabytes): each wait
-                // for bytes ends within the low-speed window, which `Bounded`
-                // then judges.
-                let client = reqwest::blocking::Client::builder()
-                    .connect_timeout(Duration::from_secs(15))
-                    .timeout(limits.low_speed_time.max(Duration::from_secs(1)))
-                    .build()
-                    .map_err(|e| FetchError::Http {
-                        location: location.to_owned(),
-                        message: e.to_string(),
-                    })?;
-                Origin::Http { base, client }
+                // Each wait for bytes ends within the low-speed window,
+                // which the client then judges.
+                let client = Client::new(ClientOptions {
+                    connect_timeout: Duration::from_secs(15),
+                    read_timeout: limits.low_speed_time.max(Duration::from_secs(1)),
+                    limits,
+                    ..ClientOptions::default()
+                })
+                .map_err(FetchError::Client)?;
+                Origin::Http {
+                    client: Box::new(client),
+                    mirror: Mirror::Http(base),
+                }
             }
             Address::S3 { .. } => {
                 return Err(FetchError::UnsupportedScheme {
@@ -83,7 +103,21 @@ impl Source {
                 })
             }
         };
-        Ok(Source { origin, limits })
+        Ok(Source::new(origin, limits))
+    }
+
+    fn new(origin: Origin, limits: Limits) -> Source {
+        Source {
+            origin,
+            limits,
+            progress: Arc::new(Silent),
+        }
+    }
+
+    /// Tells `progress` of retries and resumed transfers.
+    pub fn reporting_to(mut self, progress: Arc<dyn Progress>) -> Source {
+        self.progress = progress;
+        self
     }
 
     /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3
@@ -101,18 +135,18 @@ impl Source {
         let store = Location::parse(location)
             .and_then(|parsed| Store::open(&parsed, s3))
             .map_err(|e| FetchError::Store(Box::new(e)))?;
-        Ok(Source {
-            origin: Origin::Store(Box::new(store)),
+        Ok(Source::new(
+            Origin::Local(Local::Store(Box::new(store))),
             limits,
-        })
+        ))
     }
 
     /// A directory source, with the default limits.
     pub fn dir(path: &Path) -> Source {
-        Source {
-            origin: Origin::Dir(path.to_owned()),
-            limits: Limits::default(),
-        }
+        Source::new(
+            Origin::Local(Local::Dir(path.to_owned())),
+            Limits::default(),
+        )
     }
 
     pub fn limits(&self) -> &Limits {
@@ -122,10 +156,10 @@ impl Source {
     /// Where `relative` is, for messages.
     pub fn location(&self, relative: &str) -> String {
         match &self.origin {
-            Origin::Dir(dir) => dir.join(relative).display().to_string(),
-            Origin::Http { base, .. } => format!("{base}{relative}"),
+            Origin::Local(Local::Dir(dir)) => dir.join(relative).display().to_string(),
+            Origin::Http { mirror, .. } => mirror.locate(relative).to_string(),
             #[cfg(feature = "publish")]
-            Origin::Store(store) => store.location(relative),
+            Origin::Local(Local::Store(store)) => store.location(relative),
         }
     }
 
@@ -151,9 +185,18 @@ impl Source {
     }
 
     fn read_small(&self, relative: &str, cap: Cap) -> Result<Option<Vec<u8>>, FetchError> {
+        let local = match &self.origin {
+            Origin::Local(local) => local,
+            Origin::Http { client, mirror } => {
+                let mirrors = std::slice::from_ref(mirror);
+                return client
+                    .fetch_optional(mirrors, relative, cap, self.progress.as_ref())
+                    .map_err(FetchError::Client);
+            }
+        };
         let deadline = Instant::now() + self.limits.index_timeout;
         let mut bytes = Vec::new();
-        let found = self.copy_within(relative, &mut bytes, cap, Some(deadline))?;
+        let found = self.copy_local(local, relative, &mut bytes, (cap, Some(deadline)))?;
         Ok(found.then_some(bytes))
     }
 
@@ -166,74 +209,53 @@ impl Source {
         out: &mut dyn Write,
         cap: Cap,
     ) -> Result<bool, FetchError> {
-        self.copy_within(relative, out, cap, None)
+        match &self.origin {
+            Origin::Local(local) => self.copy_local(local, relative, out, (cap, None)),
+            Origin::Http { client, mirror } => {
+                let mirrors = std::slice::from_ref(mirror);
+                let progress = self.progress.as_ref();
+                client
+                    .stream(mirrors, relative, cap, out, progress)
+                    .map_err(FetchError::Client)
+            }
+        }
     }
 
-    fn copy_within(
+    /// A directory's or a bucket's file into `out`, within `cap`, the
+    /// minimum rate and the deadline.
+    fn copy_local(
         &self,
+        local: &Local,
         relative: &str,
         out: &mut dyn Write,
-        cap: Cap,
-        deadline: Option<Instant>,
+        (cap, deadline): (Cap, Option<Instant>),
     ) -> Result<bool, FetchError> {
-        let location = self.location(relative);
-        let Some(reader) = self.open_reader(relative, &location, cap)? else {
+        let Some(reader) = local.reader(relative)? else {
             return Ok(false);
         };
         let mut bounded = Bounded::new(reader, cap, &self.limits, deadline);
         std::io::copy(&mut bounded, out).map_err(|e| match limit_of(&e) {
             Some(limit) => FetchError::Limit {
-                location: location.clone(),
+                location: self.location(relative),
                 limit,
-            },
-            None if matches!(self.origin, Origin::Http { .. }) => FetchError::Http {
-                location: location.clone(),
-                message: e.to_string(),
             },
             None => FetchError::Io(e),
         })?;
         Ok(true)
     }
+}
 
-    /// A reader of `relative`; `None` when it does not exist. A server
-    /// declaring more than `cap` is refused before its body is read.
-    fn open_reader(
-        &self,
-        relative: &str,
-        location: &str,
-        cap: Cap,
-    ) -> Result<Option<Box<dyn Read + '_>>, FetchError> {
-        let http = |message: String| FetchError::Http {
-            location: location.to_owned(),
-            message,
-        };
-        Ok(Some(match &self.origin {
-            Origin::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
+impl Local {
+    /// A reader of `relative`; `None` when it does not exist.
+    fn reader(&self, relative: &str) -> Result<Option<Box<dyn Read + '_>>, FetchError> {
+        Ok(Some(match self {
+            Local::Dir(dir) => match fs_err::File::open(dir.join(relative)) {
                 Ok(file) => Box::new(file),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(source) => return Err(FetchError::Io(source)),
             },
-            Origin::Http { client, .. } => {
-                let response = client
-                    .get(location)
-                    .send()
-                    .map_err(|e| http(e.to_string()))?;
-                if response.status() == reqwest::StatusCode::NOT_FOUND {
-                    return Ok(None);
-                }
-                if !response.status().is_success() {
-                    return Err(http(format!("HTTP {}", response.status())));
-                }
-                if let Some(declared) = response.content_length().filter(|d| *d > cap.bytes()) {
-                    return Err(FetchError::Limit {
-                        location: location.to_owned(),
-                        limit: LimitError::DeclaredTooLarge { declared, cap },
-                    });
-                }
-                Box::new(response)
-            }
             #[cfg(feature = "publish")]
-            Origin::Store(store) => match store.reader(relative) {
+            Local::Store(store) => match store.reader(relative) {
                 Ok(Some(reader)) => reader,
                 Ok(None) => return Ok(None),
                 Err(e) => return Err(FetchError::Store(Box::new(e))),

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use kpack_repo_index::address::Address;
+use crate::address::Address;
 
 /// Where a repository is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
