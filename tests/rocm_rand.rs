@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
+use kpack_gpu::Target;
 use kpack_test_support::chain::{
     load_installed, pool, pool_gets, shared_rocrand_repo, snapshot, success, Env, HOST_TREE,
 };
 use kpack_test_support::server::TestServer;
-use rocm_kpack::Target;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
 

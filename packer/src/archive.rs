@@ -49,7 +49,7 @@ impl Grouping {
     pub fn archive_key(self, target: &Target) -> &str {
         match self {
             Grouping::Processor => target.processor(),
-            Grouping::Family => rocm_kpack::family::packaging_family(target.processor()),
+            Grouping::Family => kpack_gpu::family::packaging_family(target.processor()),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack::ParseTargetError;
+use kpack_gpu::ParseTargetError;
 
 /// What is wrong with a `.hip_fatbin` section's offload bundles. Offsets
 /// are relative to the start of the section.

@@ -68,7 +68,7 @@ pub fn materialize_file(
     if archives.is_empty() {
         return Err(Error::NoArchives {
             path: input.to_owned(),
-            targets: rocm_kpack::target::join_targets(targets),
+            targets: kpack_gpu::target::join_targets(targets),
         });
     }
     let mode = file.metadata()?.permissions().mode();

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
+use kpack_gpu::Target;
 use kpack_packer::elf::FatElf;
 use kpack_test_support::offload_bundler;
 use kpack_test_support::real_hip::{self, Registration, HIPF, HIPK};
-use rocm_kpack::Target;
 
 /// What the real runtime answers a fat library's wrapper: a handle.
 const FAT: Registration = Registration {

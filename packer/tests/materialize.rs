@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
+use kpack_gpu::Target;
 use kpack_packer::elf::{FatElf, HipWrapper, HIPF_MAGIC, WRAPPER_SECTION};
 use object::{Object, ObjectSection};
-use rocm_kpack::Target;
 
 fn kpack_pack() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kpack-pack"))

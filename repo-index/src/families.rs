@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use rocm_kpack::family;
-use rocm_kpack::Target;
+use kpack_gpu::family;
+use kpack_gpu::Target;
 
 use crate::types::Listed;
 

@@ -2,7 +2,7 @@
 //! mirror verifies with the upstream key), and only the artifacts chosen
 //! packages need for chosen GPU targets.
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use crate::families::Families;
 use crate::fetch::{FetchError, Source};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 use semver::{Version, VersionReq};
 
 use crate::families::Families;

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use kpack_gpu::Target;
 use kpack_repo_index::{
     resolve, select_artifacts, Explanation, Families, Request, ResolveError, Shard,
 };
 use kpack_test_support::COMPONENTS_SHARD;
-use rocm_kpack::Target;
 
 /// One version with a host tree and device archives of several shapes.
 const SHARD: &str = r#"name = "rocm-rand"

@@ -12,7 +12,7 @@ use gpus::{
     fake_hsa, fake_hsa_calls, fake_sysfs, make_node_unreadable, FakeAgent, FakeHsaConfig, FakeNode,
     CAPABILITY_SRAMECC, HSA_PID_NAME,
 };
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 use rocm_kpack_get::detect::hsa::{self, HsaAgent, HsaError};
 use rocm_kpack_get::detect::sysfs::{self, SysfsGpu};
 use rocm_kpack_get::detect::{detect, DetectOptions, GpuSource};

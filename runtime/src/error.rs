@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::target::{join_targets, ParseTargetError, Target};
+use kpack_gpu::target::{join_targets, ParseTargetError, Target};
 
 /// The reference `kpack_error_t` numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

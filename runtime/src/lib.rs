@@ -1,4 +1,5 @@
-//! The kpack runtime: the archive format (reader and writer), GPU targets,
+//! The kpack runtime: the archive format (reader and writer), GPU targets
+//! (from `kpack-gpu`),
 //! the loader that finds a binary's device code through its marker, and
 //! `librocm_kpack`, a drop-in for ROCm's reference C API.
 //!
@@ -12,13 +13,10 @@
 //! ```
 
 pub mod error;
-pub mod family;
 pub mod format;
-pub mod gpus;
 pub mod loader;
 mod msgpack;
 mod read;
-pub mod target;
 mod write;
 
 pub mod capi;
@@ -26,9 +24,9 @@ pub mod discover;
 
 pub use error::{Error, ErrorCode, Result};
 pub use format::{Metadata, Scheme};
+pub use kpack_gpu::{ParseTargetError, Target};
 pub use loader::{Loader, LoaderConfig, Marker};
 pub use read::{Archive, Kernel};
-pub use target::{ParseTargetError, Target};
 pub use write::{
     ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, EntryMetadata, PreparedBlob,
     StoredBlob,

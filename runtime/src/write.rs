@@ -16,7 +16,7 @@ use crate::format::{
     encode_header, key, Metadata, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
     HEADER_SIZE, TOC_FORMAT_VERSION,
 };
-use crate::target::Target;
+use kpack_gpu::target::Target;
 
 /// How the writer stores code objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -540,7 +540,7 @@ impl<W: Write + Seek> ArchiveWriter<W> {
     }
 
     /// Adds a code object whose stored bytes, described by `blob`, are
-    /// the next [`StoredBlob::stored_size`] bytes of `stored`: copied into
+    /// the next bytes (as many as were stored) of `stored`: copied into
     /// the archive, or skipped when an identical code object is stored
     /// already.
     pub fn add_stored(

@@ -10,7 +10,7 @@ mod offload;
 use std::borrow::Cow;
 use std::io::{BufRead, Read};
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use crate::error::BundleError;
 

@@ -12,7 +12,7 @@
 
 use std::io::{Read, Write};
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use super::CodeObjectInfo;
 use crate::error::BundleError;

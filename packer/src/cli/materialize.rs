@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use kpack_packer::materialize::{materialize_file, ArchiveSource};
 
@@ -52,7 +52,7 @@ pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
         if report.targets.is_empty() {
             "no target".to_owned()
         } else {
-            rocm_kpack::target::join_targets(&report.targets)
+            kpack_gpu::target::join_targets(&report.targets)
         },
         report.archives.len(),
         if report.empty > 0 {

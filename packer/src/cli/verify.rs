@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::shown;
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use kpack_packer::verify::{verify_against, verify_tree};
 

@@ -12,8 +12,8 @@
 //! make the processor ambiguous as text, so it is the longest processor of
 //! the table of GPU facts that fits.
 
-use rocm_kpack::gpus::PROCESSORS;
-use rocm_kpack::Target;
+use kpack_gpu::gpus::PROCESSORS;
+use kpack_gpu::Target;
 
 use super::{Recogniser, Role};
 

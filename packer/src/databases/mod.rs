@@ -28,8 +28,8 @@ mod tensile;
 use std::fmt;
 use std::path::{Component, Path};
 
-use rocm_kpack::gpus::PROCESSORS;
-use rocm_kpack::Target;
+use kpack_gpu::gpus::PROCESSORS;
+use kpack_gpu::Target;
 
 pub use aotriton::AoTriton;
 pub use hipblaslt::HipBlasLt;

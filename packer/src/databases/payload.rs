@@ -14,8 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use kpack_gpu::Target;
 use rayon::prelude::*;
-use rocm_kpack::Target;
 
 use crate::error::{Error, Result};
 

@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
+use kpack_gpu::Target;
 use kpack_wheel::{DistName, Metadata, WheelFilename};
-use rocm_kpack::Target;
 use zip::extra_fields::ExtraField;
 use zip::{CompressionMethod, DateTime};
 

@@ -4,9 +4,9 @@
 //! and the release's `{name}-{version}-variants.json` listing every label.
 //! Documents come from `kpack-wheel`, written in layout 0.2.0.
 
+use kpack_gpu::Target;
 use kpack_wheel::variants::{amd, index_filename, SchemaVersion, VariantsDocument};
 use kpack_wheel::{DistName, VariantLabel, WheelFilename};
-use rocm_kpack::Target;
 
 use super::error::WheelError;
 

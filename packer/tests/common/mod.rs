@@ -40,7 +40,7 @@ pub fn compile_fat_library(
 
 /// Each bundle's code objects by target, in section order, of the fat ELF
 /// file `data`.
-pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<rocm_kpack::Target, Vec<u8>>> {
+pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<kpack_gpu::Target, Vec<u8>>> {
     kpack_packer::elf::FatElf::parse(data)
         .expect("a readable ELF file")
         .expect("a fat binary")

@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 use batch::{build_set, BatchOptions};
 use build::{write_tree, TreeCompression};
+use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Progress, Source};
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
@@ -26,7 +27,6 @@ use kpack_repo_index::tidy::collect_garbage;
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::unpacked::verify_unpacked_sizes;
 use kpack_repo_index::verify::verify_repository_with;
-use rocm_kpack::Target;
 
 /// Builds, signs and checks kpack repositories.
 #[derive(Debug, Parser)]

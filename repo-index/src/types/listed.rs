@@ -11,7 +11,7 @@ use super::{invalid, InvalidValue};
 /// when the index is read. A target is written back in canonical form.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Listed {
-    Target(rocm_kpack::Target),
+    Target(kpack_gpu::Target),
     Family(String),
 }
 
@@ -37,7 +37,7 @@ impl FromStr for Listed {
     type Err = InvalidValue;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match rocm_kpack::Target::parse(s) {
+        match kpack_gpu::Target::parse(s) {
             Ok(target) if Listed::is_processor(target.processor()) => Ok(Listed::Target(target)),
             Ok(target) if target.features().is_empty() => Ok(Listed::Family(s.to_owned())),
             _ => Err(invalid(

@@ -2,8 +2,8 @@
 //! a library installed now would load and the layout that follows, and
 //! what the GPUs would select from the configured repositories.
 
+use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, PackageName};
-use rocm_kpack::Target;
 use rocm_kpack_get::detect::Detection;
 use rocm_kpack_get::repo::Repo;
 use serde_json::json;

@@ -1,8 +1,8 @@
 //! `info`: a package's versions and artifacts, and which would be chosen
 //! for this machine's GPUs.
 
+use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, RelativePath, Shard, VersionEntry};
-use rocm_kpack::Target;
 use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
@@ -71,7 +71,7 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
         if gpus.is_empty() {
             "this machine: no GPU found, host parts only".to_owned()
         } else {
-            rocm_kpack::target::join_targets(gpus)
+            kpack_gpu::target::join_targets(gpus)
         }
     ));
     for artifact in &entry.artifacts {

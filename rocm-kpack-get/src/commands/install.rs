@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
 use kpack_repo_index::{Explanation, PackageName, Request};
-use rocm_kpack::Target;
 use rocm_kpack_get::install::plan::{make_plan, Plan};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
@@ -177,7 +177,7 @@ fn describe_targets(gpus: &[Target]) -> String {
     if gpus.is_empty() {
         "no GPU (host entries only)".to_owned()
     } else {
-        rocm_kpack::target::join_targets(gpus)
+        kpack_gpu::target::join_targets(gpus)
     }
 }
 
@@ -214,7 +214,7 @@ fn choose_gpus(
     } else {
         context
             .printer
-            .detail(format!("GPUs: {}", rocm_kpack::target::join_targets(&gpus)));
+            .detail(format!("GPUs: {}", kpack_gpu::target::join_targets(&gpus)));
     }
     Ok(gpus)
 }

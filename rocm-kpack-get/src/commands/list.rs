@@ -26,7 +26,7 @@ pub fn list(context: &Context) -> Result<(), Failure> {
             if package.targets.is_empty() {
                 "no GPU: host parts only".to_owned()
             } else {
-                rocm_kpack::target::join_targets(&package.targets)
+                kpack_gpu::target::join_targets(&package.targets)
             },
             package.layout
         ));

@@ -17,10 +17,10 @@ pub mod verify;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use kpack_gpu::Target;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
 use kpack_repo_index::{PackageName, Request};
-use rocm_kpack::Target;
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::{DetectOptions, Detection};
 use rocm_kpack_get::install::plan::PlanError;

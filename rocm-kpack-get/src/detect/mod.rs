@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 use serde::{Serialize, Serializer};
 
 /// Where the kernel driver's topology lives.

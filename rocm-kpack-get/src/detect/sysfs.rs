@@ -9,7 +9,7 @@
 use std::io;
 use std::path::Path;
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 /// The `capability` bit saying SRAM ECC is enabled (`HSA_CAP_SRAM_EDCSUPPORTED`).
 pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
@@ -47,12 +47,12 @@ pub fn processor_for_gfx_target_version(version: u64) -> Option<String> {
 
 /// Whether a processor has the xnack feature (the GPU table says).
 pub fn has_xnack_feature(processor: &str) -> bool {
-    rocm_kpack::gpus::processor(processor).is_some_and(|p| p.xnack)
+    kpack_gpu::gpus::processor(processor).is_some_and(|p| p.xnack)
 }
 
 /// Whether a processor has the sramecc feature (the GPU table says).
 pub fn has_sramecc_feature(processor: &str) -> bool {
-    rocm_kpack::gpus::processor(processor).is_some_and(|p| p.sramecc)
+    kpack_gpu::gpus::processor(processor).is_some_and(|p| p.sramecc)
 }
 
 /// The value of a `key value` line of a `properties` file, if it is there
@@ -124,7 +124,7 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
 pub fn target_for(
     processor: &str,
     sramecc: bool,
-) -> Result<Target, rocm_kpack::target::ParseTargetError> {
+) -> Result<Target, kpack_gpu::target::ParseTargetError> {
     let mut id = processor.to_owned();
     if has_sramecc_feature(processor) {
         id.push_str(if sramecc { ":sramecc+" } else { ":sramecc-" });

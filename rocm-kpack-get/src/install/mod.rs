@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::fs::File;
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError};
+use kpack_gpu::Target;
 use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
-use rocm_kpack::Target;
 
 use crate::layout::Layout;
 use commit::{Journal, PrefixPaths};

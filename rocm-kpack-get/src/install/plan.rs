@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use kpack_gpu::Target;
 use kpack_repo_index::{
     resolve, select_artifacts, Artifact, Explanation, Families, Listed, PackageName, Request,
     ResolveError, Shard, VersionEntry,
 };
-use rocm_kpack::Target;
 
 use super::record::{InstalledPackage, InstalledRecord};
 use crate::layout::Layout;
@@ -26,7 +26,7 @@ pub enum PlanError {
     Resolve(#[from] ResolveError),
     #[error(
         "{package} {version} has no device code for {}; it offers code for {}",
-        rocm_kpack::target::join_targets(gpus),
+        kpack_gpu::target::join_targets(gpus),
         kpack_repo_index::resolve::join_listed(offered)
     )]
     NoDeviceCode {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kpack_gpu::Target;
 use kpack_repo_index::{Component, Listed, PackageName, RelativePath, Sha256};
-use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
 use super::InstallError;

@@ -4,9 +4,9 @@
 //! lowercase key, then the umbrella `dgpu-all`-style ones), then
 //! `device-<generic>`; never `device-all` unless every target is asked for.
 
+use kpack_gpu::family::families_of;
+use kpack_gpu::Target;
 use kpack_wheel::ExtraName;
-use rocm_kpack::family::families_of;
-use rocm_kpack::Target;
 
 /// The extra covering every target.
 pub const ALL: &str = "device-all";

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::error::ErrorCode;
 use crate::read::Archive;
-use crate::target::Target;
+use kpack_gpu::target::Target;
 
 /// The object behind a `kpack_archive_t`.
 #[derive(Debug)]

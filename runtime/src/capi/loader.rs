@@ -9,7 +9,7 @@ use crate::discover::binary_path_of;
 use crate::error::ErrorCode;
 use crate::loader::{Loader, Marker};
 use crate::read::Archive;
-use crate::target::Target;
+use kpack_gpu::target::Target;
 
 /// The object behind a `kpack_cache_t`.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! `librocm_kpack`: the reference runtime's C API over the Rust types.
 //!
-//! Every entry point runs inside [`guard`], which turns errors into the
+//! Every entry point runs inside `guard`, which turns errors into the
 //! reference's error numbers and catches panics, so nothing unwinds into C.
 //! Handles are boxed Rust values behind opaque pointers. Buffers handed to
 //! C are `malloc`ed and released with the matching `kpack_free_*`.

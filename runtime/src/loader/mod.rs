@@ -19,7 +19,7 @@ pub use marker::{Marker, GFXARCH_PLACEHOLDER, MAX_MARKER_SIZE};
 
 use crate::error::{Error, Report, Result};
 use crate::read::{Archive, Kernel};
-use crate::target::{join_targets, Target};
+use kpack_gpu::target::{join_targets, Target};
 
 /// The candidates of one request and what became of each: not tried yet,
 /// could not be opened, or opened.

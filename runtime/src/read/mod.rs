@@ -14,7 +14,7 @@ use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
 use crate::format::{
     Metadata, RawHeader, Scheme, BLOB_REGION_OFFSET, MAGIC, MIN_HEADER_BYTES, VERSION,
 };
-use crate::target::Target;
+use kpack_gpu::target::Target;
 
 /// An open, validated kpack archive.
 ///

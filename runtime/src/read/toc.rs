@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::error::FormatProblem;
 use crate::format::{key, Metadata, Scheme, ENTRY_TYPE_HSACO, TOC_FORMAT_VERSION};
 use crate::msgpack::{Cursor, ReadError};
-use crate::target::Target;
+use kpack_gpu::target::Target;
 
 /// A TOC problem and the offset (relative to the TOC start) where it is.
 pub(super) type TocError = (usize, FormatProblem);

@@ -2,7 +2,7 @@
 //! features stripped; a variant may list several processors), provided by
 //! `rocm-bootstrap`'s plugin.
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 
 use super::document::{Provider, VariantsDocument};
 use super::property::{InvalidProperty, VariantProperties, VariantProperty};

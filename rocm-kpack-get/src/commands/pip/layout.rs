@@ -6,7 +6,7 @@
 //! materialized for the machine's targets, or its host-only original put
 //! back, to match.
 
-use rocm_kpack::Target;
+use kpack_gpu::Target;
 use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
 use rocm_kpack_get::layout::{decide, LayoutDecision};
 use rocm_kpack_get::pip::environment::PythonEnvironment;

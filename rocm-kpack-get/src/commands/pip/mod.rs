@@ -9,9 +9,9 @@ pub mod sync;
 
 use std::path::Path;
 
+use kpack_gpu::Target;
 use kpack_wheel::variants::{amd, SupportedProperties};
 use kpack_wheel::ExtraName;
-use rocm_kpack::Target;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::discrete_first;
 use rocm_kpack_get::pip::materialize::MaterializeError;

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use kpack_gpu::Target;
 use kpack_wheel::RecordHash;
-use rocm_kpack::Target;
 use serde::{Deserialize, Serialize};
 
 use super::MaterializeError;
