@@ -1,6 +1,8 @@
-//! Mirroring: the signed root and every shard copied verbatim (so the
-//! mirror verifies with the upstream key), and only the artifacts chosen
-//! packages need for chosen GPU targets.
+//! Making a mirror: a copy of a repository that clients then read as one
+//! of its [`Mirror`](crate::fetch::Mirror)s. The signed root and every
+//! shard are copied verbatim (so the mirror verifies with the upstream
+//! key), and only the artifacts chosen packages need for chosen GPU
+//! targets.
 
 use kpack_gpu::Target;
 

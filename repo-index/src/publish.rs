@@ -17,7 +17,7 @@ use crate::schema::{
     FORMAT,
 };
 use crate::sign::{sign_root, SecretKey, SignError};
-use crate::store::{Body, CacheControl, Created, Etag, Location, S3Options, Store, StoreError};
+use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreAddress, StoreError};
 use crate::types::{
     Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
@@ -82,7 +82,7 @@ impl Default for PublishOptions {
 
 /// A repository open for publishing.
 #[derive(Debug)]
-pub struct Repo {
+pub struct Publisher {
     store: Store,
 }
 
@@ -147,20 +147,26 @@ pub struct NewArtifact {
     pub unpacked_size: Option<u64>,
 }
 
-impl Repo {
+impl Publisher {
     /// Opens (creating if needed) the repository directory `root`.
-    pub fn open(root: &Path) -> Result<Repo, PublishError> {
-        Repo::open_at(&Location::Dir(root.to_owned()), &PublishOptions::default())
+    pub fn open(root: &Path) -> Result<Publisher, PublishError> {
+        Publisher::open_at(
+            &StoreAddress::Dir(root.to_owned()),
+            &PublishOptions::default(),
+        )
     }
 
     /// Opens the repository at `location`; for a bucket, first checks that
     /// it honours conditional writes (unless `options` say not to).
-    pub fn open_at(location: &Location, options: &PublishOptions) -> Result<Repo, PublishError> {
+    pub fn open_at(
+        location: &StoreAddress,
+        options: &PublishOptions,
+    ) -> Result<Publisher, PublishError> {
         let store = Store::open(location, &options.s3)?;
         if options.check_conditional_writes {
             store.check_conditional_writes()?;
         }
-        Ok(Repo { store })
+        Ok(Publisher { store })
     }
 
     /// The store, for readers of what was published.
@@ -264,8 +270,8 @@ impl Repo {
     }
 
     /// Writes `new`'s artifacts into the pool without publishing it: the
-    /// first half of [`Repo::add`], for publishers that add several
-    /// versions in one root update ([`Repo::add_staged`]).
+    /// first half of [`Publisher::add`], for publishers that add several
+    /// versions in one root update ([`Publisher::add_staged`]).
     pub fn stage(
         &self,
         new: &NewVersion,

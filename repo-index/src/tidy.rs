@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::publish::{PublishError, Repo};
+use crate::publish::{PublishError, Publisher};
 use crate::schema::RootIndex;
 use crate::sign::SecretKey;
 use crate::store::{Store, StoredObject};
@@ -40,7 +40,7 @@ impl Collected {
     }
 }
 
-impl Repo {
+impl Publisher {
     /// Drops all but the newest `keep` versions of every package from the
     /// index, except versions a kept version depends on exactly (`=`), and
     /// publishes the result signed with `key`. Nothing is published when

@@ -379,7 +379,7 @@ fn add_marks_device_trees_with_their_component() {
 /// archive and the Tensile payload, and nothing for other targets.
 #[test]
 fn a_mirror_for_a_target_keeps_each_component_of_it() {
-    use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
+    use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
     let workspace = Workspace::new();
     let inputs = &workspace.inputs;
     let tensile = |target: &str| NewArtifact {
@@ -400,7 +400,7 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         unpacked_size: None,
     };
     let key = kpack_repo_index::sign::SecretKey::load(&workspace.secret_key(), None).unwrap();
-    Repo::open(&workspace.repo)
+    Publisher::open(&workspace.repo)
         .unwrap()
         .add(
             &NewVersion::new(

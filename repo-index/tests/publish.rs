@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use fs_err as fs;
-use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
 use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Component, RootIndex, Timestamp};
@@ -163,7 +163,7 @@ fn a_root_whose_signature_lags_verifies_through_its_copy() {
     let fixture = publish();
     let repo = fixture.repo();
     let previous = fs::read(repo.join("index.toml.minisig")).unwrap();
-    Repo::open(&repo)
+    Publisher::open(&repo)
         .unwrap()
         .reindex(Some(&fixture.key))
         .unwrap();
@@ -223,7 +223,7 @@ fn refuses_paths_and_names_that_escape() {
 #[test]
 fn published_files_never_change() {
     let fixture = publish();
-    let repo = Repo::open(&fixture.repo()).unwrap();
+    let repo = Publisher::open(&fixture.repo()).unwrap();
     let inputs = fixture.dir.path().join("other-inputs");
     fs::create_dir_all(&inputs).unwrap();
     // Same name, different bytes, same version: refused.
@@ -259,7 +259,7 @@ fn concurrent_writers_both_publish() {
             let file = archive(&inputs, "gfx1100", &["gfx1100"]);
             std::thread::spawn(move || {
                 let key = SecretKey::load(&key_path, None).unwrap();
-                let repo = Repo::open(&repo_dir).unwrap();
+                let repo = Publisher::open(&repo_dir).unwrap();
                 repo.add(
                     &NewVersion::new(&name.parse().unwrap(), &semver::Version::new(6, 0, 0)),
                     &[NewArtifact {
@@ -286,7 +286,7 @@ fn concurrent_writers_both_publish() {
 #[test]
 fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = Repo::open(&dir.path().join("repo")).unwrap();
+    let repo = Publisher::open(&dir.path().join("repo")).unwrap();
     let inputs = dir.path().join("inputs");
     fs::create_dir_all(&inputs).unwrap();
     let tensile: Component = "tensile".parse().unwrap();

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kpack_repo_index::publish::Repo;
+use kpack_repo_index::publish::Publisher;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::{
     Artifact, ArtifactKind, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo,
@@ -162,7 +162,7 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
         bail!("VERSIONS must be at least 1");
     }
     let started = Instant::now();
-    let repo = Repo::open(dir)?;
+    let repo = Publisher::open(dir)?;
     if repo.root_index()?.is_some() {
         bail!("{} already holds a repository", dir.display());
     }

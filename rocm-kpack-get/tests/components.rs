@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::server::TestServer;
 use common::{pool_gets, snapshot, success, Env};
-use kpack_repo_index::publish::{NewArtifact, NewVersion, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::{keygen, SecretKey};
 use kpack_repo_index::Component;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
@@ -92,7 +92,7 @@ fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
     let inputs = work.join("inputs");
     fs_err::create_dir_all(&inputs).unwrap();
     let repo = work.join("repo");
-    Repo::open(&repo)
+    Publisher::open(&repo)
         .unwrap()
         .add(
             &NewVersion {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use kpack_repo_index::publish::{Repo, Staged};
+use kpack_repo_index::publish::{Publisher, Staged};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::PackageName;
@@ -75,7 +75,7 @@ pub struct BatchOptions {
 /// before anything is built; a failed build publishes nothing.
 pub fn build_set(
     set: Vec<Resolved>,
-    repo: &Repo,
+    repo: &Publisher,
     key: Option<&SecretKey>,
     options: BatchOptions,
     say: &(dyn Fn(&str) + Sync),
@@ -134,7 +134,7 @@ pub fn build_set(
 /// after a failure no more are started.
 fn run(
     todo: &[Resolved],
-    repo: &Repo,
+    repo: &Publisher,
     options: BatchOptions,
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<Vec<(Staged, Duration)>, BatchError> {

@@ -10,7 +10,7 @@ use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use rocm_kpack::Compression;
 
-use kpack_repo_index::publish::{NewArtifact, PublishError, Repo, Staged};
+use kpack_repo_index::publish::{NewArtifact, PublishError, Publisher, Staged};
 use kpack_repo_index::types::{InvalidValue, Listed};
 use kpack_repo_index::unpacked::CountingWriter;
 
@@ -46,7 +46,7 @@ pub enum BuildError {
 /// Builds `resolved` and stages it in `repo`'s pool, unpublished: a host
 /// tree, one archive per processor (or family), and one payload per
 /// processor and kernel database (a component of its own, e.g. `tensile`).
-pub fn build(resolved: &Resolved, repo: &Repo) -> Result<Staged, BuildError> {
+pub fn build(resolved: &Resolved, repo: &Publisher) -> Result<Staged, BuildError> {
     let manifest = &resolved.manifest;
     let work = tempfile::tempdir().map_err(BuildError::WorkDir)?;
     let prefix = unpack(resolved, work.path())?;

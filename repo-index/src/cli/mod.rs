@@ -20,9 +20,9 @@ use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Progress, Source};
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::mirror::{mirror, Scope};
-use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Repo};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
-use kpack_repo_index::store::{Location, S3Options, Store};
+use kpack_repo_index::store::{S3Options, Store, StoreAddress};
 use kpack_repo_index::tidy::collect_garbage;
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::unpacked::verify_unpacked_sizes;
@@ -64,12 +64,13 @@ impl StorageArgs {
         }
     }
 
-    fn open(&self, location: &Location) -> anyhow::Result<Repo> {
+    fn open(&self, location: &StoreAddress) -> anyhow::Result<Publisher> {
         let options = PublishOptions {
             s3: self.s3(),
             check_conditional_writes: !self.no_conditional_writes,
         };
-        Repo::open_at(location, &options).with_context(|| format!("cannot publish to {location}"))
+        Publisher::open_at(location, &options)
+            .with_context(|| format!("cannot publish to {location}"))
     }
 }
 
@@ -117,7 +118,7 @@ struct KeygenArgs {
 struct AddArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     package: PackageName,
     version: semver::Version,
     /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
@@ -146,7 +147,7 @@ struct AddArgs {
 struct BuildArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     /// Manifests, and directories of manifests (a manifest set).
     #[arg(required = true)]
     manifests: Vec<PathBuf>,
@@ -168,7 +169,7 @@ struct BuildArgs {
 struct IndexArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     #[arg(long)]
     key: Option<PathBuf>,
 }
@@ -177,7 +178,7 @@ struct IndexArgs {
 struct PruneArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     /// How many versions of each package to keep, newest first (versions
     /// a kept one depends on exactly stay too).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -190,7 +191,7 @@ struct PruneArgs {
 struct GcArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     /// How old an unpinned file must be to go, and how long a root stays
     /// readable after a newer one replaced it: `90s`, `30m`, `24h`, `7d`.
     #[arg(long, value_name = "AGE", default_value = "24h", value_parser = age)]
@@ -222,7 +223,7 @@ fn age(text: &str) -> Result<Duration, String> {
 struct SignArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: Location,
+    repo: StoreAddress,
     #[arg(long)]
     key: PathBuf,
 }
@@ -291,7 +292,7 @@ struct MirrorArgs {
     upstream: String,
     /// The mirror: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    dest: Location,
+    dest: StoreAddress,
     /// The upstream's public key file, or the key itself.
     #[arg(long)]
     pubkey: String,
@@ -341,8 +342,8 @@ fn run(command: Command, storage: &StorageArgs) -> anyhow::Result<()> {
 
 /// A repository to write: a path or `s3://bucket/prefix`, never another URL
 /// that would become a directory named after its scheme.
-fn repository(text: &str) -> Result<Location, String> {
-    Location::parse(text).map_err(|e| e.to_string())
+fn repository(text: &str) -> Result<StoreAddress, String> {
+    StoreAddress::parse(text).map_err(|e| e.to_string())
 }
 
 fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result<()> {

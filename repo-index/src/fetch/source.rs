@@ -128,11 +128,11 @@ impl Source {
         s3: &crate::store::S3Options,
         limits: Limits,
     ) -> Result<Source, FetchError> {
-        use crate::store::{Location, Store};
+        use crate::store::{Store, StoreAddress};
         if url_scheme(location) != Some("s3") {
             return Source::parse(location, limits);
         }
-        let store = Location::parse(location)
+        let store = StoreAddress::parse(location)
             .and_then(|parsed| Store::open(&parsed, s3))
             .map_err(|e| FetchError::Store(Box::new(e)))?;
         Ok(Source::new(

@@ -69,22 +69,22 @@ fn describe(error: &opendal::Error) -> String {
 
 /// A repository's place: a directory or `s3://bucket/prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
+pub enum StoreAddress {
     Dir(PathBuf),
     S3 { bucket: String, prefix: String },
 }
 
-impl Location {
+impl StoreAddress {
     /// A path, a `file://` URL or an `s3://bucket/prefix` URL; other URLs
     /// are refused (never a directory named after the scheme).
-    pub fn parse(text: &str) -> Result<Location, StoreError> {
+    pub fn parse(text: &str) -> Result<StoreAddress, StoreError> {
         let bad = |message: String| StoreError::BadLocation {
             url: text.to_owned(),
             message,
         };
         match Address::parse(text).map_err(|e| bad(e.reason))? {
-            Address::Dir(path) => Ok(Location::Dir(path)),
-            Address::S3 { bucket, prefix } => Ok(Location::S3 { bucket, prefix }),
+            Address::Dir(path) => Ok(StoreAddress::Dir(path)),
+            Address::S3 { bucket, prefix } => Ok(StoreAddress::S3 { bucket, prefix }),
             Address::Http(_) => Err(bad(
                 "an http(s):// URL; kpack-repo writes to a directory or an s3://bucket/prefix"
                     .into(),
@@ -93,11 +93,11 @@ impl Location {
     }
 }
 
-impl std::fmt::Display for Location {
+impl std::fmt::Display for StoreAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let address = match self {
-            Location::Dir(path) => Address::Dir(path.clone()),
-            Location::S3 { bucket, prefix } => Address::S3 {
+            StoreAddress::Dir(path) => Address::Dir(path.clone()),
+            StoreAddress::S3 { bucket, prefix } => Address::S3 {
                 bucket: bucket.clone(),
                 prefix: prefix.clone(),
             },
@@ -170,10 +170,10 @@ pub enum Store {
 
 impl Store {
     /// Opens the store at `location` (a directory is created if needed).
-    pub fn open(location: &Location, options: &S3Options) -> Result<Store, StoreError> {
+    pub fn open(location: &StoreAddress, options: &S3Options) -> Result<Store, StoreError> {
         match location {
-            Location::Dir(path) => Ok(Store::Dir(DirStore::open(path)?)),
-            Location::S3 { bucket, prefix } => {
+            StoreAddress::Dir(path) => Ok(Store::Dir(DirStore::open(path)?)),
+            StoreAddress::S3 { bucket, prefix } => {
                 Ok(Store::S3(Box::new(S3Store::open(bucket, prefix, options)?)))
             }
         }
@@ -295,19 +295,21 @@ mod tests {
     #[test]
     fn locations_are_directories_or_buckets_never_http() {
         assert_eq!(
-            Location::parse("file:///srv/repo").unwrap(),
-            Location::Dir("/srv/repo".into())
+            StoreAddress::parse("file:///srv/repo").unwrap(),
+            StoreAddress::Dir("/srv/repo".into())
         );
         assert_eq!(
-            Location::parse("s3://bucket/a/b/").unwrap().to_string(),
+            StoreAddress::parse("s3://bucket/a/b/").unwrap().to_string(),
             "s3://bucket/a/b"
         );
-        let error = Location::parse("https://host/r").unwrap_err().to_string();
+        let error = StoreAddress::parse("https://host/r")
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("an http(s):// URL; kpack-repo writes to"),
             "{error}"
         );
-        let error = Location::parse("s3://b/../x").unwrap_err().to_string();
+        let error = StoreAddress::parse("s3://b/../x").unwrap_err().to_string();
         assert!(error.contains(". or .. parts"), "{error}");
     }
 }

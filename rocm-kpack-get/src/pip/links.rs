@@ -14,7 +14,7 @@ use super::PipError;
 
 /// One place the installer arguments name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum LinkSource {
     /// A local directory of files.
     Dir(PathBuf),
     /// An HTML page of links.
@@ -25,7 +25,7 @@ pub enum Source {
 
 /// A file a source offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
+pub enum LinkedFile {
     /// On this machine.
     File(PathBuf),
     /// To download.
@@ -36,7 +36,7 @@ pub enum Location {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     pub filename: String,
-    pub location: Location,
+    pub location: LinkedFile,
 }
 
 /// The value of an option in its spellings (`--opt V`, `--opt=V`, `-sV`, `-s V`).
@@ -60,18 +60,18 @@ fn option_values(args: &[String], long: &str, short: Option<&str>) -> Vec<String
 }
 
 /// The sources among installer arguments, find-links first.
-pub fn sources(args: &[String]) -> Vec<Source> {
+pub fn sources(args: &[String]) -> Vec<LinkSource> {
     let mut out = Vec::new();
     for value in option_values(args, "--find-links", Some("-f")) {
         if let Some(path) = value.strip_prefix("file://") {
-            out.push(Source::Dir(PathBuf::from(path)));
+            out.push(LinkSource::Dir(PathBuf::from(path)));
         } else if let Some(url) = Url::parse(&value)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
         {
-            out.push(Source::Page(url));
+            out.push(LinkSource::Page(url));
         } else {
-            out.push(Source::Dir(PathBuf::from(value)));
+            out.push(LinkSource::Dir(PathBuf::from(value)));
         }
     }
     let indexes = option_values(args, "--index-url", Some("-i"))
@@ -82,10 +82,10 @@ pub fn sources(args: &[String]) -> Vec<Source> {
             if !url.path().ends_with('/') {
                 url.set_path(&format!("{}/", url.path()));
             }
-            out.push(Source::Index(url));
+            out.push(LinkSource::Index(url));
         }
     }
-    out.retain(|s| !matches!(s, Source::Dir(d) if !d.is_dir()));
+    out.retain(|s| !matches!(s, LinkSource::Dir(d) if !d.is_dir()));
     out
 }
 
@@ -138,11 +138,11 @@ impl Fetcher {
 
     /// The files a source offers for `dist` (everything a page or directory
     /// lists; the project page of an index).
-    pub fn links(&mut self, source: &Source, dist: &DistName) -> Result<Vec<Link>, PipError> {
+    pub fn links(&mut self, source: &LinkSource, dist: &DistName) -> Result<Vec<Link>, PipError> {
         let page = match source {
-            Source::Dir(dir) => return dir_links(dir),
-            Source::Page(url) => url.clone(),
-            Source::Index(url) => {
+            LinkSource::Dir(dir) => return dir_links(dir),
+            LinkSource::Page(url) => url.clone(),
+            LinkSource::Index(url) => {
                 url.join(&format!("{dist}/"))
                     .map_err(|e| PipError::Requirement {
                         text: url.to_string(),
@@ -170,12 +170,12 @@ impl Fetcher {
     pub fn fetch(&mut self, link: &Link, dir: &Path, name: &str) -> Result<PathBuf, PipError> {
         let target = dir.join(name);
         match &link.location {
-            Location::File(path) => {
+            LinkedFile::File(path) => {
                 if fs_err::hard_link(path, &target).is_err() {
                     fs_err::copy(path, &target).map_err(PipError::Io)?;
                 }
             }
-            Location::Url(url) => {
+            LinkedFile::Url(url) => {
                 let mut response = self.get(url)?;
                 let mut file = fs_err::File::create(&target).map_err(PipError::Io)?;
                 response
@@ -198,7 +198,7 @@ fn dir_links(dir: &Path) -> Result<Vec<Link>, PipError> {
         if let Some(filename) = path.file_name().and_then(|n| n.to_str()) {
             out.push(Link {
                 filename: filename.to_owned(),
-                location: Location::File(path.clone()),
+                location: LinkedFile::File(path.clone()),
             });
         }
     }
@@ -231,7 +231,7 @@ fn anchors(html: &str, page: &Url) -> Vec<Link> {
         if !filename.is_empty() {
             out.push(Link {
                 filename,
-                location: Location::Url(url),
+                location: LinkedFile::Url(url),
             });
         }
     }
@@ -293,16 +293,19 @@ mod tests {
         .collect();
         let found = sources(&args);
         assert_eq!(
-            found.iter().filter(|s| matches!(s, Source::Dir(_))).count(),
+            found
+                .iter()
+                .filter(|s| matches!(s, LinkSource::Dir(_)))
+                .count(),
             5
         );
-        assert!(found.contains(&Source::Page(
+        assert!(found.contains(&LinkSource::Page(
             Url::parse("https://example.org/wheels.html").unwrap()
         )));
-        assert!(found.contains(&Source::Index(
+        assert!(found.contains(&LinkSource::Index(
             Url::parse("https://example.org/simple/").unwrap()
         )));
-        assert!(found.contains(&Source::Index(
+        assert!(found.contains(&LinkSource::Index(
             Url::parse("https://example.org/extra/").unwrap()
         )));
     }
@@ -327,11 +330,11 @@ mod tests {
         );
         assert_eq!(
             links[1].location,
-            Location::Url(Url::parse("http://host/files/demo-1.0-variants.json").unwrap())
+            LinkedFile::Url(Url::parse("http://host/files/demo-1.0-variants.json").unwrap())
         );
         assert_eq!(
             links[2].location,
-            Location::Url(Url::parse("https://cdn.example/demo%2Bx-1.0.whl?a=1&b=2").unwrap())
+            LinkedFile::Url(Url::parse("https://cdn.example/demo%2Bx-1.0.whl?a=1&b=2").unwrap())
         );
     }
 }

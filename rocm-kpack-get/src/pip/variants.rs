@@ -13,7 +13,7 @@ use kpack_wheel::variants::{
 use kpack_wheel::{DistName, WheelFilename};
 
 use super::environment::PythonEnvironment;
-use super::links::{Fetcher, Link, Source};
+use super::links::{Fetcher, Link, LinkSource};
 use super::requirement::Requirement;
 use super::PipError;
 
@@ -97,7 +97,7 @@ fn pinned(requirement: &Requirement) -> Option<&str> {
 /// a directory for what it downloads.
 #[derive(Debug)]
 pub struct VariantSources<'a> {
-    pub sources: Vec<Source>,
+    pub sources: Vec<LinkSource>,
     pub fetcher: Fetcher,
     pub staging: &'a Path,
 }

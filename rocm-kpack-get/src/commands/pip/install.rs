@@ -7,7 +7,7 @@
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::installer::{resolver, Installer};
-use rocm_kpack_get::pip::links::{sources, Fetcher, Location};
+use rocm_kpack_get::pip::links::{sources, Fetcher, LinkedFile};
 use rocm_kpack_get::pip::requirement::Requirement;
 use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
 use rocm_kpack_get::pip::PipError;
@@ -71,8 +71,8 @@ fn choose_variants(
                     name,
                     label,
                     source: match &wheel.link.location {
-                        Location::File(path) => path.display().to_string(),
-                        Location::Url(url) => url.to_string(),
+                        LinkedFile::File(path) => path.display().to_string(),
+                        LinkedFile::Url(url) => url.to_string(),
                     },
                 });
             }
