@@ -1,5 +1,5 @@
-//! The workspace's end-to-end flows, each a test of its own in this
-//! directory: a real package is packed and published with `kpack-repo`,
+//! The workspace's end-to-end flows, in one test binary (`it/`, a module
+//! per flow): a real package is packed and published with `kpack-repo`,
 //! served over loopback, installed with `kpack-get` for chosen GPUs, and
 //! its code loaded through the runtime. The helpers they share are
 //! `kpack_test_support::chain` and `kpack_test_support::server`.

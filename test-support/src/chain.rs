@@ -58,7 +58,7 @@ pub fn kpack_repo_exe() -> PathBuf {
 
 /// A signed repository holding rocm-rand, built from
 /// `manifests/rocm-rand.toml` and Debian's rocRAND package.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RocrandRepo {
     pub dir: PathBuf,
     pub public_key: PathBuf,
@@ -96,6 +96,20 @@ pub fn shared_rocrand_repo() -> &'static RocrandRepo {
         let _ = fs_err::remove_dir_all(&dir);
         build_rocrand_repo(&dir)
     })
+}
+
+/// Copies the files and directories under `from` to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs_err::create_dir_all(to).unwrap();
+    for entry in fs_err::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs_err::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 /// The pool path of an artifact in the rocRAND repository.

@@ -9,6 +9,7 @@
 
 pub mod chain;
 pub mod elf_checks;
+pub mod fat;
 pub mod hip;
 pub mod measure;
 pub mod offload_bundler;
@@ -17,6 +18,7 @@ pub mod s3;
 pub mod server;
 mod tools;
 mod transcript;
+pub mod venv;
 pub mod wheels;
 
 pub use tools::{

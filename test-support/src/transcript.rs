@@ -5,8 +5,9 @@
 use std::process::Output;
 
 /// Exit code, stdout and stderr; each `(text, placeholder)` of `masks`
-/// replaced, then every `YYYY-MM-DDTHH:MM:SSZ` time by `<TIME>` and every
-/// `N.N s` duration by `<SECONDS> s`.
+/// replaced, then every `YYYY-MM-DDTHH:MM:SSZ` time by `<TIME>`, every
+/// `N.N s` duration by `<SECONDS> s` and every minisign key id by
+/// `<KEYID>`.
 pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
     let mut text = format!(
         "exit: {}\n--- stdout\n{}--- stderr\n{}",
@@ -17,7 +18,23 @@ pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
     for (from, to) in masks {
         text = text.replace(from, to);
     }
-    mask_durations(&mask_times(&text))
+    mask_key_ids(&mask_durations(&mask_times(&text)))
+}
+
+/// Replaces every minisign key id (a word of 16 upper-case hexadecimal
+/// digits, new with every key pair) with `<KEYID>`.
+pub fn mask_key_ids(text: &str) -> String {
+    text.split_inclusive(|c: char| !c.is_ascii_alphanumeric())
+        .map(|word| {
+            let id = word.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+            let is_id = id.len() == 16 && id.chars().all(|c| matches!(c, '0'..='9' | 'A'..='F'));
+            if is_id {
+                word.replacen(id, "<KEYID>", 1)
+            } else {
+                word.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// Replaces every duration in seconds with a decimal point (`1.2 s`) with
@@ -81,6 +98,14 @@ mod tests {
         assert_eq!(
             super::mask_times("expires 2026-12-23T13:43:42Z) é 2026-12-23"),
             "expires <TIME>) é 2026-12-23"
+        );
+    }
+
+    #[test]
+    fn key_ids_are_masked_and_other_words_kept() {
+        assert_eq!(
+            super::mask_key_ids("key id: BEA3B35A16DDBC3A differs; DEADBEEF, 0123456789abcdef"),
+            "key id: <KEYID> differs; DEADBEEF, 0123456789abcdef"
         );
     }
 

@@ -1,0 +1,371 @@
+//! `kpack-pack` as a user runs it.
+
+use crate::common::*;
+
+#[test]
+fn split_then_inspect_rocrand() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    let stdout = run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .args(["--group", "rocrand"]));
+    assert!(
+        stdout.contains("files 1, binaries split 1, targets 7, bytes in 25384336"),
+        "{stdout}"
+    );
+    assert!(out.join("librocrand.so.1.1").exists());
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        fs_err::metadata(p).unwrap().permissions().mode()
+    };
+    assert_eq!(mode(&out.join("librocrand.so.1.1")), mode(&library));
+    for processor in ["gfx1030", "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a"] {
+        assert!(
+            out.join(format!(".kpack/rocrand_{processor}.kpack"))
+                .exists(),
+            "{processor}"
+        );
+    }
+
+    let table = run(kpack_pack()
+        .arg("inspect")
+        .arg(out.join(".kpack/rocrand_gfx90a.kpack")));
+    assert!(
+        table.contains("targets  gfx90a:xnack+, gfx90a:xnack-"),
+        "{table}"
+    );
+    assert!(table.contains("librocrand.so.1.1#0"), "{table}");
+    let json = run(kpack_pack()
+        .arg("inspect")
+        .arg("--json")
+        .arg(out.join(".kpack/rocrand_gfx90a.kpack")));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["group"], "rocrand");
+    assert_eq!(report["scheme"], "zstd-per-kernel");
+    assert_eq!(
+        report["binaries"][0]["code_objects"][1]["target"],
+        "gfx90a:xnack-"
+    );
+    assert_eq!(report["binaries"][0]["code_objects"][1]["bytes"], 1716776);
+}
+
+#[test]
+fn refuses_a_file_without_device_code_and_writes_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let fake = work.path().join("libfake.so");
+    fs_err::write(&fake, b"this is not an ELF file").unwrap();
+    let out = work.path().join("out");
+    let output = kpack_pack()
+        .arg("split")
+        .arg(&fake)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains("libfake.so") && stderr.contains("not an ELF file"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn inspect_names_a_corrupt_archive() {
+    let work = tempfile::tempdir().unwrap();
+    let bad = work.path().join("bad.kpack");
+    fs_err::write(&bad, b"KPAK\x01\0\0\0\xff\xff\xff\xff\0\0\0\0").unwrap();
+    let output = kpack_pack().arg("inspect").arg(&bad).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bad.kpack") && stderr.contains("toc_offset"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn signs_archives_for_the_stock_minisign_tool() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let (public, secret) = (work.path().join("key.pub"), work.path().join("key.sec"));
+    // A password-protected key made by the stock tool (password on stdin).
+    let mut keygen = kpack_test_support::tool("minisign")
+        .args(["-G", "-f", "-p"])
+        .arg(&public)
+        .arg("-s")
+        .arg(&secret)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        keygen
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"correct horse\ncorrect horse\n")
+            .unwrap();
+    }
+    assert!(keygen.wait().unwrap().success());
+    let out = work.path().join("out");
+    // Without the password the key cannot be used, and nothing is written.
+    let locked = kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&secret)
+        .env_remove("KPACK_SIGN_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(locked.status.code(), Some(1));
+    assert!(!out.exists());
+    let stdout = run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&secret)
+        .env("KPACK_SIGN_PASSWORD", "correct horse"));
+    assert_eq!(stdout.matches("signed ").count(), 6, "{stdout}");
+    let archive = out.join(".kpack/rocm_gfx1030.kpack");
+    for entry in fs_err::read_dir(out.join(".kpack")).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "kpack") {
+            let verified = run(kpack_test_support::tool("minisign")
+                .arg("-Vm")
+                .arg(&path)
+                .arg("-p")
+                .arg(&public));
+            assert!(verified.contains("file:"), "{verified}");
+        }
+    }
+    // A flipped byte no longer verifies.
+    let mut bytes = fs_err::read(&archive).unwrap();
+    bytes[100] ^= 1;
+    fs_err::write(&archive, bytes).unwrap();
+    let tampered = kpack_test_support::tool("minisign")
+        .arg("-Vm")
+        .arg(&archive)
+        .arg("-p")
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert!(!tampered.status.success());
+}
+
+#[test]
+fn a_bad_signing_key_fails_before_writing_anything() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let key = work.path().join("not-a-key");
+    fs_err::write(&key, "hello").unwrap();
+    let out = work.path().join("out");
+    let output = kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .arg("--sign")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not-a-key"), "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn family_archives_are_named_in_the_marker() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    run(kpack_pack()
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .args(["--group-by", "family"]));
+    let mut names: Vec<String> = fs_err::read_dir(out.join(".kpack"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "rocm_gfx103X-all.kpack",
+            "rocm_gfx803.kpack",
+            "rocm_gfx900-dgpu.kpack",
+            "rocm_gfx906-dgpu.kpack",
+            "rocm_gfx908-dcgpu.kpack",
+            "rocm_gfx90a-dcgpu.kpack"
+        ]
+    );
+    let json = run(kpack_pack()
+        .arg("inspect")
+        .arg("--json")
+        .arg(out.join(".kpack/rocm_gfx103X-all.kpack")));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["family"], "gfx103X-all");
+    // The marker names every family archive, so each target resolves.
+    let verified = run(kpack_pack().arg("verify").arg(&out));
+    assert!(
+        verified
+            .contains("1 split binaries, 1 wrappers, 7 targets: 7 code objects loaded, 0 failures"),
+        "{verified}"
+    );
+}
+
+#[test]
+fn archive_bytes_do_not_depend_on_the_thread_count() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let split = |threads: &str| {
+        let out = work.path().join(format!("out{threads}"));
+        run(kpack_pack()
+            .arg("split")
+            .arg(&library)
+            .arg("-o")
+            .arg(&out)
+            .env("RAYON_NUM_THREADS", threads));
+        out
+    };
+    let (one, two) = (split("1"), split("2"));
+    for name in ["rocm_gfx90a.kpack", "rocm_gfx1030.kpack"] {
+        assert_eq!(
+            fs_err::read(one.join(".kpack").join(name)).unwrap(),
+            fs_err::read(two.join(".kpack").join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        fs_err::read(one.join("librocrand.so.1.1")).unwrap(),
+        fs_err::read(two.join("librocrand.so.1.1")).unwrap()
+    );
+}
+
+/// A shared library whose `.hip_fatbin` holds exactly `bundle` (no
+/// padding), with one wrapper pointing at it.
+fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
+    let library = dir.join("libfat.so");
+    FatLibrary::new(bundle.to_vec()).compile(&library);
+    library
+}
+
+fn split_fails(library: &std::path::Path, out: &std::path::Path) -> String {
+    let output = kpack_pack()
+        .arg("split")
+        .arg(library)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(!out.exists(), "partial output left in {}", out.display());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_truncated_compressed_bundle_is_reported_with_the_file() {
+    use kpack_packer::bundle::build::{ccob, offload_bundle};
+    use kpack_packer::bundle::CcobMethod;
+    let work = tempfile::tempdir().unwrap();
+    let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &[5u8; 3000])]);
+    let whole = ccob(&inner, 3, CcobMethod::Zstd);
+    let library = fat_library(work.path(), &whole[..whole.len() - 7]);
+    let stderr = split_fails(&library, &work.path().join("out"));
+    assert!(stderr.contains("libfat.so"), "{stderr}");
+    // The cause is printed once, as a cause, not also inside the message.
+    assert_eq!(
+        stderr.matches("compressed bundle claims").count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
+    use kpack_packer::bundle::build::offload_bundle;
+    let work = tempfile::tempdir().unwrap();
+    let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
+    let library = fat_library(work.path(), &whole[..whole.len() - 100]);
+    let stderr = split_fails(&library, &work.path().join("out"));
+    assert!(stderr.contains("libfat.so"), "{stderr}");
+    assert_eq!(
+        stderr.matches("past the end of its data").count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn verify_against_the_original_compares_every_loaded_code_object_byte_for_byte() {
+    let work = tempfile::tempdir().unwrap();
+    let library = unpack_rocrand(&work.path().join("deb"));
+    let out = work.path().join("out");
+    run(kpack_pack().arg("split").arg(&library).arg("-o").arg(&out));
+    let verified = run(kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(&library));
+    assert!(
+        verified.contains("7 code objects loaded, 0 failures")
+            && verified.contains("7 code objects byte-equal to the original's"),
+        "{verified}"
+    );
+
+    // One byte changed in the middle of the original's device code: the
+    // code object holding it no longer matches what the archives serve.
+    let mut tampered = fs_err::read(&library).unwrap();
+    let fatbin = {
+        use object::{Object, ObjectSection};
+        let file = object::File::parse(&*tampered).unwrap();
+        let section = file.section_by_name(".hip_fatbin").unwrap();
+        section.file_range().unwrap()
+    };
+    let middle = (fatbin.0 + fatbin.1 / 2) as usize;
+    tampered[middle] ^= 0xff;
+    let other = work.path().join("tampered.so");
+    fs_err::write(&other, &tampered).unwrap();
+    let result = kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(&other)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(!result.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("differs from the original's") && stdout.contains("1 failures"),
+        "{stdout}"
+    );
+
+    let not_fat = kpack_pack()
+        .arg("verify")
+        .arg(&out)
+        .arg("--original")
+        .arg(out.join("librocrand.so.1.1"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&not_fat.stderr);
+    assert!(
+        stderr.contains("cannot be read as the original fat binary"),
+        "{stderr}"
+    );
+}

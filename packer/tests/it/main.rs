@@ -1,0 +1,17 @@
+//! kpack-pack's integration tests, one binary: the CLI, splitting real
+//! and synthetic fat binaries, trees and wheels, kernel databases, checks
+//! against readelf and Debian's real HIP runtime, and output snapshots.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cli;
+mod common;
+mod databases;
+mod fixtures;
+mod golden_readelf;
+mod hip_runtime;
+mod materialize;
+mod rocrand;
+mod snapshots_cli;
+mod synthetic;
+mod tree;
+mod wheel;

@@ -1,0 +1,323 @@
+//! A split binary made fat again for the installed GPUs
+//! (08-hip-runtimes.md): HIPF wrappers over uncompressed offload bundles
+//! holding the host entry and exactly the installed processors' code
+//! objects, byte-equal to the original's, laid out as clang lays them out,
+//! in a healthy file that splits again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::common::*;
+use kpack_gpu::Target;
+use kpack_packer::elf::{FatElf, HipWrapper, HIPF_MAGIC, WRAPPER_SECTION};
+use object::{Object, ObjectSection};
+
+/// Debian's rocRAND, split with `kpack-pack split` into `work/split`.
+struct Rocrand {
+    work: tempfile::TempDir,
+    original: PathBuf,
+    split: PathBuf,
+}
+
+impl Rocrand {
+    fn new() -> Rocrand {
+        let work = tempfile::tempdir().unwrap();
+        let original = unpack_rocrand(&work.path().join("deb"));
+        run(kpack_pack()
+            .arg("split")
+            .arg(&original)
+            .arg("-o")
+            .arg(work.path().join("split")));
+        let split = work.path().join("split/librocrand.so.1.1");
+        Rocrand {
+            work,
+            original,
+            split,
+        }
+    }
+
+    /// `kpack-pack materialize` for `targets` into `name`; its output.
+    fn materialize(&self, name: &str, targets: &str) -> (PathBuf, String) {
+        let out = self.work.path().join(name);
+        let stdout = run(kpack_pack()
+            .arg("materialize")
+            .arg(&self.split)
+            .arg("-o")
+            .arg(&out)
+            .args(["--targets", targets]));
+        (out, stdout)
+    }
+
+    /// The original's code objects, by target.
+    fn original_code(&self) -> BTreeMap<Target, Vec<u8>> {
+        code_of(&fs_err::read(&self.original).unwrap())
+            .into_values()
+            .next()
+            .unwrap()
+    }
+}
+
+/// Every bundle's code objects by target, by bundle index.
+fn code_of(data: &[u8]) -> BTreeMap<usize, BTreeMap<Target, Vec<u8>>> {
+    code_by_bundle(data).into_iter().enumerate().collect()
+}
+
+/// The raw header of the bundle at `at` in `bundle`: (offset, size,
+/// triple) per entry.
+fn bundle_header(bundle: &[u8]) -> Vec<(u64, u64, String)> {
+    let u64_at = |at: usize| u64::from_le_bytes(bundle[at..at + 8].try_into().unwrap());
+    let count = u64_at(24) as usize;
+    let mut at = 32;
+    (0..count)
+        .map(|_| {
+            let (offset, size, len) = (u64_at(at), u64_at(at + 8), u64_at(at + 16) as usize);
+            let triple = String::from_utf8(bundle[at + 24..at + 24 + len].to_vec()).unwrap();
+            at += 24 + len;
+            (offset, size, triple)
+        })
+        .collect()
+}
+
+/// The `.hip_fatbin` section: its address, its alignment and its bytes.
+fn fatbin(data: &[u8]) -> (u64, u64, Vec<u8>) {
+    let file = object::File::parse(data).unwrap();
+    let section = file.section_by_name(".hip_fatbin").unwrap();
+    (
+        section.address(),
+        section.align(),
+        section.data().unwrap().to_vec(),
+    )
+}
+
+fn wrappers(data: &[u8]) -> Vec<HipWrapper> {
+    let file = object::File::parse(data).unwrap();
+    let bytes = file
+        .section_by_name(WRAPPER_SECTION)
+        .unwrap()
+        .data()
+        .unwrap();
+    object::pod::slice_from_all_bytes::<HipWrapper>(bytes)
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn rocrand_materialized_holds_exactly_the_installed_processors_code() {
+    let rocrand = Rocrand::new();
+    let (fat, stdout) = rocrand.materialize("fat.so", "gfx90a:sramecc+:xnack-,gfx1030");
+    assert!(stdout.contains("1 wrappers, 3 code objects"), "{stdout}");
+    let data = fs_err::read(&fat).unwrap();
+    let original = rocrand.original_code();
+    let expected: BTreeMap<Target, Vec<u8>> = original
+        .into_iter()
+        .filter(|(t, _)| ["gfx90a", "gfx1030"].contains(&t.processor()))
+        .collect();
+    assert_eq!(expected.len(), 3, "gfx90a:xnack+, gfx90a:xnack-, gfx1030");
+    assert_eq!(code_of(&data), BTreeMap::from([(0, expected)]));
+
+    let wrappers = wrappers(&data);
+    let (address, align, section) = fatbin(&data);
+    assert_eq!(wrappers.len(), 1);
+    assert_eq!(wrappers[0].magic.get(object::LittleEndian), HIPF_MAGIC);
+    assert_eq!(wrappers[0].reserved.get(object::LittleEndian), 0);
+    assert_eq!(align, 4096);
+    assert_eq!(address % 4096, 0);
+    let header = bundle_header(&section);
+    assert_eq!(header[0], (4096, 0, "host-x86_64-unknown-linux".to_owned()));
+    let triples: Vec<&str> = header[1..].iter().map(|(_, _, t)| t.as_str()).collect();
+    assert_eq!(
+        triples,
+        [
+            "hipv4-amdgcn-amd-amdhsa--gfx1030",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+        ]
+    );
+    assert!(
+        header.iter().all(|(offset, _, _)| offset % 4096 == 0),
+        "{header:?}"
+    );
+}
+
+#[test]
+fn a_materialized_file_is_healthy_deterministic_and_splits_again() {
+    let rocrand = Rocrand::new();
+    let (fat, _) = rocrand.materialize("fat.so", "gfx1030");
+    let (again, _) = rocrand.materialize("again.so", "gfx1030");
+    assert_eq!(fs_err::read(&fat).unwrap(), fs_err::read(&again).unwrap());
+    assert_eq!(health_warnings(&fat), Vec::<String>::new());
+    // gdb finds no section at a library's entry point 0, in the original too.
+    assert_eq!(
+        gdb_warnings(&fat).len(),
+        gdb_warnings(&rocrand.original).len()
+    );
+    let stripped = rocrand.work.path().join("stripped.so");
+    strip_copy(&fat, &stripped);
+    assert_eq!(
+        code_of(&fs_err::read(&stripped).unwrap()),
+        code_of(&fs_err::read(&fat).unwrap())
+    );
+    // The mode of the input is kept.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs_err::metadata(&fat).unwrap().permissions().mode(),
+        fs_err::metadata(&rocrand.split)
+            .unwrap()
+            .permissions()
+            .mode()
+    );
+    // Split again, it loads its gfx1030 code through the new marker.
+    let resplit = rocrand.work.path().join("resplit");
+    run(kpack_pack().arg("split").arg(&fat).arg("-o").arg(&resplit));
+    let verify = run(kpack_pack()
+        .arg("verify")
+        .arg(&resplit)
+        .args(["--target", "gfx1030"])
+        .arg("--original")
+        .arg(&rocrand.original));
+    assert!(
+        verify.contains("1 code objects loaded, 0 failures")
+            && verify.contains("1 code objects byte-equal"),
+        "{verify}"
+    );
+}
+
+#[test]
+fn a_target_without_code_gets_a_bundle_with_the_host_entry_only() {
+    let rocrand = Rocrand::new();
+    let out = rocrand.work.path().join("fat.so");
+    let stdout = run(kpack_pack()
+        .arg("materialize")
+        .arg(&rocrand.split)
+        .arg("-o")
+        .arg(&out)
+        .args(["--targets", "gfx1100", "--archives"])
+        .arg(rocrand.work.path().join("split/.kpack")));
+    assert!(stdout.contains("1 wrappers without code"), "{stdout}");
+    let fat = out;
+    let data = fs_err::read(&fat).unwrap();
+    assert_eq!(code_of(&data), BTreeMap::from([(0, BTreeMap::new())]));
+    let (_, _, section) = fatbin(&data);
+    assert_eq!(
+        bundle_header(&section),
+        [(4096, 0, "host-x86_64-unknown-linux".to_owned())]
+    );
+    assert_eq!(health_warnings(&fat), Vec::<String>::new());
+}
+
+#[test]
+fn archives_come_from_a_directory_when_asked() {
+    let rocrand = Rocrand::new();
+    let moved = rocrand.work.path().join("elsewhere");
+    fs_err::rename(rocrand.work.path().join("split/.kpack"), &moved).unwrap();
+    let out = rocrand.work.path().join("fat.so");
+    let refused = kpack_pack()
+        .arg("materialize")
+        .arg(&rocrand.split)
+        .arg("-o")
+        .arg(&out)
+        .args(["--targets", "gfx1030"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(!out.exists());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no archive found for gfx1030"),
+        "{refused:?}"
+    );
+    let stdout = run(kpack_pack()
+        .arg("materialize")
+        .arg(&rocrand.split)
+        .arg("-o")
+        .arg(&out)
+        .args(["--targets", "gfx1030", "--archives"])
+        .arg(&moved));
+    assert!(stdout.contains("1 code objects for gfx1030"), "{stdout}");
+}
+
+#[test]
+fn a_file_that_is_not_split_is_refused() {
+    let rocrand = Rocrand::new();
+    let refused = kpack_pack()
+        .arg("materialize")
+        .arg(&rocrand.original)
+        .arg("-o")
+        .arg(rocrand.work.path().join("x.so"))
+        .args(["--targets", "gfx1030"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("not a binary kpack-pack split"), "{stderr}");
+    assert!(!rocrand.work.path().join("x.so").exists());
+}
+
+/// The jax wheel's libraries, whose bundles are CCOB-compressed: each
+/// split and materialized, per processor and for all at once, holds per
+/// bundle exactly that processor's code objects, decompressed, byte-equal
+/// to the original's (several wrappers per library).
+#[test]
+fn jax_libraries_with_compressed_bundles_materialize_uncompressed() {
+    use std::io::Read;
+    let work = tempfile::tempdir().unwrap();
+    let wheel = fs_err::File::open(
+        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+    )
+    .unwrap();
+    let mut wheel = zip::ZipArchive::new(wheel).unwrap();
+    for name in ["_linalg.so", "_prng.so", "_solver.so"] {
+        let mut data = Vec::new();
+        wheel
+            .by_name(&format!("jax_rocm7_plugin/{name}"))
+            .unwrap()
+            .read_to_end(&mut data)
+            .unwrap();
+        let original = work.path().join(format!("original{name}"));
+        fs_err::write(&original, &data).unwrap();
+        let split = work.path().join(name.trim_end_matches(".so"));
+        run(kpack_pack()
+            .arg("split")
+            .arg(&original)
+            .arg("-o")
+            .arg(&split));
+        let host = split.join(format!("original{name}"));
+        let code = code_of(&data);
+        let processors: std::collections::BTreeSet<String> = code
+            .values()
+            .flat_map(|bundle| bundle.keys().map(|t| t.processor().to_owned()))
+            .collect();
+        assert!(processors.len() > 1, "{name}: {processors:?}");
+        let mut choices: Vec<Vec<String>> = processors.iter().map(|p| vec![p.clone()]).collect();
+        choices.push(processors.iter().cloned().collect());
+        for chosen in choices {
+            let out = work.path().join(format!("{}-{name}", chosen.join("+")));
+            run(kpack_pack()
+                .arg("materialize")
+                .arg(&host)
+                .arg("-o")
+                .arg(&out)
+                .args(["--targets", &chosen.join(",")]));
+            let expected: BTreeMap<usize, BTreeMap<Target, Vec<u8>>> = code
+                .iter()
+                .map(|(index, bundle)| {
+                    let kept = bundle
+                        .iter()
+                        .filter(|(t, _)| chosen.iter().any(|p| p == t.processor()))
+                        .map(|(t, b)| (t.clone(), b.clone()))
+                        .collect();
+                    (*index, kept)
+                })
+                .collect();
+            let materialized = fs_err::read(&out).unwrap();
+            assert_eq!(code_of(&materialized), expected, "{name} for {chosen:?}");
+            let fat = FatElf::parse(&materialized).unwrap().unwrap();
+            assert!(
+                fat.bundles
+                    .iter()
+                    .all(|b| b.kind == kpack_packer::bundle::BundleKind::Uncompressed),
+                "{name}"
+            );
+            assert_eq!(health_warnings(&out), Vec::<String>::new(), "{name}");
+        }
+    }
+}

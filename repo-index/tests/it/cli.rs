@@ -1,0 +1,1078 @@
+//! `kpack-repo` as an operator runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{
+    archive, build_rocm_rand, host_tree, kpack_repo, published_shard, refused, rocm_rand_artifacts,
+    tree, TestContext,
+};
+use fs_err as fs;
+use kpack_test_support::run;
+
+#[test]
+fn keygen_add_verify_sign_and_index() {
+    let context = TestContext::new();
+    let added = run(context
+        .add("rocm-rand", "5.3.3", &rocm_rand_artifacts(&context.inputs))
+        .args(["--depends", "rocm-core >=5.3, <6", "--summary", "rocRAND"]));
+    assert!(
+        added.contains("published rocm-rand 5.3.3")
+            && added.contains("repo rocm version 1, signed"),
+        "{added}"
+    );
+
+    let verified = run(&mut context.verify(&context.repo));
+    assert!(
+        verified.contains("rocm version 1")
+            && verified.contains("1 packages, 1 versions, 2 artifacts"),
+        "{verified}"
+    );
+
+    // A directory becomes a tree artifact; --targets marks it device code.
+    let db = context.inputs.join("rocrand-db-gfx90a");
+    fs::create_dir_all(db.join("share")).unwrap();
+    fs::write(db.join("share/kernels.db"), b"tuning data").unwrap();
+    run(context
+        .add("rocm-rand-db", "5.3.3", &[db])
+        .args(["--targets", "gfx90a"]));
+    assert!(context
+        .repo
+        .join("pool/rocm-rand-db/5.3.3/rocrand-db-gfx90a.tar.zst")
+        .exists());
+    let shard = published_shard(&context.repo, "rocm-rand-db");
+    assert_eq!(
+        shard.versions[0].artifacts[0].targets.as_deref().unwrap(),
+        ["gfx90a".parse::<kpack_repo_index::Listed>().unwrap()]
+    );
+
+    // Unsigned index, then signed: verify needs the signature.
+    run(kpack_repo().arg("index").arg(&context.repo));
+    let unsigned = refused(&mut context.verify(&context.repo));
+    assert!(unsigned.contains("index.toml.minisig"));
+    run(&mut context.sign());
+    let verified = run(&mut context.verify(&context.repo));
+    assert!(verified.contains("rocm version 3"), "{verified}");
+}
+
+/// `kpack-repo` run under the common umask 022, whatever the test's own.
+fn kpack_repo_under_umask_022() -> Command {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", "umask 022 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_kpack-repo"))
+        .env_remove("KPACK_REPO_PASSWORD");
+    command
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Every file and directory under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
+#[test]
+fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read() {
+    let work = tempfile::tempdir().unwrap();
+    let (public, secret) = (work.path().join("op.pub"), work.path().join("op.key"));
+    let keygen = kpack_test_support::tool("minisign")
+        .args(["-G", "-W", "-p"])
+        .arg(&public)
+        .arg("-s")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success());
+    let repo = work.path().join("rocm");
+    let inputs = work.path().join("inputs");
+    fs::create_dir_all(&inputs).unwrap();
+
+    run(kpack_repo_under_umask_022()
+        .arg("add")
+        .arg(&repo)
+        .args(["rocm-rand", "5.3.3"])
+        .args(rocm_rand_artifacts(&inputs))
+        .arg("--key")
+        .arg(&secret));
+    run(kpack_repo_under_umask_022()
+        .arg("sign")
+        .arg(&repo)
+        .arg("--key")
+        .arg(&secret));
+    let verified = run(kpack_repo()
+        .arg("verify")
+        .arg(&repo)
+        .arg("--pubkey")
+        .arg(&public));
+    assert!(verified.contains("rocm version 1"), "{verified}");
+    // The stock tool verifies the root with its own key file too.
+    let stock = kpack_test_support::tool("minisign")
+        .arg("-Vm")
+        .arg(repo.join("index.toml"))
+        .arg("-p")
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert!(
+        stock.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stock.stderr)
+    );
+
+    // Everything published is readable by a web server's own user.
+    let published = walk(&repo);
+    assert!(published.len() >= 8, "{published:?}");
+    for path in published {
+        let expected = if path.is_dir() { 0o755 } else { 0o644 };
+        assert_eq!(mode(&path), expected, "{}", path.display());
+    }
+}
+
+#[test]
+fn reindex_refuses_changed_bytes_at_a_published_path() {
+    let context = TestContext::new();
+    let repo = &context.repo;
+    run(&mut context.add("rocm-rand", "5.3.3", &rocm_rand_artifacts(&context.inputs)));
+    // Unchanged bytes: a new root, signed, that still verifies.
+    run(&mut context.index());
+    let verified = run(&mut context.verify(repo));
+    assert!(verified.contains("rocm version 2"), "{verified}");
+
+    let root_before = fs::read(repo.join("index.toml")).unwrap();
+    let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack");
+    fs::write(&pool_file, b"other bytes").unwrap();
+    let stderr = refused(&mut context.index());
+    assert!(
+        stderr.contains("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
+            && stderr.contains("published files never change"),
+        "{stderr}"
+    );
+    assert_eq!(fs::read(repo.join("index.toml")).unwrap(), root_before);
+}
+
+#[test]
+fn a_password_protected_key_needs_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("repo");
+    let unset = refused(kpack_repo().arg("keygen").arg(&key));
+    assert!(unset.contains("KPACK_REPO_PASSWORD"));
+    run(kpack_repo()
+        .arg("keygen")
+        .arg(&key)
+        .env("KPACK_REPO_PASSWORD", "hunter2"));
+    let locked = refused(
+        kpack_repo()
+            .arg("sign")
+            .arg(dir.path())
+            .arg("--key")
+            .arg(key.with_extension("key")),
+    );
+    assert!(locked.contains("repo.key"), "{locked}");
+}
+
+/// The rocRAND manifest, from Debian's package, to a verified repository
+/// whose shard lists a host tree and one archive per processor.
+#[test]
+fn builds_the_rocrand_manifest() {
+    let context = TestContext::new();
+    let repo = &context.repo;
+    build_and_verify_rocm_rand(&context, Path::new(env!("CARGO_BIN_EXE_kpack-repo")));
+
+    let shard = published_shard(repo, "rocm-rand");
+    let paths: Vec<&str> = shard.versions[0]
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "pool/rocm-rand/5.3.3/rocm-rand-5.3.3-host.tar.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx803.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx900.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx906.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx908.kpack",
+            "pool/rocm-rand/5.3.3/rocrand_gfx90a.kpack"
+        ]
+    );
+    // The host tree holds the split library and its symlink, not .kpack/.
+    let host = fs::read(repo.join(paths[0])).unwrap();
+    let tar = zstd::decode_all(&host[..]).unwrap();
+    let mut archive = tar::Archive::new(&tar[..]);
+    let entries: Vec<(String, tar::EntryType)> = archive
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.path().unwrap().to_string_lossy().into_owned(),
+                e.header().entry_type(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["lib", "lib/librocrand.so.1", "lib/librocrand.so.1.1"]
+    );
+    assert_eq!(entries[1].1, tar::EntryType::Symlink);
+
+    // A mirror for gfx90a carries the host tree and the gfx90a archive
+    // only, and verifies with the upstream key as a partial mirror.
+    let mirror = context.dir.path().join("mirror");
+    let mirrored = run(context.mirror(repo, &mirror).args(["--targets", "gfx90a"]));
+    assert!(
+        mirrored.contains("mirrored 1 shards and 2 artifacts"),
+        "{mirrored}"
+    );
+    assert_eq!(
+        file_names(&mirror.join("pool/rocm-rand/5.3.3")),
+        ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
+    );
+    assert_eq!(
+        fs::read(mirror.join("index.toml")).unwrap(),
+        fs::read(repo.join("index.toml")).unwrap()
+    );
+    let verified = run(context.verify(&mirror).arg("--partial"));
+    assert!(
+        verified.contains("2 artifacts") && verified.contains("5 artifacts not mirrored here"),
+        "{verified}"
+    );
+    // Without --partial the missing artifacts are errors.
+    refused(&mut context.verify(&mirror));
+}
+
+/// `pip install kpack-repo`: the maturin wheel, installed into a fresh
+/// environment, builds the rocRAND repository, which the context's
+/// kpack-repo verifies.
+#[test]
+fn the_maturin_wheel_installs_a_kpack_repo_that_publishes_the_rocrand_repository() {
+    use kpack_test_support::wheels::{build_wheel, install_fresh};
+    let context = TestContext::new();
+    let wheel = build_wheel("repo-index", &context.dir.path().join("wheels"));
+    assert_eq!(
+        wheel.file_name().unwrap().to_string_lossy(),
+        format!(
+            "kpack_repo-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            std::env::consts::ARCH
+        )
+    );
+    let exe = install_fresh(&wheel, &context.dir.path().join("venv")).join("kpack-repo");
+    build_and_verify_rocm_rand(&context, &exe);
+}
+
+/// Builds the rocRAND repository with the kpack-repo `program`; the
+/// context's kpack-repo verifies it.
+fn build_and_verify_rocm_rand(context: &TestContext, program: &Path) {
+    let template = build_rocm_rand(&context.repo, &context.secret_key());
+    let built = run(Command::new(program)
+        .args(template.get_args())
+        .env_remove("KPACK_REPO_PASSWORD"));
+    assert!(built.contains("built rocm-rand 5.3.3: "), "{built}");
+    assert!(
+        built.contains("published 1 packages (")
+            && built.contains(" as one root update (repo version 1, signed)"),
+        "{built}"
+    );
+    let verified = run(&mut context.verify(&context.repo));
+    assert!(
+        verified.contains("1 packages, 1 versions, 7 artifacts"),
+        "{verified}"
+    );
+}
+
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `add --component`: the trees --targets marks are of that component, the
+/// archives beside them of the default one, left unsaid.
+#[test]
+fn add_marks_device_trees_with_their_component() {
+    let context = TestContext::new();
+    let payload = context.inputs.join("rocblas-tensile-gfx90a");
+    fs::create_dir_all(payload.join("lib/rocblas/library")).unwrap();
+    fs::write(
+        payload.join("lib/rocblas/library/TensileLibrary_gfx90a.dat"),
+        b"tuning data",
+    )
+    .unwrap();
+    let archive = archive(&context.inputs, "gfx90a", &["gfx90a:xnack-"]);
+    run(context
+        .add("rocm-blas", "5.5.1", &[archive, payload])
+        .args(["--targets", "gfx90a", "--component", "tensile"]));
+    let shard = published_shard(&context.repo, "rocm-blas");
+    let artifacts = &shard.versions[0].artifacts;
+    let tensile: kpack_repo_index::Component = "tensile".parse().unwrap();
+    assert_eq!(artifacts[0].component, None);
+    assert_eq!(
+        artifacts[0].component(),
+        Some(&kpack_repo_index::Component::KERNELS)
+    );
+    assert_eq!(artifacts[1].component.as_ref(), Some(&tensile));
+    assert_eq!(
+        artifacts[1].path.as_str(),
+        "pool/rocm-blas/5.5.1/rocblas-tensile-gfx90a.tar.zst"
+    );
+    let shard_text = fs::read_to_string(
+        fs::read_dir(context.repo.join("packages/rocm-blas"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path(),
+    )
+    .unwrap();
+    assert_eq!(
+        shard_text.matches("component = ").count(),
+        1,
+        "{shard_text}"
+    );
+
+    // A component without targets, or not spelt as a name, is bad usage.
+    for args in [
+        &["--component", "tensile"][..],
+        &["--targets", "gfx90a", "--component", "Tensile"],
+    ] {
+        let output = context
+            .add("rocm-blas", "5.5.2", &[host_tree(&context.inputs)])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    }
+}
+
+/// A mirror for one target keeps its artifact of every component: the
+/// archive and the Tensile payload, and nothing for other targets.
+#[test]
+fn a_mirror_for_a_target_keeps_each_component_of_it() {
+    use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+    let context = TestContext::new();
+    let inputs = &context.inputs;
+    let tensile = |target: &str| NewArtifact {
+        file: tree(
+            inputs,
+            &format!("tensile-{target}.tar.zst"),
+            &format!("lib/rocblas/library/TensileLibrary_{target}.dat"),
+            target.as_bytes(),
+        ),
+        targets: Some(vec![target.parse().unwrap()]),
+        component: Some("tensile".parse().unwrap()),
+        unpacked_size: None,
+    };
+    let kernels = |file| NewArtifact {
+        file,
+        targets: None,
+        component: None,
+        unpacked_size: None,
+    };
+    let key = kpack_repo_index::sign::SecretKey::load(&context.secret_key(), None).unwrap();
+    Publisher::open(&context.repo)
+        .unwrap()
+        .add(
+            &NewVersion::new(
+                &"rocm-blas".parse().unwrap(),
+                &semver::Version::new(5, 5, 1),
+            ),
+            &[
+                kernels(host_tree(inputs)),
+                kernels(archive(inputs, "gfx90a", &["gfx90a:xnack-"])),
+                kernels(archive(inputs, "gfx1100", &["gfx1100"])),
+                tensile("gfx90a"),
+                tensile("gfx1100"),
+            ],
+            Some(&key),
+        )
+        .unwrap();
+    let mirror = context.dir.path().join("mirror");
+    let mirrored = run(context
+        .mirror(&context.repo, &mirror)
+        .args(["--targets", "gfx90a:sramecc+:xnack-"]));
+    assert!(
+        mirrored.contains("mirrored 1 shards and 3 artifacts"),
+        "{mirrored}"
+    );
+    assert_eq!(
+        file_names(&mirror.join("pool/rocm-blas/5.5.1")),
+        [
+            "rocm-rand-host.tar.zst",
+            "rocm_gfx90a.kpack",
+            "tensile-gfx90a.tar.zst"
+        ]
+    );
+    run(context.verify(&mirror).arg("--partial"));
+}
+
+/// A static HTTP server on loopback serving `dir` (Python's http.server),
+/// stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        use std::io::BufRead;
+        let mut child = kpack_test_support::tool("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 for a loopback HTTP server");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+        let port: u16 = line
+            .split_whitespace()
+            .nth(5)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn verifies_and_mirrors_over_http() {
+    let context = TestContext::new();
+    let (dir, repo, inputs) = (context.dir.path(), &context.repo, &context.inputs);
+    run(&mut context.add(
+        "rocm-rand",
+        "5.3.3",
+        &[
+            host_tree(inputs),
+            archive(inputs, "gfx90a", &["gfx90a:xnack-"]),
+            archive(inputs, "gfx1030", &["gfx1030"]),
+        ],
+    ));
+    let server = Server::start(repo);
+
+    let verified = run(&mut context.verify(&server.url));
+    assert!(
+        verified.contains("1 packages, 1 versions, 3 artifacts"),
+        "{verified}"
+    );
+
+    let mirror = dir.join("mirror");
+    let mirrored = run(context
+        .mirror(&server.url, &mirror)
+        .args(["--targets", "gfx1030"]));
+    assert!(mirrored.contains("2 artifacts"), "{mirrored}");
+    assert!(mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .exists());
+    assert!(!mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
+        .exists());
+    run(context.verify(&mirror).arg("--partial"));
+
+    // A served archive with a flipped byte is caught, naming its URL.
+    let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack");
+    let mut bytes = fs::read(&archive_path).unwrap();
+    bytes[70] ^= 1;
+    fs::write(&archive_path, bytes).unwrap();
+    let masks = [(server.url.as_str(), "<SERVER>")];
+    let verify = context.transcript(&mut context.verify(&server.url), &masks);
+    insta::assert_snapshot!("tampered_upstream_verify", verify);
+
+    // A mirror of the tampered upstream refuses the archive before writing
+    // it, and publishes nothing: no root names it.
+    let refused_mirror = dir.join("refused");
+    let mirror = context.transcript(
+        context
+            .mirror(&server.url, &refused_mirror)
+            .args(["--targets", "gfx1030"]),
+        &masks,
+    );
+    insta::assert_snapshot!("tampered_upstream_mirror", mirror);
+    assert!(!refused_mirror.join("index.toml").exists());
+    assert!(!refused_mirror
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .exists());
+
+    // An upstream signed by another key is refused before anything is
+    // read past its root.
+    let other = dir.join("other");
+    run(kpack_repo().arg("keygen").arg(&other).arg("--unencrypted"));
+    let wrong_key = dir.join("wrong-key");
+    let mirror = context.transcript(
+        kpack_repo()
+            .arg("mirror")
+            .arg(&server.url)
+            .arg(&wrong_key)
+            .arg("--pubkey")
+            .arg(other.with_extension("pub")),
+        &masks,
+    );
+    insta::assert_snapshot!("upstream_of_another_key_mirror", mirror);
+    assert!(!wrong_key.exists());
+
+    // A shard that does not match the hash the root pins is refused too,
+    // before any artifact is looked at.
+    let shard = walk(&repo.join("packages"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "toml"))
+        .unwrap();
+    let text = fs::read_to_string(&shard).unwrap();
+    // The same length, other bytes: caught by the pinned hash.
+    let changed = text.replacen("name = \"rocm-rand\"", "name = \"rocm-rane\"", 1);
+    assert_ne!(changed, text);
+    fs::write(&shard, changed).unwrap();
+    let shard_refused = dir.join("shard-refused");
+    let mirror = context.transcript(&mut context.mirror(&server.url, &shard_refused), &masks);
+    insta::assert_snapshot!("tampered_shard_mirror", mirror);
+    assert!(!dir.join("shard-refused/index.toml").exists());
+}
+
+/// Three `kpack-repo add` processes on one repository at once: every
+/// version ends up published (none lost to a concurrent swap of the root),
+/// the index verifies.
+#[test]
+fn concurrent_adds_both_publish() {
+    let context = TestContext::new();
+    run(&mut context.add("rocm-core", "6.0.0", &[host_tree(&context.inputs)]));
+    let children: Vec<_> = ["rocm-blas", "rocm-rand", "rocm-fft"]
+        .iter()
+        .map(|name| {
+            let own = context.inputs.join(name);
+            fs::create_dir_all(&own).unwrap();
+            context
+                .add(name, "6.0.0", &[archive(&own, "gfx1100", &["gfx1100"])])
+                .args(["--depends", "rocm-core >=6"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let verified = run(&mut context.verify(&context.repo));
+    assert!(verified.contains("4 packages"), "{verified}");
+    // Versions only increase; a publisher that lost a race may step over one.
+    let version: u64 = verified
+        .split("rocm version ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(version >= 4, "{verified}");
+}
+
+#[test]
+fn a_url_other_than_s3_is_never_taken_for_a_repository() {
+    let work = tempfile::tempdir().unwrap();
+    let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
+    for args in [
+        vec!["build", "gs://bucket/rocm", manifest.to_str().unwrap()],
+        vec![
+            "add",
+            "gs://bucket/rocm",
+            "rocm-rand",
+            "1.0.0",
+            "host.tar.zst",
+        ],
+        vec!["index", "gs://bucket/rocm"],
+        vec!["sign", "gs://bucket/rocm", "--key", "k.key"],
+        vec![
+            "mirror",
+            "https://example.org/rocm",
+            "gs://bucket/rocm",
+            "--pubkey",
+            "k.pub",
+        ],
+    ] {
+        let out = kpack_repo()
+            .args(&args)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        let name = format!("gs_url_{}", args[0]);
+        insta::assert_snapshot!(name, kpack_test_support::transcript(&out, &[]));
+    }
+    let out = kpack_repo()
+        .args(["verify", "gs://bucket/rocm", "--pubkey", "k.pub"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    insta::assert_snapshot!("gs_url_verify", kpack_test_support::transcript(&out, &[]));
+    // Nothing was made of the URL: no `s3:` directory.
+    assert_eq!(fs::read_dir(work.path()).unwrap().count(), 0);
+}
+
+/// Writes a zstd tar at `path` whose one file holds `size` zeros (a few KiB
+/// that unpack to far more: a decompression bomb when `size` is large);
+/// the length of its tar stream.
+fn zero_tree(path: &Path, size: u64) -> u64 {
+    fs::write(path, kpack_test_support::zero_bomb(size)).unwrap();
+    kpack_test_support::zero_bomb_tar_len(size)
+}
+
+/// The text of the shard of `package` the repository's root names.
+fn shard_text(repo: &Path, package: &str) -> (String, PathBuf) {
+    let root = fs::read_to_string(repo.join("index.toml")).unwrap();
+    let root = kpack_repo_index::RootIndex::parse("index.toml", &root).unwrap();
+    let name = package.parse().unwrap();
+    let path = repo.join(root.packages[&name].shard_path(&name).as_str());
+    (fs::read_to_string(&path).unwrap(), path)
+}
+
+/// Every publish of a tree says how far it unpacks (the length of its tar
+/// stream), so an installer can stop a bomb: a `.tar.zst` file given to
+/// `add` (counted by decoding it), a directory packed by `add`, and the
+/// trees `build` packs.
+#[test]
+fn trees_are_published_with_their_unpacked_size() {
+    let context = TestContext::new();
+    let bomb = context.inputs.join("bomb.tar.zst");
+    let unpacked = zero_tree(&bomb, 256 << 20);
+    assert!(fs::metadata(&bomb).unwrap().len() < 64 << 10);
+    run(&mut context.add("bomb", "1.0.0", std::slice::from_ref(&bomb)));
+    let (text, _) = shard_text(&context.repo, "bomb");
+    assert!(
+        text.contains(&format!("\nunpacked-size = {unpacked}\n")),
+        "{text}"
+    );
+
+    let dir = context.inputs.join("data");
+    fs::create_dir_all(dir.join("share")).unwrap();
+    fs::write(dir.join("share/table.db"), vec![7u8; 5000]).unwrap();
+    run(&mut context.add("data", "1.0.0", &[dir]));
+    let packed = fs::read(context.repo.join("pool/data/1.0.0/data.tar.zst")).unwrap();
+    let tar_length = zstd::decode_all(&packed[..]).unwrap().len();
+    let (text, _) = shard_text(&context.repo, "data");
+    assert!(
+        text.contains(&format!("\nunpacked-size = {tar_length}\n")),
+        "{text}"
+    );
+
+    run(&mut build_rocm_rand(&context.repo, &context.secret_key()));
+    let (text, _) = shard_text(&context.repo, "rocm-rand");
+    let host = "pool/rocm-rand/5.3.3/rocm-rand-5.3.3-host.tar.zst";
+    let packed = fs::read(context.repo.join(host)).unwrap();
+    let tar_length = zstd::decode_all(&packed[..]).unwrap().len();
+    let entry = text
+        .split("[[versions.artifacts]]")
+        .find(|e| e.contains(host));
+    assert!(
+        entry
+            .unwrap()
+            .contains(&format!("\nunpacked-size = {tar_length}\n")),
+        "{text}"
+    );
+    // Archives are not unpacked: they declare nothing.
+    assert_eq!(text.matches("unpacked-size").count(), 1, "{text}");
+}
+
+/// `verify` decodes each tree that declares its unpacked size and refuses
+/// one that unpacks to more (stopping there, not at the end of a bomb) or
+/// to less, naming the tree, the shard and both sizes.
+#[test]
+fn verify_refuses_a_tree_that_unpacks_to_other_than_it_declares() {
+    let context = TestContext::new();
+    let bomb = context.inputs.join("bomb.tar.zst");
+    let unpacked = zero_tree(&bomb, 256 << 20);
+    run(&mut context.add("bomb", "1.0.0", &[bomb]));
+    run(&mut context.verify(&context.repo));
+    let tree = "pool/bomb/1.0.0/bomb.tar.zst";
+    for (declared, says) in [
+        (1024, "unpacks to more than 1024 bytes".to_owned()),
+        (unpacked + 1, format!("unpacks to {unpacked} bytes")),
+    ] {
+        declare_unpacked_size(&context, "bomb", declared);
+        let refusal = refused(&mut context.verify(&context.repo));
+        for text in [
+            tree,
+            "packages/bomb/",
+            &says,
+            "unpacked-size",
+            &declared.to_string(),
+        ] {
+            assert!(refusal.contains(text), "{text:?} in {refusal}");
+        }
+    }
+}
+
+/// Rewrites the shard of `package` so that its one artifact declares
+/// `declared` as its unpacked size, points the root at it and signs it: a
+/// lying publisher.
+fn declare_unpacked_size(context: &TestContext, package: &str, declared: u64) {
+    let (text, old_path) = shard_text(&context.repo, package);
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("unpacked-size"))
+        .map(str::to_owned)
+        .collect();
+    let size = lines.iter().position(|l| l.starts_with("size = ")).unwrap();
+    lines.insert(size + 1, format!("unpacked-size = {declared}"));
+    let lie = lines.join("\n") + "\n";
+    let name = package.parse().unwrap();
+    let new_path = context
+        .repo
+        .join(kpack_repo_index::Shard::path_for(&name, lie.as_bytes()));
+    fs::write(&new_path, &lie).unwrap();
+    let old_hash = old_path.file_stem().unwrap().to_str().unwrap().to_owned();
+    let new_hash = new_path.file_stem().unwrap().to_str().unwrap().to_owned();
+    let root = fs::read_to_string(context.repo.join("index.toml")).unwrap();
+    assert!(root.contains(&old_hash));
+    fs::write(
+        context.repo.join("index.toml"),
+        root.replace(&old_hash, &new_hash),
+    )
+    .unwrap();
+    run(&mut context.sign());
+}
+
+/// What `kpack-repo verify` and `mirror` of a misbehaving server did.
+struct Bounded {
+    context: TestContext,
+    server: kpack_test_support::server::TestServer,
+    /// Peak memory of a good verify and a good mirror.
+    baseline: (u64, u64),
+}
+
+const MIB: u64 = 1 << 20;
+
+impl Bounded {
+    /// A small published repository served over loopback, and how much
+    /// memory verifying and mirroring it take.
+    fn new() -> Bounded {
+        let context = TestContext::new();
+        run(&mut context.add("rocm-rand", "5.3.3", &rocm_rand_artifacts(&context.inputs)));
+        let server = kpack_test_support::server::TestServer::start(&context.repo);
+        let mut bounded = Bounded {
+            context,
+            server,
+            baseline: (0, 0),
+        };
+        let verify = bounded.watched(bounded.context.verify(bounded.server.url()));
+        assert!(verify.output.status.success(), "{verify:?}");
+        let mirror = bounded.mirror("good");
+        assert!(mirror.output.status.success(), "{mirror:?}");
+        bounded.baseline = (verify.peak_rss, mirror.peak_rss);
+        bounded
+    }
+
+    /// Runs `command` with short time bounds (from the environment, so the
+    /// same test runs against any build) and its spool files in the
+    /// context, killed past 20 s or 1 GiB.
+    fn watched(&self, mut command: Command) -> kpack_test_support::measure::Measured {
+        let tmp = self.context.dir.path().join("tmp");
+        fs::create_dir_all(&tmp).unwrap();
+        command
+            .env("TMPDIR", &tmp)
+            .env("KPACK_REPO_LOW_SPEED_LIMIT", "1024")
+            .env("KPACK_REPO_LOW_SPEED_TIME", "1")
+            .env("KPACK_REPO_INDEX_TIMEOUT", "5");
+        kpack_test_support::measure::run_watched(
+            &mut command,
+            std::time::Duration::from_secs(20),
+            1024 * MIB,
+        )
+    }
+
+    fn mirror(&self, name: &str) -> kpack_test_support::measure::Measured {
+        let dest = self.context.dir.path().join("mirrors").join(name);
+        self.watched(self.context.mirror(self.server.url(), &dest))
+    }
+
+    /// With `fault` on `path`, verify and mirror each fail quickly, in
+    /// little memory, naming the URL and each of `mentions`; at most
+    /// `pinned` bytes (and what socket buffers hold) are taken from the
+    /// server.
+    fn assert_refused(&self, path: &str, fault: Fault, pinned: u64, mentions: &[&str]) {
+        for (tool, baseline) in [("verify", self.baseline.0), ("mirror", self.baseline.1)] {
+            self.server.clear_faults();
+            self.server.clear_requests();
+            self.server.fault(path, fault.clone());
+            let run = if tool == "verify" {
+                self.watched(self.context.verify(self.server.url()))
+            } else {
+                self.mirror(&format!("{}-{}", path.replace('/', "-"), tool))
+            };
+            let case = format!("{tool}: {fault:?} on {path}");
+            let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+            assert_eq!(run.killed, None, "{case}: {text}");
+            let growth = run.peak_rss.saturating_sub(baseline);
+            let taken = self.server.bytes_sent(path);
+            eprintln!(
+                "{case}: refused in {:?}, peak RSS {} MiB ({} MiB over a good run), {taken} bytes taken",
+                run.elapsed,
+                run.peak_rss / MIB,
+                growth / MIB
+            );
+            assert_eq!(run.output.status.code(), Some(1), "{case}: {text}");
+            assert!(growth < 64 * MIB, "{case}: grew {growth} bytes");
+            assert!(taken < pinned + 64 * MIB, "{case}: {taken} bytes taken");
+            // Retries are told first, as notes; then the error.
+            let notes = text.find("error:").map(|at| &text[..at]);
+            assert!(
+                notes.is_some_and(|notes| notes.lines().all(|line| line.starts_with("note: ")))
+                    && !text.contains("panicked"),
+                "{case}: {text}"
+            );
+            let url = format!("{}/{path}", self.server.url());
+            assert!(text.contains(&url), "{case}: no {url} in {text}");
+            for mention in mentions {
+                assert!(text.contains(mention), "{case}: no {mention:?} in {text}");
+            }
+        }
+        self.server.clear_faults();
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        fs::metadata(self.context.repo.join(path)).unwrap().len()
+    }
+
+    fn shard(&self) -> String {
+        let dir = self.context.repo.join("packages/rocm-rand");
+        let entry = fs::read_dir(dir).unwrap().next().unwrap().unwrap();
+        format!("packages/rocm-rand/{}", entry.file_name().to_string_lossy())
+    }
+}
+
+use kpack_test_support::server::Fault;
+
+#[test]
+fn verify_and_mirror_stop_an_endless_or_oversized_root_at_its_cap() {
+    let bounded = Bounded::new();
+    let cap = (16 * MIB).to_string();
+    for fault in [
+        Fault::Endless,
+        Fault::Oversized {
+            size: 64 * MIB,
+            declared: true,
+        },
+    ] {
+        bounded.assert_refused("index.toml", fault, 16 * MIB, &[&cap, "max-index-size"]);
+    }
+}
+
+#[test]
+fn verify_and_mirror_stop_a_shard_and_an_artifact_at_their_pinned_size() {
+    let bounded = Bounded::new();
+    let shard = bounded.shard();
+    let size = bounded.size(&shard);
+    bounded.assert_refused(&shard, Fault::Endless, size, &[&format!("{size} bytes")]);
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let size = bounded.size(archive);
+    let oversized = Fault::Oversized {
+        size: 1 << 30,
+        declared: false,
+    };
+    bounded.assert_refused(archive, oversized, size, &[&format!("{size} bytes")]);
+}
+
+#[test]
+fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
+    let bounded = Bounded::new();
+    let drip = Fault::Drip {
+        every: std::time::Duration::from_secs(5),
+    };
+    let shard = bounded.shard();
+    for path in [
+        "index.toml",
+        shard.as_str(),
+        "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack",
+    ] {
+        bounded.assert_refused(path, drip.clone(), bounded.size(path), &[]);
+    }
+}
+
+/// An upstream that fails now and then: `verify` and `mirror` retry as
+/// kpack-get does, resume a transfer cut halfway from where it stopped
+/// (taking no byte twice), say so on stderr, and the mirror verifies.
+#[test]
+fn verify_and_mirror_retry_a_failing_upstream_and_resume_a_cut_transfer() {
+    let bounded = Bounded::new();
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let size = bounded.size(archive);
+    let shard = bounded.shard();
+    let url = bounded.server.url();
+    let dir = bounded.context.dir.path().display().to_string();
+    for tool in ["verify", "mirror"] {
+        bounded.server.clear_requests();
+        bounded
+            .server
+            .fault("index.toml.minisig", Fault::Status500 { times: 1 });
+        bounded.server.fault(&shard, Fault::Status500 { times: 2 });
+        let cut = Fault::ResetAfter {
+            after: size / 2,
+            times: 1,
+        };
+        bounded.server.fault(archive, cut);
+        let run = if tool == "verify" {
+            bounded.watched(bounded.context.verify(&url))
+        } else {
+            bounded.mirror("flaky")
+        };
+        let masks = [
+            (url.as_str(), "<SERVER>"),
+            (shard.as_str(), "<SHARD>"),
+            (dir.as_str(), "<DIR>"),
+        ];
+        let text = kpack_test_support::transcript(&run.output, &masks);
+        insta::assert_snapshot!(format!("flaky_upstream_{tool}"), text);
+        let ranges: Vec<_> = bounded
+            .server
+            .requests()
+            .into_iter()
+            .filter(|request| request.path == archive)
+            .map(|request| request.range)
+            .collect();
+        assert_eq!(
+            ranges,
+            [None, Some(format!("bytes={}-", size / 2))],
+            "{tool}"
+        );
+        assert_eq!(bounded.server.bytes_sent(archive), size, "{tool}");
+    }
+    let mirrored = bounded.context.dir.path().join("mirrors/flaky");
+    run(&mut bounded.context.verify(&mirrored));
+}
+
+/// A manifest set with one manifest: rocRAND (Debian 12's) under `name`,
+/// with `extra` lines in its `[package]` table and its .deb found by
+/// `pattern`.
+fn one_manifest_set(dir: &Path, name: &str, extra: &str, pattern: &str) -> PathBuf {
+    let set = dir.join("set");
+    fs::create_dir_all(&set).unwrap();
+    fs::write(
+        set.join("names.toml"),
+        format!("[debian]\nlibrocrand1 = \"{name}\"\n"),
+    )
+    .unwrap();
+    fs::write(
+        set.join(format!("{name}.toml")),
+        format!(
+            "[package]\nname = \"{name}\"\n{extra}\n[source]\ndebian = \"{pattern}\"\n\
+             [source.map]\n\"usr/lib/x86_64-linux-gnu\" = \"lib\"\n"
+        ),
+    )
+    .unwrap();
+    set
+}
+
+fn build_set(context: &TestContext, set: &Path) -> Command {
+    let mut command = kpack_repo();
+    command
+        .arg("build")
+        .arg(&context.repo)
+        .arg(set)
+        .arg("--sources")
+        .arg(kpack_test_support::fixtures().join("debian"))
+        .arg("--key")
+        .arg(context.secret_key());
+    command
+}
+
+/// A set whose dependency nothing provides, or whose glob matches no
+/// .deb, is refused before anything is built, naming what and where.
+#[test]
+fn a_set_with_an_unmet_dependency_or_a_missing_deb_publishes_nothing() {
+    let context = TestContext::new();
+    let set = one_manifest_set(
+        context.dir.path(),
+        "rocm-rand",
+        "depends = [\"rocm-core >=5\"]",
+        "librocrand1_*_amd64.deb",
+    );
+    let unmet = context.transcript(&mut build_set(&context, &set), &[]);
+    insta::assert_snapshot!("set_with_unmet_dependency", unmet);
+    assert!(!context.repo.exists(), "nothing written");
+
+    let other = context.dir.path().join("other");
+    let set = one_manifest_set(&other, "rocm-rand", "", "librocrand9_*_amd64.deb");
+    let fixtures = kpack_test_support::fixtures().display().to_string();
+    let missing = context.transcript(
+        &mut build_set(&context, &set),
+        &[(fixtures.as_str(), "<FIXTURES>")],
+    );
+    insta::assert_snapshot!("set_with_missing_deb", missing);
+    assert!(!context.repo.exists(), "nothing written");
+}
+
+/// Versions and system requirements come from the control data: Debian
+/// 12's rocRAND 5.3.3-4 is 5.3.3+deb.4, needing the system's libc6 and
+/// HIP runtime.
+#[test]
+fn a_set_takes_version_and_system_requirements_from_the_deb() {
+    let context = TestContext::new();
+    let set = one_manifest_set(context.dir.path(), "rocm-rand", "", "librocrand1_*.deb");
+    let built = run(&mut build_set(&context, &set));
+    assert!(built.contains("built rocm-rand 5.3.3+deb.4: "), "{built}");
+    let shard = published_shard(&context.repo, "rocm-rand");
+    let version = &shard.versions[0];
+    assert_eq!(version.version.to_string(), "5.3.3+deb.4");
+    assert!(version.depends.is_empty());
+    assert!(
+        version
+            .system_requires
+            .iter()
+            .any(|r| r.starts_with("libc6 (>= ")),
+        "{:?}",
+        version.system_requires
+    );
+    assert!(
+        version
+            .system_requires
+            .iter()
+            .any(|r| r.starts_with("libamdhip64-5")),
+        "{:?}",
+        version.system_requires
+    );
+}
+
+/// A `file://` URL names an absolute directory, as in kpack-get: a
+/// relative one is refused, saying to write a plain path, which works.
+#[test]
+fn a_relative_file_url_is_refused_as_kpack_get_refuses_it() {
+    let context = TestContext::new();
+    run(&mut context.add("rocm-rand", "5.3.3", &rocm_rand_artifacts(&context.inputs)));
+    let mut verify = context.verify("file://rocm");
+    verify.current_dir(context.dir.path());
+    insta::assert_snapshot!(context.transcript(&mut verify, &[]));
+    let mut plain = context.verify("rocm");
+    plain.current_dir(context.dir.path());
+    assert!(run(&mut plain).contains("signature good"));
+}

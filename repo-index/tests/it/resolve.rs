@@ -1,0 +1,351 @@
+//! Choosing versions and artifacts.
+
+use std::collections::BTreeMap;
+
+use kpack_gpu::Target;
+use kpack_repo_index::{
+    resolve, select_artifacts, Explanation, Families, Request, ResolveError, Shard,
+};
+use kpack_test_support::COMPONENTS_SHARD;
+
+/// One version with a host tree and device archives of several shapes.
+const SHARD: &str = r#"name = "rocm-rand"
+
+[[versions]]
+version = "5.3.3"
+
+[[versions.artifacts]]
+kind = "tree"
+path = "pool/rocm-rand/5.3.3/host.tar.zst"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+size = 10000
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack"
+targets = ["gfx90a:xnack+", "gfx90a:xnack-"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000001"
+size = 1000
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/rocm-rand/5.3.3/rocm_gfx1030.kpack"
+targets = ["gfx1030"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000002"
+size = 500
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/rocm-rand/5.3.3/rocm_gfx110X-all.kpack"
+targets = ["gfx110X-all"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000003"
+size = 3000
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/rocm-rand/5.3.3/rocm_gfx1100.kpack"
+targets = ["gfx1100"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000004"
+size = 900
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/rocm-rand/5.3.3/rocm_gfx11-generic.kpack"
+targets = ["gfx11-generic"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000005"
+size = 800
+"#;
+
+fn chosen(gpus: &[&str]) -> (Vec<String>, Vec<Explanation>) {
+    let shard = Shard::parse("shard.toml", SHARD).unwrap();
+    let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
+    let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
+    let names = selection
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str().rsplit('/').next().unwrap().to_owned())
+        .collect();
+    (names, selection.explanations)
+}
+
+#[test]
+fn chooses_artifacts_per_gpu() {
+    let table: &[(&[&str], &[&str])] = &[
+        (
+            &["gfx90a:sramecc+:xnack-"],
+            &["host.tar.zst", "rocm_gfx90a.kpack"],
+        ),
+        (&["gfx90a:xnack+"], &["host.tar.zst", "rocm_gfx90a.kpack"]),
+        (&["gfx1030"], &["host.tar.zst", "rocm_gfx1030.kpack"]),
+        // A per-processor archive over the family archive holding it.
+        (&["gfx1100"], &["host.tar.zst", "rocm_gfx1100.kpack"]),
+        // Only the family archive serves gfx1101.
+        (&["gfx1101"], &["host.tar.zst", "rocm_gfx110X-all.kpack"]),
+        // No gfx1151 code: the generic target.
+        (&["gfx1151"], &["host.tar.zst", "rocm_gfx11-generic.kpack"]),
+        // Two GPUs of different families: the union, in index order.
+        (
+            &["gfx1030", "gfx90a:xnack-"],
+            &["host.tar.zst", "rocm_gfx90a.kpack", "rocm_gfx1030.kpack"],
+        ),
+        // Nothing for this GPU: host only.
+        (&["gfx942:sramecc+:xnack-"], &["host.tar.zst"]),
+    ];
+    for (gpus, expected) in table {
+        let (names, _) = chosen(gpus);
+        assert_eq!(names, *expected, "{gpus:?}");
+    }
+}
+
+#[test]
+fn explains_each_choice() {
+    let (_, explanations) = chosen(&["gfx90a:sramecc+:xnack-"]);
+    let lines: Vec<String> = explanations.iter().map(ToString::to_string).collect();
+    assert!(
+        lines.contains(
+            &"pool/rocm-rand/5.3.3/host.tar.zst: host part, needed on every machine".to_owned()
+        ),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack: for gfx90a:sramecc+:xnack-, as gfx90a:xnack-"
+        )),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("rocm_gfx1030.kpack: not needed")),
+        "{lines:#?}"
+    );
+
+    let (_, explanations) = chosen(&["gfx1100"]);
+    assert!(explanations.iter().any(|e| matches!(e, Explanation::Smaller { path, .. } if path.as_str().ends_with("rocm_gfx110X-all.kpack"))));
+
+    let (_, explanations) = chosen(&["gfx942:sramecc+:xnack-"]);
+    let none = explanations
+        .iter()
+        .find(|e| matches!(e, Explanation::NoDeviceCode { .. }))
+        .unwrap()
+        .to_string();
+    assert!(
+        none.contains("gfx942:sramecc+:xnack-: no device code"),
+        "{none}"
+    );
+    assert!(
+        none.contains("gfx90a:xnack-, gfx1030, gfx110X-all"),
+        "{none}"
+    );
+}
+
+/// What `gpus` choose from the shared rocBLAS-like shard (archives and
+/// Tensile payloads): the file names, and why, as lines.
+fn chosen_components(gpus: &[&str]) -> (Vec<String>, Vec<String>) {
+    let shard = Shard::parse("shard.toml", COMPONENTS_SHARD).unwrap();
+    let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
+    let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
+    let names = selection
+        .artifacts
+        .iter()
+        .map(|a| a.path.file_name().to_owned())
+        .collect();
+    let why = selection
+        .explanations
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    (names, why)
+}
+
+#[test]
+fn a_gpu_takes_one_artifact_of_each_component() {
+    let table: &[(&[&str], &[&str])] = &[
+        // The per-processor archive over the family one, and the payload.
+        (
+            &["gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "tensile-gfx1100.tar.zst",
+            ],
+        ),
+        (
+            &["gfx90a:sramecc+:xnack-"],
+            &[
+                "host.tar.zst",
+                "blas_gfx90a.kpack",
+                "tensile-gfx90a.tar.zst",
+            ],
+        ),
+        // Two GPUs: both sets, in index order.
+        (
+            &["gfx90a:sramecc+:xnack-", "gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "blas_gfx90a.kpack",
+                "tensile-gfx1100.tar.zst",
+                "tensile-gfx90a.tar.zst",
+            ],
+        ),
+        // Two GPUs of one target: each artifact once.
+        (
+            &["gfx1100", "gfx1100"],
+            &[
+                "host.tar.zst",
+                "blas_gfx1100.kpack",
+                "tensile-gfx1100.tar.zst",
+            ],
+        ),
+        // Served by one component only: it still gets that one.
+        (&["gfx1101"], &["host.tar.zst", "blas_gfx110X-all.kpack"]),
+        (
+            &["gfx942:sramecc+:xnack-"],
+            &["host.tar.zst", "tensile-gfx942.tar.zst"],
+        ),
+        // By none: host parts only.
+        (&["gfx1030"], &["host.tar.zst"]),
+    ];
+    for (gpus, expected) in table {
+        let (names, why) = chosen_components(gpus);
+        assert_eq!(names, *expected, "{gpus:?}: {why:#?}");
+    }
+}
+
+#[test]
+fn explanations_name_the_component() {
+    let (_, why) = chosen_components(&["gfx1100"]);
+    let has = |line: &str| why.iter().any(|l| l == line);
+    assert!(
+        has("pool/rocm-blas/5.5.1/blas_gfx1100.kpack: for gfx1100 (lists gfx1100)"),
+        "{why:#?}"
+    );
+    assert!(
+        has("pool/rocm-blas/5.5.1/tensile-gfx1100.tar.zst: for gfx1100 (tensile, lists gfx1100)"),
+        "{why:#?}"
+    );
+    // Only an archive of the same component is smaller or not: the
+    // payload, smaller than the archive, does not pass it over.
+    assert!(
+        has("pool/rocm-blas/5.5.1/blas_gfx110X-all.kpack: serves gfx1100 too, but pool/rocm-blas/5.5.1/blas_gfx1100.kpack is smaller"),
+        "{why:#?}"
+    );
+    assert!(
+        !why.iter()
+            .any(|l| l.starts_with("pool/rocm-blas/5.5.1/blas_gfx1100.kpack: serves")),
+        "{why:#?}"
+    );
+    // Not needed: only what serves this GPU in no component.
+    let unneeded: Vec<&String> = why.iter().filter(|l| l.contains("not needed")).collect();
+    assert_eq!(unneeded.len(), 3, "{why:#?}");
+    for file in [
+        "blas_gfx90a.kpack",
+        "tensile-gfx90a.tar.zst",
+        "tensile-gfx942.tar.zst",
+    ] {
+        assert!(
+            unneeded.iter().any(|l| l.contains(file)),
+            "{file}: {why:#?}"
+        );
+    }
+
+    let (_, why) = chosen_components(&["gfx90a:sramecc+:xnack-"]);
+    assert!(
+        why.iter().any(|l| l == "pool/rocm-blas/5.5.1/tensile-gfx90a.tar.zst: for gfx90a:sramecc+:xnack-, as gfx90a (tensile, lists gfx90a; choice 4 in its order)"),
+        "{why:#?}"
+    );
+
+    // A component missing for a GPU others serve is said, not a lack of
+    // device code.
+    let (_, why) = chosen_components(&["gfx1101"]);
+    assert!(
+        why.iter().any(|l| l
+            == "gfx1101: no tensile in this package (it has tensile for gfx1100, gfx90a, gfx942)"),
+        "{why:#?}"
+    );
+    assert!(
+        !why.iter().any(|l| l.contains("no device code")),
+        "{why:#?}"
+    );
+
+    let (_, why) = chosen_components(&["gfx1030"]);
+    assert!(
+        why.iter()
+            .any(|l| l.starts_with("gfx1030: no device code in this package")),
+        "{why:#?}"
+    );
+    assert!(!why.iter().any(|l| l.contains("no tensile")), "{why:#?}");
+}
+
+fn shards(text: &[(&str, &str)]) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
+    text.iter()
+        .map(|(name, versions)| {
+            let shard = Shard::parse(name, &format!("name = \"{name}\"\n{versions}")).unwrap();
+            (name.parse().unwrap(), shard)
+        })
+        .collect()
+}
+
+fn request(name: &str, requirement: &str) -> Request {
+    Request {
+        name: name.parse().unwrap(),
+        requirement: requirement.parse().unwrap(),
+    }
+}
+
+#[test]
+fn resolves_the_highest_versions_satisfying_every_requirement() {
+    let repo = shards(&[
+        (
+            "rocm-rand",
+            "[[versions]]\nversion = \"5.3.3\"\ndepends = [\"rocm-core >=5.3, <6\"]\n\
+             [[versions]]\nversion = \"6.0.0\"\ndepends = [\"rocm-core >=6\"]\n",
+        ),
+        (
+            "rocm-core",
+            "[[versions]]\nversion = \"5.3.0\"\n[[versions]]\nversion = \"5.7.1\"\n[[versions]]\nversion = \"6.1.0\"\n",
+        ),
+    ]);
+    let chosen = resolve(&repo, &[request("rocm-rand", "*")]).unwrap();
+    assert_eq!(chosen[&"rocm-rand".parse().unwrap()].to_string(), "6.0.0");
+    assert_eq!(chosen[&"rocm-core".parse().unwrap()].to_string(), "6.1.0");
+
+    let chosen = resolve(&repo, &[request("rocm-rand", "^5")]).unwrap();
+    assert_eq!(chosen[&"rocm-rand".parse().unwrap()].to_string(), "5.3.3");
+    assert_eq!(chosen[&"rocm-core".parse().unwrap()].to_string(), "5.7.1");
+}
+
+#[test]
+fn a_conflict_names_the_packages_and_requirements() {
+    let repo = shards(&[
+        (
+            "rocm-rand",
+            "[[versions]]\nversion = \"5.3.3\"\ndepends = [\"rocm-core >=5.3, <6\"]\n",
+        ),
+        (
+            "rocm-core",
+            "[[versions]]\nversion = \"5.7.1\"\n[[versions]]\nversion = \"6.1.0\"\n",
+        ),
+    ]);
+    let error = resolve(
+        &repo,
+        &[request("rocm-rand", "*"), request("rocm-core", ">=6")],
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, ResolveError::NoVersion { .. }), "{message}");
+    assert!(message.contains("rocm-core"), "{message}");
+    assert!(message.contains(">=6 (from the request)"), "{message}");
+    assert!(
+        message.contains(">=5.3, <6 (from rocm-rand 5.3.3)"),
+        "{message}"
+    );
+    assert!(message.contains("available: 5.7.1, 6.1.0"), "{message}");
+
+    let error = resolve(&repo, &[request("rocm-blas", "*")]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "no package rocm-blas (required by the request)"
+    );
+}

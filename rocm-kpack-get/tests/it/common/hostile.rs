@@ -1,0 +1,208 @@
+//! What a hostile publisher (one holding the repository's key) can serve:
+//! tar trees made header by header, so names and links the tar crate
+//! refuses to build can be made, and shards written by hand with any
+//! `install-as`, kind or size, signed into a new root.
+
+use std::path::Path;
+use std::process::Command;
+
+use kpack_repo_index::sign::{sign_root, SecretKey};
+use sha2::Digest;
+
+pub use kpack_test_support::zero_bomb;
+
+use super::{copy_dir, shared_rocrand_repo, RocrandRepo};
+
+/// One entry of a hand-made tar.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub kind: tar::EntryType,
+    pub name: String,
+    pub link: Option<String>,
+    pub data: Vec<u8>,
+    pub mode: u32,
+}
+
+impl Entry {
+    pub fn dir(name: &str) -> Entry {
+        Entry::new(tar::EntryType::Directory, name, None, b"", 0o755)
+    }
+
+    pub fn file(name: &str, data: &[u8]) -> Entry {
+        Entry::new(tar::EntryType::Regular, name, None, data, 0o644)
+    }
+
+    pub fn link(name: &str, target: &str) -> Entry {
+        Entry::new(tar::EntryType::Symlink, name, Some(target), b"", 0o777)
+    }
+
+    pub fn new(
+        kind: tar::EntryType,
+        name: &str,
+        link: Option<&str>,
+        data: &[u8],
+        mode: u32,
+    ) -> Entry {
+        Entry {
+            kind,
+            name: name.to_owned(),
+            link: link.map(str::to_owned),
+            data: data.to_vec(),
+            mode,
+        }
+    }
+
+    pub fn with_mode(mut self, mode: u32) -> Entry {
+        self.mode = mode;
+        self
+    }
+}
+
+/// Appends `entry` with its header written field by field.
+pub fn raw_entry(tar: &mut tar::Builder<Vec<u8>>, entry: &Entry) {
+    let name = entry.name.as_bytes();
+    let link = entry.link.as_deref().unwrap_or("").as_bytes();
+    assert!(
+        name.len() < 100 && link.len() < 100,
+        "{:?} fits an old-style tar header",
+        entry.name
+    );
+    let mut header = tar::Header::new_gnu();
+    {
+        let old = header.as_old_mut();
+        old.name[..name.len()].copy_from_slice(name);
+        old.linkname[..link.len()].copy_from_slice(link);
+    }
+    header.set_entry_type(entry.kind);
+    header.set_mode(entry.mode);
+    header.set_size(entry.data.len() as u64);
+    header.set_mtime(0);
+    header.set_cksum();
+    tar.append(&header, &entry.data[..]).unwrap();
+}
+
+/// A zstd-compressed tar tree of `entries`, in order.
+pub fn tree(entries: &[Entry]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for entry in entries {
+        raw_entry(&mut tar, entry);
+    }
+    zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
+}
+
+/// A copy of the shared rocRAND repository under `dir`, to publish more
+/// into with its key.
+pub fn private_repo(dir: &Path) -> RocrandRepo {
+    let shared = shared_rocrand_repo();
+    copy_dir(&shared.dir, &dir.join("repo"));
+    RocrandRepo {
+        dir: dir.join("repo"),
+        public_key: shared.public_key.clone(),
+        secret_key: shared.secret_key.clone(),
+    }
+}
+
+/// Publishes `name` `version` with one host tree, with the real
+/// `kpack-repo add`; returns the artifact's pool path.
+pub fn publish_tree(
+    repo: &RocrandRepo,
+    work: &Path,
+    name: &str,
+    version: &str,
+    bytes: &[u8],
+) -> String {
+    let file_name = format!("{name}-{version}-host.tar.zst");
+    let file = work.join(&file_name);
+    fs_err::write(&file, bytes).unwrap();
+    kpack_test_support::run(
+        Command::new(super::kpack_repo_exe())
+            .arg("add")
+            .arg(&repo.dir)
+            .args([name, version])
+            .arg(&file)
+            .arg("--key")
+            .arg(&repo.secret_key),
+    );
+    format!("pool/{name}/{version}/{file_name}")
+}
+
+/// An artifact of a forged shard: its pool file's bytes and the shard
+/// lines besides `path`, `sha256` and `size` (`kind`, `install-as`, ...).
+#[derive(Debug, Clone)]
+pub struct Forged {
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+    pub fields: String,
+}
+
+impl Forged {
+    pub fn tree(file_name: &str, bytes: Vec<u8>) -> Forged {
+        Forged {
+            file_name: file_name.to_owned(),
+            bytes,
+            fields: "kind = \"tree\"\n".to_owned(),
+        }
+    }
+
+    /// With one more shard line, such as `unpacked-size = 4096`.
+    pub fn with_field(mut self, line: &str) -> Forged {
+        self.fields.push_str(line);
+        self.fields.push('\n');
+        self
+    }
+
+    /// A `kpack` artifact for gfx90a placed at `install_as`.
+    pub fn kpack(file_name: &str, bytes: Vec<u8>, install_as: &str) -> Forged {
+        Forged {
+            file_name: file_name.to_owned(),
+            bytes,
+            fields: format!(
+                "kind = \"kpack\"\ninstall-as = {install_as:?}\ntargets = [\"gfx90a\"]\n"
+            ),
+        }
+    }
+}
+
+/// Publishes `name` `version` with a shard written by hand holding
+/// `artifacts` (replacing any earlier shard of `name`), and signs a new
+/// root with the repository's key: what a publisher holding the key can
+/// make kpack-get read.
+pub fn publish_forged(repo: &RocrandRepo, name: &str, version: &str, artifacts: &[Forged]) {
+    let mut shard = format!("name = {name:?}\n\n[[versions]]\nversion = {version:?}\n");
+    for artifact in artifacts {
+        let path = format!("pool/{name}/{version}/{}", artifact.file_name);
+        let file = repo.dir.join(&path);
+        fs_err::create_dir_all(file.parent().unwrap()).unwrap();
+        fs_err::write(&file, &artifact.bytes).unwrap();
+        shard.push_str(&format!(
+            "\n[[versions.artifacts]]\n{}path = {path:?}\nsha256 = \"{:x}\"\nsize = {}\n",
+            artifact.fields,
+            sha2::Sha256::digest(&artifact.bytes),
+            artifact.bytes.len()
+        ));
+    }
+    let shard_sha = format!("{:x}", sha2::Sha256::digest(shard.as_bytes()));
+    let shard_path = repo.dir.join(format!("packages/{name}/{shard_sha}.toml"));
+    fs_err::create_dir_all(shard_path.parent().unwrap()).unwrap();
+    fs_err::write(&shard_path, &shard).unwrap();
+
+    let index = repo.dir.join("index.toml");
+    let mut root: toml::Table = fs_err::read_to_string(&index).unwrap().parse().unwrap();
+    let info = root["repo"].as_table_mut().unwrap();
+    let next = info["version"].as_integer().unwrap() + 1;
+    info.insert("version".into(), toml::Value::Integer(next));
+    let mut entry = toml::Table::new();
+    entry.insert("sha256".into(), shard_sha.into());
+    entry.insert("latest".into(), version.into());
+    entry.insert("summary".into(), "".into());
+    root.entry("packages")
+        .or_insert_with(|| toml::Table::new().into())
+        .as_table_mut()
+        .unwrap()
+        .insert(name.into(), entry.into());
+    let text = root.to_string();
+    let key = SecretKey::load(&repo.secret_key, None).unwrap();
+    let signature = sign_root(&key, text.as_bytes()).unwrap();
+    fs_err::write(index.with_extension("toml.minisig"), signature).unwrap();
+    fs_err::write(&index, text).unwrap();
+}

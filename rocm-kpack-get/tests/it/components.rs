@@ -1,0 +1,301 @@
+//! A package version with two components of device code per GPU, as
+//! rocBLAS has: the kpack archive of its library (`kernels`) and its
+//! Tensile kernel database (`tensile`). Published with the library, served
+//! over loopback, installed with `kpack-get`: a GPU gets its artifact of
+//! each component, and nothing for the others.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::server::TestServer;
+use crate::common::{pool_gets, snapshot, success, Env};
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+use kpack_repo_index::sign::{keygen, SecretKey};
+use kpack_repo_index::Component;
+use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+use rocm_kpack_get::install::record::InstalledRecord;
+
+const LIBRARY: &str = "lib/librocblas.so.4";
+
+/// A rocBLAS kpack archive holding code for `target` only.
+fn archive(dir: &Path, processor: &str, target: &str) -> PathBuf {
+    let path = dir.join(format!("rocblas_{processor}.kpack"));
+    let options = ArchiveOptions {
+        group: "rocm".into(),
+        family: processor.into(),
+        arches: vec![Target::parse(target).unwrap()],
+        compression: Compression::DEFAULT,
+    };
+    let mut writer = ArchiveWriter::new(fs_err::File::create(&path).unwrap(), options).unwrap();
+    writer
+        .add(
+            &BinaryKey::new(LIBRARY, 0),
+            &Target::parse(target).unwrap(),
+            format!("code for {target}").as_bytes(),
+        )
+        .unwrap();
+    writer.finish().unwrap();
+    path
+}
+
+/// A tree artifact `dir/file_name` holding `files` (path, contents).
+fn tree(dir: &Path, file_name: &str, files: &[(&str, &[u8])]) -> PathBuf {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, contents) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o644);
+        header.set_size(contents.len() as u64);
+        tar.append_data(&mut header, path, *contents).unwrap();
+    }
+    let bytes = zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap();
+    let path = dir.join(file_name);
+    fs_err::write(&path, bytes).unwrap();
+    path
+}
+
+fn tensile_file(processor: &str) -> String {
+    format!("lib/rocblas/library/TensileLibrary_{processor}.dat")
+}
+
+/// The Tensile payload for one processor: component `tensile`.
+fn tensile(dir: &Path, processor: &str) -> NewArtifact {
+    NewArtifact {
+        file: tree(
+            dir,
+            &format!("rocm-blas-{processor}-tensile.tar.zst"),
+            &[(&tensile_file(processor), processor.as_bytes())],
+        ),
+        targets: Some(vec![processor.parse().unwrap()]),
+        component: Some("tensile".parse().unwrap()),
+        unpacked_size: None,
+    }
+}
+
+/// Host code, or an archive (whose targets and component it says itself).
+fn plain(file: PathBuf) -> NewArtifact {
+    NewArtifact {
+        file,
+        targets: None,
+        component: None,
+        unpacked_size: None,
+    }
+}
+
+/// rocm-blas 5.5.1 in a signed repository under `work`: a host tree,
+/// archives for gfx1030 and gfx90a, Tensile payloads for both. Returns
+/// the repository and its public key.
+fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
+    let (secret, public) = (work.join("key.key"), work.join("key.pub"));
+    keygen(&secret, &public, None).unwrap();
+    let inputs = work.join("inputs");
+    fs_err::create_dir_all(&inputs).unwrap();
+    let repo = work.join("repo");
+    Publisher::open(&repo)
+        .unwrap()
+        .add(
+            &NewVersion {
+                depends: vec![],
+                summary: Some("ROCm BLAS".into()),
+                ..NewVersion::new(
+                    &"rocm-blas".parse().unwrap(),
+                    &semver::Version::new(5, 5, 1),
+                )
+            },
+            &[
+                plain(tree(
+                    &inputs,
+                    "rocm-blas-host.tar.zst",
+                    &[(LIBRARY, b"host code")],
+                )),
+                plain(archive(&inputs, "gfx1030", "gfx1030")),
+                plain(archive(&inputs, "gfx90a", "gfx90a:xnack-")),
+                tensile(&inputs, "gfx1030"),
+                tensile(&inputs, "gfx90a"),
+            ],
+            Some(&SecretKey::load(&secret, None).unwrap()),
+        )
+        .unwrap();
+    (repo, public)
+}
+
+fn pool(file: &str) -> String {
+    format!("pool/rocm-blas/5.5.1/{file}")
+}
+
+#[test]
+fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
+    let work = tempfile::tempdir().unwrap();
+    let (repo, key) = blas_repo(work.path());
+    let server = TestServer::start(&repo);
+    let env = Env::new();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--target", "gfx1030"];
+        all.extend_from_slice(args);
+        success(&mut env.with_repo(&server.url(), &key, &all))
+    };
+
+    let plan = run(&["install", "rocm-blas", "--dry-run"]);
+    for line in [
+        "rocm-blas-host.tar.zst\n",
+        "rocblas_gfx1030.kpack [gfx1030] kernels\n",
+        "rocm-blas-gfx1030-tensile.tar.zst [gfx1030] tensile\n",
+    ] {
+        assert!(plan.contains(line), "{line}: {plan}");
+    }
+    assert!(!plan.contains("gfx90a"), "{plan}");
+    let plan: serde_json::Value =
+        serde_json::from_str(&run(&["--json", "install", "rocm-blas", "--dry-run"])).unwrap();
+    let components: Vec<&serde_json::Value> = plan["packages"][0]["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["component"])
+        .collect();
+    assert_eq!(
+        components,
+        [
+            &serde_json::Value::Null,
+            &serde_json::json!("kernels"),
+            &serde_json::json!("tensile")
+        ]
+    );
+    // Each artifact, chosen (*) or not, with its targets and component.
+    let info = run(&["info", "rocm-blas"]);
+    let lines: Vec<(bool, &str)> = info
+        .lines()
+        .filter(|line| line.contains("pool/"))
+        .map(|line| (line.starts_with('*'), line.rsplit("  ").next().unwrap()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (true, "pool/rocm-blas/5.5.1/rocm-blas-host.tar.zst"),
+            (
+                true,
+                "pool/rocm-blas/5.5.1/rocblas_gfx1030.kpack [gfx1030] kernels"
+            ),
+            (
+                false,
+                "pool/rocm-blas/5.5.1/rocblas_gfx90a.kpack [gfx90a:xnack-] kernels"
+            ),
+            (
+                true,
+                "pool/rocm-blas/5.5.1/rocm-blas-gfx1030-tensile.tar.zst [gfx1030] tensile"
+            ),
+            (
+                false,
+                "pool/rocm-blas/5.5.1/rocm-blas-gfx90a-tensile.tar.zst [gfx90a] tensile"
+            ),
+        ],
+        "{info}"
+    );
+    let info: serde_json::Value =
+        serde_json::from_str(&run(&["--json", "info", "rocm-blas"])).unwrap();
+    let components: Vec<(&serde_json::Value, &serde_json::Value)> = info["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (&a["component"], &a["chosen"]))
+        .collect();
+    let (null, yes, no) = (
+        serde_json::Value::Null,
+        serde_json::json!(true),
+        serde_json::json!(false),
+    );
+    let (kernels, tensile) = (serde_json::json!("kernels"), serde_json::json!("tensile"));
+    assert_eq!(
+        components,
+        [
+            (&null, &yes),
+            (&kernels, &yes),
+            (&kernels, &no),
+            (&tensile, &yes),
+            (&tensile, &no)
+        ]
+    );
+    assert!(pool_gets(&server).is_empty(), "a dry run downloads nothing");
+
+    let stdout = run(&["install", "rocm-blas"]);
+    assert!(stdout.contains("installed rocm-blas 5.5.1"), "{stdout}");
+    assert_eq!(
+        pool_gets(&server),
+        [
+            pool("rocblas_gfx1030.kpack"),
+            pool("rocm-blas-gfx1030-tensile.tar.zst"),
+            pool("rocm-blas-host.tar.zst"),
+        ]
+    );
+    let installed: Vec<String> = snapshot(&env.prefix)
+        .into_iter()
+        .filter(|(path, kind)| kind != "dir" && !path.starts_with(".kpack/."))
+        .map(|(path, _)| path)
+        .filter(|path| path != ".kpack/installed.toml")
+        .collect();
+    assert_eq!(
+        installed,
+        [
+            ".kpack/rocblas_gfx1030.kpack".to_owned(),
+            LIBRARY.to_owned(),
+            tensile_file("gfx1030"),
+        ]
+    );
+    assert_eq!(
+        fs_err::read(env.prefix.join(tensile_file("gfx1030"))).unwrap(),
+        b"gfx1030"
+    );
+    assert_eq!(
+        fs_err::read(env.prefix.join(".kpack/rocblas_gfx1030.kpack")).unwrap(),
+        fs_err::read(repo.join(pool("rocblas_gfx1030.kpack"))).unwrap()
+    );
+
+    // The record keeps each artifact's component.
+    let record_path = env.prefix.join(".kpack/installed.toml");
+    let record = InstalledRecord::load(&record_path).unwrap();
+    let package = &record.packages[&"rocm-blas".parse().unwrap()];
+    let components: Vec<Option<&str>> = package
+        .artifacts
+        .iter()
+        .map(|a| a.component.as_ref().map(Component::as_str))
+        .collect();
+    assert_eq!(components, [None, Some("kernels"), Some("tensile")]);
+
+    success(env.command().arg("verify"));
+    success(env.command().args(["remove", "rocm-blas"]));
+    assert!(!env.prefix.join(tensile_file("gfx1030")).exists());
+    assert!(!env.prefix.join(".kpack/rocblas_gfx1030.kpack").exists());
+}
+
+#[test]
+fn two_gpus_get_both_sets_each_file_once() {
+    let work = tempfile::tempdir().unwrap();
+    let (repo, key) = blas_repo(work.path());
+    let server = TestServer::start(&repo);
+    let env = Env::new();
+    let stdout = success(&mut env.with_repo(
+        &server.url(),
+        &key,
+        &[
+            "--target",
+            "gfx90a:sramecc+:xnack-,gfx1030",
+            "install",
+            "rocm-blas",
+        ],
+    ));
+    assert!(stdout.contains("installed rocm-blas 5.5.1"), "{stdout}");
+    assert_eq!(
+        pool_gets(&server),
+        [
+            pool("rocblas_gfx1030.kpack"),
+            pool("rocblas_gfx90a.kpack"),
+            pool("rocm-blas-gfx1030-tensile.tar.zst"),
+            pool("rocm-blas-gfx90a-tensile.tar.zst"),
+            pool("rocm-blas-host.tar.zst"),
+        ]
+    );
+    for processor in ["gfx1030", "gfx90a"] {
+        assert!(env.prefix.join(tensile_file(processor)).is_file());
+        assert!(env
+            .prefix
+            .join(format!(".kpack/rocblas_{processor}.kpack"))
+            .is_file());
+    }
+}

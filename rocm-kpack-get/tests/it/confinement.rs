@@ -1,0 +1,572 @@
+//! A prefix holds against hostile packages: whatever a signed package
+//! ships (chained links, paths through links, kpack-get's own bookkeeping,
+//! files under files, bytes that are no archive), nothing outside the
+//! prefix is created, changed or removed, every refusal comes before the
+//! commit point, and the prefix stays usable.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Output;
+
+use crate::common::hostile::{
+    private_repo, publish_forged, publish_tree, tree, zero_bomb, Entry, Forged,
+};
+use crate::common::server::TestServer;
+use crate::common::{describe, failed, output, snapshot, success, Env, RocrandRepo};
+
+const TARGET: &str = "gfx90a:sramecc+:xnack-";
+const JOURNAL: &str = ".kpack/transaction.toml";
+
+/// A test's environment with a private repository and a directory
+/// outside the prefix holding what an attacker would aim at.
+struct Rig {
+    env: Env,
+    repo: RocrandRepo,
+    work: std::path::PathBuf,
+    server: Option<TestServer>,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let env = Env::new();
+        let work = env.home.path().join("work");
+        fs_err::create_dir_all(&work).unwrap();
+        let repo = private_repo(&work);
+        let outside = env.home.path().join("outside");
+        fs_err::create_dir_all(&outside).unwrap();
+        fs_err::write(outside.join("authorized_keys"), b"ssh-ed25519 AAAA owner\n").unwrap();
+        let elsewhere = env.home.path().join("elsewhere/outside");
+        fs_err::create_dir_all(&elsewhere).unwrap();
+        fs_err::write(elsewhere.join("planted"), b"a file that was here first\n").unwrap();
+        Rig {
+            env,
+            repo,
+            work,
+            server: None,
+        }
+    }
+
+    /// Publishes a host tree of `entries` as `name` `version`.
+    fn publish(&self, name: &str, version: &str, entries: &[Entry]) {
+        publish_tree(&self.repo, &self.work, name, version, &tree(entries));
+    }
+
+    fn url(&mut self) -> String {
+        let dir = self.repo.dir.clone();
+        self.server
+            .get_or_insert_with(|| TestServer::start(&dir))
+            .url()
+    }
+
+    /// `kpack-get ARGS` against the repository, for a gfx90a.
+    fn run(&mut self, args: &[&str]) -> Output {
+        let url = self.url();
+        let mut command = self.env.with_repo(&url, &self.repo.public_key, &[]);
+        command
+            .args(["--no-progress", "--target", TARGET])
+            .args(args);
+        output(&mut command)
+    }
+
+    /// Everything under the test's home except the prefix and kpack-get's
+    /// own cache and state: what a package must never touch.
+    fn outside(&self) -> BTreeMap<String, String> {
+        let mut tree = snapshot(self.env.home.path());
+        tree.retain(|path, _| {
+            !["prefix", "cache", "state", "work", "config"]
+                .iter()
+                .any(|own| path == own || path.starts_with(&format!("{own}/")))
+        });
+        tree
+    }
+
+    /// The prefix as a change leaves it (the lock file aside).
+    fn prefix(&self) -> BTreeMap<String, String> {
+        let mut tree = snapshot(&self.env.prefix);
+        tree.remove(".kpack/.lock");
+        tree
+    }
+
+    /// `kpack-get ARGS`, which must succeed.
+    fn ok(&mut self, args: &[&str]) {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+    }
+
+    fn assert_usable(&mut self) {
+        assert!(!self.env.prefix.join(JOURNAL).exists(), "no journal left");
+        success(self.env.command().arg("verify"));
+        success(self.env.command().arg("list"));
+    }
+}
+
+/// `a/b -> ..`, then `up1 -> a/b/..` and `upN -> up(N-1)/..`: each link
+/// looks inside on its own; `upN` resolves N levels above the tree.
+fn link_chain(levels: usize) -> Vec<Entry> {
+    let mut entries = vec![
+        Entry::dir("a/"),
+        Entry::link("a/b", ".."),
+        Entry::link("up1", "a/b/.."),
+    ];
+    for level in 2..=levels {
+        entries.push(Entry::link(
+            &format!("up{level}"),
+            &format!("up{}/..", level - 1),
+        ));
+    }
+    entries
+}
+
+#[test]
+fn a_kpack_artifact_placed_through_chained_links_replaces_nothing_outside() {
+    let mut rig = Rig::new();
+    // Staged four levels below the prefix, five links up reach the home.
+    publish_forged(
+        &rig.repo,
+        "hostile",
+        "1.0.0",
+        &[
+            Forged::tree("host.tar.zst", tree(&link_chain(5))),
+            Forged::kpack(
+                "keys.kpack",
+                b"ssh-ed25519 AAAA attacker\n".to_vec(),
+                "up5/outside/authorized_keys",
+            ),
+        ],
+    );
+    let outside = rig.outside();
+    let out = rig.run(&["install", "hostile"]);
+    assert_eq!(rig.outside(), outside, "{}", describe(&out));
+    let stderr = failed(&out, 5);
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert_eq!(
+        fs_err::read(rig.env.home.path().join("outside/authorized_keys")).unwrap(),
+        b"ssh-ed25519 AAAA owner\n"
+    );
+    assert!(rig.prefix().keys().all(|p| p.starts_with(".kpack")));
+    rig.assert_usable();
+}
+
+#[test]
+fn a_kpack_artifact_that_is_no_archive_is_refused() {
+    let mut rig = Rig::new();
+    publish_forged(
+        &rig.repo,
+        "not-an-archive",
+        "1.0.0",
+        &[Forged::kpack(
+            "keys.kpack",
+            b"ssh-ed25519 AAAA attacker\n".to_vec(),
+            ".kpack/keys.kpack",
+        )],
+    );
+    let out = rig.run(&["install", "not-an-archive"]);
+    let stderr = failed(&out, 5);
+    assert!(stderr.contains("not a kpack archive"), "{stderr}");
+    assert!(stderr.contains("keys.kpack"), "{stderr}");
+    assert!(!rig.env.prefix.join(".kpack/keys.kpack").exists());
+    rig.assert_usable();
+}
+
+#[test]
+fn links_chained_across_packages_never_lead_a_later_write_or_remove_outside() {
+    let mut rig = Rig::new();
+    // Inside on their own: up1 is the home, one level above the prefix.
+    rig.publish("chain", "1.0.0", &link_chain(1));
+    rig.publish(
+        "later",
+        "1.0.0",
+        &[Entry::file("up1/outside/planted", b"planted\n")],
+    );
+    // Re-pointed at a directory where a file by the same name was first.
+    rig.publish(
+        "chain",
+        "2.0.0",
+        &[
+            Entry::dir("a/"),
+            Entry::link("a/b", ".."),
+            Entry::link("up1", "a/b/../elsewhere"),
+        ],
+    );
+    let outside = rig.outside();
+    let steps: [&[&str]; 5] = [
+        &["install", "chain@1.0.0"],
+        &["install", "later"],
+        &["install", "chain@2.0.0"],
+        &["remove", "later"],
+        &["remove", "chain"],
+    ];
+    let mut refusals = Vec::new();
+    for step in steps {
+        let out = rig.run(step);
+        if !out.status.success() {
+            refusals.push(failed(&out, out.status.code().unwrap()));
+        }
+        assert_eq!(rig.outside(), outside, "{step:?}: {}", describe(&out));
+        rig.assert_usable();
+    }
+    // The chain is refused for where its link leads, not its text.
+    assert!(
+        refusals
+            .iter()
+            .any(|stderr| stderr.contains("up1 links to a/b/..")
+                && stderr.contains("outside the prefix")),
+        "{refusals:#?}"
+    );
+}
+
+#[test]
+fn a_directory_swapped_for_a_link_is_not_followed_by_remove() {
+    let mut rig = Rig::new();
+    rig.publish(
+        "data",
+        "1.0.0",
+        &[Entry::file("outside/planted", b"the package's\n")],
+    );
+    rig.ok(&["install", "data"]);
+    // Someone replaces the package's directory with a link out.
+    let dir = rig.env.prefix.join("outside");
+    fs_err::remove_dir_all(&dir).unwrap();
+    fs_err::os::unix::fs::symlink(rig.env.home.path().join("elsewhere/outside"), &dir).unwrap();
+    let outside = rig.outside();
+    let out = rig.run(&["remove", "data"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(rig.outside(), outside);
+    assert!(
+        fs_err::symlink_metadata(&dir).unwrap().is_symlink(),
+        "the link is left"
+    );
+}
+
+#[test]
+fn kpack_gets_own_bookkeeping_cannot_be_shipped() {
+    let mut rig = Rig::new();
+    rig.publish("base", "1.0.0", &[Entry::file("share/base.txt", b"base\n")]);
+    let journal = "format = 1\nid = \"1-1\"\ndeletes = [\"share/base.txt\"]\n";
+    let trees: [(&str, &str); 4] = [
+        ("ships-journal", JOURNAL),
+        ("ships-record", ".kpack/installed.toml"),
+        ("ships-staging", ".kpack/staging/1-1/installed.toml"),
+        ("ships-archive", ".kpack/extra.kpack"),
+    ];
+    for (name, path) in trees {
+        rig.publish(name, "1.0.0", &[Entry::file(path, journal.as_bytes())]);
+    }
+    let installs: [(&str, &str); 3] = [
+        ("places-journal", JOURNAL),
+        ("places-lock", ".kpack/.lock"),
+        ("places-nested", ".kpack/staging/x.kpack"),
+    ];
+    let archive = fs_err::read(
+        rig.repo
+            .dir
+            .join(crate::common::pool("rocrand_gfx90a.kpack")),
+    )
+    .unwrap();
+    for (name, install_as) in installs {
+        publish_forged(
+            &rig.repo,
+            name,
+            "1.0.0",
+            &[Forged::kpack("a.kpack", archive.clone(), install_as)],
+        );
+    }
+    rig.ok(&["install", "base"]);
+    let before = rig.prefix();
+    for name in trees.iter().chain(&installs).map(|(name, _)| *name) {
+        let out = rig.run(&["install", name]);
+        let stderr = failed(&out, 5);
+        assert!(stderr.contains("bookkeeping"), "{name}: {stderr}");
+        assert_eq!(rig.prefix(), before, "{name}");
+        rig.assert_usable();
+        // The next change runs as usual.
+        rig.ok(&["install", "base"]);
+    }
+    assert!(rig.env.prefix.join("share/base.txt").exists());
+}
+
+#[test]
+fn conflicts_with_files_in_the_prefix_are_found_before_the_commit_point() {
+    let mut rig = Rig::new();
+    // The user's own file, where a package wants a directory.
+    fs_err::create_dir_all(rig.env.prefix.join("share")).unwrap();
+    fs_err::write(rig.env.prefix.join("share/notes"), b"mine\n").unwrap();
+    let cases: [(&str, Entry, &str); 3] = [
+        (
+            "under-a-package-file",
+            Entry::file("lib/librocrand.so.1.1/x", b"x\n"),
+            "lib/librocrand.so.1.1",
+        ),
+        (
+            "under-a-user-file",
+            Entry::file("share/notes/x", b"x\n"),
+            "share/notes",
+        ),
+        ("file-over-a-directory", Entry::file("lib", b"x\n"), "lib"),
+    ];
+    for (name, entry, _) in &cases {
+        rig.publish(name, "1.0.0", std::slice::from_ref(entry));
+    }
+    rig.ok(&["install", "rocm-rand"]);
+    let before = rig.prefix();
+    for (name, _, conflict) in &cases {
+        let out = rig.run(&["install", name]);
+        let stderr = failed(&out, 1);
+        assert!(stderr.contains(conflict), "{name}: {stderr}");
+        assert_eq!(rig.prefix(), before, "{name}");
+        rig.assert_usable();
+    }
+    // Not wedged: the prefix changes as usual afterwards.
+    rig.ok(&["remove", "rocm-rand"]);
+    let out = rig.run(&["install", "under-a-package-file"]);
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+#[test]
+fn a_tree_bomb_stops_at_its_unpack_limit_and_leaves_nothing() {
+    let mut rig = Rig::new();
+    // 256 MiB of zeros in a few KiB: past the 64 MiB floor a shard without
+    // an unpacked size gets, and past the 4 KiB a lying one declares.
+    let bomb = zero_bomb(256 << 20);
+    assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+    publish_forged(
+        &rig.repo,
+        "old-shard-bomb",
+        "1.0.0",
+        &[Forged::tree("bomb.tar.zst", bomb.clone())],
+    );
+    publish_forged(
+        &rig.repo,
+        "lying-bomb",
+        "1.0.0",
+        &[Forged::tree("bomb.tar.zst", bomb).with_field("unpacked-size = 4096")],
+    );
+    for (name, limit) in [("old-shard-bomb", 64u64 << 20), ("lying-bomb", 4096)] {
+        let out = rig.run(&["install", name]);
+        let stderr = failed(&out, 5);
+        assert!(
+            stderr.contains(&format!("unpacks to more than {limit} bytes")),
+            "{name}: {stderr}"
+        );
+        assert!(
+            rig.prefix().keys().all(|p| p.starts_with(".kpack")),
+            "{name}: {:?}",
+            rig.prefix()
+        );
+        assert!(!rig.env.prefix.join(".kpack/staging").exists(), "{name}");
+        rig.assert_usable();
+    }
+}
+
+#[test]
+fn a_tree_whose_first_entry_is_a_top_level_file_installs() {
+    let mut rig = Rig::new();
+    let dir = rig.work.join("licensed");
+    fs_err::create_dir_all(dir.join("share/doc")).unwrap();
+    fs_err::write(dir.join("LICENSE"), b"MIT\n").unwrap();
+    fs_err::write(dir.join("share/doc/README"), b"read me\n").unwrap();
+    kpack_test_support::run(
+        std::process::Command::new(crate::common::kpack_repo_exe())
+            .arg("add")
+            .arg(&rig.repo.dir)
+            .args(["licensed", "1.0.0"])
+            .arg(&dir)
+            .arg("--key")
+            .arg(&rig.repo.secret_key),
+    );
+    let out = rig.run(&["install", "licensed"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        fs_err::read(rig.env.prefix.join("LICENSE")).unwrap(),
+        b"MIT\n"
+    );
+    rig.assert_usable();
+}
+
+#[test]
+fn group_and_other_write_bits_are_masked_and_setuid_stripped() {
+    let mut rig = Rig::new();
+    rig.publish(
+        "modes",
+        "1.0.0",
+        &[
+            Entry::dir("open/").with_mode(0o777),
+            Entry::file("open/data", b"data\n").with_mode(0o666),
+            Entry::file("open/tool", b"#!/bin/sh\n").with_mode(0o4777),
+        ],
+    );
+    let out = rig.run(&["install", "modes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let mode = |path: &str| {
+        fs_err::metadata(rig.env.prefix.join(path))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("open/data") & 0o022, 0, "{:o}", mode("open/data"));
+    assert_eq!(mode("open/tool"), 0o755);
+    assert_eq!(mode("open") & 0o022, 0, "{:o}", mode("open"));
+}
+
+/// Installs, upgrades and removes generated trees of directories, files
+/// and links (relative and absolute, chained, through a link the user made
+/// that leads out) into a prefix inside a temporary root, in any order:
+/// nothing outside the prefix is ever created, changed or deleted, and
+/// after every step the prefix verifies, whether the step was refused or
+/// not.
+mod property {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use kpack_repo_index::{ArtifactKind, Sha256};
+    use proptest::prelude::*;
+    use rocm_kpack_get::install::{PackageInstall, Prefix, ReadyArtifact};
+
+    use crate::common::hostile::{tree, Entry};
+    use crate::common::snapshot;
+
+    /// Names paths are made of: plain ones, kpack-get's own, and the
+    /// user's link out of the prefix.
+    const NAMES: &[&str] = &["a", "b", "lib", ".kpack", "out"];
+    /// What link targets are made of.
+    const STEPS: &[&str] = &["a", "b", "lib", "..", ".", "out", ".kpack"];
+
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(NAMES), 1..4).prop_map(|parts| parts.join("/"))
+    }
+
+    /// Targets that each look inside from most places but lead out when
+    /// chained: the attacks a generator rarely finds by chance.
+    const GADGETS: &[&str] = &[
+        "..", "a/..", "a/b/..", "b/../..", "lib/a/..", "out/a", "a/b",
+    ];
+
+    fn target() -> impl Strategy<Value = String> {
+        let made = (
+            any::<bool>(),
+            prop::collection::vec(prop::sample::select(STEPS), 1..5),
+        )
+            .prop_map(|(absolute, parts)| {
+                let text = parts.join("/");
+                if absolute {
+                    format!("/{text}")
+                } else {
+                    text
+                }
+            });
+        prop_oneof![made, prop::sample::select(GADGETS).prop_map(str::to_owned),]
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        prop_oneof![
+            path().prop_map(|p| Entry::dir(&format!("{p}/"))),
+            (path(), any::<u8>()).prop_map(|(p, byte)| Entry::file(&p, &[byte; 3])),
+            (path(), target()).prop_map(|(p, t)| Entry::link(&p, &t)),
+        ]
+    }
+
+    /// A step: install version `version` of package `package` (a tree of
+    /// entries), or remove it.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Install { package: usize, entries: Vec<Entry> },
+        Remove { package: usize },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => (0..3usize, prop::collection::vec(entry(), 1..6))
+                .prop_map(|(package, entries)| Step::Install { package, entries }),
+            1 => (0..3usize).prop_map(|package| Step::Remove { package }),
+        ]
+    }
+
+    /// Everything in `root` but the prefix.
+    fn outside(root: &Path) -> BTreeMap<String, String> {
+        let mut tree = snapshot(root);
+        tree.retain(|path, _| path != "prefix" && !path.starts_with("prefix/"));
+        tree.retain(|path, _| path != "blobs" && !path.starts_with("blobs/"));
+        tree
+    }
+
+    fn install(blobs: &Path, package: usize, version: u64, entries: &[Entry]) -> PackageInstall {
+        let bytes = tree(entries);
+        let blob = blobs.join(format!("{package}-{version}.tar.zst"));
+        fs_err::write(&blob, &bytes).unwrap();
+        PackageInstall {
+            name: format!("p{package}").parse().unwrap(),
+            version: semver::Version::new(version, 0, 0),
+            repo: "rocm".into(),
+            targets: Vec::new(),
+            layout: rocm_kpack_get::layout::Layout::Kpack,
+            artifacts: vec![ReadyArtifact {
+                kind: ArtifactKind::Tree,
+                path: format!("pool/p{package}/{version}/host.tar.zst")
+                    .parse()
+                    .unwrap(),
+                install_as: None,
+                targets: None,
+                component: None,
+                sha256: Sha256::of(&bytes),
+                size: bytes.len() as u64,
+                unpack_limit: 1 << 20,
+                blob,
+            }],
+        }
+    }
+
+    fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+        let root = tempfile::tempdir().unwrap();
+        let prefix_path: PathBuf = root.path().join("prefix");
+        let blobs = root.path().join("blobs");
+        fs_err::create_dir_all(&blobs).unwrap();
+        fs_err::create_dir_all(root.path().join("a/b")).unwrap();
+        fs_err::write(root.path().join("a/b/victim"), b"keep").unwrap();
+        fs_err::write(root.path().join("lib"), b"keep").unwrap();
+        let prefix = Prefix::open(&prefix_path, true).unwrap();
+        // The user's own link, out of the prefix.
+        fs_err::os::unix::fs::symlink("..", prefix_path.join("out")).unwrap();
+        let lock = prefix.lock(false, || {}).unwrap();
+        let before = outside(root.path());
+        for (version, step) in steps.iter().enumerate() {
+            let result = match step {
+                Step::Install { package, entries } => {
+                    let install = install(&blobs, *package, version as u64 + 1, entries);
+                    prefix.apply(&lock, &[install], &[])
+                }
+                Step::Remove { package } => {
+                    let name = format!("p{package}").parse().unwrap();
+                    if !prefix.record().unwrap().packages.contains_key(&name) {
+                        continue;
+                    }
+                    prefix.apply(&lock, &[], &[name])
+                }
+            };
+            prop_assert_eq!(&outside(root.path()), &before, "{:?}: {:?}", step, result);
+            prop_assert!(prefix.pending_change().unwrap().is_none(), "{:?}", result);
+            let (_, mismatches) = prefix.verify().unwrap();
+            prop_assert!(
+                mismatches.is_empty(),
+                "{:?}: {:?}: {:?}",
+                step,
+                result,
+                mismatches
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn nothing_outside_the_prefix_changes_and_the_prefix_always_verifies(
+            steps in prop::collection::vec(step(), 1..7)
+        ) {
+            run(&steps)?;
+        }
+    }
+}

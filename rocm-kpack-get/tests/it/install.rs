@@ -1,0 +1,376 @@
+//! Installing rocm-rand from a repository built with `kpack-repo` and
+//! served over loopback: GPUs detected every way, the cache, upgrades,
+//! dependencies, JSON output (the whole chain down to loading the code
+//! object is in the workspace's `tests/`).
+
+use std::path::Path;
+
+use crate::common::context::TestContext;
+use crate::common::gpus::{
+    fake_hsa, fake_sysfs, FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC,
+};
+use crate::common::{load_installed, pool, success, HOST_TREE};
+
+const LIBRARY: &str = "lib/librocrand.so.1.1";
+
+#[test]
+fn a_second_install_into_another_prefix_comes_from_the_cache() {
+    let context = TestContext::new();
+    context.install_for("gfx1030");
+    context.server.clear_requests();
+    let other = context.home().join("other-prefix");
+    let stdout = success(
+        context
+            .kpack_get(&["--target", "gfx1030"])
+            .arg("--prefix")
+            .arg(&other)
+            .args(["install", "rocm-rand"]),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    let gets = context.pool_gets();
+    assert!(gets.is_empty(), "{:?}", context.server.requests());
+    assert!(other.join(".kpack/rocrand_gfx1030.kpack").is_file());
+}
+
+/// Installs rocm-rand with detection pointed at a fake (`variable` =
+/// `value`): only the host tree and the gfx90a archive come, and the
+/// library loads its code object for an MI210.
+fn installs_gfx90a_detected_through(variable: &str, value: &Path, context: &TestContext) {
+    let stdout = success(
+        context
+            .kpack_get(&["install", "rocm-rand"])
+            .env(variable, value),
+    );
+    assert!(stdout.contains("installed rocm-rand"), "{stdout}");
+    assert_eq!(
+        context.pool_gets(),
+        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    );
+    let library = context.env.prefix.join(LIBRARY);
+    load_installed(&library, "gfx90a:sramecc+:xnack-");
+}
+
+#[test]
+fn installs_for_the_gpu_the_hsa_runtime_reports() {
+    let context = TestContext::new();
+    let hsa_dir = context.home().join("hsa");
+    fs_err::create_dir_all(&hsa_dir).unwrap();
+    let library = fake_hsa(
+        &hsa_dir,
+        &FakeHsaConfig::with_agents(vec![
+            FakeAgent::cpu("AMD EPYC 7763"),
+            FakeAgent::gpu(
+                "gfx90a",
+                "AMD Instinct MI210",
+                &["amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"],
+            ),
+        ]),
+    );
+    installs_gfx90a_detected_through("KPACK_GET_HSA_LIBRARY", &library, &context);
+}
+
+#[test]
+fn installs_for_the_gpu_the_kernel_topology_lists() {
+    let context = TestContext::new();
+    let sysfs = context.home().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90010, CAPABILITY_SRAMECC, "MI210"),
+        ],
+    );
+    installs_gfx90a_detected_through("KPACK_GET_SYSFS_ROOT", &sysfs, &context);
+}
+
+/// What a dry run prints is `snapshots_cli`'s `dry_run`; here, that it
+/// changes nothing.
+#[test]
+fn dry_run_changes_nothing() {
+    let context = TestContext::new();
+    let args = ["--target", "gfx1030", "install", "rocm-rand", "--dry-run"];
+    success(&mut context.kpack_get(&args));
+    assert!(context.pool_gets().is_empty());
+    assert!(!context.env.prefix.exists());
+}
+
+#[test]
+fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
+    let context = TestContext::private();
+    let repo = &context.repo;
+    let work = context.home();
+    let run = |args: &[&str]| success(&mut context.kpack_get_local(args));
+    run(&["--target", "gfx1030", "install", "rocm-rand"]);
+    assert!(context.env.prefix.join(LIBRARY).is_file());
+
+    // 5.4.0: a different host tree and the same gfx1030 archive.
+    let host = work.join("rocm-rand-host");
+    fs_err::create_dir_all(host.join("lib")).unwrap();
+    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
+    let archive = work.join("rocrand_gfx1030.kpack");
+    fs_err::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
+    kpack_test_support::run(
+        std::process::Command::new(crate::common::kpack_repo_exe())
+            .arg("add")
+            .arg(&repo.dir)
+            .args(["rocm-rand", "5.4.0"])
+            .arg(&host)
+            .arg(&archive)
+            .arg("--key")
+            .arg(&repo.secret_key),
+    );
+    run(&["update"]);
+    let plan = run(&["--target", "gfx1030", "upgrade", "--dry-run"]);
+    assert!(plan.contains("rocm-rand 5.4.0"), "{plan}");
+    assert!(
+        context.env.prefix.join(LIBRARY).is_file(),
+        "a dry run changes nothing"
+    );
+    let stdout = run(&["--target", "gfx1030", "upgrade"]);
+    assert!(
+        stdout.contains("upgraded rocm-rand 5.4.0 (was 5.3.3)"),
+        "{stdout}"
+    );
+    assert!(!context.env.prefix.join(LIBRARY).exists());
+    assert_eq!(
+        fs_err::read(context.env.prefix.join("lib/librocrand.so.2")).unwrap(),
+        b"the next version"
+    );
+    assert!(context
+        .env
+        .prefix
+        .join(".kpack/rocrand_gfx1030.kpack")
+        .is_file());
+    let list = run(&["list"]);
+    assert!(list.contains("rocm-rand 5.4.0"), "{list}");
+    run(&["verify"]);
+    let again = run(&["--target", "gfx1030", "upgrade"]);
+    assert!(again.contains("already installed"), "{again}");
+}
+
+#[test]
+fn json_output_describes_the_plan_and_the_gpus() {
+    let context = TestContext::new();
+    let stdout = success(&mut context.kpack_get(&[
+        "--json",
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+        "--dry-run",
+    ]));
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["gpus"], serde_json::json!(["gfx1030"]));
+    let artifacts = plan["packages"][0]["artifacts"].as_array().unwrap();
+    let paths: Vec<&str> = artifacts
+        .iter()
+        .map(|a| a["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, [pool(HOST_TREE), pool("rocrand_gfx1030.kpack")]);
+    let size: u64 = artifacts.iter().map(|a| a["size"].as_u64().unwrap()).sum();
+    assert_eq!(plan["size"].as_u64(), Some(size));
+    assert!(plan["full_size"].as_u64().unwrap() > size);
+
+    let sysfs = context.home().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(110000, 0, "Radeon RX 7900 XTX"),
+        ],
+    );
+    let stdout = success(
+        context
+            .kpack_get(&["--json", "detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detected["gpus"][0]["target"], "gfx1100");
+    assert_eq!(detected["gpus"][0]["source"], "sysfs");
+    assert_eq!(detected["gpus"][0]["product"], "Radeon RX 7900 XTX");
+    // rocm-rand has no gfx1100 code: detect says so rather than failing.
+    assert_eq!(
+        detected["selections"][0]["artifacts"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        detected["selections"][0]["no_device_code"],
+        serde_json::json!(["gfx1100"])
+    );
+}
+
+#[test]
+fn detect_names_each_source_once_and_every_gpu_a_package_does_not_serve() {
+    let context = TestContext::new();
+    let stdout = success(&mut context.kpack_get(&["--target", "gfx1030", "detect"]));
+    let gpu_line = stdout
+        .lines()
+        .find(|l| l.starts_with("0 "))
+        .unwrap_or_else(|| panic!("a line for GPU 0:\n{stdout}"));
+    assert_eq!(
+        gpu_line.split_whitespace().collect::<Vec<_>>(),
+        ["0", "gfx1030", "-", "override"],
+        "{stdout}"
+    );
+
+    // An MI210 rocm-rand has code for, and an RX 7900 XTX it has none for.
+    let sysfs = context.home().join("sysfs");
+    fake_sysfs(
+        &sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90010, CAPABILITY_SRAMECC, "MI210"),
+            FakeNode::gpu(110000, 0, "Radeon RX 7900 XTX"),
+        ],
+    );
+    let stdout = success(
+        context
+            .kpack_get(&["detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    assert!(stdout.contains(" sysfs node 1\n"), "{stdout}");
+    assert!(!stdout.contains("sysfs (sysfs"), "{stdout}");
+    let package = stdout
+        .lines()
+        .find(|l| l.starts_with("rocm/rocm-rand "))
+        .unwrap_or_else(|| panic!("a line for rocm-rand:\n{stdout}"));
+    assert!(
+        package.contains("rocrand_gfx90a.kpack")
+            && package.ends_with("; no device code for gfx1100"),
+        "{package}"
+    );
+    let stdout = success(
+        context
+            .kpack_get(&["--json", "detect"])
+            .env("KPACK_GET_SYSFS_ROOT", &sysfs),
+    );
+    let detected: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        detected["selections"][0]["no_device_code"],
+        serde_json::json!(["gfx1100"])
+    );
+    assert_eq!(
+        detected["selections"][0]["artifacts"],
+        serde_json::json!([pool("rocrand_gfx90a.kpack")])
+    );
+}
+
+/// Publishes a host-only package version from a directory holding `file`.
+fn publish_host_only(
+    repo: &crate::common::RocrandRepo,
+    name: &str,
+    version: &str,
+    depends: &[&str],
+) {
+    let work = tempfile::tempdir().unwrap();
+    let tree = work.path().join(format!("{name}-host"));
+    fs_err::create_dir_all(tree.join("share").join(name)).unwrap();
+    fs_err::write(tree.join("share").join(name).join("VERSION"), version).unwrap();
+    let mut command = std::process::Command::new(crate::common::kpack_repo_exe());
+    command
+        .arg("add")
+        .arg(&repo.dir)
+        .args([name, version])
+        .arg(&tree)
+        .arg("--key")
+        .arg(&repo.secret_key);
+    for dependency in depends {
+        command.args(["--depends", dependency]);
+    }
+    kpack_test_support::run(&mut command);
+}
+
+#[test]
+fn info_lists_versions_in_semver_order() {
+    let context = TestContext::private();
+    let repo = &context.repo;
+    for version in ["5.10.0", "5.9.0", "10.0.0", "5.9.1"] {
+        publish_host_only(repo, "rocm-core", version, &[]);
+    }
+    let stdout =
+        success(&mut context.kpack_get_local(&["--target", "gfx1030", "info", "rocm-core"]));
+    assert!(
+        stdout.contains("versions: 5.9.0, 5.9.1, 5.10.0, 10.0.0\n"),
+        "{stdout}"
+    );
+    assert!(stdout.starts_with("rocm-core 10.0.0 "), "{stdout}");
+    let stdout = success(&mut context.kpack_get_local(&[
+        "--target",
+        "gfx1030",
+        "--json",
+        "info",
+        "rocm-core",
+    ]));
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        info["versions"],
+        serde_json::json!(["5.9.0", "5.9.1", "5.10.0", "10.0.0"])
+    );
+}
+
+#[test]
+fn dependencies_resolve_to_the_highest_version_every_requirement_allows() {
+    let context = TestContext::private();
+    let repo = &context.repo;
+    publish_host_only(repo, "rocm-core", "5.3.0", &[]);
+    publish_host_only(repo, "rocm-core", "5.7.1", &[]);
+    publish_host_only(repo, "rocm-core", "6.0.0", &[]);
+    publish_host_only(repo, "rocm-app", "1.0.0", &["rocm-core >=5.3, <6"]);
+    let stdout =
+        success(&mut context.kpack_get_local(&["--target", "gfx1030", "install", "rocm-app"]));
+    assert!(stdout.contains("installed rocm-app 1.0.0"), "{stdout}");
+    assert!(stdout.contains("installed rocm-core 5.7.1"), "{stdout}");
+    assert_eq!(
+        fs_err::read_to_string(context.env.prefix.join("share/rocm-core/VERSION")).unwrap(),
+        "5.7.1"
+    );
+
+    // Asking for rocm-core 6 as well cannot be met: the error names both.
+    let out = crate::common::output(&mut context.kpack_get_local(&[
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-app",
+        "rocm-core@>=6",
+    ]));
+    assert_eq!(out.status.code(), Some(6));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rocm-core"), "{stderr}");
+    assert!(stderr.contains("rocm-app 1.0.0"), "{stderr}");
+    assert!(stderr.contains("hint:"), "{stderr}");
+}
+
+#[test]
+fn a_damaged_cached_archive_is_fetched_again_not_installed() {
+    let context = TestContext::new();
+    context.install_for("gfx1030");
+    // Installed archives share their bytes with the cache: damaging one in
+    // a prefix (root may write read-only files) damages the cached copy.
+    let installed = context.env.prefix.join(".kpack/rocrand_gfx1030.kpack");
+    let mut bytes = fs_err::read(&installed).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    fs_err::write(&installed, &bytes).unwrap();
+    context.server.clear_requests();
+    let other = context.home().join("other-prefix");
+    success(
+        context
+            .kpack_get(&["--target", "gfx1030"])
+            .arg("--prefix")
+            .arg(&other)
+            .args(["install", "rocm-rand"]),
+    );
+    assert_eq!(context.pool_gets(), [pool("rocrand_gfx1030.kpack")]);
+    assert_eq!(
+        fs_err::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
+        fs_err::read(context.repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()
+    );
+    success(
+        context
+            .env
+            .command()
+            .arg("--prefix")
+            .arg(&other)
+            .arg("verify"),
+    );
+}

@@ -1,0 +1,20 @@
+//! kpack-get's integration tests, one binary: installs against a loopback
+//! repository, detection with fake GPUs, faults, trust, confinement, crashes,
+//! HIP runtimes, pip integration and output snapshots.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod bounded_reads;
+mod common;
+mod components;
+mod confinement;
+mod crash;
+mod detect;
+mod errors;
+mod faults;
+mod hip_runtime;
+mod install;
+mod pip;
+mod pip_layout;
+mod python_package;
+mod snapshots_cli;
+mod trust;

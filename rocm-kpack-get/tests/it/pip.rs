@@ -1,0 +1,628 @@
+//! `kpack-get pip ...` against real pip and uv in virtual environments the
+//! tests make, installing small wheels from a find-links directory (no
+//! network). GPUs come from `--target` and rocm-bootstrap's variables.
+
+use kpack_test_support::python_venv;
+use kpack_test_support::venv::{pip_venv, uv_venv};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::wheels::{
+    build_wheel, demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
+    WheelSpec,
+};
+use crate::common::{output, success, Env};
+
+/// The distributions installed in an environment, as Python itself lists them.
+fn installed(python: &Path) -> BTreeSet<String> {
+    let out = success(Command::new(python).args([
+        "-c",
+        "import importlib.metadata as m\nfor d in m.distributions(): print(d.metadata['Name'])",
+    ]));
+    out.lines()
+        .map(str::to_owned)
+        .filter(|n| n != "pip" && n != "setuptools")
+        .collect()
+}
+
+fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// `demo/variant.txt` of the installed demo: which build was installed.
+fn installed_build(python: &Path) -> String {
+    success(Command::new(python).args([
+        "-c",
+        "import importlib.resources as r; print(r.files('demo').joinpath('variant.txt').read_text())",
+    ]))
+    .trim()
+    .to_owned()
+}
+
+/// kpack-get with no GPUs of the machine, the test tools on PATH, and no
+/// rocm-bootstrap variables unless a test sets them.
+fn kpack(env: &Env) -> Command {
+    let mut command = env.command();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![python_venv().join("bin")];
+    dirs.extend(std::env::split_paths(&path));
+    command
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .env("UV_CACHE_DIR", env.home.path().join("uv-cache"))
+        .env("PIP_NO_CACHE_DIR", "1")
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
+        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
+    command
+}
+
+fn links_args(dir: &Path) -> Vec<String> {
+    vec![
+        "--no-index".into(),
+        "--find-links".into(),
+        dir.display().to_string(),
+    ]
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs kpack-get, which must succeed; returns (stdout, stderr).
+fn kpack_ok(command: &mut Command) -> (String, String) {
+    let out = output(command);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "{command:?} failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+#[test]
+fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    success(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(links_args(&links))
+            .arg("demo"),
+    );
+    assert_eq!(installed(&python), names(&["demo"]));
+
+    let sync = |env: &Env| {
+        let mut command = kpack(env);
+        command
+            .args(["--target", "gfx1100", "pip", "sync", "--python"])
+            .arg(&python)
+            .arg("--")
+            .args(links_args(&links));
+        kpack_ok(&mut command)
+    };
+    let mut dry_run = kpack(&env);
+    dry_run
+        .args([
+            "--target",
+            "gfx1100",
+            "pip",
+            "sync",
+            "--dry-run",
+            "--python",
+        ])
+        .arg(&python);
+    let (stdout, _) = kpack_ok(&mut dry_run);
+    assert!(
+        stdout.contains("would install demo-device-gfx1100==1.0 with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo"]));
+
+    let (stdout, _) = sync(&env);
+    assert!(
+        stdout.contains("demo: device-gfx1100 (demo-device-gfx1100)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("installed demo-device-gfx1100==1.0 with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+
+    let (stdout, _) = sync(&env);
+    assert_eq!(
+        stdout.trim(),
+        "nothing to install: the 1 distribution(s) with device extras have what this machine needs"
+    );
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+}
+
+#[test]
+fn sync_in_a_uv_environment_without_pip_uses_uv() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = uv_venv(
+        &env.home.path().join("venv"),
+        &env.home.path().join("uv-cache"),
+    );
+    success(
+        Command::new(python_venv().join("bin/uv"))
+            .args(["pip", "install", "--quiet", "--python"])
+            .arg(&python)
+            .args(links_args(&links))
+            .arg("demo")
+            .env("UV_CACHE_DIR", env.home.path().join("uv-cache")),
+    );
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "sync", "--json", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links))
+        .env("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a:xnack-");
+    let (stdout, _) = kpack_ok(&mut command);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        json["installed"],
+        serde_json::json!(["demo-device-gfx90a==1.0"])
+    );
+    assert!(
+        json["installer"]
+            .as_str()
+            .unwrap()
+            .contains("uv pip install --python"),
+        "{json}"
+    );
+    assert_eq!(json["machine"]["source"], "ROCM_BOOTSTRAP_FORCE_GFX_ARCH");
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx90a"]));
+
+    let (stdout, _) = kpack_ok(&mut command);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["installed"], serde_json::json!([]));
+    assert_eq!(json["missing"], serde_json::json!([]));
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx90a"]));
+}
+
+#[test]
+fn sync_fails_with_the_installer_message_when_a_device_wheel_is_missing() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    fs_err::create_dir_all(&links).unwrap();
+    demo_host(&links, None);
+    demo_device(&links, "gfx90a");
+    let python = pip_venv(&env.home.path().join("venv"));
+    success(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(links_args(&links))
+            .arg("demo"),
+    );
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "sync", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let out = output(&mut command);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("demo-device-gfx1100"), "{stderr}");
+    assert!(stderr.contains("No matching distribution"), "{stderr}");
+    assert_eq!(installed(&python), names(&["demo"]));
+}
+
+#[test]
+fn install_for_gfx1100_installs_the_host_and_one_device_wheel() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(
+        stdout.contains("installed demo[device-gfx1100] with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+}
+
+#[test]
+fn install_without_a_gpu_installs_the_host_only_and_says_so() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = uv_venv(
+        &env.home.path().join("venv"),
+        &env.home.path().join("uv-cache"),
+    );
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert!(
+        stderr.contains("note: no GPU found: host parts only"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("installed demo with "), "{stdout}");
+    assert_eq!(installed(&python), names(&["demo"]));
+}
+
+#[test]
+fn resolve_warns_naming_the_gpu_and_the_extras_offered() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1030", "pip", "resolve", "demo", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert_eq!(stdout, "demo\n");
+    assert!(
+        stderr.contains(
+            "warning: demo has no device code for gfx1030: it offers device-gfx1100, device-gfx90a, device-all"
+        ),
+        "{stderr}"
+    );
+    // Nothing was installed by resolving.
+    assert_eq!(installed(&python), names(&[]));
+}
+
+#[test]
+fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = uv_venv(
+        &env.home.path().join("venv"),
+        &env.home.path().join("uv-cache"),
+    );
+    // An application depending on demo: demo's extras are added for it.
+    build_wheel(
+        &links,
+        &WheelSpec {
+            name: "app".into(),
+            version: "2.0".into(),
+            headers: vec!["Requires-Dist: demo>=1.0".into()],
+            files: vec![("app/__init__.py".into(), Vec::new())],
+            ..WheelSpec::default()
+        },
+    );
+    let resolve = |targets: &str, requirement: &str, extra: &[&str]| {
+        let mut command = kpack(&env);
+        command
+            .args([
+                "--target",
+                targets,
+                "pip",
+                "resolve",
+                requirement,
+                "--python",
+            ])
+            .arg(&python)
+            .args(extra)
+            .arg("--")
+            .args(links_args(&links));
+        kpack_ok(&mut command).0
+    };
+    assert_eq!(
+        resolve("gfx1100,gfx90a:xnack-", "demo>=1.0", &[]),
+        "demo[device-gfx1100,device-gfx90a]>=1.0\n"
+    );
+    assert_eq!(
+        resolve("gfx90a:xnack+,gfx90a:xnack-", "demo>=1.0", &[]),
+        "demo[device-gfx90a]>=1.0\n"
+    );
+    assert_eq!(
+        resolve("gfx1100", "demo>=1.0", &["--all-targets"]),
+        "demo[device-all]>=1.0\n"
+    );
+    assert_eq!(
+        resolve("gfx1100", "app", &[]),
+        "app\ndemo[device-gfx1100]\n"
+    );
+}
+
+#[test]
+fn pip_alone_ignores_variant_wheels_in_find_links() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    demo_variants(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    success(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(links_args(&links))
+            .arg("demo"),
+    );
+    assert_eq!(installed_build(&python), "plain");
+}
+
+/// Installs demo with kpack-get from a directory holding variant wheels,
+/// GPUs set by `configure`; returns the build installed and the JSON.
+fn install_variant(
+    configure: impl FnOnce(&mut Command),
+) -> (String, serde_json::Value, BTreeSet<String>) {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    demo_variants(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--json", "--python"])
+        .arg(&python);
+    configure(&mut command);
+    command.arg("--").args(links_args(&links));
+    let (stdout, _) = kpack_ok(&mut command);
+    let json = serde_json::from_str(&stdout).unwrap();
+    (installed_build(&python), json, installed(&python))
+}
+
+#[test]
+fn install_picks_the_gfx1100_variant_for_gfx1100() {
+    let (build, json, dists) = install_variant(|c| {
+        c.args(["--target", "gfx1100"]);
+    });
+    assert_eq!(build, "gfx1100");
+    assert_eq!(json["variants"][0]["label"], "gfx1100");
+    assert_eq!(dists, names(&["demo", "demo-device-gfx1100"]));
+}
+
+#[test]
+fn install_picks_the_gfx90a_variant_for_gfx90a_without_xnack() {
+    let (build, json, _) = install_variant(|c| {
+        c.env("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a:xnack-");
+    });
+    assert_eq!(build, "gfx90a");
+    assert!(json["variants"][0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("demo-1.0-py3-none-any-gfx90a.whl"));
+}
+
+#[test]
+fn install_picks_the_null_variant_without_a_gpu() {
+    let (build, json, dists) = install_variant(|c| {
+        c.env("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1");
+    });
+    assert_eq!(build, "null");
+    assert_eq!(
+        json["machine"]["source"],
+        "ROCM_BOOTSTRAP_DISABLE_DETECTION"
+    );
+    assert_eq!(dists, names(&["demo"]));
+}
+
+#[test]
+fn variant_properties_lists_the_machine_in_preference_order() {
+    let env = Env::new();
+    let mut command = kpack(&env);
+    command.args([
+        "pip",
+        "variant-properties",
+        "--target",
+        "gfx1151,gfx90a:xnack-,gfx1100",
+    ]);
+    let (stdout, _) = kpack_ok(&mut command);
+    insta::assert_snapshot!(stdout);
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "variant-properties"])
+        .env("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1");
+    let (stdout, _) = kpack_ok(&mut command);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["properties"], serde_json::json!([]));
+}
+
+/// Serves the demo wheels and variants over loopback: the files under
+/// `files/`, a find-links page `files/links.html`, and a PEP 503 index
+/// `simple/<project>/` linking to them.
+fn serve_demo(root: &Path) -> crate::common::server::TestServer {
+    let files = root.join("files");
+    demo_links(&files);
+    demo_variants(&files);
+    let mut names: Vec<String> = fs_err::read_dir(&files)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let page = |prefix: &str, href: &str| {
+        let anchors: String = names
+            .iter()
+            .filter(|n| n.starts_with(prefix))
+            .map(|n| format!("<a href=\"{href}{n}\">{n}</a><br/>\n"))
+            .collect();
+        format!("<!DOCTYPE html>\n<html><body>\n{anchors}</body></html>\n")
+    };
+    fs_err::write(files.join("links.html"), page("", "")).unwrap();
+    for project in ["demo", "demo-device-gfx1100", "demo-device-gfx90a"] {
+        let dir = root.join("simple").join(project);
+        fs_err::create_dir_all(&dir).unwrap();
+        let prefix = format!("{}-1.0", project.replace('-', "_"));
+        fs_err::write(dir.join("index.html"), page(&prefix, "../../files/")).unwrap();
+    }
+    crate::common::server::TestServer::start(root)
+}
+
+#[test]
+fn install_picks_a_variant_from_a_package_index_over_http() {
+    let env = Env::new();
+    let server = serve_demo(&env.home.path().join("www"));
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(
+        stdout.contains("demo: variant gfx1100 (demo-1.0-py3-none-any-gfx1100.whl)"),
+        "{stdout}"
+    );
+    assert_eq!(installed_build(&python), "gfx1100");
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    let fetched: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        fetched.contains(&"files/demo-1.0-variants.json".to_owned()),
+        "{fetched:?}"
+    );
+    assert!(
+        fetched.contains(&"files/demo-1.0-py3-none-any-gfx1100.whl".to_owned()),
+        "{fetched:?}"
+    );
+    assert!(
+        !fetched.iter().any(|p| p.ends_with("-gfx90a.whl")),
+        "{fetched:?}"
+    );
+}
+
+#[test]
+fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
+    let env = Env::new();
+    let server = serve_demo(&env.home.path().join("www"));
+    let python = uv_venv(
+        &env.home.path().join("venv"),
+        &env.home.path().join("uv-cache"),
+    );
+    let mut command = kpack(&env);
+    command
+        .args(["pip", "install", "demo", "--python"])
+        .arg(&python)
+        .args([
+            "--",
+            "--no-index",
+            "--find-links",
+            &format!("{}/files/links.html", server.url()),
+        ]);
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert!(stdout.contains("demo: variant null"), "{stdout}\n{stderr}");
+    assert_eq!(installed_build(&python), "null");
+    assert_eq!(installed(&python), names(&["demo"]));
+}
+
+/// The installed version of a distribution, as Python reports it.
+fn version_of(python: &Path, dist: &str) -> String {
+    success(Command::new(python).args([
+        "-c",
+        &format!("import importlib.metadata as m; print(m.version('{dist}'))"),
+    ]))
+    .trim()
+    .to_owned()
+}
+
+#[test]
+fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = pip_venv(&env.home.path().join("venv"));
+    let pip = |args: &[&str]| {
+        success(
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(links_args(&links))
+                .args(args),
+        )
+    };
+    pip(&["demo[device-gfx1100]==1.0"]);
+    demo_host_at(&links, "1.1", None);
+    demo_device_at(&links, "gfx1100", "1.1");
+    // An upgrade of the host alone leaves the 1.0 device code behind.
+    pip(&["--no-deps", "--upgrade", "demo"]);
+    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.0");
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "sync", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links));
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(
+        stdout.contains("installed demo-device-gfx1100==1.1 with "),
+        "{stdout}"
+    );
+    assert_eq!(version_of(&python, "demo"), "1.1");
+    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.1");
+    let (stdout, _) = kpack_ok(&mut command);
+    assert!(stdout.starts_with("nothing to install"), "{stdout}");
+}
+
+#[test]
+fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why_not() {
+    let env = Env::new();
+    let links = env.home.path().join("links");
+    demo_links(&links);
+    let python = uv_venv(
+        &env.home.path().join("venv"),
+        &env.home.path().join("uv-cache"),
+    );
+    // A PATH with uv and no python3 at all.
+    let bin = env.home.path().join("only-uv");
+    fs_err::create_dir_all(&bin).unwrap();
+    fs_err::os::unix::fs::symlink(python_venv().join("bin/uv"), bin.join("uv")).unwrap();
+
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "install", "demo", "--python"])
+        .arg(&python)
+        .arg("--")
+        .args(links_args(&links))
+        .env("PATH", &bin);
+    let (stdout, stderr) = kpack_ok(&mut command);
+    assert!(
+        stderr.contains("note: no pip to learn extras from"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("installed demo with "), "{stdout}");
+    assert!(
+        stdout.contains("installed demo-device-gfx1100==1.0 with "),
+        "{stdout}"
+    );
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+
+    let mut command = kpack(&env);
+    command
+        .args(["--target", "gfx1100", "pip", "resolve", "demo", "--python"])
+        .arg(&python)
+        .env("PATH", &bin);
+    let out = output(&mut command);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: resolving requirements needs pip"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: "), "{stderr}");
+}

@@ -1,0 +1,12 @@
+//! The runtime's integration tests, one binary: the C API, the loader,
+//! concurrency, malformed archives, round trips and ROCm's reference
+//! fixtures.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod c_api;
+mod common;
+mod concurrency;
+mod loader;
+mod malformed;
+mod reference_fixtures;
+mod roundtrip;
