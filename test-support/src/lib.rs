@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod chain;
+pub mod context;
 pub mod elf_checks;
 pub mod fat;
 pub mod hip;

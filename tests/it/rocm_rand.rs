@@ -7,10 +7,8 @@
 use std::path::Path;
 
 use kpack_gpu::Target;
-use kpack_test_support::chain::{
-    load_installed, pool, pool_gets, shared_rocrand_repo, snapshot, success, Env, HOST_TREE,
-};
-use kpack_test_support::server::TestServer;
+use kpack_test_support::chain::{load_installed, pool, snapshot, success, HOST_TREE};
+use kpack_test_support::context::TestContext;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
 
@@ -26,29 +24,24 @@ fn archived_code_object(archive: &Path, target: &str) -> Vec<u8> {
 
 #[test]
 fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
-    let repo = shared_rocrand_repo();
-    let server = TestServer::start(&repo.dir);
-    let env = Env::new();
+    let context = TestContext::new();
+    let (env, server, repo) = (&context.env, &context.server, &context.repo);
     fs_err::create_dir_all(env.prefix.join("share")).unwrap();
     fs_err::write(env.prefix.join("share/user-file"), b"mine").unwrap();
     let before = snapshot(&env.prefix);
 
-    let stdout = success(&mut env.with_repo(
-        &server.url(),
-        &repo.public_key,
-        &[
-            "--layout",
-            "kpack",
-            "--target",
-            "gfx90a:sramecc+:xnack-",
-            "install",
-            "rocm-rand",
-        ],
-    ));
+    let stdout = success(&mut context.kpack_get(&[
+        "--layout",
+        "kpack",
+        "--target",
+        "gfx90a:sramecc+:xnack-",
+        "install",
+        "rocm-rand",
+    ]));
     assert!(stdout.contains("installed rocm-rand 5.3.3"), "{stdout}");
     assert!(stdout.contains("% saved"), "{stdout}");
     assert_eq!(
-        pool_gets(&server),
+        context.pool_gets(),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
     let host_size = fs_err::metadata(repo.dir.join(pool(HOST_TREE)))
@@ -82,24 +75,19 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
 
 #[test]
 fn the_fat_layout_installs_a_library_that_loads_its_code_without_archives() {
-    let repo = shared_rocrand_repo();
-    let server = TestServer::start(&repo.dir);
-    let env = Env::new();
-    let stdout = success(&mut env.with_repo(
-        &server.url(),
-        &repo.public_key,
-        &[
-            "--layout",
-            "fat",
-            "--target",
-            "gfx90a:sramecc+:xnack-",
-            "install",
-            "rocm-rand",
-        ],
-    ));
+    let context = TestContext::new();
+    let (env, repo) = (&context.env, &context.repo);
+    let stdout = success(&mut context.kpack_get(&[
+        "--layout",
+        "fat",
+        "--target",
+        "gfx90a:sramecc+:xnack-",
+        "install",
+        "rocm-rand",
+    ]));
     assert!(stdout.contains("layout fat: 1 binary made fat"), "{stdout}");
     assert_eq!(
-        pool_gets(&server),
+        context.pool_gets(),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
     assert!(!env.prefix.join(".kpack/rocrand_gfx90a.kpack").exists());

@@ -9,8 +9,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::common::server::{Fault, TestServer};
-use crate::common::{describe, pool, shared_rocrand_repo, stderr, Env, HOST_TREE};
+use crate::common::server::Fault;
+use crate::common::{describe, pool, shared_rocrand_repo, stderr, HOST_TREE};
+use kpack_test_support::context::TestContext;
 use kpack_test_support::measure::{run_watched, Measured};
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
@@ -20,10 +21,10 @@ const INDEX_CAP: u64 = 16 * MIB;
 /// How long a refusal may take, however loaded the machine.
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// `kpack-get` against `server` with short time bounds (from the
-/// environment, so the same test runs against any build), one attempt.
-fn kpack_get(env: &Env, server: &TestServer, args: &[&str]) -> Command {
-    let mut command = env.with_repo(&server.url(), &shared_rocrand_repo().public_key, args);
+/// `kpack-get` in `context` with short time bounds (from the environment,
+/// so the same test runs against any build), one attempt.
+fn kpack_get(context: &TestContext, args: &[&str]) -> Command {
+    let mut command = context.kpack_get(args);
     command
         .env("KPACK_GET_ATTEMPTS", "1")
         .env("KPACK_GET_READ_TIMEOUT", "10")
@@ -50,9 +51,8 @@ fn watched(mut command: Command) -> Measured {
 fn baseline(args: &[&str]) -> u64 {
     static BASELINES: OnceLock<(u64, u64)> = OnceLock::new();
     let (update, install) = *BASELINES.get_or_init(|| {
-        let server = TestServer::start(&shared_rocrand_repo().dir);
         let good = |args: &[&str]| {
-            let run = watched(kpack_get(&Env::new(), &server, args));
+            let run = watched(kpack_get(&TestContext::new(), args));
             assert!(run.output.status.success(), "{}", describe(&run.output));
             run.peak_rss
         };
@@ -70,10 +70,10 @@ fn baseline(args: &[&str]) -> u64 {
 /// memory than a good run, an `error:` line, no panic, the URL of `path`
 /// and each of `mentions` named; nothing installed.
 fn assert_refused(pattern: &str, fault: Fault, args: &[&str], path: &str, mentions: &[&str]) {
-    let server = TestServer::start(&shared_rocrand_repo().dir);
+    let context = TestContext::new();
+    let (env, server) = (&context.env, &context.server);
     server.fault(pattern, fault.clone());
-    let env = Env::new();
-    let run = watched(kpack_get(&env, &server, args));
+    let run = watched(kpack_get(&context, args));
     let out = &run.output;
     let case = format!("{fault:?} on {pattern}");
     assert_eq!(run.killed, None, "{case}: {}", describe(out));

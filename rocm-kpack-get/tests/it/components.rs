@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::server::TestServer;
-use crate::common::{pool_gets, snapshot, success, Env};
+use crate::common::{pool_gets, snapshot, success, Env, RocrandRepo};
 use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::{keygen, SecretKey};
 use kpack_repo_index::Component;
+use kpack_test_support::context::TestContext;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 use rocm_kpack_get::install::record::InstalledRecord;
 
@@ -83,7 +83,15 @@ fn plain(file: PathBuf) -> NewArtifact {
 /// rocm-blas 5.5.1 in a signed repository under `work`: a host tree,
 /// archives for gfx1030 and gfx90a, Tensile payloads for both. Returns
 /// the repository and its public key.
-fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
+/// A context serving the rocBLAS-shaped repository.
+fn blas_context() -> TestContext {
+    let env = Env::new();
+    let repo = blas_repo(&env.home.path().join("blas"));
+    TestContext::serving(repo, env)
+}
+
+fn blas_repo(work: &Path) -> RocrandRepo {
+    fs_err::create_dir_all(work).unwrap();
     let (secret, public) = (work.join("key.key"), work.join("key.pub"));
     keygen(&secret, &public, None).unwrap();
     let inputs = work.join("inputs");
@@ -114,7 +122,11 @@ fn blas_repo(work: &Path) -> (PathBuf, PathBuf) {
             Some(&SecretKey::load(&secret, None).unwrap()),
         )
         .unwrap();
-    (repo, public)
+    RocrandRepo {
+        dir: repo,
+        public_key: public,
+        secret_key: secret,
+    }
 }
 
 fn pool(file: &str) -> String {
@@ -123,14 +135,12 @@ fn pool(file: &str) -> String {
 
 #[test]
 fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
-    let work = tempfile::tempdir().unwrap();
-    let (repo, key) = blas_repo(work.path());
-    let server = TestServer::start(&repo);
-    let env = Env::new();
+    let context = blas_context();
+    let (env, server) = (&context.env, &context.server);
     let run = |args: &[&str]| {
         let mut all = vec!["--target", "gfx1030"];
         all.extend_from_slice(args);
-        success(&mut env.with_repo(&server.url(), &key, &all))
+        success(&mut context.kpack_get(&all))
     };
 
     let plan = run(&["install", "rocm-blas", "--dry-run"]);
@@ -212,12 +222,12 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
             (&tensile, &no)
         ]
     );
-    assert!(pool_gets(&server).is_empty(), "a dry run downloads nothing");
+    assert!(pool_gets(server).is_empty(), "a dry run downloads nothing");
 
     let stdout = run(&["install", "rocm-blas"]);
     assert!(stdout.contains("installed rocm-blas 5.5.1"), "{stdout}");
     assert_eq!(
-        pool_gets(&server),
+        pool_gets(server),
         [
             pool("rocblas_gfx1030.kpack"),
             pool("rocm-blas-gfx1030-tensile.tar.zst"),
@@ -244,7 +254,7 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
     );
     assert_eq!(
         fs_err::read(env.prefix.join(".kpack/rocblas_gfx1030.kpack")).unwrap(),
-        fs_err::read(repo.join(pool("rocblas_gfx1030.kpack"))).unwrap()
+        fs_err::read(context.repo.dir.join(pool("rocblas_gfx1030.kpack"))).unwrap()
     );
 
     // The record keeps each artifact's component.
@@ -266,23 +276,17 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
 
 #[test]
 fn two_gpus_get_both_sets_each_file_once() {
-    let work = tempfile::tempdir().unwrap();
-    let (repo, key) = blas_repo(work.path());
-    let server = TestServer::start(&repo);
-    let env = Env::new();
-    let stdout = success(&mut env.with_repo(
-        &server.url(),
-        &key,
-        &[
-            "--target",
-            "gfx90a:sramecc+:xnack-,gfx1030",
-            "install",
-            "rocm-blas",
-        ],
-    ));
+    let context = blas_context();
+    let (env, server) = (&context.env, &context.server);
+    let stdout = success(&mut context.kpack_get(&[
+        "--target",
+        "gfx90a:sramecc+:xnack-,gfx1030",
+        "install",
+        "rocm-blas",
+    ]));
     assert!(stdout.contains("installed rocm-blas 5.5.1"), "{stdout}");
     assert_eq!(
-        pool_gets(&server),
+        pool_gets(server),
         [
             pool("rocblas_gfx1030.kpack"),
             pool("rocblas_gfx90a.kpack"),

@@ -8,11 +8,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 
-use crate::common::hostile::{
-    private_repo, publish_forged, publish_tree, tree, zero_bomb, Entry, Forged,
-};
-use crate::common::server::TestServer;
-use crate::common::{describe, failed, output, snapshot, success, Env, RocrandRepo};
+use crate::common::hostile::{publish_forged, publish_tree, tree, zero_bomb, Entry, Forged};
+use crate::common::{describe, failed, output, snapshot, success};
+use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const JOURNAL: &str = ".kpack/transaction.toml";
@@ -20,30 +18,31 @@ const JOURNAL: &str = ".kpack/transaction.toml";
 /// A test's environment with a private repository and a directory
 /// outside the prefix holding what an attacker would aim at.
 struct Rig {
-    env: Env,
-    repo: RocrandRepo,
+    context: TestContext,
     work: std::path::PathBuf,
-    server: Option<TestServer>,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = TestContext;
+
+    fn deref(&self) -> &TestContext {
+        &self.context
+    }
 }
 
 impl Rig {
     fn new() -> Rig {
-        let env = Env::new();
+        let context = TestContext::private();
+        let env = &context.env;
         let work = env.home.path().join("work");
         fs_err::create_dir_all(&work).unwrap();
-        let repo = private_repo(&work);
         let outside = env.home.path().join("outside");
         fs_err::create_dir_all(&outside).unwrap();
         fs_err::write(outside.join("authorized_keys"), b"ssh-ed25519 AAAA owner\n").unwrap();
         let elsewhere = env.home.path().join("elsewhere/outside");
         fs_err::create_dir_all(&elsewhere).unwrap();
         fs_err::write(elsewhere.join("planted"), b"a file that was here first\n").unwrap();
-        Rig {
-            env,
-            repo,
-            work,
-            server: None,
-        }
+        Rig { context, work }
     }
 
     /// Publishes a host tree of `entries` as `name` `version`.
@@ -51,21 +50,10 @@ impl Rig {
         publish_tree(&self.repo, &self.work, name, version, &tree(entries));
     }
 
-    fn url(&mut self) -> String {
-        let dir = self.repo.dir.clone();
-        self.server
-            .get_or_insert_with(|| TestServer::start(&dir))
-            .url()
-    }
-
     /// `kpack-get ARGS` against the repository, for a gfx90a.
-    fn run(&mut self, args: &[&str]) -> Output {
-        let url = self.url();
-        let mut command = self.env.with_repo(&url, &self.repo.public_key, &[]);
-        command
-            .args(["--no-progress", "--target", TARGET])
-            .args(args);
-        output(&mut command)
+    fn run(&self, args: &[&str]) -> Output {
+        let mut command = self.kpack_get(&["--no-progress", "--target", TARGET]);
+        output(command.args(args))
     }
 
     /// Everything under the test's home except the prefix and kpack-get's
@@ -88,12 +76,12 @@ impl Rig {
     }
 
     /// `kpack-get ARGS`, which must succeed.
-    fn ok(&mut self, args: &[&str]) {
+    fn ok(&self, args: &[&str]) {
         let out = self.run(args);
         assert!(out.status.success(), "{args:?}: {}", describe(&out));
     }
 
-    fn assert_usable(&mut self) {
+    fn assert_usable(&self) {
         assert!(!self.env.prefix.join(JOURNAL).exists(), "no journal left");
         success(self.env.command().arg("verify"));
         success(self.env.command().arg("list"));
@@ -119,7 +107,7 @@ fn link_chain(levels: usize) -> Vec<Entry> {
 
 #[test]
 fn a_kpack_artifact_placed_through_chained_links_replaces_nothing_outside() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     // Staged four levels below the prefix, five links up reach the home.
     publish_forged(
         &rig.repo,
@@ -149,7 +137,7 @@ fn a_kpack_artifact_placed_through_chained_links_replaces_nothing_outside() {
 
 #[test]
 fn a_kpack_artifact_that_is_no_archive_is_refused() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     publish_forged(
         &rig.repo,
         "not-an-archive",
@@ -170,7 +158,7 @@ fn a_kpack_artifact_that_is_no_archive_is_refused() {
 
 #[test]
 fn links_chained_across_packages_never_lead_a_later_write_or_remove_outside() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     // Inside on their own: up1 is the home, one level above the prefix.
     rig.publish("chain", "1.0.0", &link_chain(1));
     rig.publish(
@@ -217,7 +205,7 @@ fn links_chained_across_packages_never_lead_a_later_write_or_remove_outside() {
 
 #[test]
 fn a_directory_swapped_for_a_link_is_not_followed_by_remove() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     rig.publish(
         "data",
         "1.0.0",
@@ -240,7 +228,7 @@ fn a_directory_swapped_for_a_link_is_not_followed_by_remove() {
 
 #[test]
 fn kpack_gets_own_bookkeeping_cannot_be_shipped() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     rig.publish("base", "1.0.0", &[Entry::file("share/base.txt", b"base\n")]);
     let journal = "format = 1\nid = \"1-1\"\ndeletes = [\"share/base.txt\"]\n";
     let trees: [(&str, &str); 4] = [
@@ -287,7 +275,7 @@ fn kpack_gets_own_bookkeeping_cannot_be_shipped() {
 
 #[test]
 fn conflicts_with_files_in_the_prefix_are_found_before_the_commit_point() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     // The user's own file, where a package wants a directory.
     fs_err::create_dir_all(rig.env.prefix.join("share")).unwrap();
     fs_err::write(rig.env.prefix.join("share/notes"), b"mine\n").unwrap();
@@ -324,7 +312,7 @@ fn conflicts_with_files_in_the_prefix_are_found_before_the_commit_point() {
 
 #[test]
 fn a_tree_bomb_stops_at_its_unpack_limit_and_leaves_nothing() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     // 256 MiB of zeros in a few KiB: past the 64 MiB floor a shard without
     // an unpacked size gets, and past the 4 KiB a lying one declares.
     let bomb = zero_bomb(256 << 20);
@@ -360,7 +348,7 @@ fn a_tree_bomb_stops_at_its_unpack_limit_and_leaves_nothing() {
 
 #[test]
 fn a_tree_whose_first_entry_is_a_top_level_file_installs() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let dir = rig.work.join("licensed");
     fs_err::create_dir_all(dir.join("share/doc")).unwrap();
     fs_err::write(dir.join("LICENSE"), b"MIT\n").unwrap();
@@ -385,7 +373,7 @@ fn a_tree_whose_first_entry_is_a_top_level_file_installs() {
 
 #[test]
 fn group_and_other_write_bits_are_masked_and_setuid_stripped() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     rig.publish(
         "modes",
         "1.0.0",

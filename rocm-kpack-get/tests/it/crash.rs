@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::context::TestContext;
 use crate::common::server::Fault;
 use crate::common::{output, pool, pool_gets, snapshot, stderr, success, Env, HOST_TREE};
+use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const LIBRARY: &str = "lib/librocrand.so.1.1";

@@ -8,10 +8,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::context::TestContext;
 use crate::common::gpus::{fake_sysfs, FakeNode};
 use crate::common::hostile::{publish_tree, tree, Entry};
 use crate::common::{output, pool, snapshot, success, Env, HOST_TREE};
+use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const LIBRARY: &str = "lib/librocrand.so.1.1";

@@ -9,9 +9,9 @@
 use std::process::Output;
 use std::time::Duration;
 
-use crate::common::context::TestContext;
 use crate::common::server::{Fault, Request, TestServer};
 use crate::common::{describe, output, pool, shared_rocrand_repo, stderr, success, Env, HOST_TREE};
+use kpack_test_support::context::TestContext;
 use sha2::Digest;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";

@@ -6,12 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::context::TestContext;
 use crate::common::runtimes::{
     build_library, build_library_without_runtime, build_runtime, build_runtime_named, ld_cache,
     ldconfig, FakeRuntime,
 };
 use crate::common::{output, success, Env};
+use kpack_test_support::context::TestContext;
 use kpack_test_support::real_hip::{HIPF, HIPK};
 use kpack_test_support::transcript;
 use rocm_kpack_get::detect::hip_runtime::ld_cache::LdCache;

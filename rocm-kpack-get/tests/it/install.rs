@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use crate::common::context::TestContext;
 use crate::common::gpus::{
     fake_hsa, fake_sysfs, FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC,
 };
 use crate::common::{load_installed, pool, success, HOST_TREE};
+use kpack_test_support::context::TestContext;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
 

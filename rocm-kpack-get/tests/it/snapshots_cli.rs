@@ -5,7 +5,7 @@
 //! is `fat`. The server's address, the temporary directories and times are
 //! masked.
 
-use crate::common::context::TestContext;
+use kpack_test_support::context::TestContext;
 
 /// `kpack-get --target gfx1030 --no-progress ARGS` as a user runs it (the
 /// layout left to `auto`), as a transcript.

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::context::TestContext;
 use crate::common::server::{Fault, TestServer};
 use crate::common::{copy_dir, describe, kpack_repo_exe, output, stderr, success, Env};
 use kpack_repo_index::sign::{sign_root, SecretKey};
 use kpack_repo_index::{RootIndex, Timestamp};
+use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 

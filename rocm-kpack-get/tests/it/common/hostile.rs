@@ -11,7 +11,7 @@ use sha2::Digest;
 
 pub use kpack_test_support::zero_bomb;
 
-use super::{copy_dir, shared_rocrand_repo, RocrandRepo};
+use super::RocrandRepo;
 
 /// One entry of a hand-made tar.
 #[derive(Debug, Clone)]
@@ -88,18 +88,6 @@ pub fn tree(entries: &[Entry]) -> Vec<u8> {
         raw_entry(&mut tar, entry);
     }
     zstd::encode_all(&tar.into_inner().unwrap()[..], 3).unwrap()
-}
-
-/// A copy of the shared rocRAND repository under `dir`, to publish more
-/// into with its key.
-pub fn private_repo(dir: &Path) -> RocrandRepo {
-    let shared = shared_rocrand_repo();
-    copy_dir(&shared.dir, &dir.join("repo"));
-    RocrandRepo {
-        dir: dir.join("repo"),
-        public_key: shared.public_key.clone(),
-        secret_key: shared.secret_key.clone(),
-    }
 }
 
 /// Publishes `name` `version` with one host tree, with the real

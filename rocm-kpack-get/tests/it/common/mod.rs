@@ -2,7 +2,6 @@
 //! (kpack-test-support's `chain` and `server`), fake GPUs and HIP
 //! runtimes, hostile packages, and wheels.
 
-pub mod context;
 pub mod gpus;
 pub mod hostile;
 pub mod runtimes;

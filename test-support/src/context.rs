@@ -1,22 +1,31 @@
-//! The one context a kpack-get test works in, as uv's `TestContext`: a home
-//! of its own (cache, state, config, prefix, no GPUs, no HIP runtimes), the
-//! rocRAND repository served over loopback, and the filters that turn what
-//! kpack-get prints into a snapshot.
+//! The one context a test of kpack-get works in, as uv's `TestContext`,
+//! in kpack-get's tests and the whole-chain tests alike: a home of its own
+//! (cache, state, config, prefix, no GPUs, no HIP runtimes), a repository
+//! served over loopback (the shared rocRAND one, a copy of it, or one the
+//! test builds), and the filters that turn what kpack-get prints into a
+//! snapshot.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use kpack_test_support::chain::{
+use crate::chain::{
     build_rocrand_repo, copy_dir, pool_gets, shared_rocrand_repo, Env, RocrandRepo,
 };
-use kpack_test_support::server::TestServer;
-use kpack_test_support::transcript;
+use crate::server::TestServer;
+use crate::transcript;
 
+#[derive(Debug)]
 pub struct TestContext {
     pub env: Env,
     pub repo: RocrandRepo,
     pub server: TestServer,
+}
+
+impl Default for TestContext {
+    fn default() -> TestContext {
+        TestContext::new()
+    }
 }
 
 impl TestContext {
@@ -45,8 +54,8 @@ impl TestContext {
     pub fn own_key() -> TestContext {
         static BUILT: OnceLock<PathBuf> = OnceLock::new();
         let built = BUILT.get_or_init(|| {
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("own-key-repo-{}", std::process::id()));
+            let dir =
+                crate::chain::target_tmp().join(format!("own-key-repo-{}", std::process::id()));
             let _ = fs_err::remove_dir_all(&dir);
             build_rocrand_repo(&dir);
             dir
@@ -62,7 +71,8 @@ impl TestContext {
         TestContext::serving(repo, env)
     }
 
-    fn serving(repo: RocrandRepo, env: Env) -> TestContext {
+    /// `repo` served, for kpack-get run in `env`.
+    pub fn serving(repo: RocrandRepo, env: Env) -> TestContext {
         TestContext {
             server: TestServer::start(&repo.dir),
             env,
@@ -84,7 +94,7 @@ impl TestContext {
     /// `kpack-get --target TARGET install rocm-rand`, which must succeed;
     /// its stdout.
     pub fn install_for(&self, target: &str) -> String {
-        crate::common::success(&mut self.kpack_get(&["--target", target, "install", "rocm-rand"]))
+        crate::chain::success(&mut self.kpack_get(&["--target", target, "install", "rocm-rand"]))
     }
 
     /// The pool files fetched so far, in order.
@@ -130,7 +140,7 @@ impl TestContext {
 
     /// Runs `command` and returns its transcript.
     pub fn run(&self, command: &mut Command) -> String {
-        self.transcript(&crate::common::output(command))
+        self.transcript(&crate::chain::output(command))
     }
 }
 
