@@ -55,39 +55,22 @@ fn split_then_inspect_rocrand() {
 
 #[test]
 fn refuses_a_file_without_device_code_and_writes_nothing() {
-    let work = tempfile::tempdir().unwrap();
-    let fake = work.path().join("libfake.so");
+    let context = TestContext::new();
+    let fake = context.path().join("libfake.so");
     fs_err::write(&fake, b"this is not an ELF file").unwrap();
-    let out = work.path().join("out");
-    let output = kpack_pack()
-        .arg("split")
-        .arg(&fake)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    assert!(
-        stderr.contains("libfake.so") && stderr.contains("not an ELF file"),
-        "{stderr}"
-    );
+    let out = context.path().join("out");
+    let mut split = kpack_pack();
+    split.arg("split").arg(&fake).arg("-o").arg(&out);
+    insta::assert_snapshot!(context.run(&mut split));
     assert!(!out.exists());
 }
 
 #[test]
 fn inspect_names_a_corrupt_archive() {
-    let work = tempfile::tempdir().unwrap();
-    let bad = work.path().join("bad.kpack");
+    let context = TestContext::new();
+    let bad = context.path().join("bad.kpack");
     fs_err::write(&bad, b"KPAK\x01\0\0\0\xff\xff\xff\xff\0\0\0\0").unwrap();
-    let output = kpack_pack().arg("inspect").arg(&bad).output().unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("bad.kpack") && stderr.contains("toc_offset"),
-        "{stderr}"
-    );
+    insta::assert_snapshot!(context.run(kpack_pack().arg("inspect").arg(&bad)));
 }
 
 #[test]
@@ -167,23 +150,15 @@ fn signs_archives_for_the_stock_minisign_tool() {
 
 #[test]
 fn a_bad_signing_key_fails_before_writing_anything() {
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
+    let work = &context.dir;
     let library = unpack_rocrand(&work.path().join("deb"));
     let key = work.path().join("not-a-key");
     fs_err::write(&key, "hello").unwrap();
     let out = work.path().join("out");
-    let output = kpack_pack()
-        .arg("split")
-        .arg(&library)
-        .arg("-o")
-        .arg(&out)
-        .arg("--sign")
-        .arg(&key)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not-a-key"), "{stderr}");
+    let mut split = kpack_pack();
+    split.arg("split").arg(&library).arg("-o").arg(&out);
+    insta::assert_snapshot!(context.run(split.arg("--sign").arg(&key)));
     assert!(!out.exists());
 }
 
@@ -266,68 +241,46 @@ fn fat_library(dir: &std::path::Path, bundle: &[u8]) -> std::path::PathBuf {
     library
 }
 
-fn split_fails(library: &std::path::Path, out: &std::path::Path) -> String {
-    let output = kpack_pack()
-        .arg("split")
-        .arg(library)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+/// `kpack-pack split` of `library` in `context`, which must write nothing;
+/// its transcript.
+fn split_fails(context: &TestContext, library: &std::path::Path) -> String {
+    let out = context.path().join("out");
+    let text = context.run(kpack_pack().arg("split").arg(library).arg("-o").arg(&out));
     assert!(!out.exists(), "partial output left in {}", out.display());
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    text
 }
 
 #[test]
 fn a_truncated_compressed_bundle_is_reported_with_the_file() {
     use kpack_packer::bundle::build::{ccob, offload_bundle};
     use kpack_packer::bundle::CcobMethod;
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
     let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &[5u8; 3000])]);
     let whole = ccob(&inner, 3, CcobMethod::Zstd);
-    let library = fat_library(work.path(), &whole[..whole.len() - 7]);
-    let stderr = split_fails(&library, &work.path().join("out"));
-    assert!(stderr.contains("libfat.so"), "{stderr}");
+    let library = fat_library(context.path(), &whole[..whole.len() - 7]);
     // The cause is printed once, as a cause, not also inside the message.
-    assert_eq!(
-        stderr.matches("compressed bundle claims").count(),
-        1,
-        "{stderr}"
-    );
+    insta::assert_snapshot!(split_fails(&context, &library));
 }
 
 #[test]
 fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
     use kpack_packer::bundle::build::offload_bundle;
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
     let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
-    let library = fat_library(work.path(), &whole[..whole.len() - 100]);
-    let stderr = split_fails(&library, &work.path().join("out"));
-    assert!(stderr.contains("libfat.so"), "{stderr}");
-    assert_eq!(
-        stderr.matches("past the end of its data").count(),
-        1,
-        "{stderr}"
-    );
+    let library = fat_library(context.path(), &whole[..whole.len() - 100]);
+    insta::assert_snapshot!(split_fails(&context, &library));
 }
 
 #[test]
 fn verify_against_the_original_compares_every_loaded_code_object_byte_for_byte() {
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
+    let work = &context.dir;
     let library = unpack_rocrand(&work.path().join("deb"));
     let out = work.path().join("out");
     run(kpack_pack().arg("split").arg(&library).arg("-o").arg(&out));
-    let verified = run(kpack_pack()
-        .arg("verify")
-        .arg(&out)
-        .arg("--original")
-        .arg(&library));
-    assert!(
-        verified.contains("7 code objects loaded, 0 failures")
-            && verified.contains("7 code objects byte-equal to the original's"),
-        "{verified}"
-    );
+    let mut verify = kpack_pack();
+    verify.arg("verify").arg(&out).arg("--original");
+    insta::assert_snapshot!("verify_original", context.run(verify.arg(&library)));
 
     // One byte changed in the middle of the original's device code: the
     // code object holding it no longer matches what the archives serve.
@@ -342,30 +295,12 @@ fn verify_against_the_original_compares_every_loaded_code_object_byte_for_byte()
     tampered[middle] ^= 0xff;
     let other = work.path().join("tampered.so");
     fs_err::write(&other, &tampered).unwrap();
-    let result = kpack_pack()
-        .arg("verify")
-        .arg(&out)
-        .arg("--original")
-        .arg(&other)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&result.stdout);
-    assert!(!result.status.success(), "{stdout}");
-    assert!(
-        stdout.contains("differs from the original's") && stdout.contains("1 failures"),
-        "{stdout}"
-    );
+    let mut verify = kpack_pack();
+    verify.arg("verify").arg(&out).arg("--original");
+    insta::assert_snapshot!("verify_tampered_original", context.run(verify.arg(&other)));
 
-    let not_fat = kpack_pack()
-        .arg("verify")
-        .arg(&out)
-        .arg("--original")
-        .arg(out.join("librocrand.so.1.1"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&not_fat.stderr);
-    assert!(
-        stderr.contains("cannot be read as the original fat binary"),
-        "{stderr}"
-    );
+    let mut verify = kpack_pack();
+    verify.arg("verify").arg(&out).arg("--original");
+    let host = out.join("librocrand.so.1.1");
+    insta::assert_snapshot!("verify_original_not_fat", context.run(verify.arg(&host)));
 }

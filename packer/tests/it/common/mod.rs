@@ -7,12 +7,51 @@ pub use kpack_test_support::fat::FatLibrary;
 pub use kpack_test_support::hip::*;
 pub use kpack_test_support::{fixtures, run, unpack_rocrand};
 
-/// `kpack-pack`, with no `SOURCE_DATE_EPOCH` from the caller's
-/// environment.
+/// `kpack-pack`, with no `SOURCE_DATE_EPOCH` or signing password from the
+/// caller's environment.
 pub fn kpack_pack() -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-pack"));
-    command.env_remove("SOURCE_DATE_EPOCH");
     command
+        .env_remove("SOURCE_DATE_EPOCH")
+        .env_remove("KPACK_SIGN_PASSWORD");
+    command
+}
+
+/// The one context a packer test works in, as uv's `TestContext`: a
+/// temporary directory that `kpack-pack` runs in, and the filter that
+/// makes its output a snapshot (the directory, times and durations).
+pub struct TestContext {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestContext {
+    pub fn new() -> TestContext {
+        TestContext {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// `kpack-pack ARGS`, run in the directory (so relative paths are
+    /// relative to it).
+    pub fn kpack_pack(&self, args: &[&str]) -> std::process::Command {
+        let mut command = kpack_pack();
+        command.args(args).current_dir(self.path());
+        command
+    }
+
+    /// Runs `command`: its exit code, stdout and stderr as one text, with
+    /// the directory masked as `<DIR>`.
+    pub fn run(&self, command: &mut std::process::Command) -> String {
+        let output = command
+            .output()
+            .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+        let dir = self.path().display().to_string();
+        kpack_test_support::transcript(&output, &[(dir.as_str(), "<DIR>")])
+    }
 }
 
 /// Each bundle's code objects by target, in section order, of the fat ELF
