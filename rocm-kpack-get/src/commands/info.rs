@@ -51,10 +51,11 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
     let selection = select_artifacts(entry, gpus, &repo.families);
     let chosen = |path: &RelativePath| selection.artifacts.iter().any(|a| &a.path == path);
     let printer = &context.printer;
-    printer.line(format!(
-        "{} {} ({}): {summary}",
-        shard.name, entry.version, repo.config.name
-    ));
+    let heading = format!("{} {} ({})", shard.name, entry.version, repo.config.name);
+    printer.line(match summary.as_str() {
+        "" => heading,
+        _ => format!("{heading}: {summary}"),
+    });
     printer.line(format!("versions: {}", versions.join(", ")));
     if !entry.depends.is_empty() {
         let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
