@@ -471,29 +471,44 @@ pub(super) async fn fetch_many(
 ) -> Result<(), ClientError> {
     let permits = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut tasks = JoinSet::new();
+    // Downloads start in the plan's order: a permit is taken before each
+    // one is spawned (so `--concurrency 1` fetches one file after the
+    // other, in order), and a failure seen meanwhile stops the rest.
     for item in items {
-        let permits = permits.clone();
+        let permit = permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| ClientError::Setup {
+                message: e.to_string(),
+            })?;
+        while let Some(joined) = tasks.try_join_next() {
+            finished(joined).inspect_err(|_| tasks.abort_all())?;
+        }
         let http = http.clone();
         let options = options.clone();
         let cache = cache.clone();
         let progress = progress.clone();
         tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            let _permit = permit;
             fetch_pinned(&http, &options, &cache, &item, progress.as_ref()).await
         });
     }
     while let Some(joined) = tasks.join_next().await {
-        let result = joined.unwrap_or_else(|e| {
-            Err(ClientError::Setup {
-                message: format!("a download task failed: {e}"),
-            })
-        });
-        if let Err(error) = result {
-            tasks.abort_all();
-            return Err(error);
-        }
+        finished(joined).inspect_err(|_| tasks.abort_all())?;
     }
     Ok(())
+}
+
+/// What a download task came to.
+fn finished(
+    joined: Result<Result<(), ClientError>, tokio::task::JoinError>,
+) -> Result<(), ClientError> {
+    joined.unwrap_or_else(|e| {
+        Err(ClientError::Setup {
+            message: format!("a download task failed: {e}"),
+        })
+    })
 }
 
 /// One pinned file into the cache, resuming what an earlier attempt (or
