@@ -13,6 +13,7 @@ use crate::common::wheels::{
     WheelSpec,
 };
 use crate::common::{output, success, Env};
+use kpack_test_support::context::TestContext;
 
 /// The distributions installed in an environment, as Python itself lists them.
 fn installed(python: &Path) -> BTreeSet<String> {
@@ -72,6 +73,13 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
+/// The transcript of a `kpack-get pip` run in `context`, with the test
+/// tools' environment masked too.
+fn pip_transcript(context: &TestContext, out: &Output) -> String {
+    let tools = python_venv().display().to_string();
+    context.transcript_masking(out, &[(&tools, "<TOOLS>")])
+}
+
 /// Runs kpack-get, which must succeed; returns (stdout, stderr).
 fn kpack_ok(command: &mut Command) -> (String, String) {
     let out = output(command);
@@ -85,7 +93,8 @@ fn kpack_ok(command: &mut Command) -> (String, String) {
 
 #[test]
 fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = pip_venv(&env.home.path().join("venv"));
@@ -103,16 +112,16 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
     );
     assert_eq!(installed(&python), names(&["demo"]));
 
-    let sync = |env: &Env| {
+    let sync = || {
         let mut command = kpack(env);
         command
             .args(["--target", "gfx1100", "pip", "sync", "--python"])
             .arg(&python)
             .arg("--")
             .args(links_args(&links));
-        kpack_ok(&mut command)
+        pip_transcript(&context, &output(&mut command))
     };
-    let mut dry_run = kpack(&env);
+    let mut dry_run = kpack(env);
     dry_run
         .args([
             "--target",
@@ -123,29 +132,14 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
             "--python",
         ])
         .arg(&python);
-    let (stdout, _) = kpack_ok(&mut dry_run);
-    assert!(
-        stdout.contains("would install demo-device-gfx1100==1.0 with "),
-        "{stdout}"
-    );
+    let plan = pip_transcript(&context, &output(&mut dry_run));
+    insta::assert_snapshot!("sync_dry_run", plan);
     assert_eq!(installed(&python), names(&["demo"]));
 
-    let (stdout, _) = sync(&env);
-    assert!(
-        stdout.contains("demo: device-gfx1100 (demo-device-gfx1100)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("installed demo-device-gfx1100==1.0 with "),
-        "{stdout}"
-    );
+    insta::assert_snapshot!("sync", sync());
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
 
-    let (stdout, _) = sync(&env);
-    assert_eq!(
-        stdout.trim(),
-        "nothing to install: the 1 distribution(s) with device extras have what this machine needs"
-    );
+    insta::assert_snapshot!("sync_again", sync());
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
 }
 
@@ -226,68 +220,55 @@ fn sync_fails_with_the_installer_message_when_a_device_wheel_is_missing() {
 
 #[test]
 fn install_for_gfx1100_installs_the_host_and_one_device_wheel() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
         .arg(&python)
         .arg("--")
         .args(links_args(&links));
-    let (stdout, _) = kpack_ok(&mut command);
-    assert!(
-        stdout.contains("installed demo[device-gfx1100] with "),
-        "{stdout}"
-    );
+    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
 }
 
 #[test]
 fn install_without_a_gpu_installs_the_host_only_and_says_so() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = uv_venv(
         &env.home.path().join("venv"),
         &env.home.path().join("uv-cache"),
     );
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["pip", "install", "demo", "--python"])
         .arg(&python)
         .arg("--")
         .args(links_args(&links));
-    let (stdout, stderr) = kpack_ok(&mut command);
-    assert!(
-        stderr.contains("note: no GPU found: host parts only"),
-        "{stderr}"
-    );
-    assert!(stdout.contains("installed demo with "), "{stdout}");
+    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
     assert_eq!(installed(&python), names(&["demo"]));
 }
 
 #[test]
 fn resolve_warns_naming_the_gpu_and_the_extras_offered() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["--target", "gfx1030", "pip", "resolve", "demo", "--python"])
         .arg(&python)
         .arg("--")
         .args(links_args(&links));
-    let (stdout, stderr) = kpack_ok(&mut command);
-    assert_eq!(stdout, "demo\n");
-    assert!(
-        stderr.contains(
-            "warning: demo has no device code for gfx1030: it offers device-gfx1100, device-gfx90a, device-all"
-        ),
-        "{stderr}"
-    );
+    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
     // Nothing was installed by resolving.
     assert_eq!(installed(&python), names(&[]));
 }
