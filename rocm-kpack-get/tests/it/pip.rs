@@ -80,6 +80,22 @@ fn pip_transcript(context: &TestContext, out: &Output) -> String {
     context.transcript_masking(out, &[(&tools, "<TOOLS>")])
 }
 
+/// `text` with the random part of kpack-get's temporary directories for
+/// variant wheels (`kpack-get-variantsXXXXXX`) masked.
+fn mask_variant_dirs(text: &str) -> String {
+    const PREFIX: &str = "kpack-get-variants";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let (before, after) = rest.split_at(at + PREFIX.len());
+        out.push_str(before);
+        out.push_str("<RANDOM>");
+        rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Runs kpack-get, which must succeed; returns (stdout, stderr).
 fn kpack_ok(command: &mut Command) -> (String, String) {
     let out = output(command);
@@ -453,19 +469,19 @@ fn serve_demo(root: &Path) -> crate::common::server::TestServer {
 
 #[test]
 fn install_picks_a_variant_from_a_package_index_over_http() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let server = serve_demo(&env.home.path().join("www"));
     let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
         .arg(&python)
         .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
-    let (stdout, _) = kpack_ok(&mut command);
-    assert!(
-        stdout.contains("demo: variant gfx1100 (demo-1.0-py3-none-any-gfx1100.whl)"),
-        "{stdout}"
-    );
+    let url = server.url();
+    let out = output(&mut command);
+    let text = context.transcript_masking(&out, &[(&url, "<INDEX>")]);
+    insta::assert_snapshot!(mask_variant_dirs(&text));
     assert_eq!(installed_build(&python), "gfx1100");
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
     let fetched: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
@@ -485,13 +501,14 @@ fn install_picks_a_variant_from_a_package_index_over_http() {
 
 #[test]
 fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let server = serve_demo(&env.home.path().join("www"));
     let python = uv_venv(
         &env.home.path().join("venv"),
         &env.home.path().join("uv-cache"),
     );
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["pip", "install", "demo", "--python"])
         .arg(&python)
@@ -501,8 +518,11 @@ fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
             "--find-links",
             &format!("{}/files/links.html", server.url()),
         ]);
-    let (stdout, stderr) = kpack_ok(&mut command);
-    assert!(stdout.contains("demo: variant null"), "{stdout}\n{stderr}");
+    let url = server.url();
+    let out = output(&mut command);
+    let tools = python_venv().display().to_string();
+    let text = context.transcript_masking(&out, &[(&url, "<INDEX>"), (&tools, "<TOOLS>")]);
+    insta::assert_snapshot!(mask_variant_dirs(&text));
     assert_eq!(installed_build(&python), "null");
     assert_eq!(installed(&python), names(&["demo"]));
 }
@@ -562,7 +582,8 @@ fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
 
 #[test]
 fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why_not() {
-    let env = Env::new();
+    let context = TestContext::new();
+    let env = &context.env;
     let links = env.home.path().join("links");
     demo_links(&links);
     let python = uv_venv(
@@ -574,36 +595,22 @@ fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why
     fs_err::create_dir_all(&bin).unwrap();
     fs_err::os::unix::fs::symlink(python_venv().join("bin/uv"), bin.join("uv")).unwrap();
 
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["--target", "gfx1100", "pip", "install", "demo", "--python"])
         .arg(&python)
         .arg("--")
         .args(links_args(&links))
         .env("PATH", &bin);
-    let (stdout, stderr) = kpack_ok(&mut command);
-    assert!(
-        stderr.contains("note: no pip to learn extras from"),
-        "{stderr}"
-    );
-    assert!(stdout.contains("installed demo with "), "{stdout}");
-    assert!(
-        stdout.contains("installed demo-device-gfx1100==1.0 with "),
-        "{stdout}"
-    );
+    let install = pip_transcript(&context, &output(&mut command));
+    insta::assert_snapshot!("without_pip_install", install);
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
 
-    let mut command = kpack(&env);
+    let mut command = kpack(env);
     command
         .args(["--target", "gfx1100", "pip", "resolve", "demo", "--python"])
         .arg(&python)
         .env("PATH", &bin);
-    let out = output(&mut command);
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("error: resolving requirements needs pip"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("hint: "), "{stderr}");
+    let resolve = pip_transcript(&context, &output(&mut command));
+    insta::assert_snapshot!("without_pip_resolve", resolve);
 }
