@@ -138,6 +138,21 @@ impl TestContext {
             .with_repo(&self.repo_path(), &self.repo.public_key, args)
     }
 
+    /// `text` (a command's stdout, say) with what differs between runs
+    /// masked as [`TestContext::transcript`] masks it.
+    pub fn filter(&self, text: &str) -> String {
+        let output = Output {
+            status: std::os::unix::process::ExitStatusExt::from_raw(0),
+            stdout: text.as_bytes().to_vec(),
+            stderr: Vec::new(),
+        };
+        let whole = self.transcript(&output);
+        let body = whole
+            .split_once("--- stdout\n")
+            .map_or("", |(_, rest)| rest);
+        body.strip_suffix("--- stderr\n").unwrap_or(body).to_owned()
+    }
+
     /// Runs `command` and returns its transcript.
     pub fn run(&self, command: &mut Command) -> String {
         self.transcript(&crate::chain::output(command))

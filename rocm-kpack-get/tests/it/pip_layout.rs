@@ -19,6 +19,7 @@ use crate::common::wheels::{build_wheel, WheelSpec};
 use crate::common::{output, success, Env};
 use kpack_packer::elf::{FatElf, SplitElf};
 use kpack_packer::wheel::{split_wheel, WheelOptions};
+use kpack_test_support::context::TestContext;
 use kpack_test_support::{fixtures, python_venv};
 use kpack_wheel::{Record, RecordHash};
 
@@ -137,8 +138,9 @@ fn kpack(env: &Env) -> Command {
 
 /// A test environment, the split jax plugin, and a pip venv (its python and
 /// site-packages) with the host distribution installed by pip.
-fn host_installed() -> (Env, Jax, PathBuf, PathBuf) {
-    let env = Env::new();
+fn host_installed() -> (TestContext, Jax, PathBuf, PathBuf) {
+    let context = TestContext::new();
+    let env = &context.env;
     let jax = Jax::split(env.home.path());
     let python = pip_venv(&env.home.path().join("venv"));
     let site = site(&python);
@@ -148,7 +150,13 @@ fn host_installed() -> (Env, Jax, PathBuf, PathBuf) {
             .args(jax.args())
             .arg(HOST),
     );
-    (env, jax, python, site)
+    (context, jax, python, site)
+}
+
+/// `text` with the context's masks and the test tools' environment.
+fn pip_filter(context: &TestContext, text: &str) -> String {
+    let tools = python_venv().display().to_string();
+    context.filter(text).replace(&tools, "<TOOLS>")
 }
 
 /// `kpack-get [--target T] pip sync --python PY -- <links>`: stdout.
@@ -287,27 +295,12 @@ fn same_inode_under(dir: &Path, file: &Path) -> Option<PathBuf> {
 #[test]
 fn sync_without_a_kpack_aware_runtime_makes_the_jax_host_fat_for_gfx1100_and_uninstall_leaves_nothing(
 ) {
-    let (env, jax, python, site) = host_installed();
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
     assert_as_shipped(&site, &jax);
 
-    let stdout = sync(&env, &python, &jax, &["--target", "gfx1100"]);
-    assert!(
-        stdout.contains("installed jax-rocm7-plugin-device-gfx1100==0.10.2 with "),
-        "{stdout}"
-    );
-    assert!(stdout.contains("\nHIP runtime: none found\n"), "{stdout}");
-    assert!(
-        stdout.contains("\nlayout: fat (auto: no HIP runtime found; fat binaries load on any)\n"),
-        "{stdout}"
-    );
-    for path in SPLIT {
-        assert!(
-            stdout.contains(&format!(
-                "jax-rocm7-plugin: materialized {path} for gfx1100 ("
-            )),
-            "{stdout}"
-        );
-    }
+    let stdout = sync(env, &python, &jax, &["--target", "gfx1100"]);
+    insta::assert_snapshot!("fat_for_gfx1100", pip_filter(&context, &stdout));
     assert_fat_for(&site, "gfx1100");
     // The files without device code are as shipped.
     for (path, bytes) in &jax.host_files {
@@ -328,12 +321,8 @@ fn sync_without_a_kpack_aware_runtime_makes_the_jax_host_fat_for_gfx1100_and_uni
 
     // Nothing changed: nothing is written.
     let before: Vec<(u64, u64)> = SPLIT.iter().map(|p| identity(&site.join(p))).collect();
-    let stdout = sync(&env, &python, &jax, &["--target", "gfx1100"]);
-    assert!(stdout.starts_with("nothing to install"), "{stdout}");
-    assert!(
-        stdout.contains("split binaries: nothing to change (3)"),
-        "{stdout}"
-    );
+    let stdout = sync(env, &python, &jax, &["--target", "gfx1100"]);
+    insta::assert_snapshot!("fat_for_gfx1100_again", pip_filter(&context, &stdout));
     let after: Vec<(u64, u64)> = SPLIT.iter().map(|p| identity(&site.join(p))).collect();
     assert_eq!(before, after);
 
@@ -412,8 +401,9 @@ fn in_a_uv_environment_the_fat_files_replace_uvs_hard_links_and_its_cache_is_unc
 
 #[test]
 fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
-    let (env, jax, python, site) = host_installed();
-    sync(&env, &python, &jax, &["--target", "gfx1100"]);
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
+    sync(env, &python, &jax, &["--target", "gfx1100"]);
     assert_fat_for(&site, "gfx1100");
 
     // Another GPU: its device distribution instead, and fat for it.
@@ -423,17 +413,8 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
         "--quiet",
         "jax-rocm7-plugin-device-gfx1100",
     ]));
-    let stdout = sync(&env, &python, &jax, &["--target", "gfx90a:xnack-"]);
-    assert!(
-        stdout.contains("installed jax-rocm7-plugin-device-gfx90a==0.10.2 with "),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(
-            "jax-rocm7-plugin: materialized jax_rocm7_plugin/_prng.so for gfx90a:xnack- ("
-        ),
-        "{stdout}"
-    );
+    let stdout = sync(env, &python, &jax, &["--target", "gfx90a:xnack-"]);
+    insta::assert_snapshot!("fat_for_another_gpu", pip_filter(&context, &stdout));
     assert_fat_for(&site, "gfx90a");
     assert_records_match(&site);
 
@@ -446,14 +427,8 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
             .args(jax.args())
             .arg("jax-rocm7-plugin-device-gfx90a"),
     );
-    let stdout = sync(&env, &python, &jax, &["--target", "gfx90a:xnack-"]);
-    assert!(stdout.starts_with("nothing to install"), "{stdout}");
-    assert!(
-        stdout.contains(
-            "jax-rocm7-plugin: materialized jax_rocm7_plugin/_prng.so for gfx90a:xnack- ("
-        ),
-        "{stdout}"
-    );
+    let stdout = sync(env, &python, &jax, &["--target", "gfx90a:xnack-"]);
+    insta::assert_snapshot!("fat_again_after_reinstall", pip_filter(&context, &stdout));
     assert!(fs_err::read(site.join(SPLIT[1])).unwrap() == fat);
 
     // Removed, and no GPU to install for: host-only again, as shipped.
@@ -464,19 +439,12 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
         "jax-rocm7-plugin-device-gfx90a",
     ]));
     let stdout = success(
-        kpack(&env)
+        kpack(env)
             .args(["pip", "sync", "--python"])
             .arg(&python)
             .env("ROCM_BOOTSTRAP_DISABLE_DETECTION", "1"),
     );
-    for path in SPLIT {
-        assert!(
-            stdout.contains(&format!(
-                "jax-rocm7-plugin: put back the host-only {path} (no GPU targets)"
-            )),
-            "{stdout}"
-        );
-    }
+    insta::assert_snapshot!("host_only_again", pip_filter(&context, &stdout));
     assert_as_shipped(&site, &jax);
     assert_records_match(&site);
     assert_eq!(
@@ -489,11 +457,12 @@ fn a_changed_or_removed_device_distribution_is_followed_by_laying_out_again() {
 
 #[test]
 fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
-    let (env, jax, python, site) = host_installed();
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
     let shipped_record = fs_err::read(site.join(DIST_INFO).join("RECORD")).unwrap();
 
     let stdout = sync(
-        &env,
+        env,
         &python,
         &jax,
         &["--target", "gfx1100", "--layout", "kpack"],
@@ -512,7 +481,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
 
     // A dry run of the fat layout says what it would do, and does nothing.
     let stdout = success(
-        kpack(&env)
+        kpack(env)
             .args([
                 "--target",
                 "gfx1100",
@@ -536,7 +505,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
     // Made fat (the environment's variable), then kpack again: host-only
     // as shipped.
     let stdout = success(
-        kpack(&env)
+        kpack(env)
             .args(["--target", "gfx1100", "pip", "sync", "--python"])
             .arg(&python)
             .env("KPACK_GET_LAYOUT", "fat"),
@@ -544,7 +513,7 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
     assert!(stdout.contains("\nlayout: fat (asked for)\n"), "{stdout}");
     assert_fat_for(&site, "gfx1100");
     let stdout = sync(
-        &env,
+        env,
         &python,
         &jax,
         &["--target", "gfx1100", "--layout", "kpack"],
@@ -559,14 +528,15 @@ fn the_kpack_layout_leaves_the_installed_binaries_as_shipped() {
 
 #[test]
 fn a_kpack_aware_runtime_in_the_distributions_run_paths_keeps_the_kpack_layout() {
-    let (env, jax, python, site) = host_installed();
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
     // TheRock's ROCm beside the plugin, where its run path
     // `$ORIGIN/../_rocm_sdk_core/lib` looks.
     let core = site.join("_rocm_sdk_core/lib");
     build_runtime_named(&core, FakeRuntime::NeedsKpackLibrary, "libamdhip64.so.7");
 
     let stdout = success(
-        kpack(&env)
+        kpack(env)
             .args(["--target", "gfx1100", "--json", "pip", "sync", "--python"])
             .arg(&python)
             .arg("--")
@@ -597,7 +567,7 @@ fn a_kpack_aware_runtime_in_the_distributions_run_paths_keeps_the_kpack_layout()
     // The same place holding a runtime without kpack support: fat.
     fs_err::remove_dir_all(site.join("_rocm_sdk_core")).unwrap();
     build_runtime_named(&core, FakeRuntime::BuiltWithoutKpack, "libamdhip64.so.7");
-    let stdout = sync(&env, &python, &jax, &["--target", "gfx1100"]);
+    let stdout = sync(env, &python, &jax, &["--target", "gfx1100"]);
     assert!(
         stdout.contains("(found in DT_RUNPATH), not kpack-aware"),
         "{stdout}"
@@ -666,15 +636,16 @@ fn assert_whole(site: &Path, jax: &Jax, processor: &str) {
 
 #[test]
 fn a_sync_killed_at_any_moment_leaves_whole_files_and_the_next_one_finishes() {
-    let (env, jax, python, site) = host_installed();
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
     sync(
-        &env,
+        env,
         &python,
         &jax,
         &["--target", "gfx1100", "--layout", "kpack"],
     );
     let layout_sync = |layout: &str| {
-        let mut command = kpack(&env);
+        let mut command = kpack(env);
         command
             .args([
                 "--target", "gfx1100", "--layout", layout, "pip", "sync", "--python",
