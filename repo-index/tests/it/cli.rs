@@ -223,11 +223,11 @@ fn builds_the_rocrand_manifest() {
     // A mirror for gfx90a carries the host tree and the gfx90a archive
     // only, and verifies with the upstream key as a partial mirror.
     let mirror = context.dir.path().join("mirror");
-    let mirrored = run(context.mirror(repo, &mirror).args(["--targets", "gfx90a"]));
-    assert!(
-        mirrored.contains("mirrored 1 shards and 2 artifacts"),
-        "{mirrored}"
+    let mirrored = context.transcript(
+        context.mirror(repo, &mirror).args(["--targets", "gfx90a"]),
+        &[],
     );
+    insta::assert_snapshot!("mirror_of_gfx90a", mirrored);
     assert_eq!(
         file_names(&mirror.join("pool/rocm-rand/5.3.3")),
         ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
@@ -236,11 +236,8 @@ fn builds_the_rocrand_manifest() {
         fs::read(mirror.join("index.toml")).unwrap(),
         fs::read(repo.join("index.toml")).unwrap()
     );
-    let verified = run(context.verify(&mirror).arg("--partial"));
-    assert!(
-        verified.contains("2 artifacts") && verified.contains("5 artifacts not mirrored here"),
-        "{verified}"
-    );
+    let verified = context.transcript(context.verify(&mirror).arg("--partial"), &[]);
+    insta::assert_snapshot!("partial_verify_of_gfx90a", verified);
     // Without --partial the missing artifacts are errors.
     refused(&mut context.verify(&mirror));
 }
@@ -395,12 +392,11 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         )
         .unwrap();
     let mirror = context.dir.path().join("mirror");
-    let mirrored = run(context
-        .mirror(&context.repo, &mirror)
-        .args(["--targets", "gfx90a:sramecc+:xnack-"]));
-    assert!(
-        mirrored.contains("mirrored 1 shards and 3 artifacts"),
-        "{mirrored}"
+    let mut mirror_command = context.mirror(&context.repo, &mirror);
+    mirror_command.args(["--targets", "gfx90a:sramecc+:xnack-"]);
+    insta::assert_snapshot!(
+        "mirror_of_components",
+        context.transcript(&mut mirror_command, &[])
     );
     assert_eq!(
         file_names(&mirror.join("pool/rocm-blas/5.5.1")),
@@ -478,17 +474,15 @@ fn verifies_and_mirrors_over_http() {
     ));
     let server = Server::start(repo);
 
-    let verified = run(&mut context.verify(&server.url));
-    assert!(
-        verified.contains("1 packages, 1 versions, 3 artifacts"),
-        "{verified}"
-    );
+    let server_mask = [(server.url.as_str(), "<SERVER>")];
+    let verified = context.transcript(&mut context.verify(&server.url), &server_mask);
+    insta::assert_snapshot!("verify_over_http", verified);
 
     let mirror = dir.join("mirror");
-    let mirrored = run(context
-        .mirror(&server.url, &mirror)
-        .args(["--targets", "gfx1030"]));
-    assert!(mirrored.contains("2 artifacts"), "{mirrored}");
+    let mut mirror_command = context.mirror(&server.url, &mirror);
+    mirror_command.args(["--targets", "gfx1030"]);
+    let mirrored = context.transcript(&mut mirror_command, &server_mask);
+    insta::assert_snapshot!("mirror_over_http", mirrored);
     assert!(mirror
         .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
         .exists());
