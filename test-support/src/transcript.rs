@@ -21,6 +21,21 @@ pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
     mask_key_ids(&mask_durations(&mask_times(&text)))
 }
 
+/// Replaces each `prefix` and the run of characters `part` accepts after
+/// it with `placeholder`: for what changes between runs after a fixed
+/// start (`0x4008`, a temporary directory's random suffix).
+pub fn mask_run(text: &str, prefix: &str, placeholder: &str, part: fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        out.push_str(placeholder);
+        rest = rest[at + prefix.len()..].trim_start_matches(part);
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Replaces every minisign key id (a word of 16 upper-case hexadecimal
 /// digits, new with every key pair) with `<KEYID>`.
 pub fn mask_key_ids(text: &str) -> String {
@@ -98,6 +113,15 @@ mod tests {
         assert_eq!(
             super::mask_times("expires 2026-12-23T13:43:42Z) é 2026-12-23"),
             "expires <TIME>) é 2026-12-23"
+        );
+    }
+
+    #[test]
+    fn a_run_after_its_prefix_is_masked() {
+        assert_eq!(
+            super::mask_run("at 0x4008, not 0x2000x", "0x", "<ADDR>", |c| c
+                .is_ascii_hexdigit()),
+            "at <ADDR>, not <ADDR>x"
         );
     }
 

@@ -286,13 +286,5 @@ extern "C" {
 
 /// `text` with every hexadecimal address (`0x4008`) masked as `<ADDR>`.
 fn mask_addresses(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("0x") {
-        out.push_str(&rest[..at]);
-        out.push_str("<ADDR>");
-        rest = rest[at + 2..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
-    }
-    out.push_str(rest);
-    out
+    kpack_test_support::mask_run(text, "0x", "<ADDR>", |c| c.is_ascii_hexdigit())
 }

@@ -84,16 +84,9 @@ fn pip_transcript(context: &TestContext, out: &Output) -> String {
 /// variant wheels (`kpack-get-variantsXXXXXX`) masked.
 fn mask_variant_dirs(text: &str) -> String {
     const PREFIX: &str = "kpack-get-variants";
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(PREFIX) {
-        let (before, after) = rest.split_at(at + PREFIX.len());
-        out.push_str(before);
-        out.push_str("<RANDOM>");
-        rest = after.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-    }
-    out.push_str(rest);
-    out
+    kpack_test_support::mask_run(text, PREFIX, "kpack-get-variants<RANDOM>", |c| {
+        c.is_ascii_alphanumeric()
+    })
 }
 
 /// Runs kpack-get, which must succeed; returns (stdout, stderr).
