@@ -174,14 +174,12 @@ impl Publisher {
         &self.store
     }
 
-    /// The name a new repository gets: its directory's name when that is a
-    /// valid name, else `kpack`.
+    /// The name a new repository gets: its directory's name (or its bucket
+    /// prefix's last segment) when that is a valid name, else `kpack`.
     fn default_name(&self) -> PackageName {
         self.store
-            .dir()
-            .and_then(|dir| fs::canonicalize(dir).ok())
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_lowercase()))
-            .and_then(|n| n.parse().ok())
+            .leaf_name()
+            .and_then(|n| n.to_lowercase().parse().ok())
             .unwrap_or_else(PackageName::fallback)
     }
 

@@ -9,6 +9,8 @@ mod s3;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
+
 use crate::address::Address;
 use crate::types::Timestamp;
 
@@ -192,6 +194,17 @@ impl Store {
         match self {
             Store::Dir(store) => Some(store.root()),
             Store::S3(_) => None,
+        }
+    }
+
+    /// The name of the place itself: a directory's own name, a bucket
+    /// prefix's last segment (the bucket's name for its root).
+    pub fn leaf_name(&self) -> Option<String> {
+        match self {
+            Store::Dir(store) => fs::canonicalize(store.root())
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+            Store::S3(store) => Some(store.leaf_name().to_owned()),
         }
     }
 

@@ -94,6 +94,15 @@ impl S3Store {
         }
     }
 
+    /// The last segment of the prefix, or the bucket's name for a bucket's
+    /// root.
+    pub fn leaf_name(&self) -> &str {
+        match self.prefix.trim_end_matches('/').rsplit('/').next() {
+            Some(segment) if !segment.is_empty() => segment,
+            _ => &self.bucket,
+        }
+    }
+
     fn error(&self, key: &str) -> impl FnOnce(opendal::Error) -> StoreError + '_ {
         let location = self.url(key);
         move |error| StoreError::S3 { location, error }

@@ -63,6 +63,13 @@ impl Bucket {
         command
     }
 
+    /// Runs `command` for a snapshot: [`TestContext::transcript`] with the
+    /// server's endpoint masked too.
+    fn transcript(&self, command: &mut Command) -> String {
+        self.context
+            .transcript(command, &[(&self.server.endpoint, "<ENDPOINT>")])
+    }
+
     fn root(&self) -> RootIndex {
         let bytes = self.server.get(BUCKET, "rocm/index.toml").unwrap();
         RootIndex::parse("index.toml", &String::from_utf8(bytes).unwrap()).unwrap()
@@ -104,14 +111,13 @@ fn a_manifest_is_built_into_a_bucket_and_verifies() {
     let bucket = Bucket::new();
     let mut build = build_rocm_rand(Path::new(&bucket.url()), &bucket.context.secret_key());
     bucket.server.env(&mut build);
-    let built = run(&mut build);
-    assert!(built.contains("in s3://kpack/rocm"), "{built}");
-    let verified = run(&mut bucket.verify(&bucket.url()));
-    assert!(verified.contains("signature good"), "{verified}");
+    insta::assert_snapshot!("bucket_build", bucket.transcript(&mut build));
+    let verify = &mut bucket.verify(&bucket.url());
+    insta::assert_snapshot!("bucket_verify", bucket.transcript(verify));
     // Read as a CDN serves it: plain HTTP, no credentials.
     let http = bucket.server.http_url(BUCKET, "rocm");
-    let verified = run(&mut bucket.verify(&http));
-    assert!(verified.contains("1 packages"), "{verified}");
+    let verify = &mut bucket.verify(&http);
+    insta::assert_snapshot!("bucket_verify_over_http", bucket.transcript(verify));
 
     let pool = bucket.pinned();
     assert!(!pool.is_empty());
@@ -148,8 +154,8 @@ fn concurrent_publishers_all_land() {
     let root = bucket.root();
     let names: Vec<String> = root.packages.keys().map(|n| n.to_string()).collect();
     assert_eq!(names, ["rocm-blas", "rocm-core", "rocm-fft", "rocm-rand"]);
-    let verified = run(&mut bucket.verify(&bucket.url()));
-    assert!(verified.contains("4 packages"), "{verified}");
+    let verified = bucket.transcript(&mut bucket.verify(&bucket.url()));
+    insta::assert_snapshot!(verified);
 }
 
 #[test]
@@ -383,8 +389,8 @@ fn a_large_artifact_goes_up_in_parts_and_a_cut_upload_leaves_nothing() {
     let headers = bucket.server.head(BUCKET, key);
     let etag = header(&headers, "etag").unwrap();
     assert!(etag.ends_with("-3\""), "a three-part upload's ETag: {etag}");
-    let verified = run(&mut bucket.verify(&bucket.url()));
-    assert!(verified.contains("2 packages"), "{verified}");
+    let verified = bucket.transcript(&mut bucket.verify(&bucket.url()));
+    insta::assert_snapshot!(verified);
 }
 
 #[test]
@@ -449,10 +455,10 @@ fn mirrors_go_from_a_directory_to_a_bucket_and_back() {
         .arg("--pubkey")
         .arg(context.public_key())
         .args(["--targets", "gfx1030"]);
-    let mirrored = run(&mut to_bucket);
-    assert!(mirrored.contains("2 artifacts"), "{mirrored}");
-    let verified = run(bucket.verify(&mirror_url).arg("--partial"));
-    assert!(verified.contains("1 artifacts not mirrored"), "{verified}");
+    let mirrored = bucket.transcript(&mut to_bucket);
+    insta::assert_snapshot!("mirror_to_bucket", mirrored);
+    let verified = bucket.transcript(bucket.verify(&mirror_url).arg("--partial"));
+    insta::assert_snapshot!("partial_verify_of_bucket", verified);
 
     let back = context.dir.path().join("back");
     let mut to_dir = bucket.kpack_repo(&["mirror", &mirror_url]);
@@ -461,9 +467,9 @@ fn mirrors_go_from_a_directory_to_a_bucket_and_back() {
         .arg("--pubkey")
         .arg(context.public_key())
         .args(["--targets", "gfx1030"]);
-    run(&mut to_dir);
-    let verified = run(context.verify(&back).arg("--partial"));
-    assert!(verified.contains("2 artifacts"), "{verified}");
+    insta::assert_snapshot!("mirror_from_bucket", bucket.transcript(&mut to_dir));
+    let verified = bucket.transcript(context.verify(&back).arg("--partial"));
+    insta::assert_snapshot!("partial_verify_from_bucket", verified);
     assert!(back
         .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
         .exists());
