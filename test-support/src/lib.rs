@@ -26,7 +26,7 @@ pub use tools::{
     find_tool, provided_files, provided_programs, python_venv, tool, tool_path, MissingTool,
     Origin, SearchPath, SETUP_COMMAND,
 };
-pub use transcript::{mask_run, mask_times, transcript};
+pub use transcript::{error_chain, mask_run, mask_times, transcript};
 
 /// A package shard whose version carries two components of device code,
 /// as rocBLAS does: per-processor and family kpack archives (`kernels`)

@@ -2,6 +2,7 @@
 //! stderr, with what differs between runs (temporary paths, ports, times)
 //! replaced by placeholders.
 
+use std::error::Error;
 use std::process::Output;
 
 /// Exit code, stdout and stderr; each `(text, placeholder)` of `masks`
@@ -19,6 +20,22 @@ pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
         text = text.replace(from, to);
     }
     mask_key_ids(&mask_durations(&mask_times(&text)))
+}
+
+/// A library error as the tools print it, for a snapshot: its message,
+/// then each cause on a `caused by:` line, each `(text, placeholder)` of
+/// `masks` replaced and key ids masked.
+pub fn error_chain(error: &dyn Error, masks: &[(&str, &str)]) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(&format!("\n  caused by: {next}"));
+        cause = next.source();
+    }
+    for (from, to) in masks {
+        text = text.replace(from, to);
+    }
+    mask_key_ids(&text)
 }
 
 /// Replaces each `prefix` and the run of characters `part` accepts after

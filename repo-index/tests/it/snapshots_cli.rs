@@ -2,31 +2,24 @@
 //! manifest, verify, mirror, and errors. The commands run in a temporary
 //! directory with relative paths; times are masked.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
+use crate::common::TestContext;
 use fs_err as fs;
-use kpack_test_support::transcript;
 
-fn kpack_repo(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpack-repo"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("KPACK_REPO_PASSWORD")
-        .output()
-        .unwrap()
+/// The transcript of `kpack-repo ARGS` in the context's directory.
+fn kpack_repo(context: &TestContext, args: &[&str]) -> String {
+    context.transcript(&mut context.kpack_repo(args), &[])
 }
 
 #[test]
 fn build_verify_and_mirror_of_rocrand() {
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
     let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
     let sources = kpack_test_support::fixtures().join("debian");
-    let keygen = kpack_repo(work.path(), &["keygen", "key", "--unencrypted"]);
-    insta::assert_snapshot!("keygen", transcript(&keygen, &[]));
+    let keygen = kpack_repo(&context, &["keygen", "key", "--unencrypted"]);
+    insta::assert_snapshot!("keygen", keygen);
 
     let build = kpack_repo(
-        work.path(),
+        &context,
         &[
             "build",
             "repo",
@@ -37,11 +30,11 @@ fn build_verify_and_mirror_of_rocrand() {
             "key.key",
         ],
     );
-    insta::assert_snapshot!("build", transcript(&build, &[]));
-    let verify = kpack_repo(work.path(), &["verify", "repo", "--pubkey", "key.pub"]);
-    insta::assert_snapshot!("verify", transcript(&verify, &[]));
+    insta::assert_snapshot!("build", build);
+    let verify = kpack_repo(&context, &["verify", "repo", "--pubkey", "key.pub"]);
+    insta::assert_snapshot!("verify", verify);
     let mirror = kpack_repo(
-        work.path(),
+        &context,
         &[
             "mirror",
             "repo",
@@ -52,25 +45,25 @@ fn build_verify_and_mirror_of_rocrand() {
             "gfx1030",
         ],
     );
-    insta::assert_snapshot!("mirror", transcript(&mirror, &[]));
+    insta::assert_snapshot!("mirror", mirror);
     let partial = kpack_repo(
-        work.path(),
+        &context,
         &["verify", "mirror", "--pubkey", "key.pub", "--partial"],
     );
-    insta::assert_snapshot!("verify_partial", transcript(&partial, &[]));
+    insta::assert_snapshot!("verify_partial", partial);
 }
 
 #[test]
 fn errors_say_what_and_where() {
-    let work = tempfile::tempdir().unwrap();
-    kpack_repo(work.path(), &["keygen", "key", "--unencrypted"]);
-    let missing = kpack_repo(work.path(), &["verify", "nowhere", "--pubkey", "key.pub"]);
-    insta::assert_snapshot!("verify_missing", transcript(&missing, &[]));
+    let context = TestContext::new();
+    kpack_repo(&context, &["keygen", "key", "--unencrypted"]);
+    let missing = kpack_repo(&context, &["verify", "nowhere", "--pubkey", "key.pub"]);
+    insta::assert_snapshot!("verify_missing", missing);
     fs::write(
-        work.path().join("bad.key"),
+        context.dir.path().join("bad.key"),
         "untrusted comment: x\nnot a key\n",
     )
     .unwrap();
-    let bad_key = kpack_repo(work.path(), &["sign", "repo", "--key", "bad.key"]);
-    insta::assert_snapshot!("sign_bad_key", transcript(&bad_key, &[]));
+    let bad_key = kpack_repo(&context, &["sign", "repo", "--key", "bad.key"]);
+    insta::assert_snapshot!("sign_bad_key", bad_key);
 }

@@ -156,6 +156,14 @@ impl TestContext {
         kpack_test_support::transcript(&output, &masks)
     }
 
+    /// `kpack-repo ARGS` run in the context's directory, so that relative
+    /// paths name its files.
+    pub fn kpack_repo(&self, args: &[&str]) -> Command {
+        let mut command = kpack_repo();
+        command.args(args).current_dir(self.dir.path());
+        command
+    }
+
     pub fn secret_key(&self) -> PathBuf {
         self.key.with_extension("key")
     }
