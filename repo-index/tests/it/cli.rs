@@ -94,20 +94,20 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
 
     run(kpack_repo_under_umask_022()
         .arg("add")
-        .arg(&repo)
+        .arg(repo)
         .args(["rocm-rand", "5.3.3"])
-        .args(rocm_rand_artifacts(&inputs))
+        .args(rocm_rand_artifacts(inputs))
         .arg("--key")
         .arg(&secret));
     run(kpack_repo_under_umask_022()
         .arg("sign")
-        .arg(&repo)
+        .arg(repo)
         .arg("--key")
         .arg(&secret));
     let verified = context.transcript(
         kpack_repo()
             .arg("verify")
-            .arg(&repo)
+            .arg(repo)
             .arg("--pubkey")
             .arg(&public),
         &[],
@@ -128,7 +128,7 @@ fn an_operators_stock_minisign_key_publishes_a_repository_a_web_server_can_read(
     );
 
     // Everything published is readable by a web server's own user.
-    let published = walk(&repo);
+    let published = walk(repo);
     assert!(published.len() >= 8, "{published:?}");
     for path in published {
         let expected = if path.is_dir() { 0o755 } else { 0o644 };
