@@ -12,40 +12,47 @@ use kpack_gpu::Target;
 use kpack_packer::elf::{FatElf, HipWrapper, HIPF_MAGIC, WRAPPER_SECTION};
 use object::{Object, ObjectSection};
 
-/// Debian's rocRAND, split with `kpack-pack split` into `work/split`.
+/// Debian's rocRAND, split with `kpack-pack split` into `split` of the
+/// context's directory.
 struct Rocrand {
-    work: tempfile::TempDir,
+    context: TestContext,
     original: PathBuf,
     split: PathBuf,
 }
 
 impl Rocrand {
     fn new() -> Rocrand {
-        let work = tempfile::tempdir().unwrap();
-        let original = unpack_rocrand(&work.path().join("deb"));
+        let context = TestContext::new();
+        let original = unpack_rocrand(&context.path().join("deb"));
         run(kpack_pack()
             .arg("split")
             .arg(&original)
             .arg("-o")
-            .arg(work.path().join("split")));
-        let split = work.path().join("split/librocrand.so.1.1");
+            .arg(context.path().join("split")));
+        let split = context.path().join("split/librocrand.so.1.1");
         Rocrand {
-            work,
+            context,
             original,
             split,
         }
     }
 
-    /// `kpack-pack materialize` for `targets` into `name`; its output.
-    fn materialize(&self, name: &str, targets: &str) -> (PathBuf, String) {
-        let out = self.work.path().join(name);
-        let stdout = run(kpack_pack()
-            .arg("materialize")
-            .arg(&self.split)
-            .arg("-o")
-            .arg(&out)
-            .args(["--targets", targets]));
-        (out, stdout)
+    /// `kpack-pack materialize` of the split library for `targets` into
+    /// `name`, with `more` arguments: where it went and its transcript.
+    fn materialize_with(&self, name: &str, targets: &str, more: &[&str]) -> (PathBuf, String) {
+        let out = self.context.path().join(name);
+        let mut command = self
+            .context
+            .kpack_pack(&["materialize", "split/librocrand.so.1.1"]);
+        command.args(["-o", name, "--targets", targets]).args(more);
+        (out, self.context.run(&mut command))
+    }
+
+    /// `kpack-pack materialize` for `targets` into `name`, which succeeds.
+    fn materialize(&self, name: &str, targets: &str) -> PathBuf {
+        let (out, transcript) = self.materialize_with(name, targets, &[]);
+        assert!(transcript.starts_with("exit: 0\n"), "{transcript}");
+        out
     }
 
     /// The original's code objects, by target.
@@ -104,8 +111,9 @@ fn wrappers(data: &[u8]) -> Vec<HipWrapper> {
 #[test]
 fn rocrand_materialized_holds_exactly_the_installed_processors_code() {
     let rocrand = Rocrand::new();
-    let (fat, stdout) = rocrand.materialize("fat.so", "gfx90a:sramecc+:xnack-,gfx1030");
-    assert!(stdout.contains("1 wrappers, 3 code objects"), "{stdout}");
+    let (fat, materialized) =
+        rocrand.materialize_with("fat.so", "gfx90a:sramecc+:xnack-,gfx1030", &[]);
+    insta::assert_snapshot!(materialized);
     let data = fs_err::read(&fat).unwrap();
     let original = rocrand.original_code();
     let expected: BTreeMap<Target, Vec<u8>> = original
@@ -142,8 +150,8 @@ fn rocrand_materialized_holds_exactly_the_installed_processors_code() {
 #[test]
 fn a_materialized_file_is_healthy_deterministic_and_splits_again() {
     let rocrand = Rocrand::new();
-    let (fat, _) = rocrand.materialize("fat.so", "gfx1030");
-    let (again, _) = rocrand.materialize("again.so", "gfx1030");
+    let fat = rocrand.materialize("fat.so", "gfx1030");
+    let again = rocrand.materialize("again.so", "gfx1030");
     assert_eq!(fs_err::read(&fat).unwrap(), fs_err::read(&again).unwrap());
     assert_eq!(health_warnings(&fat), Vec::<String>::new());
     // gdb finds no section at a library's entry point 0, in the original too.
@@ -151,7 +159,7 @@ fn a_materialized_file_is_healthy_deterministic_and_splits_again() {
         gdb_warnings(&fat).len(),
         gdb_warnings(&rocrand.original).len()
     );
-    let stripped = rocrand.work.path().join("stripped.so");
+    let stripped = rocrand.context.path().join("stripped.so");
     strip_copy(&fat, &stripped);
     assert_eq!(
         code_of(&fs_err::read(&stripped).unwrap()),
@@ -167,34 +175,19 @@ fn a_materialized_file_is_healthy_deterministic_and_splits_again() {
             .mode()
     );
     // Split again, it loads its gfx1030 code through the new marker.
-    let resplit = rocrand.work.path().join("resplit");
-    run(kpack_pack().arg("split").arg(&fat).arg("-o").arg(&resplit));
-    let verify = run(kpack_pack()
-        .arg("verify")
-        .arg(&resplit)
-        .args(["--target", "gfx1030"])
-        .arg("--original")
-        .arg(&rocrand.original));
-    assert!(
-        verify.contains("1 code objects loaded, 0 failures")
-            && verify.contains("1 code objects byte-equal"),
-        "{verify}"
-    );
+    let context = &rocrand.context;
+    run(&mut context.kpack_pack(&["split", "fat.so", "-o", "resplit"]));
+    let mut verify = context.kpack_pack(&["verify", "resplit", "--target", "gfx1030"]);
+    verify.arg("--original").arg(&rocrand.original);
+    insta::assert_snapshot!(context.run(&mut verify));
 }
 
 #[test]
 fn a_target_without_code_gets_a_bundle_with_the_host_entry_only() {
     let rocrand = Rocrand::new();
-    let out = rocrand.work.path().join("fat.so");
-    let stdout = run(kpack_pack()
-        .arg("materialize")
-        .arg(&rocrand.split)
-        .arg("-o")
-        .arg(&out)
-        .args(["--targets", "gfx1100", "--archives"])
-        .arg(rocrand.work.path().join("split/.kpack")));
-    assert!(stdout.contains("1 wrappers without code"), "{stdout}");
-    let fat = out;
+    let (fat, materialized) =
+        rocrand.materialize_with("fat.so", "gfx1100", &["--archives", "split/.kpack"]);
+    insta::assert_snapshot!(materialized);
     let data = fs_err::read(&fat).unwrap();
     assert_eq!(code_of(&data), BTreeMap::from([(0, BTreeMap::new())]));
     let (_, _, section) = fatbin(&data);
@@ -208,48 +201,26 @@ fn a_target_without_code_gets_a_bundle_with_the_host_entry_only() {
 #[test]
 fn archives_come_from_a_directory_when_asked() {
     let rocrand = Rocrand::new();
-    let moved = rocrand.work.path().join("elsewhere");
-    fs_err::rename(rocrand.work.path().join("split/.kpack"), &moved).unwrap();
-    let out = rocrand.work.path().join("fat.so");
-    let refused = kpack_pack()
-        .arg("materialize")
-        .arg(&rocrand.split)
-        .arg("-o")
-        .arg(&out)
-        .args(["--targets", "gfx1030"])
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
+    let dir = rocrand.context.path();
+    fs_err::rename(dir.join("split/.kpack"), dir.join("elsewhere")).unwrap();
+    let (out, refused) = rocrand.materialize_with("fat.so", "gfx1030", &[]);
+    insta::assert_snapshot!("archives_moved_away", refused);
     assert!(!out.exists());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("no archive found for gfx1030"),
-        "{refused:?}"
-    );
-    let stdout = run(kpack_pack()
-        .arg("materialize")
-        .arg(&rocrand.split)
-        .arg("-o")
-        .arg(&out)
-        .args(["--targets", "gfx1030", "--archives"])
-        .arg(&moved));
-    assert!(stdout.contains("1 code objects for gfx1030"), "{stdout}");
+    let (_, materialized) =
+        rocrand.materialize_with("fat.so", "gfx1030", &["--archives", "elsewhere"]);
+    insta::assert_snapshot!("archives_from_elsewhere", materialized);
 }
 
 #[test]
 fn a_file_that_is_not_split_is_refused() {
     let rocrand = Rocrand::new();
-    let refused = kpack_pack()
-        .arg("materialize")
+    let context = &rocrand.context;
+    let mut materialize = context.kpack_pack(&["materialize"]);
+    materialize
         .arg(&rocrand.original)
-        .arg("-o")
-        .arg(rocrand.work.path().join("x.so"))
-        .args(["--targets", "gfx1030"])
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("not a binary kpack-pack split"), "{stderr}");
-    assert!(!rocrand.work.path().join("x.so").exists());
+        .args(["-o", "x.so", "--targets", "gfx1030"]);
+    insta::assert_snapshot!(context.run(&mut materialize));
+    assert!(!context.path().join("x.so").exists());
 }
 
 /// The jax wheel's libraries, whose bundles are CCOB-compressed: each

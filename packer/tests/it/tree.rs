@@ -17,7 +17,8 @@ fn mode(path: &Path) -> u32 {
 
 #[test]
 fn splits_the_rocrand_package_tree() {
-    let work = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
+    let work = &context.dir;
     let input = work.path().join("deb");
     let library = unpack_rocrand(&input);
     // A fat binary under a name that does not look like a library, and a
@@ -39,13 +40,9 @@ fn splits_the_rocrand_package_tree() {
     .unwrap();
     let output = work.path().join("split");
 
-    let stdout = run(kpack_pack()
-        .arg("split")
-        .arg(&input)
-        .arg("-o")
-        .arg(&output)
-        .args(["--group", "rocm"]));
-    assert!(stdout.contains("binaries split 2, targets 7"), "{stdout}");
+    let split =
+        context.run(&mut context.kpack_pack(&["split", "deb", "-o", "split", "--group", "rocm"]));
+    insta::assert_snapshot!("rocrand_tree_split", split);
 
     let lib = output.join("usr/lib/x86_64-linux-gnu");
     // The symlink is still a symlink with the same target.
@@ -86,13 +83,8 @@ fn splits_the_rocrand_package_tree() {
     assert_eq!(archive.kernel_count(), 4);
 
     // verify loads every wrapper for every target through the markers.
-    let verified = run(kpack_pack().arg("verify").arg(&output));
-    assert!(
-        verified.contains(
-            "2 split binaries, 2 wrappers, 7 targets: 14 code objects loaded, 0 failures"
-        ),
-        "{verified}"
-    );
+    let verified = context.run(&mut context.kpack_pack(&["verify", "split"]));
+    insta::assert_snapshot!("rocrand_tree_verify", verified);
 
     // The split library finds its archives from its own directory.
     let standin = work.path().join("hip");
@@ -113,27 +105,13 @@ fn splits_the_rocrand_package_tree() {
     // longer reaches .kpack/, and verify says so for every target.
     fs_err::create_dir(lib.join("deeper")).unwrap();
     fs_err::copy(lib.join("librocrand.so.1.1"), lib.join("deeper/moved.so")).unwrap();
-    let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
-    assert_eq!(result.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&result.stdout);
-    assert_eq!(stdout.matches("FAIL").count(), 7, "{stdout}");
-    assert!(
-        stdout.contains("deeper/moved.so bundle 0 for gfx803: no kpack archive found"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(
-            "3 split binaries, 3 wrappers, 7 targets: 14 code objects loaded, 7 failures"
-        ),
-        "{stdout}"
-    );
+    let verified = context.run(&mut context.kpack_pack(&["verify", "split"]));
+    insta::assert_snapshot!("rocrand_tree_verify_moved", verified);
 
     // A corrupt archive is an error naming it.
     fs_err::write(output.join(".kpack/rocm_gfx803.kpack"), b"garbage").unwrap();
-    let result = kpack_pack().arg("verify").arg(&output).output().unwrap();
-    assert_eq!(result.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert!(stderr.contains("rocm_gfx803.kpack"), "{stderr}");
+    let verified = context.run(&mut context.kpack_pack(&["verify", "split"]));
+    insta::assert_snapshot!("rocrand_tree_verify_corrupt", verified);
 }
 
 /// `kpack-pack` run under the common umask 022, whatever the test's own.
@@ -214,7 +192,8 @@ fn refuses_an_existing_output() {
     fs_err::create_dir_all(work.path().join("out")).unwrap();
     let error =
         split_tree_with(&input, &work.path().join("out"), &TreeOptions::new("rocm")).unwrap_err();
-    assert!(error.to_string().contains("out"), "{error}");
+    let dir = work.path().display().to_string();
+    insta::assert_snapshot!(kpack_test_support::error_chain(&error, &[(&dir, "<DIR>")]));
 }
 
 /// Builds a tree with a fat binary that cannot be split (a wrapper points
