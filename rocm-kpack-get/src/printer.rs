@@ -120,6 +120,25 @@ pub fn saving(part: u64, full: u64) -> String {
     format!("{} of {}: {saved}% saved", size(part), size(full))
 }
 
+/// What an install fetched of the `part` it needed (of a fat install's
+/// `full`), `cached` of it taken from the cache: "downloaded 696.7 KiB
+/// (7.8 MiB from the cache); 8.4 MiB of 10.2 MiB: 17% saved".
+pub fn fetched(part: u64, full: u64, cached: u64) -> String {
+    match cached.min(part) {
+        0 => format!("downloaded {}", saving(part, full)),
+        all if all == part => format!(
+            "nothing downloaded (all from the cache); {}",
+            saving(part, full)
+        ),
+        some => format!(
+            "downloaded {} ({} from the cache); {}",
+            size(part - some),
+            size(some),
+            saving(part, full)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +152,22 @@ mod tests {
             "2.1 MiB of 9.8 MiB: 78% saved"
         );
         assert_eq!(saving(0, 0), "0 B of 0 B: 0% saved");
+    }
+
+    #[test]
+    fn fetched_says_what_came_from_the_cache() {
+        let (part, full) = (2_202_009, 10_276_044);
+        assert_eq!(
+            fetched(part, full, 0),
+            "downloaded 2.1 MiB of 9.8 MiB: 78% saved"
+        );
+        assert_eq!(
+            fetched(part, full, part),
+            "nothing downloaded (all from the cache); 2.1 MiB of 9.8 MiB: 78% saved"
+        );
+        assert_eq!(
+            fetched(part, full, 1 << 20),
+            "downloaded 1.1 MiB (1.0 MiB from the cache); 2.1 MiB of 9.8 MiB: 78% saved"
+        );
     }
 }

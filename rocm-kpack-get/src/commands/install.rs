@@ -14,7 +14,7 @@ use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Failure};
-use crate::printer::{artifact_json, artifact_line, saving, size};
+use crate::printer::{artifact_json, artifact_line, fetched, saving, size};
 use crate::progress::{Bars, Lines};
 
 /// What to install: packages asked for, or newer versions of installed
@@ -114,6 +114,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         ));
         return Ok(());
     }
+    let cached = plan
+        .size()
+        .saturating_sub(plan.download_size(&context.cache));
     download(context, &client, &repos, &plan)?;
     let applied = prefix.apply(&lock, &package_installs(context, &repos, &plan), &[])?;
     let verb = if upgrading { "upgraded" } else { "installed" };
@@ -125,10 +128,10 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         printer.line(format!("{verb} {} {}{from}", package.name, package.version));
     }
     printer.line(format!(
-        "{} files into {}; downloaded {}",
+        "{} files into {}; {}",
         applied.files_added,
         prefix.root().display(),
-        saving(plan.size(), plan.full_size())
+        fetched(plan.size(), plan.full_size(), cached)
     ));
     if plan.layout == Layout::Fat {
         printer.line(format!(
