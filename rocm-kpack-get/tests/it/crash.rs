@@ -554,35 +554,22 @@ fn two_installs_at_once_take_turns() {
             stderr(out)
         );
     }
-    let stdouts: Vec<String> = outs
-        .iter()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .collect();
-    let installed = stdouts
-        .iter()
-        .filter(|s| s.contains("installed rocm-rand 5.3.3"))
-        .count();
-    let nothing = stdouts
-        .iter()
-        .filter(|s| s.contains("nothing to do: already installed"))
-        .count();
-    assert_eq!((installed, nothing), (1, 1), "{stdouts:#?}");
-    let waited = outs
-        .iter()
-        .filter(|o| stderr(o).contains("waiting for another kpack-get"))
-        .count();
-    assert_eq!(
-        waited,
-        1,
-        "one waited: {:#?}",
-        outs.iter().map(stderr).collect::<Vec<_>>()
-    );
+    // One installs; the other waits, then finds it done.
+    insta::assert_snapshot!(both(&context, &outs));
     // The one that waited planned after the other had installed.
     assert_eq!(
         pool_gets(server),
         [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
     );
     installed_once(env);
+}
+
+/// The transcripts of two commands run at once, in sorted order (which ran
+/// first varies).
+fn both(context: &TestContext, outs: &[std::process::Output; 2]) -> String {
+    let mut transcripts = outs.each_ref().map(|o| context.transcript(o));
+    transcripts.sort();
+    transcripts.join("\n")
 }
 
 /// With --no-wait, the install that finds the prefix locked says so and
@@ -606,23 +593,11 @@ fn two_installs_at_once_with_no_wait_one_is_refused() {
         "{:#?}",
         outs.iter().map(stderr).collect::<Vec<_>>()
     );
-    let refused = refused[0];
-    assert_eq!(refused.status.code(), Some(7), "{}", stderr(refused));
-    let text = stderr(refused);
-    let prefix = env.prefix.display().to_string();
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("error:") && l.contains(&prefix)),
-        "names the prefix: {text}"
-    );
-    assert!(text.contains("hint:"), "{text}");
-    assert!(!text.contains("panicked"), "{text}");
-    assert!(String::from_utf8_lossy(&ok[0].stdout).contains("installed rocm-rand 5.3.3"));
+    insta::assert_snapshot!("no_wait_both", both(&context, &outs));
     installed_once(env);
     // The refused one changed nothing: a later install finds it done.
-    let out = output(&mut context.kpack_get(&["--target", TARGET, "install", "rocm-rand"]));
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to do"));
+    let later = context.run(&mut context.kpack_get(&["--target", TARGET, "install", "rocm-rand"]));
+    insta::assert_snapshot!("no_wait_later", later);
 }
 
 /// A remove started while an install holds the prefix waits for it, then
@@ -652,22 +627,11 @@ fn a_remove_started_during_an_install_waits_and_then_removes() {
     let remove = output(env.command().args(["--no-progress", "remove", "rocm-rand"]));
     let install = install.wait_with_output().unwrap();
     assert!(install.status.success(), "{}", stderr(&install));
-    assert!(
-        remove.status.success(),
-        "{}\n{}",
-        remove.status,
-        stderr(&remove)
-    );
-    assert!(
-        stderr(&remove).contains("waiting for another kpack-get"),
-        "{}",
-        stderr(&remove)
-    );
-    assert!(String::from_utf8_lossy(&remove.stdout).contains("removed rocm-rand 5.3.3"));
+    insta::assert_snapshot!("remove_waited", context.transcript(&remove));
     let left = settled(snapshot(&env.prefix), false);
     assert!(left.is_empty(), "{left:#?}");
-    let list = success(env.command().arg("list"));
-    assert!(list.contains("nothing installed"), "{list}");
+    let list = context.run(env.command().arg("list"));
+    insta::assert_snapshot!("list_after_remove", list);
 }
 
 /// Builds `tests/c/fsync_log.c` into a library to preload (once per test
