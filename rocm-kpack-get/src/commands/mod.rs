@@ -131,6 +131,13 @@ impl From<RepoError> for Failure {
 
 impl From<InstallError> for Failure {
     fn from(error: InstallError) -> Failure {
+        if let InstallError::NotADirectory {
+            owner: Some(owner), ..
+        } = &error
+        {
+            let hint = format!("the packages conflict; nothing was changed: remove {owner} first, or install into another --prefix");
+            return Failure::new(Exit::Failure, error).hint(hint);
+        }
         let (code, hint) = match &error {
             InstallError::Locked { .. } => (
                 Exit::Locked,
@@ -141,7 +148,7 @@ impl From<InstallError> for Failure {
             | InstallError::NotAnArchive { .. }
             | InstallError::TooLarge { .. } => (
                 Exit::Verification,
-                Some("the package would write outside the prefix or through a link; nothing was installed; report it to the repository's maintainers"),
+                Some("the package is unsafe or malformed; nothing was installed; report it to the repository's maintainers"),
             ),
             InstallError::Unowned { .. }
             | InstallError::NotADirectory { owner: None, .. }

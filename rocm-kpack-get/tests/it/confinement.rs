@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 
 use crate::common::hostile::{publish_forged, publish_tree, tree, zero_bomb, Entry, Forged};
-use crate::common::{describe, failed, output, snapshot, success};
+use crate::common::{describe, output, snapshot, success};
 use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
@@ -108,25 +108,27 @@ fn link_chain(levels: usize) -> Vec<Entry> {
 #[test]
 fn a_kpack_artifact_placed_through_chained_links_replaces_nothing_outside() {
     let rig = Rig::new();
-    // Staged four levels below the prefix, five links up reach the home.
+    // Staged four levels below the prefix, five links up reach the home. A
+    // valid archive, so that where it goes is all that is wrong with it.
+    let archive = fs_err::read(
+        rig.repo
+            .dir
+            .join(crate::common::pool("rocrand_gfx90a.kpack")),
+    )
+    .unwrap();
     publish_forged(
         &rig.repo,
         "hostile",
         "1.0.0",
         &[
             Forged::tree("host.tar.zst", tree(&link_chain(5))),
-            Forged::kpack(
-                "keys.kpack",
-                b"ssh-ed25519 AAAA attacker\n".to_vec(),
-                "up5/outside/authorized_keys",
-            ),
+            Forged::kpack("keys.kpack", archive, "up5/outside/authorized_keys"),
         ],
     );
     let outside = rig.outside();
     let out = rig.run(&["install", "hostile"]);
     assert_eq!(rig.outside(), outside, "{}", describe(&out));
-    let stderr = failed(&out, 5);
-    assert!(stderr.contains("refused"), "{stderr}");
+    insta::assert_snapshot!(rig.transcript(&out));
     assert_eq!(
         fs_err::read(rig.env.home.path().join("outside/authorized_keys")).unwrap(),
         b"ssh-ed25519 AAAA owner\n"
@@ -149,9 +151,7 @@ fn a_kpack_artifact_that_is_no_archive_is_refused() {
         )],
     );
     let out = rig.run(&["install", "not-an-archive"]);
-    let stderr = failed(&out, 5);
-    assert!(stderr.contains("not a kpack archive"), "{stderr}");
-    assert!(stderr.contains("keys.kpack"), "{stderr}");
+    insta::assert_snapshot!(rig.transcript(&out));
     assert!(!rig.env.prefix.join(".kpack/keys.kpack").exists());
     rig.assert_usable();
 }
@@ -184,23 +184,19 @@ fn links_chained_across_packages_never_lead_a_later_write_or_remove_outside() {
         &["remove", "later"],
         &["remove", "chain"],
     ];
-    let mut refusals = Vec::new();
+    let mut transcripts = Vec::new();
     for step in steps {
         let out = rig.run(step);
-        if !out.status.success() {
-            refusals.push(failed(&out, out.status.code().unwrap()));
-        }
+        transcripts.push(format!(
+            "$ kpack-get {}\n{}",
+            step.join(" "),
+            rig.transcript(&out)
+        ));
         assert_eq!(rig.outside(), outside, "{step:?}: {}", describe(&out));
         rig.assert_usable();
     }
     // The chain is refused for where its link leads, not its text.
-    assert!(
-        refusals
-            .iter()
-            .any(|stderr| stderr.contains("up1 links to a/b/..")
-                && stderr.contains("outside the prefix")),
-        "{refusals:#?}"
-    );
+    insta::assert_snapshot!(transcripts.join("\n"));
 }
 
 #[test]
@@ -263,8 +259,7 @@ fn kpack_gets_own_bookkeeping_cannot_be_shipped() {
     let before = rig.prefix();
     for name in trees.iter().chain(&installs).map(|(name, _)| *name) {
         let out = rig.run(&["install", name]);
-        let stderr = failed(&out, 5);
-        assert!(stderr.contains("bookkeeping"), "{name}: {stderr}");
+        insta::assert_snapshot!(name, rig.transcript(&out));
         assert_eq!(rig.prefix(), before, "{name}");
         rig.assert_usable();
         // The next change runs as usual.
@@ -297,10 +292,9 @@ fn conflicts_with_files_in_the_prefix_are_found_before_the_commit_point() {
     }
     rig.ok(&["install", "rocm-rand"]);
     let before = rig.prefix();
-    for (name, _, conflict) in &cases {
+    for (name, _, _) in &cases {
         let out = rig.run(&["install", name]);
-        let stderr = failed(&out, 1);
-        assert!(stderr.contains(conflict), "{name}: {stderr}");
+        insta::assert_snapshot!(*name, rig.transcript(&out));
         assert_eq!(rig.prefix(), before, "{name}");
         rig.assert_usable();
     }
@@ -329,13 +323,9 @@ fn a_tree_bomb_stops_at_its_unpack_limit_and_leaves_nothing() {
         "1.0.0",
         &[Forged::tree("bomb.tar.zst", bomb).with_field("unpacked-size = 4096")],
     );
-    for (name, limit) in [("old-shard-bomb", 64u64 << 20), ("lying-bomb", 4096)] {
+    for name in ["old-shard-bomb", "lying-bomb"] {
         let out = rig.run(&["install", name]);
-        let stderr = failed(&out, 5);
-        assert!(
-            stderr.contains(&format!("unpacks to more than {limit} bytes")),
-            "{name}: {stderr}"
-        );
+        insta::assert_snapshot!(name, rig.transcript(&out));
         assert!(
             rig.prefix().keys().all(|p| p.starts_with(".kpack")),
             "{name}: {:?}",
