@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use kpack_test_support::chain::{kpack_repo_exe, pool_gets, success, Env};
+use kpack_test_support::chain::{kpack_repo_exe, output, pool_gets, success, Env};
 use kpack_test_support::server::TestServer;
 use kpack_test_support::{run, tool, workspace};
 
@@ -155,6 +155,20 @@ fn build(work: &Path) -> String {
     )
 }
 
+/// `text` with the size of each host tree masked: the libraries in them
+/// are compiled here, and their size varies with the C toolchain.
+fn mask_host_tree_sizes(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.split_once("  pool/") {
+            Some((size, rest)) if rest.ends_with("-host.tar.zst") => {
+                let marker = if size.starts_with('*') { "*" } else { " " };
+                format!("{marker}     <SIZE>  pool/{rest}\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect()
+}
+
 /// The order `build` announced.
 fn announced_order(stdout: &str) -> Vec<String> {
     let line = stdout
@@ -209,34 +223,33 @@ fn the_reduced_stack_publishes_in_one_update_and_installs_rocm_solver_for_gfx110
     let server = TestServer::start(&work.join("repo"));
     let env = Env::new();
     let key = work.join("key.pub");
-    let info = success(&mut env.with_repo(&server.url(), &key, &["info", "rocm-solver"]));
-    assert!(info.contains("rocm-solver 5.5.1+deb.7 (rocm)"), "{info}");
-    assert!(
-        info.contains("depends: hip-runtime >=4.5.2, rocm-blas >=5.5.1\n"),
-        "{info}"
-    );
-    assert!(
-        info.contains("system requires (not installed by kpack-get): libc6 (>= 2.38), libfmt10 (>= 10.1.1+ds1), libgcc-s1 (>= 3.0), libstdc++6 (>= 13.1)\n"),
-        "{info}"
-    );
+    let info = output(&mut env.with_repo(&server.url(), &key, &["info", "rocm-solver"]));
+    let url = server.url();
+    let info = kpack_test_support::transcript(&info, &[(&url, "<URL>")]);
+    insta::assert_snapshot!(mask_host_tree_sizes(&info));
     let stdout = success(&mut env.with_repo(
         &server.url(),
         &key,
         &["--target", "gfx1100", "install", "rocm-solver"],
     ));
-    for installed in [
-        "amd-comgr 6.0.0+git.20231212.4510.c.28.dfsg.deb.3.b.2",
-        "hip-runtime 5.7.1+deb.6.deb.13.u.1",
-        "hsa-kmt 6.2.4+ds.deb.1",
-        "hsa-runtime 6.1.2+deb.3",
-        "rocm-blas 5.5.1+dfsg.deb.7",
-        "rocm-solver 5.5.1+deb.7",
-    ] {
-        assert!(
-            stdout.contains(&format!("installed {installed}\n")),
-            "{stdout}"
-        );
-    }
+    // The sizes vary with the C toolchain that made the libraries: what
+    // was installed, in order, is checked.
+    let installed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("installed "))
+        .collect();
+    assert_eq!(
+        installed,
+        [
+            "installed amd-comgr 6.0.0+git.20231212.4510.c.28.dfsg.deb.3.b.2",
+            "installed hip-runtime 5.7.1+deb.6.deb.13.u.1",
+            "installed hsa-kmt 6.2.4+ds.deb.1",
+            "installed hsa-runtime 6.1.2+deb.3",
+            "installed rocm-blas 5.5.1+dfsg.deb.7",
+            "installed rocm-solver 5.5.1+deb.7",
+        ],
+        "{stdout}"
+    );
     let mut expected = vec![
         "pool/amd-comgr/6.0.0+git.20231212.4510.c.28.dfsg.deb.3.b.2/amd-comgr-6.0.0+git.20231212.4510.c.28.dfsg.deb.3.b.2-host.tar.zst".to_owned(),
         "pool/hip-runtime/5.7.1+deb.6.deb.13.u.1/hip-runtime-5.7.1+deb.6.deb.13.u.1-host.tar.zst".to_owned(),
