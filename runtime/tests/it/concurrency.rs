@@ -22,14 +22,14 @@ fn code_object(binary: usize, target: usize) -> Vec<u8> {
 }
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    _context: TestContext,
     archive: CString,
     binary_path: CString,
     marker: Vec<u8>,
 }
 
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
     let keys: Vec<String> = (0..BINARIES)
         .map(|b| format!("lib/libmany.so#{b}"))
         .collect();
@@ -38,8 +38,8 @@ fn fixture() -> Fixture {
         .map(|(b, t)| (keys[b].as_str(), TARGETS[t], code_object(b, t)))
         .collect();
     let bytes = write_archive(Compression::DEFAULT, "gfx110X", &TARGETS, &contents);
-    fs::create_dir_all(dir.path().join(".kpack")).unwrap();
-    let archive = dir.path().join(".kpack/many_gfx110X.kpack");
+    fs::create_dir_all(context.path(".kpack")).unwrap();
+    let archive = context.path(".kpack/many_gfx110X.kpack");
     fs::write(&archive, bytes).unwrap();
     let marker = Marker {
         search_paths: vec![".kpack/many_gfx110X.kpack".into()],
@@ -47,9 +47,9 @@ fn fixture() -> Fixture {
     };
     Fixture {
         archive: CString::new(archive.to_str().unwrap()).unwrap(),
-        binary_path: CString::new(dir.path().join("libmany.so").to_str().unwrap()).unwrap(),
+        binary_path: CString::new(context.path("libmany.so").to_str().unwrap()).unwrap(),
         marker: marker.to_bytes(),
-        _dir: dir,
+        _context: context,
     }
 }
 

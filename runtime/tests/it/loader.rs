@@ -6,26 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::*;
 use fs_err as fs;
-use rocm_kpack::{Compression, Error, ErrorCode, Loader, LoaderConfig, Marker};
+use rocm_kpack::{Error, ErrorCode, Loader, LoaderConfig, Marker};
 
 fn marker(paths: &[&str]) -> Marker {
     Marker {
         search_paths: paths.iter().map(|p| p.to_string()).collect(),
         kernel_name: "lib/libx.so".into(),
     }
-}
-
-fn write(path: &Path, arches: &[&str], text: &str) {
-    let contents: Vec<_> = arches
-        .iter()
-        .map(|a| ("lib/libx.so#0", *a, format!("{text} {a}").into_bytes()))
-        .collect();
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(
-        path,
-        write_archive(Compression::DEFAULT, arches[0], arches, &contents),
-    )
-    .unwrap();
 }
 
 /// A loader whose debug lines are collected.
@@ -39,12 +26,6 @@ fn loader(config: LoaderConfig) -> (Loader, Arc<Mutex<Vec<String>>>) {
         ..config
     };
     (Loader::new(config), lines)
-}
-
-/// `error` with its causes, `dir` masked as `<DIR>`.
-fn masked(error: &dyn std::error::Error, dir: &Path) -> String {
-    let dir = dir.display().to_string();
-    kpack_test_support::error_chain(error, &[(&dir, "<DIR>")])
 }
 
 fn text(bytes: Vec<u8>) -> String {
@@ -95,18 +76,10 @@ fn rocm_kpack_path_replaces_every_other_candidate() {
 
 #[test]
 fn opens_candidates_lazily_and_caches_archives() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        &dir.path().join(".kpack/k_gfx1100.kpack"),
-        &["gfx1100"],
-        "first",
-    );
-    write(
-        &dir.path().join(".kpack/k_gfx1101.kpack"),
-        &["gfx1101"],
-        "second",
-    );
-    let binary = dir.path().join("libx.so");
+    let context = TestContext::new();
+    context.archive(".kpack/k_gfx1100.kpack", &["gfx1100"], "first");
+    context.archive(".kpack/k_gfx1101.kpack", &["gfx1101"], "second");
+    let binary = context.path("libx.so");
     let m = marker(&[".kpack/k_@GFXARCH@.kpack"]);
     let (loader, lines) = loader(LoaderConfig::default());
 
@@ -133,20 +106,16 @@ fn opens_candidates_lazily_and_caches_archives() {
 
 #[test]
 fn finds_an_archive_installed_after_a_failed_load() {
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("lib")).unwrap();
-    let binary = dir.path().join("lib/libx.so");
+    let context = TestContext::new();
+    fs::create_dir(context.path("lib")).unwrap();
+    let binary = context.path("lib/libx.so");
     let m = marker(&["../.kpack/k_@GFXARCH@.kpack"]);
     let loader = Loader::new(LoaderConfig::default());
     let error = loader.load(&m, &binary, 0, &[t("gfx1030")]).unwrap_err();
     assert_eq!(error.code(), ErrorCode::ArchiveNotFound);
-    insta::assert_snapshot!(masked(&error, dir.path()));
+    insta::assert_snapshot!(context.error(&error));
 
-    write(
-        &dir.path().join(".kpack/k_gfx1030.kpack"),
-        &["gfx1030"],
-        "late",
-    );
+    context.archive(".kpack/k_gfx1030.kpack", &["gfx1030"], "late");
     assert_eq!(
         text(loader.load(&m, &binary, 0, &[t("gfx1030")]).unwrap()),
         "late gfx1030"
@@ -155,42 +124,37 @@ fn finds_an_archive_installed_after_a_failed_load() {
 
 #[test]
 fn arch_not_found_lists_what_the_archives_offer() {
-    let dir = tempfile::tempdir().unwrap();
-    write(&dir.path().join("fixed.kpack"), &["gfx90a:xnack+"], "plus");
+    let context = TestContext::new();
+    context.archive("fixed.kpack", &["gfx90a:xnack+"], "plus");
     let loader = Loader::new(LoaderConfig::default());
     let error = loader
         .load(
             &marker(&["fixed.kpack"]),
-            &dir.path().join("libx.so"),
+            &context.path("libx.so"),
             0,
             &[t("gfx90a:xnack-")],
         )
         .unwrap_err();
     assert_eq!(error.code(), ErrorCode::ArchNotFound);
-    insta::assert_snapshot!(masked(&error, dir.path()));
+    insta::assert_snapshot!(context.error(&error));
 }
 
 #[test]
 fn a_corrupt_candidate_is_skipped_and_logged() {
-    let dir = tempfile::tempdir().unwrap();
-    fs::write(
-        dir.path().join("a.kpack"),
-        b"KPAK but not really an archive",
-    )
-    .unwrap();
-    write(&dir.path().join("b.kpack"), &["gfx1100"], "good");
+    let context = TestContext::new();
+    fs::write(context.path("a.kpack"), b"KPAK but not really an archive").unwrap();
+    context.archive("b.kpack", &["gfx1100"], "good");
     let (loader, lines) = loader(LoaderConfig::default());
     let got = loader
         .load(
             &marker(&["a.kpack", "b.kpack"]),
-            &dir.path().join("libx.so"),
+            &context.path("libx.so"),
             0,
             &[t("gfx1100")],
         )
         .unwrap();
     assert_eq!(text(got), "good gfx1100");
-    let dir = dir.path().display().to_string();
-    let logged = lines.lock().unwrap().join("\n").replace(&dir, "<DIR>");
+    let logged = context.mask(&lines.lock().unwrap().join("\n"));
     insta::assert_snapshot!(logged);
 }
 
@@ -198,13 +162,13 @@ fn a_corrupt_candidate_is_skipped_and_logged() {
 /// until a writer came) is skipped at once for the next candidate.
 #[test]
 fn a_fifo_candidate_is_skipped_for_the_next() {
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("a.kpack");
+    let context = TestContext::new();
+    let fifo = context.path("a.kpack");
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    write(&dir.path().join("b.kpack"), &["gfx1100"], "good");
+    context.archive("b.kpack", &["gfx1100"], "good");
     let (loader, lines) = loader(LoaderConfig::default());
-    let binary = dir.path().join("libx.so");
+    let binary = context.path("libx.so");
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let got = loader.load(
@@ -248,21 +212,17 @@ fn disabled_loader_refuses_and_empty_arch_list_is_invalid() {
 
 #[test]
 fn archives_beside_the_expanded_paths_are_searched_last() {
-    let dir = tempfile::tempdir().unwrap();
+    let context = TestContext::new();
     // A family archive matches the marker's pattern without being named by
     // any expansion for gfx1101.
-    write(
-        &dir.path().join(".kpack/rocm_gfx110X-all.kpack"),
+    context.archive(
+        ".kpack/rocm_gfx110X-all.kpack",
         &["gfx1100", "gfx1101"],
         "family",
     );
-    write(
-        &dir.path().join(".kpack/rocm_gfx90a.kpack"),
-        &["gfx90a:xnack-"],
-        "mi210",
-    );
-    fs::write(dir.path().join(".kpack/notes.txt"), b"not an archive").unwrap();
-    let binary = dir.path().join("libx.so");
+    context.archive(".kpack/rocm_gfx90a.kpack", &["gfx90a:xnack-"], "mi210");
+    fs::write(context.path(".kpack/notes.txt"), b"not an archive").unwrap();
+    let binary = context.path("libx.so");
     let m = marker(&[".kpack/rocm_@GFXARCH@.kpack"]);
     let loader = Loader::new(LoaderConfig::default());
     assert_eq!(

@@ -294,8 +294,8 @@ fn named_entries_keep_their_key_and_metadata() {
 #[test]
 fn named_entries_are_read_through_the_c_api_by_their_key() {
     let data = code_object(11, 5000);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rocm_gfx90a.kpack");
+    let context = TestContext::new();
+    let path = context.path("rocm_gfx90a.kpack");
     fs_err::write(&path, database_archive(Compression::DEFAULT, &data)).unwrap();
     let key = "rocblas/gfx90a:xnack-/Kernels.so-000-gfx90a-xnack-.hsaco";
     assert_eq!(

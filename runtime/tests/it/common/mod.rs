@@ -1,14 +1,55 @@
-//! Helpers shared by the runtime's integration tests.
+//! What the runtime's integration tests share: the test context (a
+//! temporary directory of archives and the mask that makes messages about
+//! them snapshots), archives written in memory, the reference fixtures.
 
 use std::path::PathBuf;
 
+use fs_err as fs;
+pub use kpack_test_support::fixtures;
 use rocm_kpack::{capi, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, ErrorCode, Target};
 
-/// `../shared/fixtures` beside the checkout (or `$KPACK_FIXTURES`).
-pub fn fixtures() -> PathBuf {
-    std::env::var_os("KPACK_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
+/// The one context a runtime test works in, as uv's `TestContext`: a
+/// temporary directory for archives and the binaries that name them.
+pub struct TestContext {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestContext {
+    pub fn new() -> TestContext {
+        TestContext {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    /// `relative` under the directory.
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    /// An archive at `relative` for `arches` (the first names its family)
+    /// holding `"TEXT ARCH"` as `lib/libx.so#0` for each; its path.
+    pub fn archive(&self, relative: &str, arches: &[&str], text: &str) -> PathBuf {
+        let contents: Vec<_> = arches
+            .iter()
+            .map(|a| ("lib/libx.so#0", *a, format!("{text} {a}").into_bytes()))
+            .collect();
+        let path = self.path(relative);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let bytes = write_archive(Compression::DEFAULT, arches[0], arches, &contents);
+        fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// `text` with the directory masked as `<DIR>`.
+    pub fn mask(&self, text: &str) -> String {
+        text.replace(&self.dir.path().display().to_string(), "<DIR>")
+    }
+
+    /// `error` with its causes, the directory masked.
+    pub fn error(&self, error: &dyn std::error::Error) -> String {
+        let dir = self.dir.path().display().to_string();
+        kpack_test_support::error_chain(error, &[(&dir, "<DIR>")])
+    }
 }
 
 pub fn reference(name: &str) -> PathBuf {
