@@ -33,3 +33,22 @@ pub fn uv_venv(dir: &Path, cache: &Path) -> PathBuf {
     );
     python
 }
+
+/// `command` (a kpack-get run in a test environment whose home is `home`)
+/// as a pip post-install hook runs: the test environment's uv and python
+/// first on `PATH`, uv's cache in `home`, pip caching nothing, and no
+/// active virtual environment or rocm-bootstrap variables unless a test
+/// sets them.
+pub fn with_python_tools<'a>(command: &'a mut Command, home: &Path) -> &'a mut Command {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![python_venv().join("bin")];
+    dirs.extend(std::env::split_paths(&path));
+    command
+        .env("PATH", std::env::join_paths(dirs).expect("PATH entries"))
+        .env("UV_CACHE_DIR", home.join("uv-cache"))
+        .env("PIP_NO_CACHE_DIR", "1")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
+        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION")
+}

@@ -5,7 +5,7 @@
 //! GPU's variant wheel. Offline: a find-links directory, `--no-deps`.
 
 use kpack_test_support::python_venv;
-use kpack_test_support::venv::{pip_venv, uv_venv};
+use kpack_test_support::venv::{pip_venv, uv_venv, with_python_tools};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -36,15 +36,7 @@ fn installed_archives(python: &Path) -> Vec<String> {
 /// with pip) on PATH.
 fn kpack(env: &Env) -> Command {
     let mut command = env.command();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![python_venv().join("bin")];
-    dirs.extend(std::env::split_paths(&path));
-    command
-        .env("PATH", std::env::join_paths(dirs).unwrap())
-        .env("UV_CACHE_DIR", env.home.path().join("uv-cache"))
-        .env_remove("VIRTUAL_ENV")
-        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
-        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
+    with_python_tools(&mut command, env.home.path());
     command
 }
 

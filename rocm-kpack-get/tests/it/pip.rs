@@ -3,7 +3,7 @@
 //! network). GPUs come from `--target` and rocm-bootstrap's variables.
 
 use kpack_test_support::python_venv;
-use kpack_test_support::venv::{pip_venv, uv_venv};
+use kpack_test_support::venv::{pip_venv, uv_venv, with_python_tools};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -45,16 +45,7 @@ fn installed_build(python: &Path) -> String {
 /// rocm-bootstrap variables unless a test sets them.
 fn kpack(env: &Env) -> Command {
     let mut command = env.command();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![python_venv().join("bin")];
-    dirs.extend(std::env::split_paths(&path));
-    command
-        .env("PATH", std::env::join_paths(dirs).unwrap())
-        .env("UV_CACHE_DIR", env.home.path().join("uv-cache"))
-        .env("PIP_NO_CACHE_DIR", "1")
-        .env_remove("VIRTUAL_ENV")
-        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
-        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
+    with_python_tools(&mut command, env.home.path());
     command
 }
 

@@ -7,7 +7,7 @@
 //! kpack-aware runtime beside the distribution; RECORD always matching
 //! the files, uninstalls leaving nothing, uv's cache never written.
 
-use kpack_test_support::venv::pip_venv;
+use kpack_test_support::venv::{pip_venv, with_python_tools};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -121,18 +121,7 @@ fn pip(python: &Path) -> Command {
 fn kpack(env: &Env) -> Command {
     let mut command = env.command();
     command.env_remove("KPACK_GET_LAYOUT");
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![python_venv().join("bin")];
-    dirs.extend(std::env::split_paths(&path));
-    command
-        .env("PATH", std::env::join_paths(dirs).unwrap())
-        .env("UV_CACHE_DIR", env.home.path().join("uv-cache"))
-        .env("UV_LINK_MODE", "hardlink")
-        .env("PIP_NO_CACHE_DIR", "1")
-        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-        .env_remove("VIRTUAL_ENV")
-        .env_remove("ROCM_BOOTSTRAP_FORCE_GFX_ARCH")
-        .env_remove("ROCM_BOOTSTRAP_DISABLE_DETECTION");
+    with_python_tools(&mut command, env.home.path()).env("UV_LINK_MODE", "hardlink");
     command
 }
 
