@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 the command failed, 2 bad usage.
 #![allow(clippy::print_stdout)]
 
+mod archive_args;
 mod inspect;
 mod materialize;
 mod split;
@@ -43,13 +44,6 @@ enum Command {
     /// wheels.
     #[command(subcommand)]
     Wheel(wheel::WheelCommand),
-}
-
-/// How archives store code objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum CompressionArg {
-    Zstd,
-    None,
 }
 
 /// How archives group code objects.
@@ -93,9 +87,4 @@ pub fn main() -> ExitCode {
 /// A path argument, for messages.
 fn shown(path: &std::path::Path) -> String {
     path.display().to_string()
-}
-
-/// `--memory`: what a split's code objects in flight may use.
-fn memory_budget(text: &str) -> Result<kpack_packer::pipeline::MemoryBudget, String> {
-    kpack_packer::pipeline::MemoryBudget::parse(text)
 }

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
-use super::{shown, CompressionArg, GroupByArg};
+use super::archive_args::ArchiveArgs;
+use super::{shown, GroupByArg};
 use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::input::MappedFile;
@@ -34,38 +35,13 @@ pub struct SplitArgs {
     /// metadata.
     #[arg(long)]
     pack_databases: bool,
-    /// Archive group name (`<group>_<processor>.kpack`).
-    #[arg(long, default_value = "rocm")]
-    group: String,
-    /// How archives store code objects.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3)]
-    level: i32,
+    #[command(flatten)]
+    archive: ArchiveArgs,
     /// One archive per processor (found by the runtime through
     /// `@GFXARCH@`), or per family (`<group>_gfx110X-all.kpack`, named in
     /// the markers).
     #[arg(long, value_enum, default_value = "processor")]
     group_by: GroupByArg,
-    /// Sign every archive with this minisign secret key (`<archive>.minisig`);
-    /// a password-protected key's password is read from
-    /// `KPACK_SIGN_PASSWORD`.
-    #[arg(long, value_name = "SECRET_KEY")]
-    sign: Option<PathBuf>,
-    /// Memory the code objects being compressed may use (256M, 1G):
-    /// fewer run at once with less; about 40 MiB per thread.
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = super::memory_budget)]
-    memory: kpack_packer::pipeline::MemoryBudget,
-}
-
-/// Loads the signing key before any work, so a bad key fails fast.
-fn signer(args: &SplitArgs) -> anyhow::Result<Option<Signer>> {
-    args.sign
-        .as_deref()
-        .map(|key| Signer::from_file(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
-        .transpose()
-        .map_err(Into::into)
 }
 
 fn sign_all(signer: Option<&Signer>, archives: &[WrittenArchive]) -> anyhow::Result<()> {
@@ -79,14 +55,9 @@ fn sign_all(signer: Option<&Signer>, archives: &[WrittenArchive]) -> anyhow::Res
 }
 
 pub fn run(args: SplitArgs) -> anyhow::Result<()> {
-    if args.group.is_empty() || args.group.contains(['/', '\\']) {
-        bail!("invalid group name {:?}", args.group);
-    }
-    let compression = match args.compression {
-        CompressionArg::Zstd => Compression::Zstd { level: args.level },
-        CompressionArg::None => Compression::None,
-    };
-    let signer = signer(&args)?;
+    let group = args.archive.group()?;
+    let compression = args.archive.compression();
+    let signer = args.archive.signer()?;
     if args.input.is_dir() {
         return run_tree(&args, compression, signer.as_ref());
     }
@@ -103,7 +74,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         .into_owned();
     let grouping = args.group_by.into();
     let Some(binary) = FatBinary::parse(data, &name, |targets| {
-        Grouping::search_paths(grouping, &args.group, ".kpack/", targets)
+        Grouping::search_paths(grouping, group, ".kpack/", targets)
     })
     .with_context(|| format!("cannot split {}", shown(input)))?
     else {
@@ -117,13 +88,8 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     if same_file(input, &host) {
         bail!("the output {} would overwrite the input", shown(&host));
     }
-    let mut archives = ArchiveSet::new(
-        &args.output.join(".kpack"),
-        &args.group,
-        grouping,
-        compression,
-    )
-    .with_budget(args.memory);
+    let mut archives = ArchiveSet::new(&args.output.join(".kpack"), group, grouping, compression)
+        .with_budget(args.archive.memory);
     archives.add(&binary.units(), |bytes| mapped.release(bytes))?;
     let archives = archives.finish()?;
     let host_bytes = binary.write_host_like(data, mapped.file(), &host, input)?;
@@ -156,8 +122,8 @@ fn run_tree(
             DatabaseMode::Payloads
         },
         payload_dir: args.payloads.clone(),
-        budget: args.memory,
-        ..TreeOptions::new(&args.group)
+        budget: args.archive.memory,
+        ..TreeOptions::new(args.archive.group()?)
     };
     let report = split_tree_with(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;

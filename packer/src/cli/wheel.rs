@@ -2,11 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use rocm_kpack::Compression;
+use anyhow::Context;
 
-use super::{shown, CompressionArg};
-use kpack_packer::sign::Signer;
+use super::archive_args::ArchiveArgs;
+use super::shown;
 use kpack_packer::wheel::{split_wheel, WheelOptions};
 
 #[derive(Debug, clap::Subcommand)]
@@ -27,31 +26,14 @@ pub struct SplitArgs {
     /// Directory the wheels are written to (created if needed).
     #[arg(short, long)]
     output: PathBuf,
-    /// Archive group name (`<group>_<processor>.kpack`).
-    #[arg(long, default_value = "rocm")]
-    group: String,
-    /// How archives store code objects.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: CompressionArg,
-    /// zstd level.
-    #[arg(long, default_value_t = 3)]
-    level: i32,
-    /// Sign every archive with this minisign secret key
-    /// (`<archive>.minisig` beside it in its device wheel); a
-    /// password-protected key's password is read from
-    /// `KPACK_SIGN_PASSWORD`.
-    #[arg(long, value_name = "SECRET_KEY")]
-    sign: Option<PathBuf>,
+    #[command(flatten)]
+    archive: ArchiveArgs,
     /// Also write a PEP 825 variant wheel per processor (the host wheel's
     /// content plus that processor's archive, labelled with the processor,
     /// `amd :: gfx_arch :: <processor>` in its `variant.json`) and the
     /// release's `{name}-{version}-variants.json`.
     #[arg(long)]
     variants: bool,
-    /// Memory the code objects being compressed may use (256M, 1G):
-    /// fewer run at once with less; about 40 MiB per thread.
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = super::memory_budget)]
-    memory: kpack_packer::pipeline::MemoryBudget,
 }
 
 pub fn run(command: WheelCommand) -> anyhow::Result<()> {
@@ -61,9 +43,7 @@ pub fn run(command: WheelCommand) -> anyhow::Result<()> {
 }
 
 fn split(args: SplitArgs) -> anyhow::Result<()> {
-    if args.group.is_empty() || args.group.contains(['/', '\\']) {
-        bail!("invalid group name {:?}", args.group);
-    }
+    let group = args.archive.group()?.to_owned();
     let source_date_epoch =
         match std::env::var("SOURCE_DATE_EPOCH") {
             Ok(value) => Some(value.trim().parse::<i64>().with_context(|| {
@@ -71,21 +51,13 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
             })?),
             Err(_) => None,
         };
-    let signer = args
-        .sign
-        .as_deref()
-        .map(|key| Signer::from_file(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
-        .transpose()?;
     let options = WheelOptions {
-        group: args.group.clone(),
-        compression: match args.compression {
-            CompressionArg::Zstd => Compression::Zstd { level: args.level },
-            CompressionArg::None => Compression::None,
-        },
+        group,
+        compression: args.archive.compression(),
         source_date_epoch,
-        signer,
+        signer: args.archive.signer()?,
         variants: args.variants,
-        budget: args.memory,
+        budget: args.archive.memory,
     };
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;

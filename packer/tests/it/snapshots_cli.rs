@@ -93,3 +93,22 @@ fn wheel_split_not_zip() {
     let mut split = context.kpack_pack(&["wheel", "split", name, "-o", "dist2"]);
     insta::assert_snapshot!(context.run(&mut split));
 }
+
+/// A group that could not be part of a file name is refused by `split`
+/// and `wheel split` alike, before anything is read or written.
+#[test]
+fn a_group_with_a_slash_is_refused() {
+    let context = TestContext::new();
+    for (command, name) in [
+        ("split", "split_group_with_a_slash"),
+        ("wheel", "wheel_group_with_a_slash"),
+    ] {
+        let mut args = vec![command];
+        if command == "wheel" {
+            args.push("split");
+        }
+        args.extend(["missing-input", "-o", "out", "--group", "a/b"]);
+        insta::assert_snapshot!(name, context.run(&mut context.kpack_pack(&args)));
+        assert!(!context.path().join("out").exists());
+    }
+}
