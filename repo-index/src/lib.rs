@@ -12,6 +12,7 @@
 //! does not.
 
 pub mod address;
+mod bytes;
 pub mod debian;
 pub mod families;
 pub mod fetch;
@@ -33,6 +34,7 @@ pub mod types;
 pub mod unpacked;
 pub mod verify;
 
+pub use bytes::ByteSize;
 pub use families::Families;
 pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError, Selection};
 pub use schema::{

@@ -3,6 +3,8 @@
 
 use std::io::{IsTerminal, Write};
 
+use kpack_repo_index::ByteSize;
+
 /// How much to say, and in what form.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
@@ -70,22 +72,6 @@ pub fn write_err(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
-/// Bytes for people: `2.1 MiB`.
-pub fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 /// An artifact for a listing: size, path, and for device code the targets
 /// it serves and its component (`[gfx1100] tensile`).
 pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
@@ -96,7 +82,7 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
         ),
         _ => String::new(),
     };
-    format!("{:>10}  {}{device}", size(artifact.size), artifact.path)
+    format!("{:>10}  {}{device}", ByteSize(artifact.size), artifact.path)
 }
 
 /// An artifact for `--json`: path, kind, size, hash, targets, component.
@@ -117,7 +103,7 @@ pub fn saving(part: u64, full: u64) -> String {
         .saturating_mul(100)
         .checked_div(full)
         .unwrap_or(0);
-    format!("{} of {}: {saved}% saved", size(part), size(full))
+    format!("{} of {}: {saved}% saved", ByteSize(part), ByteSize(full))
 }
 
 /// What an install fetched of the `part` it needed (of a fat install's
@@ -132,8 +118,8 @@ pub fn fetched(part: u64, full: u64, cached: u64) -> String {
         ),
         some => format!(
             "downloaded {} ({} from the cache); {}",
-            size(part - some),
-            size(some),
+            ByteSize(part - some),
+            ByteSize(some),
             saving(part, full)
         ),
     }
@@ -144,9 +130,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_read_like_people_write_them() {
-        assert_eq!(size(512), "512 B");
-        assert_eq!(size(2_202_009), "2.1 MiB");
+    fn saving_says_what_share_of_a_fat_install_is_left_out() {
         assert_eq!(
             saving(2_202_009, 10_276_044),
             "2.1 MiB of 9.8 MiB: 78% saved"

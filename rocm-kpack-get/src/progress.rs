@@ -6,9 +6,9 @@ use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kpack_repo_index::fetch::Progress;
-use kpack_repo_index::Sha256;
+use kpack_repo_index::{ByteSize, Sha256};
 
-use crate::printer::{size, write_err, Printer};
+use crate::printer::{write_err, Printer};
 
 /// Bars on a terminal.
 #[derive(Debug)]
@@ -118,7 +118,7 @@ impl Progress for Lines {
         if let Some((name, total)) = entry {
             if !self.printer.quiet && !self.printer.json {
                 let how = if cached { "cached" } else { "downloaded" };
-                write_err(&format!("{how} {name} ({})", size(total)));
+                write_err(&format!("{how} {name} ({})", ByteSize(total)));
             }
         }
     }

@@ -13,6 +13,7 @@ use kpack_repo_index::publish::{Publisher, Staged};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::PackageName;
+use kpack_repo_index::ByteSize;
 
 use super::build::{build, BuildError};
 use super::manifest::Resolved;
@@ -177,10 +178,10 @@ fn run(
                 overall.inc(1);
                 let line = match &result {
                     Ok((staged, took)) => format!(
-                        "built {} {}: {:.1} MiB in {:.1} s",
+                        "built {} {}: {} in {:.1} s",
                         resolved.new.name,
                         resolved.new.version,
-                        staged.bytes() as f64 / 1048576.0,
+                        ByteSize(staged.bytes()),
                         took.as_secs_f64()
                     ),
                     Err(_) => {

@@ -27,6 +27,7 @@ use kpack_repo_index::tidy::collect_garbage;
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::unpacked::verify_unpacked_sizes;
 use kpack_repo_index::verify::verify_repository_with;
+use kpack_repo_index::ByteSize;
 
 /// Builds, signs and checks kpack repositories.
 #[derive(Debug, Parser)]
@@ -468,7 +469,7 @@ fn build_command(
     println!(
         "published {} packages ({}) in {repo} as one root update (repo version {}, {})",
         report.built.len(),
-        mib(bytes),
+        ByteSize(bytes),
         root.repo.version,
         if key.is_some() { "signed" } else { "unsigned" }
     );
@@ -525,9 +526,9 @@ fn gc_command(GcArgs { repo, grace, yes }: GcArgs, storage: &StorageArgs) -> any
     let roots: Vec<String> = collected.roots.iter().map(u64::to_string).collect();
     println!("roots still readable: {}", roots.join(", "));
     for object in &collected.garbage {
-        println!("  {} ({})", object.key, mib(object.size));
+        println!("  {} ({})", object.key, ByteSize(object.size));
     }
-    let (files, bytes) = (collected.garbage.len(), mib(collected.bytes()));
+    let (files, bytes) = (collected.garbage.len(), ByteSize(collected.bytes()));
     if yes {
         println!("deleted {files} files ({bytes}) from {repo}");
     } else {
@@ -538,15 +539,10 @@ fn gc_command(GcArgs { repo, grace, yes }: GcArgs, storage: &StorageArgs) -> any
         println!(
             "kept {} unpinned files ({}) younger than the grace period",
             collected.young.len(),
-            mib(young)
+            ByteSize(young)
         );
     }
     Ok(())
-}
-
-/// Bytes in MiB, for reports.
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / 1048576.0)
 }
 
 fn sign_command(SignArgs { repo, key }: SignArgs, storage: &StorageArgs) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Context, Exit, Failure};
-use crate::printer::size;
+use kpack_repo_index::ByteSize;
 
 pub fn clean(context: &Context) -> Result<(), Failure> {
     let report = context.cache.clean().map_err(|e| {
@@ -15,7 +15,7 @@ pub fn clean(context: &Context) -> Result<(), Failure> {
     context.printer.line(format!(
         "removed {} files ({}) from {}",
         report.files,
-        size(report.bytes),
+        ByteSize(report.bytes),
         context.cache.root().display()
     ));
     context

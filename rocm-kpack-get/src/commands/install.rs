@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
-use kpack_repo_index::{Explanation, PackageName, Request};
+use kpack_repo_index::{ByteSize, Explanation, PackageName, Request};
 use rocm_kpack_get::install::plan::{make_plan, Plan};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
@@ -14,7 +14,7 @@ use rocm_kpack_get::repo::Repo;
 use serde_json::json;
 
 use super::{parse_request, Context, Failure};
-use crate::printer::{artifact_json, artifact_line, fetched, saving, size};
+use crate::printer::{artifact_json, artifact_line, fetched, saving};
 use crate::progress::{Bars, Lines};
 
 /// What to install: packages asked for, or newer versions of installed
@@ -336,7 +336,7 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
     if dry_run {
         printer.line(format!(
             "would download {} (downloads {})",
-            size(plan.download_size(&context.cache)),
+            ByteSize(plan.download_size(&context.cache)),
             saving(plan.size(), plan.full_size())
         ));
     }

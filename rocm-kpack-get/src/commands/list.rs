@@ -1,5 +1,6 @@
 //! `list`: what is installed in the prefix.
 
+use kpack_repo_index::ByteSize;
 use serde_json::json;
 
 use super::{Context, Failure};
@@ -22,7 +23,7 @@ pub fn list(context: &Context) -> Result<(), Failure> {
             package.version,
             package.repo,
             package.files.len(),
-            crate::printer::size(size),
+            ByteSize(size),
             if package.targets.is_empty() {
                 "no GPU: host parts only".to_owned()
             } else {
