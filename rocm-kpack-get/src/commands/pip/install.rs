@@ -8,7 +8,7 @@ use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::installer::{resolver, Installer};
 use rocm_kpack_get::pip::links::{sources, Fetcher, LinkedFile};
-use rocm_kpack_get::pip::requirement::Requirement;
+use rocm_kpack_get::pip::requirement::{file_url, Requirement};
 use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
 use rocm_kpack_get::pip::PipError;
 use serde_json::json;
@@ -26,6 +26,9 @@ struct Chosen {
     label: String,
     /// The file or URL it came from.
     source: String,
+    /// The `file://` URL of its copy under the plain name, which the
+    /// installer is given.
+    staged: String,
 }
 
 /// Replaces requirements that have variant wheels in the installer's
@@ -70,6 +73,7 @@ fn choose_variants(
                 chosen.push(Chosen {
                     name,
                     label,
+                    staged: file_url(&file),
                     source: match &wheel.link.location {
                         LinkedFile::File(path) => path.display().to_string(),
                         LinkedFile::Url(url) => url.to_string(),
@@ -90,9 +94,20 @@ struct Job<'a> {
     options: &'a PipOptions,
     dry_run: bool,
     args: &'a [String],
+    variants: &'a [Chosen],
 }
 
 impl Job<'_> {
+    /// The requirements given to the installer as the user reads them: a
+    /// chosen variant by where it came from, not by its temporary copy.
+    fn shown(&self, texts: &[String]) -> String {
+        let mut shown = texts.join(" ");
+        for variant in self.variants {
+            shown = shown.replace(&variant.staged, &variant.source);
+        }
+        shown
+    }
+
     /// Installs requirements resolved with their extras by pip's report.
     fn install_resolved(
         &self,
@@ -121,7 +136,7 @@ impl Job<'_> {
         };
         self.context.printer.line(format!(
             "{verb} {} with {}",
-            texts.join(" "),
+            self.shown(&texts),
             self.installer.describe()
         ));
         let resolved = json!(resolved.iter().map(Resolved::json).collect::<Vec<_>>());
@@ -161,7 +176,7 @@ impl Job<'_> {
         if self.dry_run {
             printer.line(format!(
                 "would install {} with {}, then the device extras it offers",
-                texts.join(" "),
+                self.shown(&texts),
                 self.installer.describe()
             ));
             return Ok(json!({ "requirements": texts }));
@@ -169,7 +184,7 @@ impl Job<'_> {
         self.installer.install(&texts, self.args)?;
         printer.line(format!(
             "installed {} with {}",
-            texts.join(" "),
+            self.shown(&texts),
             self.installer.describe()
         ));
         Ok(json!({ "requirements": texts, "sync": self.sync()? }))
@@ -212,6 +227,7 @@ pub fn install(
         options,
         dry_run,
         args,
+        variants: &variants,
     };
     let installed = match resolver(&env) {
         Ok(pip) => job.install_resolved(pip, &requirements)?,
