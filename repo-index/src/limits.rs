@@ -88,12 +88,16 @@ pub enum Cap {
     Signature(u64),
     /// The exact size the signed index pins.
     Pinned(u64),
+    /// None: a file nothing bounds (a wheel a package index links to),
+    /// read under the low-speed limit only.
+    Unbounded,
 }
 
 impl Cap {
     pub fn bytes(self) -> u64 {
         match self {
             Cap::Index(bytes) | Cap::Signature(bytes) | Cap::Pinned(bytes) => bytes,
+            Cap::Unbounded => u64::MAX,
         }
     }
 
@@ -118,6 +122,7 @@ impl fmt::Display for Cap {
             Cap::Index(bytes) => write!(f, "the {bytes}-byte cap on index files (max-index-size)"),
             Cap::Signature(bytes) => write!(f, "the {bytes}-byte cap on signatures"),
             Cap::Pinned(bytes) => write!(f, "the {bytes} bytes the signed index pins"),
+            Cap::Unbounded => write!(f, "no cap"),
         }
     }
 }

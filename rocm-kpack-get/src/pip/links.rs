@@ -5,8 +5,9 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use kpack_repo_index::fetch::{Client, Mirror, Progress};
+use kpack_repo_index::limits::Cap;
 use kpack_wheel::DistName;
 use reqwest::Url;
 
@@ -89,55 +90,29 @@ pub fn sources(args: &[String]) -> Vec<LinkSource> {
     out
 }
 
-/// Reads sources and downloads what is chosen.
-#[derive(Debug)]
+/// Reads pages and downloads files through the one fetch path of
+/// [`Client`]: the retries, resume, failover and low-speed limit every
+/// other download gets; retries are told to the progress.
 pub struct Fetcher {
-    http: Option<reqwest::blocking::Client>,
+    client: Client,
+    progress: Box<dyn Progress>,
 }
 
-impl Default for Fetcher {
-    fn default() -> Self {
-        Self::new()
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("client", &self.client)
+            .finish_non_exhaustive()
     }
 }
 
 impl Fetcher {
-    /// A fetcher; the HTTP client is made when first needed.
-    pub fn new() -> Fetcher {
-        Fetcher { http: None }
-    }
-
-    fn client(&mut self) -> Result<&reqwest::blocking::Client, PipError> {
-        let client = match self.http.take() {
-            Some(client) => client,
-            None => {
-                // The ring provider, installed once per process.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::blocking::Client::builder()
-                    .connect_timeout(Duration::from_secs(30))
-                    .timeout(None)
-                    .user_agent(concat!("kpack-get/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|source| PipError::Http {
-                        url: String::new(),
-                        source,
-                    })?
-            }
-        };
-        Ok(self.http.insert(client))
-    }
-
-    fn get(&mut self, url: &Url) -> Result<reqwest::blocking::Response, PipError> {
-        let http_error = |source| PipError::Http {
-            url: url.to_string(),
-            source,
-        };
-        let response = self.client()?.get(url.clone()).send().map_err(http_error)?;
-        response.error_for_status().map_err(http_error)
+    pub fn new(client: Client, progress: Box<dyn Progress>) -> Fetcher {
+        Fetcher { client, progress }
     }
 
     /// The files a source offers for `dist` (everything a page or directory
-    /// lists; the project page of an index).
+    /// lists; the project page of an index); none when the page is absent.
     pub fn links(&mut self, source: &LinkSource, dist: &DistName) -> Result<Vec<Link>, PipError> {
         let page = match source {
             LinkSource::Dir(dir) => return dir_links(dir),
@@ -150,19 +125,18 @@ impl Fetcher {
                     })?
             }
         };
-        let response = match self.get(&page) {
-            Err(PipError::Http { source, .. })
-                if source.status() == Some(reqwest::StatusCode::NOT_FOUND) =>
-            {
-                return Ok(Vec::new())
-            }
-            other => other?,
-        };
-        let html = response.text().map_err(|source| PipError::Http {
-            url: page.to_string(),
-            source,
-        })?;
-        Ok(anchors(&html, &page))
+        let (mirror, rest) = split_url(&page);
+        let cap = Cap::Index(self.client.options().limits.index_size);
+        let fetched = self
+            .client
+            .fetch_optional(&[mirror], &rest, cap, self.progress.as_ref())
+            .map_err(|source| PipError::Fetch {
+                url: page.to_string(),
+                source,
+            })?;
+        Ok(fetched.map_or_else(Vec::new, |html| {
+            anchors(&String::from_utf8_lossy(&html), &page)
+        }))
     }
 
     /// The file of a link on this machine: itself, or downloaded into `dir`
@@ -176,19 +150,45 @@ impl Fetcher {
                 }
             }
             LinkedFile::Url(url) => {
-                let mut response = self.get(url)?;
+                let fetch_error = |source| PipError::Fetch {
+                    url: url.to_string(),
+                    source,
+                };
+                let (mirror, rest) = split_url(url);
                 let mut file = fs_err::File::create(&target).map_err(PipError::Io)?;
-                response
-                    .copy_to(&mut file)
-                    .map_err(|source| PipError::Http {
+                let found = self
+                    .client
+                    .stream(
+                        &[mirror],
+                        &rest,
+                        Cap::Unbounded,
+                        &mut file,
+                        self.progress.as_ref(),
+                    )
+                    .map_err(fetch_error)?;
+                if !found {
+                    return Err(PipError::Gone {
                         url: url.to_string(),
-                        source,
-                    })?;
+                    });
+                }
                 file.flush().map_err(PipError::Io)?;
             }
         }
         Ok(target)
     }
+}
+
+/// `url` as the fetch path takes it: a base (up to its path's last `/`)
+/// and the rest (the last segment and the query), fragment dropped.
+fn split_url(url: &Url) -> (Mirror, String) {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    let text = url.as_str();
+    let path_end = text.find('?').unwrap_or(text.len());
+    let cut = text[..path_end]
+        .rfind('/')
+        .map_or(path_end, |slash| slash + 1);
+    (Mirror::Http(text[..cut].to_owned()), text[cut..].to_owned())
 }
 
 fn dir_links(dir: &Path) -> Result<Vec<Link>, PipError> {

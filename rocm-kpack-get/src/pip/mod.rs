@@ -97,12 +97,18 @@ pub enum PipError {
     },
     /// A page or file could not be fetched.
     #[error("cannot fetch {url}")]
-    Http {
+    Fetch {
         /// What was asked for.
         url: String,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: kpack_repo_index::fetch::ClientError,
+    },
+    /// A file a page links to is not there (HTTP 404 or 410).
+    #[error("{url}: not found, though a page links to it")]
+    Gone {
+        /// The file's URL.
+        url: String,
     },
     /// A file or directory could not be read or written.
     #[error(transparent)]

@@ -474,6 +474,48 @@ fn install_picks_a_variant_from_a_package_index_over_http() {
     );
 }
 
+/// A package index that fails the project page once and cuts the variant
+/// wheel halfway: the install rides it out as every other download does,
+/// saying so, and takes no byte of the wheel twice.
+#[test]
+fn install_retries_a_flaky_package_index_and_resumes_a_cut_wheel() {
+    use crate::common::server::Fault;
+    let context = TestContext::new();
+    let env = &context.env;
+    let server = serve_demo(&env.home.path().join("www"));
+    let wheel = "files/demo-1.0-py3-none-any-gfx1100.whl";
+    let size = fs_err::metadata(env.home.path().join("www").join(wheel))
+        .unwrap()
+        .len();
+    server.fault("simple/demo/", Fault::Status500 { times: 1 });
+    server.fault(
+        wheel,
+        Fault::ResetAfter {
+            after: size / 2,
+            times: 1,
+        },
+    );
+    let python = pip_venv(&env.home.path().join("venv"));
+    let mut command = kpack(env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
+    let url = server.url();
+    let out = output(&mut command);
+    let text = context.transcript_masking(&out, &[(&url, "<INDEX>")]);
+    insta::assert_snapshot!(text);
+    assert_eq!(installed_build(&python), "gfx1100");
+    let ranges: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == wheel)
+        .map(|r| r.range.clone())
+        .collect();
+    assert_eq!(ranges, [None, Some(format!("bytes={}-", size / 2))]);
+    assert_eq!(server.bytes_sent(wheel), size);
+}
+
 #[test]
 fn install_picks_the_null_variant_from_a_find_links_page_without_a_gpu() {
     let context = TestContext::new();

@@ -19,6 +19,7 @@ use super::sync::sync_environment;
 use super::{environment, machine, Machine};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Exit, Failure};
+use crate::progress::Lines;
 
 /// A variant wheel chosen for a requirement.
 struct Chosen {
@@ -41,15 +42,17 @@ fn choose_variants(
     args: &[String],
     dir: &std::path::Path,
 ) -> Result<Vec<Chosen>, Failure> {
-    let mut from = VariantSources {
-        sources: sources(args),
-        fetcher: Fetcher::new(),
-        staging: dir,
-    };
     let mut chosen = Vec::new();
-    if from.sources.is_empty() {
+    let sources = sources(args);
+    if sources.is_empty() {
         return Ok(chosen);
     }
+    let progress = Box::new(Lines::new(context.printer));
+    let mut from = VariantSources {
+        sources,
+        fetcher: Fetcher::new(context.client()?, progress),
+        staging: dir,
+    };
     for requirement in requirements.iter_mut().filter(|r| r.path.is_none()) {
         let name = requirement.name.to_string();
         match select(&mut from, requirement, env, supported)? {

@@ -39,7 +39,11 @@ impl From<PipError> for Failure {
             }
             _ => None,
         };
-        let failure = Failure::new(Exit::Failure, error);
+        let code = match &error {
+            PipError::Fetch { .. } | PipError::Gone { .. } => Exit::Network,
+            _ => Exit::Failure,
+        };
+        let failure = Failure::new(code, error);
         match hint {
             Some(hint) => failure.hint(hint),
             None => failure,
