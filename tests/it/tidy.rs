@@ -86,7 +86,8 @@ impl Place {
                 fs_err::write(path, b"left behind").unwrap();
             }
             Place::Bucket { server } => {
-                let (status, _) = server.request("PUT", &format!("/kpack/rocm/{key}"), b"left");
+                let (status, _) =
+                    server.request("PUT", &format!("/kpack/rocm/{key}"), b"left behind");
                 assert_eq!(status, 200, "PUT {key}");
             }
         }
