@@ -5,9 +5,10 @@
 use kpack_test_support::python_venv;
 use kpack_test_support::venv::{pip_venv, uv_venv, with_python_tools};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::common::server::TestServer;
 use crate::common::wheels::{
     build_wheel, demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
     WheelSpec,
@@ -415,7 +416,7 @@ fn variant_properties_lists_the_machine_in_preference_order() {
 /// Serves the demo wheels and variants over loopback: the files under
 /// `files/`, a find-links page `files/links.html`, and a PEP 503 index
 /// `simple/<project>/` linking to them.
-fn serve_demo(root: &Path) -> crate::common::server::TestServer {
+fn serve_demo(root: &Path) -> TestServer {
     let files = root.join("files");
     demo_links(&files);
     demo_variants(&files);
@@ -439,7 +440,23 @@ fn serve_demo(root: &Path) -> crate::common::server::TestServer {
         let prefix = format!("{}-1.0", project.replace('-', "_"));
         fs_err::write(dir.join("index.html"), page(&prefix, "../../files/")).unwrap();
     }
-    crate::common::server::TestServer::start(root)
+    TestServer::start(root)
+}
+
+/// `kpack-get pip install demo --target gfx1100` into a new pip
+/// environment, from `server`'s package index: the environment's python
+/// and the transcript, the index masked as `<INDEX>`.
+fn install_demo_from_index(context: &TestContext, server: &TestServer) -> (PathBuf, String) {
+    let home = context.env.home.path();
+    let python = pip_venv(&home.join("venv"));
+    let mut command = kpack(&context.env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
+    let url = server.url();
+    let text = context.transcript_masking(&output(&mut command), &[(&url, "<INDEX>")]);
+    (python, text)
 }
 
 #[test]
@@ -447,15 +464,7 @@ fn install_picks_a_variant_from_a_package_index_over_http() {
     let context = TestContext::new();
     let env = &context.env;
     let server = serve_demo(&env.home.path().join("www"));
-    let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(env);
-    command
-        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
-        .arg(&python)
-        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
-    let url = server.url();
-    let out = output(&mut command);
-    let text = context.transcript_masking(&out, &[(&url, "<INDEX>")]);
+    let (python, text) = install_demo_from_index(&context, &server);
     insta::assert_snapshot!(text);
     assert_eq!(installed_build(&python), "gfx1100");
     assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
@@ -495,15 +504,7 @@ fn install_retries_a_flaky_package_index_and_resumes_a_cut_wheel() {
             times: 1,
         },
     );
-    let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(env);
-    command
-        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
-        .arg(&python)
-        .args(["--", "--index-url", &format!("{}/simple/", server.url())]);
-    let url = server.url();
-    let out = output(&mut command);
-    let text = context.transcript_masking(&out, &[(&url, "<INDEX>")]);
+    let (python, text) = install_demo_from_index(&context, &server);
     insta::assert_snapshot!(text);
     assert_eq!(installed_build(&python), "gfx1100");
     let ranges: Vec<Option<String>> = server
