@@ -83,15 +83,64 @@ fn kpack_ok(command: &mut Command) -> (String, String) {
     (stdout, stderr)
 }
 
+/// A test context with the demo distributions in a find-links directory
+/// (`links` in its home) and a new Python environment in `venv`.
+struct Demo {
+    context: TestContext,
+    links: PathBuf,
+    python: PathBuf,
+}
+
+impl Demo {
+    /// With an environment made by `python -m venv` (pip inside).
+    fn with_pip() -> Demo {
+        Demo::new(|home| pip_venv(&home.join("venv")))
+    }
+
+    /// With an environment made by uv (no pip).
+    fn with_uv() -> Demo {
+        Demo::new(|home| uv_venv(&home.join("venv"), &home.join("uv-cache")))
+    }
+
+    fn new(venv: impl FnOnce(&Path) -> PathBuf) -> Demo {
+        let context = TestContext::new();
+        let home = context.env.home.path();
+        let links = home.join("links");
+        demo_links(&links);
+        let python = venv(home);
+        Demo {
+            context,
+            links,
+            python,
+        }
+    }
+
+    /// `kpack-get ARGS --python PY`; [`Demo::find_links`] adds the
+    /// installer's arguments after whatever else the test adds.
+    fn kpack(&self, args: &[&str]) -> Command {
+        let mut command = kpack(&self.context.env);
+        command.args(args).arg("--python").arg(&self.python);
+        command
+    }
+
+    /// `command` with `-- --find-links LINKS`.
+    fn find_links<'a>(&self, command: &'a mut Command) -> &'a mut Command {
+        command.arg("--").args(links_args(&self.links))
+    }
+
+    /// `kpack-get ARGS --python PY -- --find-links LINKS`: its transcript.
+    fn transcript(&self, args: &[&str]) -> String {
+        let mut command = self.kpack(args);
+        pip_transcript(&self.context, &output(self.find_links(&mut command)))
+    }
+}
+
 #[test]
 fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
-    let context = TestContext::new();
-    let env = &context.env;
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
+    let demo = Demo::with_pip();
+    let (context, links, python) = (&demo.context, &demo.links, &demo.python);
     success(
-        Command::new(&python)
+        Command::new(python)
             .args([
                 "-m",
                 "pip",
@@ -99,65 +148,38 @@ fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .args(links_args(&links))
+            .args(links_args(links))
             .arg("demo"),
     );
-    assert_eq!(installed(&python), names(&["demo"]));
+    assert_eq!(installed(python), names(&["demo"]));
 
-    let sync = || {
-        let mut command = kpack(env);
-        command
-            .args(["--target", "gfx1100", "pip", "sync", "--python"])
-            .arg(&python)
-            .arg("--")
-            .args(links_args(&links));
-        pip_transcript(&context, &output(&mut command))
-    };
-    let mut dry_run = kpack(env);
-    dry_run
-        .args([
-            "--target",
-            "gfx1100",
-            "pip",
-            "sync",
-            "--dry-run",
-            "--python",
-        ])
-        .arg(&python);
-    let plan = pip_transcript(&context, &output(&mut dry_run));
+    let sync = || demo.transcript(&["--target", "gfx1100", "pip", "sync"]);
+    let mut dry_run = demo.kpack(&["--target", "gfx1100", "pip", "sync", "--dry-run"]);
+    let plan = pip_transcript(context, &output(&mut dry_run));
     insta::assert_snapshot!("sync_dry_run", plan);
-    assert_eq!(installed(&python), names(&["demo"]));
+    assert_eq!(installed(python), names(&["demo"]));
 
     insta::assert_snapshot!("sync", sync());
-    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    assert_eq!(installed(python), names(&["demo", "demo-device-gfx1100"]));
 
     insta::assert_snapshot!("sync_again", sync());
-    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    assert_eq!(installed(python), names(&["demo", "demo-device-gfx1100"]));
 }
 
 #[test]
 fn sync_in_a_uv_environment_without_pip_uses_uv() {
-    let env = Env::new();
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = uv_venv(
-        &env.home.path().join("venv"),
-        &env.home.path().join("uv-cache"),
-    );
+    let demo = Demo::with_uv();
+    let (env, links, python) = (&demo.context.env, &demo.links, &demo.python);
     success(
         Command::new(python_venv().join("bin/uv"))
             .args(["pip", "install", "--quiet", "--python"])
-            .arg(&python)
-            .args(links_args(&links))
+            .arg(python)
+            .args(links_args(links))
             .arg("demo")
             .env("UV_CACHE_DIR", env.home.path().join("uv-cache")),
     );
-    let mut command = kpack(&env);
-    command
-        .args(["pip", "sync", "--json", "--python"])
-        .arg(&python)
-        .arg("--")
-        .args(links_args(&links))
+    let mut command = demo.kpack(&["pip", "sync", "--json"]);
+    demo.find_links(&mut command)
         .env("ROCM_BOOTSTRAP_FORCE_GFX_ARCH", "gfx90a:xnack-");
     let (stdout, _) = kpack_ok(&mut command);
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -173,13 +195,13 @@ fn sync_in_a_uv_environment_without_pip_uses_uv() {
         "{json}"
     );
     assert_eq!(json["machine"]["source"], "ROCM_BOOTSTRAP_FORCE_GFX_ARCH");
-    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx90a"]));
+    assert_eq!(installed(python), names(&["demo", "demo-device-gfx90a"]));
 
     let (stdout, _) = kpack_ok(&mut command);
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["installed"], serde_json::json!([]));
     assert_eq!(json["missing"], serde_json::json!([]));
-    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx90a"]));
+    assert_eq!(installed(python), names(&["demo", "demo-device-gfx90a"]));
 }
 
 #[test]
@@ -212,71 +234,35 @@ fn sync_fails_with_the_installer_message_when_a_device_wheel_is_missing() {
 
 #[test]
 fn install_for_gfx1100_installs_the_host_and_one_device_wheel() {
-    let context = TestContext::new();
-    let env = &context.env;
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(env);
-    command
-        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
-        .arg(&python)
-        .arg("--")
-        .args(links_args(&links));
-    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
-    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    let demo = Demo::with_pip();
+    insta::assert_snapshot!(demo.transcript(&["pip", "install", "demo", "--target", "gfx1100"]));
+    assert_eq!(
+        installed(&demo.python),
+        names(&["demo", "demo-device-gfx1100"])
+    );
 }
 
 #[test]
 fn install_without_a_gpu_installs_the_host_only_and_says_so() {
-    let context = TestContext::new();
-    let env = &context.env;
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = uv_venv(
-        &env.home.path().join("venv"),
-        &env.home.path().join("uv-cache"),
-    );
-    let mut command = kpack(env);
-    command
-        .args(["pip", "install", "demo", "--python"])
-        .arg(&python)
-        .arg("--")
-        .args(links_args(&links));
-    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
-    assert_eq!(installed(&python), names(&["demo"]));
+    let demo = Demo::with_uv();
+    insta::assert_snapshot!(demo.transcript(&["pip", "install", "demo"]));
+    assert_eq!(installed(&demo.python), names(&["demo"]));
 }
 
 #[test]
 fn resolve_warns_naming_the_gpu_and_the_extras_offered() {
-    let context = TestContext::new();
-    let env = &context.env;
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(env);
-    command
-        .args(["--target", "gfx1030", "pip", "resolve", "demo", "--python"])
-        .arg(&python)
-        .arg("--")
-        .args(links_args(&links));
-    insta::assert_snapshot!(pip_transcript(&context, &output(&mut command)));
+    let demo = Demo::with_pip();
+    insta::assert_snapshot!(demo.transcript(&["--target", "gfx1030", "pip", "resolve", "demo"]));
     // Nothing was installed by resolving.
-    assert_eq!(installed(&python), names(&[]));
+    assert_eq!(installed(&demo.python), names(&[]));
 }
 
 #[test]
 fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
-    let env = Env::new();
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = uv_venv(
-        &env.home.path().join("venv"),
-        &env.home.path().join("uv-cache"),
-    );
+    let demo = Demo::with_uv();
     // An application depending on demo: demo's extras are added for it.
     build_wheel(
-        &links,
+        &demo.links,
         &WheelSpec {
             name: "app".into(),
             version: "2.0".into(),
@@ -286,21 +272,9 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
         },
     );
     let resolve = |targets: &str, requirement: &str, extra: &[&str]| {
-        let mut command = kpack(&env);
-        command
-            .args([
-                "--target",
-                targets,
-                "pip",
-                "resolve",
-                requirement,
-                "--python",
-            ])
-            .arg(&python)
-            .args(extra)
-            .arg("--")
-            .args(links_args(&links));
-        kpack_ok(&mut command).0
+        let mut command = demo.kpack(&["--target", targets, "pip", "resolve", requirement]);
+        command.args(extra);
+        kpack_ok(demo.find_links(&mut command)).0
     };
     assert_eq!(
         resolve("gfx1100,gfx90a:xnack-", "demo>=1.0", &[]),
@@ -341,20 +315,13 @@ fn pip_alone_ignores_variant_wheels_in_find_links() {
 fn install_variant(
     configure: impl FnOnce(&mut Command),
 ) -> (String, serde_json::Value, BTreeSet<String>) {
-    let env = Env::new();
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    demo_variants(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
-    let mut command = kpack(&env);
-    command
-        .args(["pip", "install", "demo", "--json", "--python"])
-        .arg(&python);
+    let demo = Demo::with_pip();
+    demo_variants(&demo.links);
+    let mut command = demo.kpack(&["pip", "install", "demo", "--json"]);
     configure(&mut command);
-    command.arg("--").args(links_args(&links));
-    let (stdout, _) = kpack_ok(&mut command);
+    let (stdout, _) = kpack_ok(demo.find_links(&mut command));
     let json = serde_json::from_str(&stdout).unwrap();
-    (installed_build(&python), json, installed(&python))
+    (installed_build(&demo.python), json, installed(&demo.python))
 }
 
 #[test]
