@@ -296,18 +296,15 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
 
 #[test]
 fn pip_alone_ignores_variant_wheels_in_find_links() {
-    let env = Env::new();
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    demo_variants(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
+    let demo = Demo::with_pip();
+    demo_variants(&demo.links);
     success(
-        Command::new(&python)
+        Command::new(&demo.python)
             .args(["-m", "pip", "install", "--quiet"])
-            .args(links_args(&links))
+            .args(links_args(&demo.links))
             .arg("demo"),
     );
-    assert_eq!(installed_build(&python), "plain");
+    assert_eq!(installed_build(&demo.python), "plain");
 }
 
 /// Installs demo with kpack-get from a directory holding variant wheels,
@@ -524,13 +521,11 @@ fn version_of(python: &Path, dist: &str) -> String {
 
 #[test]
 fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
-    let env = Env::new();
-    let links = env.home.path().join("links");
-    demo_links(&links);
-    let python = pip_venv(&env.home.path().join("venv"));
+    let demo = Demo::with_pip();
+    let (links, python) = (&demo.links, &demo.python);
     let pip = |args: &[&str]| {
         success(
-            Command::new(&python)
+            Command::new(python)
                 .args([
                     "-m",
                     "pip",
@@ -538,31 +533,21 @@ fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
                     "--quiet",
                     "--disable-pip-version-check",
                 ])
-                .args(links_args(&links))
+                .args(links_args(links))
                 .args(args),
         )
     };
     pip(&["demo[device-gfx1100]==1.0"]);
-    demo_host_at(&links, "1.1", None);
-    demo_device_at(&links, "gfx1100", "1.1");
+    demo_host_at(links, "1.1", None);
+    demo_device_at(links, "gfx1100", "1.1");
     // An upgrade of the host alone leaves the 1.0 device code behind.
     pip(&["--no-deps", "--upgrade", "demo"]);
-    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.0");
-    let mut command = kpack(&env);
-    command
-        .args(["--target", "gfx1100", "pip", "sync", "--python"])
-        .arg(&python)
-        .arg("--")
-        .args(links_args(&links));
-    let (stdout, _) = kpack_ok(&mut command);
-    assert!(
-        stdout.contains("installed demo-device-gfx1100==1.1 with "),
-        "{stdout}"
-    );
-    assert_eq!(version_of(&python, "demo"), "1.1");
-    assert_eq!(version_of(&python, "demo-device-gfx1100"), "1.1");
-    let (stdout, _) = kpack_ok(&mut command);
-    assert!(stdout.starts_with("nothing to install"), "{stdout}");
+    assert_eq!(version_of(python, "demo-device-gfx1100"), "1.0");
+    let sync = || demo.transcript(&["--target", "gfx1100", "pip", "sync"]);
+    insta::assert_snapshot!("sync_after_host_upgrade", sync());
+    assert_eq!(version_of(python, "demo"), "1.1");
+    assert_eq!(version_of(python, "demo-device-gfx1100"), "1.1");
+    insta::assert_snapshot!("sync_after_host_upgrade_again", sync());
 }
 
 #[test]
