@@ -2,6 +2,12 @@
 
 use crate::common::*;
 
+/// What `kpack-pack inspect --json` reports of `archive`.
+fn inspect_json(archive: &std::path::Path) -> serde_json::Value {
+    let json = run(kpack_pack().args(["inspect", "--json"]).arg(archive));
+    serde_json::from_str(&json).unwrap()
+}
+
 #[test]
 fn split_then_inspect_rocrand() {
     let context = TestContext::new();
@@ -28,11 +34,7 @@ fn split_then_inspect_rocrand() {
 
     let inspect = &mut context.kpack_pack(&["inspect", "out/.kpack/rocrand_gfx90a.kpack"]);
     insta::assert_snapshot!("inspect_rocrand_gfx90a", context.run(inspect));
-    let json = run(kpack_pack()
-        .arg("inspect")
-        .arg("--json")
-        .arg(out.join(".kpack/rocrand_gfx90a.kpack")));
-    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let report = inspect_json(&out.join(".kpack/rocrand_gfx90a.kpack"));
     assert_eq!(report["group"], "rocrand");
     assert_eq!(report["scheme"], "zstd-per-kernel");
     assert_eq!(
@@ -180,11 +182,7 @@ fn family_archives_are_named_in_the_marker() {
             "rocm_gfx90a-dcgpu.kpack"
         ]
     );
-    let json = run(kpack_pack()
-        .arg("inspect")
-        .arg("--json")
-        .arg(out.join(".kpack/rocm_gfx103X-all.kpack")));
-    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let report = inspect_json(&out.join(".kpack/rocm_gfx103X-all.kpack"));
     assert_eq!(report["family"], "gfx103X-all");
     // The marker names every family archive, so each target resolves.
     let verified = context.run(kpack_pack().arg("verify").arg(&out));

@@ -128,6 +128,23 @@ impl Demo {
         command.arg("--").args(links_args(&self.links))
     }
 
+    /// `pip install --quiet --find-links LINKS ARGS` in the environment,
+    /// as a user installs before kpack-get runs.
+    fn pip_install(&self, args: &[&str]) {
+        success(
+            Command::new(&self.python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(links_args(&self.links))
+                .args(args),
+        );
+    }
+
     /// `kpack-get ARGS --python PY -- --find-links LINKS`: its transcript.
     fn transcript(&self, args: &[&str]) -> String {
         let mut command = self.kpack(args);
@@ -138,19 +155,8 @@ impl Demo {
 #[test]
 fn sync_installs_exactly_the_matching_device_wheel_and_a_second_sync_nothing() {
     let demo = Demo::with_pip();
-    let (context, links, python) = (&demo.context, &demo.links, &demo.python);
-    success(
-        Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(links_args(links))
-            .arg("demo"),
-    );
+    let (context, python) = (&demo.context, &demo.python);
+    demo.pip_install(&["demo"]);
     assert_eq!(installed(python), names(&["demo"]));
 
     let sync = || demo.transcript(&["--target", "gfx1100", "pip", "sync"]);
@@ -298,12 +304,7 @@ fn resolve_adds_one_extra_per_gpu_and_device_all_only_when_asked() {
 fn pip_alone_ignores_variant_wheels_in_find_links() {
     let demo = Demo::with_pip();
     demo_variants(&demo.links);
-    success(
-        Command::new(&demo.python)
-            .args(["-m", "pip", "install", "--quiet"])
-            .args(links_args(&demo.links))
-            .arg("demo"),
-    );
+    demo.pip_install(&["demo"]);
     assert_eq!(installed_build(&demo.python), "plain");
 }
 
@@ -523,25 +524,11 @@ fn version_of(python: &Path, dist: &str) -> String {
 fn sync_after_a_host_upgrade_installs_the_matching_device_version() {
     let demo = Demo::with_pip();
     let (links, python) = (&demo.links, &demo.python);
-    let pip = |args: &[&str]| {
-        success(
-            Command::new(python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(links_args(links))
-                .args(args),
-        )
-    };
-    pip(&["demo[device-gfx1100]==1.0"]);
+    demo.pip_install(&["demo[device-gfx1100]==1.0"]);
     demo_host_at(links, "1.1", None);
     demo_device_at(links, "gfx1100", "1.1");
     // An upgrade of the host alone leaves the 1.0 device code behind.
-    pip(&["--no-deps", "--upgrade", "demo"]);
+    demo.pip_install(&["--no-deps", "--upgrade", "demo"]);
     assert_eq!(version_of(python, "demo-device-gfx1100"), "1.0");
     let sync = || demo.transcript(&["--target", "gfx1100", "pip", "sync"]);
     insta::assert_snapshot!("sync_after_host_upgrade", sync());
