@@ -70,6 +70,12 @@ pub enum Error {
         binary: String,
         target: String,
     },
+    /// Every archive that lists a compatible target lacks the binary's key.
+    #[error("no archive holds {binary:?}; {}", display_misses(misses))]
+    KernelNotFoundAnywhere {
+        binary: String,
+        misses: Vec<(PathBuf, Target)>,
+    },
     #[error("{}: code object {binary:?} for {target} (ordinal {ordinal}): {problem}", path.display())]
     Decompression {
         path: PathBuf,
@@ -226,7 +232,9 @@ impl Error {
                 FormatProblem::Msgpack(_) => ErrorCode::MsgpackParseFailed,
                 _ => ErrorCode::InvalidFormat,
             },
-            Error::KernelNotFound { .. } => ErrorCode::KernelNotFound,
+            Error::KernelNotFound { .. } | Error::KernelNotFoundAnywhere { .. } => {
+                ErrorCode::KernelNotFound
+            }
             Error::Decompression { .. } => ErrorCode::DecompressionFailed,
             Error::OutOfMemory { .. } => ErrorCode::OutOfMemory,
             Error::Disabled => ErrorCode::NotImplemented,
@@ -250,6 +258,14 @@ fn display_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn display_misses(misses: &[(PathBuf, Target)]) -> String {
+    let each: Vec<String> = misses
+        .iter()
+        .map(|(path, target)| format!("{} ({target})", path.display()))
+        .collect();
+    format!("searched {}", each.join(", "))
 }
 
 fn display_available(available: &[(PathBuf, Vec<Target>)]) -> String {

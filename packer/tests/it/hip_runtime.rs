@@ -352,3 +352,72 @@ fn the_stand_in_loads_the_right_code_object_from_a_materialized_library() {
     // Only the installed processor's code is there.
     assert_eq!(load("gfx1030"), [Err(14)]);
 }
+
+/// Writes the archive `path` for `arch` holding `code` (binary key, bytes).
+fn write_overlay(path: &Path, arch: &str, code: &[(String, Vec<u8>)]) {
+    use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression};
+    let target = Target::parse(arch).unwrap();
+    let options = ArchiveOptions {
+        group: "torch".into(),
+        family: arch.into(),
+        arches: vec![target.clone()],
+        compression: Compression::DEFAULT,
+    };
+    let file = fs_err::File::create(path).unwrap();
+    let mut writer = ArchiveWriter::new(file, options).unwrap();
+    for (key, bytes) in code {
+        let (name, index) = key.rsplit_once('#').unwrap();
+        let key = BinaryKey::new(name, index.parse().unwrap());
+        writer.add(&key, &target, bytes).unwrap();
+    }
+    writer.finish().unwrap();
+}
+
+/// TheRock's torch wheels ship `torch_gfx90a:xnack+.kpack` and
+/// `torch_gfx90a:xnack-.kpack`, partial or empty, beside the full
+/// `torch_gfx90a.kpack`: through the runtime every wrapper of a split
+/// library still gets its code object, from the overlay where it has one.
+#[test]
+fn the_stand_in_loads_every_wrapper_through_partial_and_empty_overlay_archives() {
+    let work = tempfile::tempdir().unwrap();
+    let library = several_wrappers(work.path(), 10);
+    let out = work.path().join("split");
+    run(Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+        .arg("split")
+        .arg(&library)
+        .arg("-o")
+        .arg(&out)
+        .args(["--group", "torch"]));
+    let host = out.join("libseveral.so");
+    let kpack = out.join(".kpack");
+    let keys: Vec<String> = (0..2).map(|n| format!("libseveral.so#{n}")).collect();
+    let overlay: Vec<(String, Vec<u8>)> = keys
+        .iter()
+        .map(|key| (key.clone(), format!("overlay {key}").into_bytes()))
+        .collect();
+    write_overlay(
+        &kpack.join("torch_gfx90a:xnack+.kpack"),
+        "gfx90a:xnack+",
+        &overlay,
+    );
+    write_overlay(
+        &kpack.join("torch_gfx90a:xnack-.kpack"),
+        "gfx90a:xnack-",
+        &[],
+    );
+
+    let standin = work.path().join("hip");
+    let dlopen = standin_for(&standin, &host);
+    let load = |arches: &str| run_with_standin(dlopen_command(&dlopen, &host), &standin, arches);
+    let plus: Vec<_> = (0..10)
+        .map(|n| match n {
+            0 | 1 => Ok(overlay[n].1.clone()),
+            _ => Ok(code_object(n, "gfx90a:xnack+")),
+        })
+        .collect();
+    assert_eq!(load("gfx90a:sramecc+:xnack+"), plus);
+    let minus: Vec<_> = (0..10)
+        .map(|n| Ok(code_object(n, "gfx90a:xnack-")))
+        .collect();
+    assert_eq!(load("gfx90a:sramecc+:xnack-"), minus);
+}

@@ -142,7 +142,8 @@ impl Loader {
         });
 
         let mut search = Search::new(candidates);
-        if let Some(found) = self.search(&mut search, arches, &binary)? {
+        let mut misses = Vec::new();
+        if let Some(found) = self.search(&mut search, arches, &binary, &mut misses)? {
             return Ok(found);
         }
         // None of the named archives serves these targets. Archives beside
@@ -157,7 +158,7 @@ impl Loader {
                 format!("archives beside them: [{}]", list.join(", "))
             });
             search.extend(siblings);
-            if let Some(found) = self.search(&mut search, arches, &binary)? {
+            if let Some(found) = self.search(&mut search, arches, &binary, &mut misses)? {
                 return Ok(found);
             }
         }
@@ -171,7 +172,9 @@ impl Loader {
                 Some((path.clone(), archive.architectures().to_vec()))
             })
             .collect();
-        let error = if available.is_empty() {
+        let error = if !misses.is_empty() {
+            Error::KernelNotFoundAnywhere { binary, misses }
+        } else if available.is_empty() {
             Error::ArchiveNotFound {
                 tried: search.paths,
             }
@@ -186,13 +189,18 @@ impl Loader {
     }
 
     /// Tries, for each requested arch and each of its compatible targets in
-    /// order, every candidate not known to be missing; `Ok(None)` when none
-    /// serves any of them.
+    /// order (most specific first), every candidate that opens and lists that
+    /// exact target. A candidate without the binary's key is a miss, recorded
+    /// in `misses`, and the search goes on: overlay archives such as
+    /// `torch_gfx90a:xnack+.kpack` hold only some kernels (or none) beside a
+    /// full `torch_gfx90a.kpack`. Any other lookup error is returned as is.
+    /// `Ok(None)` when no candidate holds the key.
     fn search(
         &self,
         search: &mut Search,
         arches: &[Target],
         binary: &str,
+        misses: &mut Vec<(PathBuf, Target)>,
     ) -> Result<Option<Located>> {
         for arch in arches {
             for target in arch.compatible() {
@@ -200,7 +208,8 @@ impl Loader {
                     let archive =
                         search.opened[index].get_or_insert_with(|| self.open_cached(path));
                     let Some(archive) = archive else { continue };
-                    if !archive.serves(&target) {
+                    let missed = misses.iter().any(|(p, t)| p == path && *t == target);
+                    if !archive.serves(&target) || missed {
                         continue;
                     }
                     self.log(|| {
@@ -212,14 +221,24 @@ impl Loader {
                     let located = Located {
                         archive: Arc::clone(archive),
                         binary: binary.to_owned(),
-                        target,
+                        target: target.clone(),
                     };
-                    // Once an archive matched, its lookup result is final.
-                    if let Err(error) = located.kernel() {
-                        self.log(|| format!("lookup failed: {}", Report(&error)));
-                        return Err(error);
+                    match located.kernel() {
+                        Ok(_) => return Ok(Some(located)),
+                        Err(Error::KernelNotFound { .. }) => {
+                            self.log(|| {
+                                format!(
+                                    "{}: no {binary} for {target}; trying the next candidate",
+                                    path.display()
+                                )
+                            });
+                            misses.push((path.clone(), target.clone()));
+                        }
+                        Err(error) => {
+                            self.log(|| format!("lookup failed: {}", Report(&error)));
+                            return Err(error);
+                        }
                     }
-                    return Ok(Some(located));
                 }
             }
         }

@@ -221,7 +221,10 @@ fn discovers_binary_paths_through_proc_self_maps() {
 ///   `app/.kpack/test_gfx1100.kpack` has `gfx1100`;
 /// - `bare/test_gfx90a.kpack` has plain `gfx90a`;
 /// - `plus/test_gfx90a.kpack` has only `gfx90a:xnack+`;
-/// - `override/all.kpack` has `gfx90a:xnack-` and `gfx1100`.
+/// - `override/all.kpack` has `gfx90a:xnack-` and `gfx1100`;
+/// - `overlay/`, TheRock's torch layout: `torch_gfx90a:xnack+.kpack` holds
+///   bundles 0 and 1 of ten, `torch_gfx90a:xnack-.kpack` none,
+///   `torch_gfx90a.kpack` (plain `gfx90a`) all ten.
 struct Layout {
     dir: tempfile::TempDir,
 }
@@ -230,7 +233,14 @@ impl Layout {
     fn new() -> Layout {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for sub in ["app/lib", "app/.kpack", "bare", "plus", "override"] {
+        for sub in [
+            "app/lib",
+            "app/.kpack",
+            "bare",
+            "plus",
+            "override",
+            "overlay",
+        ] {
             fs::create_dir_all(root.join(sub)).unwrap();
         }
         fs::write(root.join("app/lib/libfake.so"), b"host only").unwrap();
@@ -278,6 +288,24 @@ impl Layout {
                 ("lib/libfake.so#0", "gfx1100", "override gfx1100 #0"),
             ],
         );
+        let bundles: Vec<(String, String)> = (0..10)
+            .map(|n| (format!("lib/libfake.so#{n}"), format!("#{n}")))
+            .collect();
+        for (name, arch, count, text) in [
+            ("torch_gfx90a:xnack+", "gfx90a:xnack+", 2, "overlay"),
+            ("torch_gfx90a:xnack-", "gfx90a:xnack-", 0, "empty"),
+            ("torch_gfx90a", "gfx90a", 10, "full"),
+        ] {
+            let entries: Vec<(&str, &str, String)> = bundles[..count]
+                .iter()
+                .map(|(key, n)| (key.as_str(), arch, format!("{text} {arch} {n}")))
+                .collect();
+            let entries: Vec<_> = entries
+                .iter()
+                .map(|(key, arch, text)| (*key, *arch, text.as_str()))
+                .collect();
+            archive(&format!("overlay/{name}.kpack"), &[arch], &entries);
+        }
         Layout { dir }
     }
 
@@ -362,6 +390,45 @@ fn loader_never_returns_xnack_plus_code_to_an_xnack_minus_agent() {
     assert_eq!(
         load(&program, &layout, &[], &paths, 0, &["gfx90a:xnack+"]),
         "OK plus gfx90a:xnack+ #0"
+    );
+}
+
+#[test]
+fn loader_falls_through_partial_and_empty_overlay_archives() {
+    let (program, layout) = (Program::build(&[]), Layout::new());
+    let paths = layout.path("overlay/torch_@GFXARCH@.kpack");
+    for bundle in 0..10 {
+        let from = if bundle < 2 {
+            "overlay gfx90a:xnack+"
+        } else {
+            "full gfx90a"
+        };
+        assert_eq!(
+            load(
+                &program,
+                &layout,
+                &[],
+                &paths,
+                bundle,
+                &["gfx90a:sramecc+:xnack+"]
+            ),
+            format!("OK {from} #{bundle}")
+        );
+        assert_eq!(
+            load(
+                &program,
+                &layout,
+                &[],
+                &paths,
+                bundle,
+                &["gfx90a:sramecc+:xnack-"]
+            ),
+            format!("OK full gfx90a #{bundle}")
+        );
+    }
+    assert_eq!(
+        load(&program, &layout, &[], &paths, 10, &["gfx90a:xnack+"]),
+        "ERR 5"
     );
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::*;
 use fs_err as fs;
-use rocm_kpack::{Error, ErrorCode, Loader, LoaderConfig, Marker};
+use rocm_kpack::{Compression, Error, ErrorCode, Loader, LoaderConfig, Marker};
 
 fn marker(paths: &[&str]) -> Marker {
     Marker {
@@ -241,4 +241,297 @@ fn archives_beside_the_expanded_paths_are_searched_last() {
         message.contains("rocm_gfx110X-all.kpack has [gfx1100, gfx1101]"),
         "{message}"
     );
+}
+
+/// TheRock's torch layout: a small overlay for `gfx90a:xnack+` holding two
+/// of ten kernels, an empty archive for `gfx90a:xnack-`, the full `gfx90a`
+/// archive; the marker names `torch_@GFXARCH@.kpack`.
+fn overlay_layout(context: &TestContext) {
+    let kernels: Vec<String> = (0..10).map(|n| format!("lib/libx.so#{n}")).collect();
+    let write = |name: &str, arch: &str, keys: &[String], text: &str| {
+        let contents: Vec<_> = keys
+            .iter()
+            .map(|key| (key.as_str(), arch, format!("{text} {key}").into_bytes()))
+            .collect();
+        let bytes = write_archive(Compression::DEFAULT, arch, &[arch], &contents);
+        fs::create_dir_all(context.path(".kpack")).unwrap();
+        fs::write(context.path(&format!(".kpack/{name}")), bytes).unwrap();
+    };
+    write(
+        "torch_gfx90a:xnack+.kpack",
+        "gfx90a:xnack+",
+        &kernels[..2],
+        "overlay",
+    );
+    write("torch_gfx90a:xnack-.kpack", "gfx90a:xnack-", &[], "empty");
+    write("torch_gfx90a.kpack", "gfx90a", &kernels, "full");
+}
+
+#[test]
+fn a_partial_or_empty_overlay_archive_falls_through_to_the_full_one() {
+    let context = TestContext::new();
+    overlay_layout(&context);
+    let m = marker(&[".kpack/torch_@GFXARCH@.kpack"]);
+    let binary = context.path("libx.so");
+    let loader = Loader::new(LoaderConfig::default());
+    for bundle in 0..10 {
+        let plus = text(
+            loader
+                .load(&m, &binary, bundle, &[t("gfx90a:sramecc+:xnack+")])
+                .unwrap(),
+        );
+        let expected = if bundle < 2 { "overlay" } else { "full" };
+        assert_eq!(plus, format!("{expected} lib/libx.so#{bundle}"));
+        let minus = text(
+            loader
+                .load(&m, &binary, bundle, &[t("gfx90a:sramecc+:xnack-")])
+                .unwrap(),
+        );
+        assert_eq!(minus, format!("full lib/libx.so#{bundle}"));
+    }
+}
+
+#[test]
+fn the_debug_log_names_each_archive_that_lacked_the_kernel() {
+    let context = TestContext::new();
+    overlay_layout(&context);
+    let (loader, lines) = loader(LoaderConfig::default());
+    loader
+        .load(
+            &marker(&[".kpack/torch_@GFXARCH@.kpack"]),
+            &context.path("libx.so"),
+            7,
+            &[t("gfx90a:xnack+")],
+        )
+        .unwrap();
+    let logged = context.mask(&lines.lock().unwrap().join("\n"));
+    insta::assert_snapshot!(logged);
+}
+
+#[test]
+fn kernel_not_found_only_when_every_candidate_lacks_the_kernel() {
+    let context = TestContext::new();
+    overlay_layout(&context);
+    let loader = Loader::new(LoaderConfig::default());
+    let error = loader
+        .load(
+            &marker(&[".kpack/torch_@GFXARCH@.kpack"]),
+            &context.path("libx.so"),
+            10,
+            &[t("gfx90a:xnack+")],
+        )
+        .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::KernelNotFound);
+    insta::assert_snapshot!(context.error(&error));
+}
+
+#[test]
+fn an_error_other_than_a_miss_ends_the_search() {
+    let context = TestContext::new();
+    overlay_layout(&context);
+    // The overlay lists the target and holds the key, but its code object
+    // does not decompress: returned as is, never papered over by the full
+    // archive.
+    let path = context.path(".kpack/torch_gfx90a:xnack+.kpack");
+    let mut bytes = fs::read(&path).unwrap();
+    let at = bytes
+        .windows(4)
+        .position(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
+        .expect("a zstd frame");
+    bytes[at + 4..at + 12].fill(0xff);
+    fs::write(&path, bytes).unwrap();
+    let loader = Loader::new(LoaderConfig::default());
+    let error = loader
+        .load(
+            &marker(&[".kpack/torch_@GFXARCH@.kpack"]),
+            &context.path("libx.so"),
+            0,
+            &[t("gfx90a:xnack+")],
+        )
+        .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::DecompressionFailed);
+}
+
+/// The reference's fall-through fixtures (`generate_test_data.py`):
+/// `test_fallthrough_xnack.kpack` lists only `gfx90a:xnack-` and holds only
+/// `lib/libother.so#0`; `test_fallthrough_generic.kpack` lists only
+/// `gfx90a` and holds `lib/libtest.so#0`; both uncompressed.
+fn reference_fallthrough(context: &TestContext) {
+    let padded = |text: &str| {
+        let mut data = text.as_bytes().to_vec();
+        data.resize(text.len() + 50, 0);
+        data
+    };
+    for (name, arch, key, data) in [
+        (
+            "test_fallthrough_xnack.kpack",
+            "gfx90a:xnack-",
+            "lib/libother.so#0",
+            "OTHER_KERNEL_XNACK_MINUS",
+        ),
+        (
+            "test_fallthrough_generic.kpack",
+            "gfx90a",
+            "lib/libtest.so#0",
+            "GENERIC_GFX90A_KERNEL_DATA",
+        ),
+    ] {
+        let bytes = write_archive(
+            Compression::None,
+            "gfx90aX",
+            &[arch],
+            &[(key, arch, padded(data))],
+        );
+        fs::write(context.path(name), bytes).unwrap();
+    }
+    fs::copy(
+        reference("test_noop.kpack"),
+        context.path("test_noop.kpack"),
+    )
+    .unwrap();
+}
+
+/// The reference's loader test for rocm-systems#9953 and the error-code
+/// cases around it, re-expressed: (search paths, kernel name, bundle,
+/// arches, the result's code and its first bytes).
+#[test]
+fn the_reference_loader_cases_for_fall_through() {
+    let context = TestContext::new();
+    reference_fallthrough(&context);
+    let xnack = "test_fallthrough_xnack.kpack";
+    let generic = "test_fallthrough_generic.kpack";
+    let noop = "test_noop.kpack";
+    let cases: &[(&[&str], &str, u32, &[&str], Result<&str, ErrorCode>)] = &[
+        // LoadCodeObject_FallsThroughToNextArchiveOnKernelNotFound.
+        (
+            &[xnack, generic],
+            "lib/libtest.so",
+            0,
+            &["gfx90a:xnack-"],
+            Ok("GENERIC_GFX90A_KERNEL_DATA"),
+        ),
+        // The generic archive listed first: targets come first, archives second.
+        (
+            &[generic, xnack],
+            "lib/libtest.so",
+            0,
+            &["gfx90a:xnack-"],
+            Ok("GENERIC_GFX90A_KERNEL_DATA"),
+        ),
+        // Both miss: kernel not found, not arch not found.
+        (
+            &[xnack, generic],
+            "lib/missing.so",
+            0,
+            &["gfx90a:xnack-"],
+            Err(ErrorCode::KernelNotFound),
+        ),
+        // Only the overlay, which lacks the key.
+        (
+            &[xnack],
+            "lib/libtest.so",
+            0,
+            &["gfx90a:xnack-"],
+            Err(ErrorCode::KernelNotFound),
+        ),
+        // The hit is for the second requested arch.
+        (
+            &[xnack, generic, noop],
+            "lib/libtest.so",
+            1,
+            &["gfx90a:xnack-", "gfx900"],
+            Err(ErrorCode::KernelNotFound),
+        ),
+        (
+            &[xnack, noop],
+            "lib/libtest.so",
+            0,
+            &["gfx90a:xnack-", "gfx900"],
+            Ok("KERNEL1_GFX900_DATA"),
+        ),
+        // An xnack+ agent never takes the xnack- overlay.
+        (
+            &[xnack, generic],
+            "lib/libtest.so",
+            0,
+            &["gfx90a:xnack+"],
+            Ok("GENERIC_GFX90A_KERNEL_DATA"),
+        ),
+        // LoadCodeObject_KernelNotFound, _ArchNotFound, _ArchNotInArchive,
+        // _ArchiveNotFound, _ArchitecturePriority, _TargetTripleStripping.
+        (
+            &[noop],
+            "lib/libtest.so",
+            999,
+            &["gfx900"],
+            Err(ErrorCode::KernelNotFound),
+        ),
+        (
+            &[noop],
+            "lib/libtest.so",
+            0,
+            &["gfx9999"],
+            Err(ErrorCode::ArchNotFound),
+        ),
+        (
+            &["nonexistent.kpack"],
+            "lib/libtest.so",
+            0,
+            &["gfx900"],
+            Err(ErrorCode::ArchiveNotFound),
+        ),
+        (
+            &[noop],
+            "lib/libtest.so",
+            0,
+            &["gfx906", "gfx900"],
+            Ok("KERNEL2_GFX906_DATA"),
+        ),
+        (
+            &[noop],
+            "lib/libtest.so",
+            0,
+            &["amdgcn-amd-amdhsa--gfx900"],
+            Ok("KERNEL1_GFX900_DATA"),
+        ),
+    ];
+    let loader = Loader::new(LoaderConfig::default());
+    for (paths, kernel_name, bundle, arches, expected) in cases {
+        let marker = Marker {
+            search_paths: paths.iter().map(|p| p.to_string()).collect(),
+            kernel_name: kernel_name.to_string(),
+        };
+        let arches: Vec<_> = arches.iter().map(|a| t(a)).collect();
+        let got = loader.load(&marker, &context.path("fake_binary.so"), *bundle, &arches);
+        let case = format!("{paths:?} {kernel_name}#{bundle} for {arches:?}");
+        match (got, expected) {
+            (Ok(bytes), Ok(prefix)) => assert!(bytes.starts_with(prefix.as_bytes()), "{case}"),
+            (Err(error), Err(code)) => assert_eq!(error.code(), *code, "{case}: {error}"),
+            (got, expected) => panic!("{case}: got {got:?}, expected {expected:?}"),
+        }
+    }
+}
+
+/// One archive listing both `gfx90a:xnack-` and `gfx90a` with the key only
+/// under `gfx90a`: its second (archive, target) pair answers.
+#[test]
+fn one_archive_is_tried_once_per_target_it_lists() {
+    let context = TestContext::new();
+    let bytes = write_archive(
+        Compression::DEFAULT,
+        "gfx90a",
+        &["gfx90a:xnack-", "gfx90a"],
+        &[("lib/libx.so#0", "gfx90a", b"bare".to_vec())],
+    );
+    fs::write(context.path("both.kpack"), bytes).unwrap();
+    let loader = Loader::new(LoaderConfig::default());
+    let got = loader
+        .load(
+            &marker(&["both.kpack"]),
+            &context.path("libx.so"),
+            0,
+            &[t("gfx90a:xnack-")],
+        )
+        .unwrap();
+    assert_eq!(text(got), "bare");
 }
