@@ -391,9 +391,18 @@ fn reference_fallthrough(context: &TestContext) {
     .unwrap();
 }
 
+/// One loader case: search paths, kernel name, bundle, arches, and the
+/// result's code or its first bytes.
+type Case<'a> = (
+    &'a [&'a str],
+    &'a str,
+    u32,
+    &'a [&'a str],
+    Result<&'a str, ErrorCode>,
+);
+
 /// The reference's loader test for rocm-systems#9953 and the error-code
-/// cases around it, re-expressed: (search paths, kernel name, bundle,
-/// arches, the result's code and its first bytes).
+/// cases around it, re-expressed.
 #[test]
 fn the_reference_loader_cases_for_fall_through() {
     let context = TestContext::new();
@@ -401,7 +410,7 @@ fn the_reference_loader_cases_for_fall_through() {
     let xnack = "test_fallthrough_xnack.kpack";
     let generic = "test_fallthrough_generic.kpack";
     let noop = "test_noop.kpack";
-    let cases: &[(&[&str], &str, u32, &[&str], Result<&str, ErrorCode>)] = &[
+    let cases: &[Case] = &[
         // LoadCodeObject_FallsThroughToNextArchiveOnKernelNotFound.
         (
             &[xnack, generic],
