@@ -47,6 +47,8 @@ pub struct VerifyReport {
     /// Code objects found byte-equal to the original fat binary's (with
     /// [`verify_against`]).
     pub same_as_original: usize,
+    /// Archives in `.kpack/` that hold no code object at all.
+    pub empty_archives: Vec<PathBuf>,
 }
 
 /// The marker and bundle indices of a split ELF file, if it is one.
@@ -132,23 +134,28 @@ fn check_tree(
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);
-    if targets.is_empty() {
-        let mut all = Vec::new();
-        files(&kpack, &mut all)?;
-        let mut served = BTreeSet::new();
-        for path in all
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
-        {
-            let archive = Archive::open(path)?;
-            for binary in archive.binaries().filter(|key| is_binary_key(key)) {
-                served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
-            }
-        }
-        report.targets = served.into_iter().collect();
-    } else {
-        report.targets = targets.to_vec();
+    let mut archives = Vec::new();
+    if kpack.is_dir() {
+        files(&kpack, &mut archives)?;
     }
+    let mut served = BTreeSet::new();
+    for path in archives
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
+    {
+        let archive = Archive::open(path)?;
+        if archive.kernel_count() == 0 {
+            report.empty_archives.push(path.clone());
+        }
+        for binary in archive.binaries().filter(|key| is_binary_key(key)) {
+            served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
+        }
+    }
+    report.targets = if targets.is_empty() {
+        served.into_iter().collect()
+    } else {
+        targets.to_vec()
+    };
 
     let mut candidates = Vec::new();
     files(root, &mut candidates)?;

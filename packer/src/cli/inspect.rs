@@ -6,7 +6,7 @@ use anyhow::Context;
 use rocm_kpack::Archive;
 use serde::Serialize;
 
-use super::shown;
+use super::{shown, EmptyArchives};
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
@@ -25,6 +25,8 @@ struct Report {
     scheme: String,
     targets: Vec<String>,
     stored_code_objects: usize,
+    /// No code object at all: a packaging mistake (exit code 3).
+    empty: bool,
     binaries: Vec<BinaryReport>,
 }
 
@@ -69,12 +71,21 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
             .map(ToString::to_string)
             .collect(),
         stored_code_objects: archive.stored_count(),
+        empty: archive.kernel_count() == 0,
         binaries,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+    } else {
+        print_report(&report);
     }
+    if report.empty {
+        return Err(EmptyArchives(vec![report.path]).into());
+    }
+    Ok(())
+}
+
+fn print_report(report: &Report) {
     println!("archive  {}", report.path);
     println!("group    {}", report.group);
     println!("family   {}", report.family);
@@ -91,5 +102,4 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
             );
         }
     }
-    Ok(())
 }

@@ -1,7 +1,8 @@
 //! The `kpack-pack` command line: arguments, one module per command, and
 //! the one place errors are rendered for people.
 //!
-//! Exit codes: 0 success, 1 the command failed, 2 bad usage.
+//! Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 the command
+//! ran but met an archive that holds no code object (`inspect`, `verify`).
 #![allow(clippy::print_stdout)]
 
 mod archive_args;
@@ -74,6 +75,10 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<EmptyArchives>() => {
+            eprintln!("warning: {error}");
+            ExitCode::from(3)
+        }
         Err(error) => {
             eprintln!("error: {error}");
             for cause in error.chain().skip(1) {
@@ -83,6 +88,13 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// The archives met that hold no code object: the runtime's loader passes
+/// over them, but they are a packaging mistake (ROCm's reference splitter
+/// writes them for targets without code), so scripts see exit code 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{} no code object: {}", if .0.len() == 1 { "an archive holds" } else { "archives hold" }, .0.join(", "))]
+struct EmptyArchives(Vec<String>);
 
 /// A path argument, for messages.
 fn shown(path: &std::path::Path) -> String {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 
-use super::shown;
+use super::{shown, EmptyArchives};
 use kpack_gpu::Target;
 
 use kpack_packer::verify::{verify_against, verify_tree};
@@ -63,6 +63,14 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
             failure.error
         );
     }
+    let empty: Vec<String> = report
+        .empty_archives
+        .iter()
+        .map(|path| shown(path.strip_prefix(&args.output).unwrap_or(path)))
+        .collect();
+    for archive in &empty {
+        println!("EMPTY {archive}: holds no code object");
+    }
     println!(
         "{} split binaries, {} wrappers, {} targets: {} code objects loaded, {} failures",
         report.binaries,
@@ -82,6 +90,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     }
     if !report.failures.is_empty() {
         bail!("{} wrapper lookups failed", report.failures.len());
+    }
+    if !empty.is_empty() {
+        return Err(EmptyArchives(empty).into());
     }
     Ok(())
 }

@@ -288,3 +288,60 @@ fn verify_against_the_original_compares_every_loaded_code_object_byte_for_byte()
     let host = out.join("librocrand.so.1.1");
     insta::assert_snapshot!("verify_original_not_fat", context.run(verify.arg(&host)));
 }
+
+/// Writes, as ROCm's reference splitter does for a target without code, an
+/// archive at `path` that lists `arch` and holds nothing.
+fn empty_archive(path: &std::path::Path, arch: &str) {
+    use rocm_kpack::{ArchiveOptions, ArchiveWriter, Compression, Target};
+    let options = ArchiveOptions {
+        group: "fat".into(),
+        family: arch.into(),
+        arches: vec![Target::parse(arch).unwrap()],
+        compression: Compression::DEFAULT,
+    };
+    let file = fs_err::File::create(path).unwrap();
+    ArchiveWriter::new(file, options).unwrap().finish().unwrap();
+}
+
+#[test]
+fn a_bundle_with_only_the_host_entry_writes_no_archive() {
+    use kpack_packer::bundle::build::offload_bundle;
+    let context = TestContext::new();
+    let whole = offload_bundle(&[("host-x86_64-unknown-linux-gnu-", &[])]);
+    let library = fat_library(context.path(), &whole);
+    let mut split = context.kpack_pack(&["split", "libfat.so", "-o", "out", "--group", "fat"]);
+    insta::assert_snapshot!(context.run(&mut split));
+    let kpack = context.path().join("out/.kpack");
+    let archives: Vec<_> = match fs_err::read_dir(&kpack) {
+        Ok(entries) => entries.map(|e| e.unwrap().file_name()).collect(),
+        Err(_) => Vec::new(),
+    };
+    assert_eq!(archives, Vec::<std::ffi::OsString>::new());
+    drop(library);
+}
+
+#[test]
+fn inspect_and_verify_flag_an_archive_without_code_objects() {
+    use kpack_packer::bundle::build::offload_bundle;
+    let context = TestContext::new();
+    let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
+    fat_library(context.path(), &whole);
+    run(&mut context.kpack_pack(&["split", "libfat.so", "-o", "out", "--group", "fat"]));
+    empty_archive(
+        &context.path().join("out/.kpack/fat_gfx90a.kpack"),
+        "gfx90a:xnack-",
+    );
+
+    let mut inspect = context.kpack_pack(&["inspect", "out/.kpack/fat_gfx90a.kpack"]);
+    insta::assert_snapshot!("inspect_empty", context.run(&mut inspect));
+    let mut inspect = context.kpack_pack(&["inspect", "--json", "out/.kpack/fat_gfx90a.kpack"]);
+    let output = inspect.output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["empty"], true);
+    let mut verify = context.kpack_pack(&["verify", "out"]);
+    insta::assert_snapshot!("verify_empty", context.run(&mut verify));
+    // The archive with code is not flagged.
+    let mut inspect = context.kpack_pack(&["inspect", "out/.kpack/fat_gfx1100.kpack"]);
+    assert_eq!(inspect.output().unwrap().status.code(), Some(0));
+}
