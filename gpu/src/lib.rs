@@ -1,10 +1,13 @@
 //! The GPU vocabulary every kpack tool shares, with no I/O: targets and
 //! their compatibility (`target`), the one table of GPU facts (`gpus`) and
-//! TheRock's target families (`family`). Crates that only name GPUs depend
+//! TheRock's target families (`family`) and the packaging levels that own
+//! device code (`owner`). Crates that only name GPUs depend
 //! on this and not on the archive reader and loader (`rocm-kpack`).
 
 pub mod family;
 pub mod gpus;
+pub mod owner;
 pub mod target;
 
+pub use owner::{Level, Owner, ParseOwnerError};
 pub use target::{ParseTargetError, Target};

@@ -356,4 +356,30 @@ mod tests {
         assert_eq!(names(&t("gfx803").selection_order()), ["gfx803"]);
         assert!(t("gfx11-generic").is_generic());
     }
+
+    #[test]
+    fn strict_targets_are_their_own_identity() {
+        let strict = t("amdgcn-amd-amdhsa--gfx1250-strict");
+        assert_eq!(strict.processor(), "gfx1250-strict");
+        assert_eq!(strict.to_string(), "gfx1250-strict");
+        assert_eq!(
+            t("gfx1250-strict:xnack-").to_string(),
+            "gfx1250-strict:xnack-"
+        );
+        assert_eq!(
+            Target::from_bundle_triple("hipv4-amdgcn-amd-amdhsa--gfx1250-strict").unwrap(),
+            strict
+        );
+        let plain = t("gfx1250");
+        assert!(!plain.runs_on(&strict));
+        assert!(!strict.runs_on(&plain));
+        assert!(!strict.selection_order().contains(&plain));
+        assert!(!plain.selection_order().contains(&strict));
+        // gfx12-5-generic holds gfx1250 and gfx1251, not the strict mode.
+        assert_eq!(names(&strict.selection_order()), ["gfx1250-strict"]);
+        assert_eq!(
+            crate::Owner::of(&strict).to_string(),
+            crate::Owner::of(&plain).to_string()
+        );
+    }
 }
