@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::input::MappedFile;
 use crate::pipeline::MemoryBudget;
 use crate::split::FatBinary;
+use kpack_gpu::Owner;
 
 /// The directory holding the archives, at the root of a split tree.
 pub const KPACK_DIR: &str = ".kpack";
@@ -218,7 +219,14 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
     let staging = staging_dir(output)?;
     let items = walk(input)?;
     let (files, databases) = route(&items, &options.recognisers);
-    let payloads = payload_staging(output, options, &databases)?;
+    let database_files = databases.len();
+    // Archives hold code for targets: with --pack-databases a sub-family's
+    // or family's files still go into its payload.
+    let (to_pack, to_payloads): (Vec<DeviceFile>, Vec<DeviceFile>) = match options.databases {
+        DatabaseMode::Pack => databases.into_iter().partition(|f| f.target.is_some()),
+        DatabaseMode::Payloads => (Vec::new(), databases),
+    };
+    let payloads = payload_staging(output, options, &to_payloads)?;
     make_dirs_and_symlinks(input, staging.path(), &items)?;
     let mapped = map_or_copy_all(input, staging.path(), &files)?;
     let results = mapped
@@ -227,26 +235,23 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
         .collect::<Result<Vec<_>>>()?;
 
     let mut report = TreeReport {
-        files: files.len() + databases.len(),
-        database_files: databases.len(),
+        files: files.len() + database_files,
+        database_files,
         bytes_in: copied_bytes(input, &files, &mapped),
         ..TreeReport::default()
     };
     let mut units = tally(&mut report, results);
-    let packed = match options.databases {
-        DatabaseMode::Pack => pack::map_files(input, &databases)?,
-        DatabaseMode::Payloads => Vec::new(),
-    };
+    let packed = pack::map_files(input, &to_pack)?;
     if !packed.is_empty() {
         units.extend(
-            pack::entries(&databases, &packed)?
+            pack::entries(&to_pack, &packed)?
                 .into_iter()
                 .map(Unit::Whole),
         );
         report.bytes_in += packed.iter().map(|m| m.bytes().len() as u64).sum::<u64>();
     }
     if let Some(payloads) = &payloads {
-        report.payloads = write_payloads(input, payloads.dir.path(), &databases)?;
+        report.payloads = write_payloads(input, payloads.dir.path(), &to_payloads)?;
         report.bytes_in += report.payloads.iter().map(|p| p.bytes).sum::<u64>();
         fs_err::set_permissions(payloads.dir.path(), fs_err::metadata(input)?.permissions())?;
     }
@@ -278,7 +283,16 @@ fn route<'i>(items: &'i [Item], recognisers: &Recognisers) -> (Vec<&'i Path>, Ve
                     relative: relative.clone(),
                     library: found.library,
                     component: found.component,
-                    target,
+                    owner: Owner::of(&target),
+                    target: Some(target),
+                    name,
+                }),
+                Role::Group { owner, name } => databases.push(DeviceFile {
+                    relative: relative.clone(),
+                    library: found.library,
+                    component: found.component,
+                    owner,
+                    target: None,
                     name,
                 }),
                 Role::Shared => files.push(relative.as_path()),
@@ -327,7 +341,7 @@ fn payload_staging(
     options: &TreeOptions,
     databases: &[DeviceFile],
 ) -> Result<Option<PayloadStaging>> {
-    if options.databases != DatabaseMode::Payloads || databases.is_empty() {
+    if databases.is_empty() {
         return Ok(None);
     }
     let destination = match &options.payload_dir {

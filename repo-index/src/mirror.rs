@@ -193,8 +193,12 @@ pub struct Scope {
 
 impl Scope {
     /// Host artifacts always; device artifacts of every component for a
-    /// selected target (a GPU there takes one of each).
+    /// selected target (a GPU there takes one of each), and those a
+    /// sub-family or family owns that a selected target belongs to.
     fn wants_artifact(&self, families: &Families, artifact: &Artifact) -> bool {
+        if let Some(owner) = &artifact.owner {
+            return self.targets.is_empty() || self.targets.iter().any(|t| owner.contains(t));
+        }
         self.targets.is_empty()
             || !artifact.is_device()
             || artifact.targets.iter().flatten().any(|listed| {

@@ -138,6 +138,9 @@ pub struct NewArtifact {
     /// For trees: the targets of a device tree. Ignored for `.kpack` files,
     /// whose targets are read from their table of contents.
     pub targets: Option<Vec<Listed>>,
+    /// For trees: the sub-family or family whose GPUs all need it, in place
+    /// of targets.
+    pub owner: Option<kpack_gpu::Owner>,
     /// The component of device code it is (a kernel database payload:
     /// `tensile`); none for the default, `kernels`, the component of a fat
     /// library's `.kpack` archives. Only device code has one.
@@ -325,10 +328,12 @@ impl Publisher {
                             version: new.version.clone(),
                         });
                     }
+                    let owned = one.artifacts.iter().any(|a| a.owner.is_some());
                     shard.versions.push(VersionEntry {
                         version: new.version.clone(),
                         depends: new.depends.clone(),
                         system_requires: new.system_requires.clone(),
+                        requires_client: owned.then_some(crate::schema::OWNER_CLIENT),
                         artifacts: one.artifacts.clone(),
                     });
                     summary = new.summary.clone().or(summary);
@@ -397,7 +402,16 @@ impl Publisher {
                 "an artifact is a .kpack archive or a .tar.zst tree".into()
             ));
         };
-        let device = targets.as_ref().is_some_and(|t| !t.is_empty());
+        let owner = match kind {
+            ArtifactKind::Tree => artifact.owner.clone(),
+            ArtifactKind::Kpack => None,
+        };
+        if owner.is_some() && targets.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(bad(
+                "a tree is device code for targets or for an owner, not both".into(),
+            ));
+        }
+        let device = owner.is_some() || targets.as_ref().is_some_and(|t| !t.is_empty());
         if artifact.component.is_some() && !device {
             return Err(bad(
                 "a component names device code: give the tree its targets".into(),
@@ -416,6 +430,7 @@ impl Publisher {
             path: relative,
             install_as,
             targets,
+            owner,
             sha256,
             size,
             unpacked_size,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kpack_gpu::Target;
+use kpack_gpu::{Owner, Target};
 use semver::{Version, VersionReq};
 
 use crate::families::Families;
@@ -42,6 +42,15 @@ pub enum ResolveError {
     },
     #[error("the dependency requirements do not settle on one version per package")]
     DoesNotSettle,
+    #[error(
+        "{name} {version} needs kpack-get {requires} or newer (this is {}); upgrade kpack-get to install it",
+        crate::schema::CLIENT_VERSION
+    )]
+    NeedsNewerClient {
+        name: PackageName,
+        version: Version,
+        requires: Version,
+    },
 }
 
 fn list_requirements(requirements: &[(String, VersionReq)]) -> String {
@@ -123,6 +132,7 @@ pub fn resolve(
                         available,
                     }
                 })?;
+            refuse_newer_client(shard, best)?;
             next.insert(name.clone(), best.clone());
         }
         if next == chosen {
@@ -131,6 +141,31 @@ pub fn resolve(
         chosen = next;
     }
     Err(ResolveError::DoesNotSettle)
+}
+
+/// Refuses `version` of `shard` when it states a `requires-client` newer
+/// than this build: installing it could put device code where no GPU
+/// needs it, or leave it out where one does.
+fn refuse_newer_client(shard: &Shard, version: &Version) -> Result<(), ResolveError> {
+    let Some(requires) = shard
+        .versions
+        .iter()
+        .find(|v| &v.version == version)
+        .and_then(|v| v.requires_client.as_ref())
+    else {
+        return Ok(());
+    };
+    let this: Version = crate::schema::CLIENT_VERSION
+        .parse()
+        .unwrap_or_else(|_| Version::new(0, 0, 0));
+    if *requires > this {
+        return Err(ResolveError::NeedsNewerClient {
+            name: shard.name.clone(),
+            version: version.clone(),
+            requires: requires.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Why an artifact was or was not chosen.
@@ -156,6 +191,16 @@ pub enum Explanation {
         path: RelativePath,
         chosen: RelativePath,
     },
+    /// Device code a sub-family or family owns, chosen once for the GPUs
+    /// that belong to it.
+    Owned {
+        path: RelativePath,
+        owner: Owner,
+        gpus: Vec<Target>,
+    },
+    /// Device code a sub-family or family owns that none of the GPUs
+    /// belongs to.
+    NotOwned { path: RelativePath, owner: Owner },
     /// An artifact none of the GPUs can use.
     Incompatible {
         path: RelativePath,
@@ -201,6 +246,15 @@ impl fmt::Display for Explanation {
                     )
                 }
             }
+            Explanation::Owned { path, owner, gpus } => write!(
+                f,
+                "{path}: for {} (owned by {owner})",
+                kpack_gpu::target::join_targets(gpus)
+            ),
+            Explanation::NotOwned { path, owner } => write!(
+                f,
+                "{path}: not needed (owned by {owner}, which none of these GPUs belongs to)"
+            ),
             Explanation::Smaller { gpu, path, chosen } => {
                 write!(f, "{path}: serves {gpu} too, but {chosen} is smaller")
             }
@@ -330,10 +384,19 @@ pub fn select_artifacts<'a>(
             path: artifact.path.clone(),
         });
     }
-    let device: Vec<&'a Artifact> = version.artifacts.iter().filter(|a| a.is_device()).collect();
-    let mut used: Vec<&'a Artifact> = Vec::new();
+    let device: Vec<&'a Artifact> = version
+        .artifacts
+        .iter()
+        .filter(|a| a.is_device() && a.owner.is_none())
+        .collect();
+    let mut used = choose_owned(version, gpus, &mut explanations);
     for gpu in gpus {
-        for artifact in choose_for_gpu(gpu, &device, families, &mut explanations) {
+        let owned: Vec<&Component> = used
+            .iter()
+            .filter(|a| a.owner.as_ref().is_some_and(|o| o.contains(gpu)))
+            .filter_map(|a| a.component())
+            .collect();
+        for artifact in choose_for_gpu(gpu, &device, families, &owned, &mut explanations) {
             if !used.iter().any(|a| std::ptr::eq(*a, artifact)) {
                 used.push(artifact);
             }
@@ -341,7 +404,7 @@ pub fn select_artifacts<'a>(
     }
     explain_unneeded(&device, &mut explanations);
     // Index order, whatever order the GPUs were given in.
-    for artifact in device {
+    for artifact in version.artifacts.iter().filter(|a| a.is_device()) {
         if used.iter().any(|a| std::ptr::eq(*a, artifact)) {
             chosen.push(artifact);
         }
@@ -350,6 +413,36 @@ pub fn select_artifacts<'a>(
         artifacts: chosen,
         explanations,
     }
+}
+
+/// The artifacts a sub-family or family owns that some GPU belongs to, each
+/// once for all of them; the others explained as not needed.
+fn choose_owned<'a>(
+    version: &'a VersionEntry,
+    gpus: &[Target],
+    explanations: &mut Vec<Explanation>,
+) -> Vec<&'a Artifact> {
+    let mut chosen = Vec::new();
+    for artifact in &version.artifacts {
+        let Some(owner) = &artifact.owner else {
+            continue;
+        };
+        let members: Vec<Target> = gpus.iter().filter(|g| owner.contains(g)).cloned().collect();
+        let path = artifact.path.clone();
+        if members.is_empty() {
+            let owner = owner.clone();
+            explanations.push(Explanation::NotOwned { path, owner });
+        } else {
+            let owner = owner.clone();
+            explanations.push(Explanation::Owned {
+                path,
+                owner,
+                gpus: members,
+            });
+            chosen.push(artifact);
+        }
+    }
+    chosen
 }
 
 /// The components of `device`, each once, in index order.
@@ -364,12 +457,14 @@ fn components<'a>(device: &[&'a Artifact]) -> Vec<&'a Component> {
 }
 
 /// One artifact of each component of `device` for `gpu`, with why; a
-/// component without code for it is explained, and a GPU no component
-/// serves gets host parts only.
+/// component without code for it is explained unless an artifact its
+/// sub-family or family owns serves it (`owned`: their components), and a
+/// GPU nothing serves gets host parts only.
 fn choose_for_gpu<'a>(
     gpu: &Target,
     device: &[&'a Artifact],
     families: &Families,
+    owned: &[&Component],
     explanations: &mut Vec<Explanation>,
 ) -> Vec<&'a Artifact> {
     let mut chosen = Vec::new();
@@ -392,6 +487,7 @@ fn choose_for_gpu<'a>(
                 });
                 chosen.push(best.artifact);
             }
+            None if owned.contains(&component) => {}
             None => missing.push(Explanation::NoComponent {
                 gpu: gpu.clone(),
                 component: component.clone(),
@@ -399,7 +495,7 @@ fn choose_for_gpu<'a>(
             }),
         }
     }
-    if chosen.is_empty() {
+    if chosen.is_empty() && owned.is_empty() {
         explanations.push(Explanation::NoDeviceCode {
             gpu: gpu.clone(),
             offered: device.iter().flat_map(|a| listed(a)).collect(),

@@ -12,6 +12,14 @@ use crate::types::{Component, Dependency, Listed, PackageName, RelativePath, Sha
 /// The index format this crate reads and writes.
 pub const FORMAT: u32 = 1;
 
+/// The version of this build's tools: a shard entry that states a newer
+/// `requires-client` uses something this build does not understand.
+pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The first client that understands artifacts owned by a sub-family or
+/// family (`owner`); a version using them states it as `requires-client`.
+pub const OWNER_CLIENT: semver::Version = semver::Version::new(0, 2, 0);
+
 /// `index.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootIndex {
@@ -78,6 +86,14 @@ pub struct VersionEntry {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub system_requires: Vec<String>,
+    /// The oldest client that can install this version (it uses a field
+    /// older clients would misread, such as `owner`); absent when any can.
+    #[serde(
+        rename = "requires-client",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub requires_client: Option<semver::Version>,
     #[serde(default)]
     pub artifacts: Vec<Artifact>,
 }
@@ -112,6 +128,11 @@ pub struct Artifact {
     /// targets); none means needed on every machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<Listed>>,
+    /// Device code every GPU of this sub-family or family needs, in place
+    /// of `targets` (07-gpu-targets.md, "Packaging levels"): installed once
+    /// when any GPU is a member. A processor's payload lists targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<kpack_gpu::Owner>,
     pub sha256: Sha256,
     pub size: u64,
     /// For a tree: the length of its decompressed tar stream, which bounds
@@ -151,9 +172,9 @@ impl PackageEntry {
 }
 
 impl Artifact {
-    /// Whether this is device code (it names targets).
+    /// Whether this is device code (it names targets or an owner).
     pub fn is_device(&self) -> bool {
-        self.targets.as_ref().is_some_and(|t| !t.is_empty())
+        self.owner.is_some() || self.targets.as_ref().is_some_and(|t| !t.is_empty())
     }
 
     /// The most bytes extracting this tree may read from its decompressed
@@ -344,6 +365,7 @@ mod tests {
             path: "pool/x/1.0.0/x.tar.zst".parse().unwrap(),
             install_as: None,
             targets: None,
+            owner: None,
             sha256,
             size,
             unpacked_size,
@@ -374,6 +396,7 @@ mod tests {
                 version: "5.5.1+deb.7".parse().unwrap(),
                 depends: vec!["rocm-blas >=5.5.1".parse().unwrap()],
                 system_requires: Vec::new(),
+                requires_client: None,
                 artifacts: vec![tree(3, Some(2048))],
             }],
         };
@@ -398,6 +421,7 @@ mod tests {
                 version: semver::Version::new(1, 0, 0),
                 depends: Vec::new(),
                 system_requires: Vec::new(),
+                requires_client: None,
                 artifacts: vec![declared.clone(), tree(3, None)],
             }],
         };
@@ -406,5 +430,30 @@ mod tests {
         assert_eq!(text.matches("unpacked-size").count(), 1, "{text}");
         let read = Shard::parse("shard", &text).unwrap();
         assert_eq!(read, shard);
+    }
+
+    #[test]
+    fn an_owned_tree_and_the_client_it_requires_are_written_and_read_back() {
+        let mut owned = tree(3, Some(2048));
+        owned.owner = Some(kpack_gpu::Owner::parse("gfx12-0").unwrap());
+        owned.component = Some("aotriton".parse().unwrap());
+        let shard = Shard {
+            name: "torch".parse().unwrap(),
+            versions: vec![VersionEntry {
+                version: semver::Version::new(2, 9, 0),
+                depends: Vec::new(),
+                system_requires: Vec::new(),
+                requires_client: Some(OWNER_CLIENT),
+                artifacts: vec![owned],
+            }],
+        };
+        let text = shard.to_toml().unwrap();
+        assert!(text.contains("owner = \"gfx12_0\""), "{text}");
+        assert!(text.contains("requires-client = \"0.2.0\""), "{text}");
+        let read = Shard::parse("shard", &text).unwrap();
+        assert_eq!(read, shard);
+        assert!(read.versions[0].artifacts[0].is_device());
+        let bad = text.replace("gfx12_0", "gfx12_9");
+        assert!(Shard::parse("shard", &bad).is_err());
     }
 }

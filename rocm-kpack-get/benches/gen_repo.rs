@@ -139,6 +139,7 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
                 path,
                 install_as,
                 targets,
+                owner: None,
                 size: size + v as u64,
                 // Trees say how far they unpack, as every publish now writes.
                 unpacked_size: (kind == ArtifactKind::Tree).then(|| 4 * (size + v as u64)),
@@ -148,6 +149,7 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
             version,
             depends,
             system_requires: Vec::new(),
+            requires_client: None,
             artifacts,
         });
     }

@@ -21,8 +21,9 @@ pub struct SplitArgs {
     /// Output directory: the host-only file (or tree) and `.kpack/` go
     /// here. For a tree it must not exist yet, and kernel database files
     /// for one target (rocBLAS, hipBLASLt, AOTriton, MIOpen, rocFFT) go
-    /// into one payload per component and processor beside it:
-    /// `<OUTPUT>.payloads/<component>/<processor>/<path in the tree>`,
+    /// into one payload per component and owner beside it:
+    /// `<OUTPUT>.payloads/<component>/<owner>/<path in the tree>` (a
+    /// processor, or a sub-family or family such as `gfx11`),
     /// which installs by extracting it into the prefix.
     #[arg(short, long)]
     output: PathBuf,
@@ -154,7 +155,7 @@ fn payload_lines(payloads: &[DatabasePayload]) {
             "  {} ({} {} [{}], {} files, {} bytes)",
             shown(&payload.dir),
             payload.component,
-            payload.processor,
+            payload.owner,
             targets.join(", "),
             payload.files,
             payload.bytes

@@ -1,20 +1,22 @@
 //! Kernel databases: the per-target files that rocBLAS, hipBLASLt,
-//! AOTriton, MIOpen and rocFFT keep beside their libraries, recognised by
-//! their path in an install tree.
+//! hipSPARSELt, AOTriton, MIOpen, rocFFT, Composable Kernel,
+//! hip-kernel-provider and RocJitsu keep beside their libraries,
+//! recognised by their path in an install tree.
 //!
 //! Each library has a [`Recogniser`]: given a file's path relative to the
 //! tree's root, it says whether the file belongs to the library's database
 //! and, if so, whether it is shared (needed whatever the GPU, so it stays
-//! in the host tree) or device code for one full target. File names spell
-//! targets with `-` where targets use `:` (`Kernels.so-000-gfx90a-xnack-.hsaco`
-//! is for `gfx90a:xnack-`); the full target is kept. Only processors the
-//! runtime's table of GPU facts knows count as targets, so a family
-//! directory (`amd-gfx11xx`) or an unknown name is never routed: files no
-//! recogniser claims stay in the host tree.
+//! in the host tree), device code for one full target, or device code for
+//! every GPU of a sub-family or family (AOTriton's `amd-gfx11xx`, owned by
+//! `gfx11`). File names spell targets with `-` where targets use `:`
+//! (`Kernels.so-000-gfx90a-xnack-.hsaco` is for `gfx90a:xnack-`); the full
+//! target is kept. Only processors the table of GPU facts knows count as
+//! targets, so an unknown name is never routed: files no recogniser claims
+//! stay in the host tree.
 //!
-//! A tree split ([`crate::tree`]) copies device files into per-processor
-//! payloads ([`payload`]) or, with `--pack-databases`, stores them in the
-//! kpack archives ([`pack`]).
+//! A tree split ([`crate::tree`]) copies device files into payloads, one per
+//! owner ([`payload`]) or, with `--pack-databases`, stores a target's files
+//! in the kpack archives ([`pack`]).
 
 mod aotriton;
 mod hipblaslt;
@@ -29,7 +31,7 @@ use std::fmt;
 use std::path::{Component, Path};
 
 use kpack_gpu::gpus::PROCESSORS;
-use kpack_gpu::Target;
+use kpack_gpu::{Owner, Target};
 
 pub use aotriton::AoTriton;
 pub use hipblaslt::HipBlasLt;
@@ -51,6 +53,13 @@ pub enum Role {
         /// archive: the file name, or in layouts with a directory per
         /// target, the path below that directory (AOTriton's
         /// `flash/attn_fwd/....aks2`), which keeps keys unique.
+        name: String,
+    },
+    /// Device code for every GPU of a sub-family or family: its payload is
+    /// owned by that group, whatever GPUs a machine has of it.
+    Group {
+        owner: Owner,
+        /// As for [`Role::Device`].
         name: String,
     },
 }
@@ -152,12 +161,19 @@ impl fmt::Debug for Recognisers {
 
 /// Parses a target as file and directory names spell it: a processor, then
 /// each feature after a `-` (`gfx90a`, `gfx90a-xnack-`,
-/// `gfx942-sramecc+-xnack-`). Only processors of the table of GPU facts,
-/// with features they have, count.
+/// `gfx942-sramecc+-xnack-`, `gfx1250-strict-xnack-`). Only processors of
+/// the table of GPU facts, with features they have, count; the longest
+/// processor name wins (`gfx1250-strict` over `gfx1250`).
 pub fn target_in_name(text: &str) -> Option<Target> {
-    let processor_len = text.bytes().take_while(u8::is_ascii_alphanumeric).count();
-    let (processor, mut rest) = text.split_at(processor_len);
-    let facts = PROCESSORS.iter().find(|p| p.name == processor)?;
+    let facts = PROCESSORS
+        .iter()
+        .filter(|p| {
+            text.strip_prefix(p.name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+        })
+        .max_by_key(|p| p.name.len())?;
+    let processor = facts.name;
+    let mut rest = &text[processor.len()..];
     let mut id = processor.to_owned();
     while !rest.is_empty() {
         rest = rest.strip_prefix('-')?;

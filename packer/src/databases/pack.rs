@@ -41,7 +41,9 @@ pub fn entries<'a>(files: &[DeviceFile], mapped: &'a [MappedFile]) -> Result<Vec
     let mut seen: HashMap<String, &Path> = HashMap::new();
     let mut entries = Vec::with_capacity(files.len());
     for (file, bytes) in files.iter().zip(mapped) {
-        let name = toc_key(file.library, &file.target, &file.name);
+        // A sub-family's or family's file has no target to be stored for.
+        let Some(target) = &file.target else { continue };
+        let name = toc_key(file.library, target, &file.name);
         if let Some(first) = seen.insert(name.clone(), &file.relative) {
             return Err(Error::DatabaseKeyClash {
                 key: name,
@@ -52,7 +54,7 @@ pub fn entries<'a>(files: &[DeviceFile], mapped: &'a [MappedFile]) -> Result<Vec
         let path = file.relative.to_string_lossy().replace('\\', "/");
         entries.push(Entry {
             binary: BinaryKey::named(&name),
-            target: file.target.clone(),
+            target: target.clone(),
             bytes: Cow::Borrowed(bytes.bytes()),
             metadata: Some(
                 Metadata::new()

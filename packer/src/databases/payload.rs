@@ -1,20 +1,22 @@
-//! Database payloads: a tree split copies each processor's database files
-//! of one component into a directory of its own, at the files' original
+//! Database payloads: a tree split copies each owner's database files of
+//! one component into a directory of its own, at the files' original
 //! relative paths, so that a payload extracted into the install prefix puts
 //! every file where it was.
 //!
-//! Layout: `<payloads>/<component>/<processor>/<relative path>`, where
+//! Layout: `<payloads>/<component>/<owner>/<relative path>`, where
 //! `<payloads>` defaults to `<output>.payloads` beside the host tree (so
-//! the host tree holds no payload). One payload per processor: the
-//! `xnack+` and `xnack-` files of `gfx90a` (and its files for no feature)
-//! go into the `gfx90a` payload together, because xnack is a mode the same
-//! GPU runs in (`HSA_XNACK`), and the library picks the file for the mode
-//! at run time.
+//! the host tree holds no payload). The owner is a processor's package
+//! (07-gpu-targets.md, "Packaging levels"): the `xnack+` and `xnack-` files
+//! of `gfx90a` (and its files for no feature) go into the `gfx90a` payload
+//! together, because xnack is a mode the same GPU runs in (`HSA_XNACK`),
+//! and the library picks the file for the mode at run time; `gfx1250-strict`
+//! files go with `gfx1250`'s. Files a sub-family or family owns
+//! (AOTriton's `amd-gfx11xx`) make that group's payload (`aotriton/gfx11`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_gpu::Target;
+use kpack_gpu::{Owner, Target};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -26,14 +28,18 @@ pub struct DeviceFile {
     pub relative: PathBuf,
     pub library: &'static str,
     pub component: &'static str,
-    /// The full target it is for (`gfx90a:xnack-`).
-    pub target: Target,
+    /// Whose payload it goes into: its target's package, or the group it
+    /// is for.
+    pub owner: Owner,
+    /// The full target it is for (`gfx90a:xnack-`); `None` for a file a
+    /// sub-family or family owns.
+    pub target: Option<Target>,
     /// Its name within the library and target (see
     /// [`Role::Device`](super::Role::Device)).
     pub name: String,
 }
 
-/// One processor's database files of one component, ready to publish as a
+/// One owner's database files of one component, ready to publish as a
 /// tree artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabasePayload {
@@ -42,11 +48,11 @@ pub struct DatabasePayload {
     pub component: &'static str,
     /// The libraries whose files it holds (`rocblas`, `hipblaslt`).
     pub libraries: Vec<&'static str>,
-    /// The processor it serves, without features: what a repository lists
-    /// the artifact for, which every GPU of that processor selects.
-    pub processor: Target,
+    /// Who it serves: a processor's package (every GPU of that processor,
+    /// in any mode), a sub-family or a family.
+    pub owner: Owner,
     /// The full targets of its files, sorted (`gfx90a`, `gfx90a:xnack-`,
-    /// `gfx90a:xnack+`).
+    /// `gfx90a:xnack+`); empty for a sub-family's or family's.
     pub targets: Vec<Target>,
     /// Its directory: the files at their paths relative to the input
     /// tree's root.
@@ -67,12 +73,12 @@ pub fn default_payload_dir(output: &Path) -> Result<PathBuf> {
 }
 
 /// A payload's directory below the payloads directory:
-/// `<component>/<processor>`.
-pub fn payload_subdir(component: &str, processor: &Target) -> PathBuf {
-    Path::new(component).join(processor.processor())
+/// `<component>/<owner>`.
+pub fn payload_subdir(component: &str, owner: &Owner) -> PathBuf {
+    Path::new(component).join(owner.key())
 }
 
-/// Copies `files` from `input` into per-processor payloads under `root`,
+/// Copies `files` from `input` into per-owner payloads under `root`,
 /// in parallel and streamed by the kernel (`copy_file_range` where the
 /// file system has it), each keeping its mode; a payload's directories
 /// get the modes of the input's.
@@ -84,9 +90,8 @@ pub fn write_payloads(
     let copied = files
         .par_iter()
         .map(|file| {
-            let processor = file.target.without_features();
             let to = root
-                .join(payload_subdir(file.component, &processor))
+                .join(payload_subdir(file.component, &file.owner))
                 .join(&file.relative);
             if let Some(parent) = to.parent() {
                 fs_err::create_dir_all(parent)?;
@@ -94,9 +99,9 @@ pub fn write_payloads(
             Ok(fs_err::copy(input.join(&file.relative), &to)?)
         })
         .collect::<Result<Vec<u64>>>()?;
-    let mut payloads: BTreeMap<(&str, String), Vec<(&DeviceFile, u64)>> = BTreeMap::new();
+    let mut payloads: BTreeMap<(&str, &Owner), Vec<(&DeviceFile, u64)>> = BTreeMap::new();
     for (file, bytes) in files.iter().zip(copied) {
-        let key = (file.component, file.target.processor().to_owned());
+        let key = (file.component, &file.owner);
         payloads.entry(key).or_default().push((file, bytes));
     }
     payloads
@@ -109,14 +114,13 @@ pub fn write_payloads(
 /// directories their modes in the input.
 fn describe(input: &Path, root: &Path, members: &[(&DeviceFile, u64)]) -> Result<DatabasePayload> {
     let first = members[0].0;
-    let processor = first.target.without_features();
-    let dir = root.join(payload_subdir(first.component, &processor));
+    let dir = root.join(payload_subdir(first.component, &first.owner));
     let mut libraries = BTreeSet::new();
     let mut targets = BTreeSet::new();
     let mut dirs = BTreeSet::new();
     for (file, _) in members {
         libraries.insert(file.library);
-        targets.insert(file.target.clone());
+        targets.extend(file.target.clone());
         dirs.extend(file.relative.ancestors().skip(1));
     }
     // Children first: a parent the input makes unsearchable would stop the
@@ -128,7 +132,7 @@ fn describe(input: &Path, root: &Path, members: &[(&DeviceFile, u64)]) -> Result
     Ok(DatabasePayload {
         component: first.component,
         libraries: libraries.into_iter().collect(),
-        processor,
+        owner: first.owner.clone(),
         targets: targets.into_iter().collect(),
         dir,
         files: members.len(),
@@ -154,11 +158,20 @@ mod tests {
     }
 
     #[test]
-    fn a_payload_is_named_by_component_and_processor() {
-        let target = Target::parse("gfx90a:xnack-").unwrap();
+    fn a_payload_is_named_by_component_and_owner() {
+        let owner = |target: &str| Owner::of(&Target::parse(target).unwrap());
         assert_eq!(
-            payload_subdir("tensile", &target.without_features()),
+            payload_subdir("tensile", &owner("gfx90a:xnack-")),
             Path::new("tensile/gfx90a")
+        );
+        assert_eq!(
+            payload_subdir("tensile", &owner("gfx1250-strict")),
+            Path::new("tensile/gfx1250")
+        );
+        let group = Owner::parse("gfx12_0").unwrap();
+        assert_eq!(
+            payload_subdir("aotriton", &group),
+            Path::new("aotriton/gfx12_0")
         );
     }
 }

@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::common::{FatLibrary, TestContext};
+use kpack_gpu::Owner;
 use kpack_packer::bundle::build::offload_bundle;
 use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions, TreeReport};
@@ -24,8 +25,9 @@ enum Goes {
     Host,
     /// A fat binary: split, its host-only file in the host tree.
     Fat,
-    /// Into the payload of `component` for the processor of `target`
-    /// (a full target), as a file of `library`.
+    /// Into the payload of `component` for the owner of `target`: a full
+    /// target (whose processor's package owns it) or a sub-family or
+    /// family key, as a file of `library`.
     Payload {
         library: &'static str,
         component: &'static str,
@@ -57,6 +59,19 @@ struct Layout {
 
 fn t(s: &str) -> Target {
     Target::parse(s).unwrap()
+}
+
+/// The owner of a file a layout gives `target` for: a full target's
+/// processor package, or a sub-family or family.
+fn owner(target: &str) -> String {
+    Owner::parse(target).unwrap().key().to_owned()
+}
+
+/// The full target a layout gives, if it is one (not a group's key).
+fn full_target(target: &str) -> Option<Target> {
+    Target::parse(target)
+        .ok()
+        .filter(|t| kpack_gpu::gpus::processor(t.processor()).is_some())
 }
 
 fn mode(path: &Path) -> u32 {
@@ -158,13 +173,13 @@ fn payloads_root(output: &Path) -> PathBuf {
     ))
 }
 
-/// The payload a report lists for a component and processor.
-fn payload<'r>(report: &'r TreeReport, component: &str, processor: &str) -> &'r DatabasePayload {
+/// The payload a report lists for a component and owner key.
+fn payload<'r>(report: &'r TreeReport, component: &str, owner: &str) -> &'r DatabasePayload {
     report
         .payloads
         .iter()
-        .find(|p| p.component == component && p.processor == t(processor))
-        .unwrap_or_else(|| panic!("no {component} payload for {processor}: {report:?}"))
+        .find(|p| p.component == component && p.owner.key() == owner)
+        .unwrap_or_else(|| panic!("no {component} payload for {owner}: {report:?}"))
 }
 
 /// Checks every file is where the layout says, byte-equal with its mode,
@@ -180,10 +195,8 @@ fn check_split(layout: &Layout, input: &Path, output: &Path, report: &TreeReport
                 component, target, ..
             } => {
                 assert!(!output.join(path).exists(), "{path} left in the host tree");
-                let dir = payload(report, component, t(target).processor())
-                    .dir
-                    .clone();
-                assert_eq!(dir, root.join(component).join(t(target).processor()));
+                let dir = payload(report, component, &owner(target)).dir.clone();
+                assert_eq!(dir, root.join(component).join(owner(target)));
                 dir.join(path)
             }
         };
@@ -226,10 +239,8 @@ fn check_payload_targets(layout: &Layout, report: &TreeReport) {
             target,
         } = goes
         {
-            let entry = expected
-                .entry((component, t(target).processor().to_owned()))
-                .or_default();
-            entry.0.insert(t(target));
+            let entry = expected.entry((component, owner(target))).or_default();
+            entry.0.extend(full_target(target));
             entry.1.insert(library);
             entry.2 += 1;
         }
@@ -240,8 +251,8 @@ fn check_payload_targets(layout: &Layout, report: &TreeReport) {
         "{:?}",
         report.payloads
     );
-    for ((component, processor), (targets, libraries, files)) in expected {
-        let payload = payload(report, component, &processor);
+    for ((component, owner), (targets, libraries, files)) in expected {
+        let payload = payload(report, component, &owner);
         assert_eq!(payload.targets, targets.into_iter().collect::<Vec<_>>());
         assert_eq!(payload.libraries, libraries.into_iter().collect::<Vec<_>>());
         assert_eq!(payload.files, files);
@@ -392,7 +403,7 @@ fn rocm_rocblas_and_hipblaslt_share_the_tensile_payloads() {
 }
 
 #[test]
-fn aotriton_images_go_to_their_processors_payload_and_families_stay() {
+fn aotriton_images_go_to_their_processors_or_groups_payload() {
     let layout = Layout {
         files: vec![
             ("torch/lib/libaotriton_v2.so.0.11.1", Goes::Host),
@@ -410,16 +421,32 @@ fn aotriton_images_go_to_their_processors_payload_and_families_stay() {
                 "torch/lib/aotriton.images/amd-gfx90a/flash/attn_fwd/FONLY__\u{ff0a}fp16@16_64_F_F_3_0___MI200.aks2",
                 own("aotriton", "gfx90a"),
             ),
-            ("torch/lib/aotriton.images/amd-gfx11xx/__signature__", Goes::Host),
+            ("torch/lib/aotriton.images/amd-gfx11xx/__signature__", own("aotriton", "gfx11")),
             (
                 "torch/lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/FONLY__\u{ff0a}bf16@16_256_F_F_3_0___gfx11xx.aks2",
-                Goes::Host,
+                own("aotriton", "gfx11"),
             ),
+            ("torch/lib/aotriton.images/amd-gfx120x/__signature__", own("aotriton", "gfx12_0")),
+            (
+                "torch/lib/aotriton.images/amd-gfx120x/flash/attn_fwd/FONLY__\u{ff0a}bf16@16_256_F_F_3_0___gfx120x.aks2",
+                own("aotriton", "gfx12_0"),
+            ),
+            ("torch/lib/aotriton.images/amd-common/README", Goes::Host),
         ],
         symlinks: vec![("torch/lib/libaotriton_v2.so", "libaotriton_v2.so.0.11.1")],
     };
     let report = split_and_check(&layout);
-    assert_eq!(report.payloads.len(), 2);
+    assert_eq!(report.payloads.len(), 4);
+    let gfx11 = payload(&report, "aotriton", "gfx11");
+    assert_eq!(
+        (gfx11.owner.level(), gfx11.files),
+        (kpack_gpu::Level::Family, 2)
+    );
+    assert!(gfx11.targets.is_empty());
+    assert_eq!(
+        payload(&report, "aotriton", "gfx12_0").owner.level(),
+        kpack_gpu::Level::SubFamily
+    );
 }
 
 #[test]

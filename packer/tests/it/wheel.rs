@@ -856,7 +856,8 @@ fn the_maturin_wheel_installs_a_kpack_pack_that_splits_the_jax_wheel() {
     assert_eq!(
         wheel.file_name().unwrap().to_string_lossy(),
         format!(
-            "kpack_pack-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            "kpack_pack-{}-py3-none-manylinux_2_28_{}.whl",
+            env!("CARGO_PKG_VERSION"),
             std::env::consts::ARCH
         )
     );

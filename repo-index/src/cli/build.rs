@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fs_err as fs;
+use kpack_gpu::{Level, Owner, Target};
 use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use rocm_kpack::Compression;
@@ -137,6 +138,7 @@ fn pack_artifacts(
     let host = work.join(format!("{}-{}-host.tar.zst", package.name, package.version));
     let unpacked_size = write_tree(split, &host, TreeCompression::Package)?;
     let mut artifacts = vec![NewArtifact {
+        owner: None,
         file: host,
         targets: None,
         component: None,
@@ -144,6 +146,7 @@ fn pack_artifacts(
     }];
     for archive in &report.archives {
         artifacts.push(NewArtifact {
+            owner: None,
             file: archive.path.clone(),
             targets: None,
             component: None,
@@ -153,7 +156,7 @@ fn pack_artifacts(
     for payload in &report.payloads {
         let file = work.join(format!(
             "{}-{}-{}.tar.zst",
-            package.name, payload.processor, payload.component
+            package.name, payload.owner, payload.component
         ));
         let unpacked_size = write_tree(&payload.dir, &file, TreeCompression::Databases)?;
         let component =
@@ -164,14 +167,44 @@ fn pack_artifacts(
                     path: payload.dir.clone(),
                     message: e.to_string(),
                 })?;
+        let (targets, owner) = payload_owner(&payload.owner);
         artifacts.push(NewArtifact {
+            owner,
             file,
-            targets: Some(vec![Listed::Target(payload.processor.clone())]),
+            targets,
             component: Some(component),
             unpacked_size: Some(unpacked_size),
         });
     }
     Ok(artifacts)
+}
+
+/// What a database payload's artifact is listed for: a processor's package
+/// lists the processors it holds (`gfx1250` holds `gfx1250-strict` too),
+/// so that clients before owners existed read it as before; a sub-family's
+/// or family's names its owner.
+fn payload_owner(owner: &Owner) -> (Option<Vec<Listed>>, Option<Owner>) {
+    match owner.level() {
+        Level::Target => {
+            let members: Vec<Listed> = owner
+                .members()
+                .into_iter()
+                .filter_map(|processor| Target::bare(processor).ok())
+                .map(Listed::Target)
+                .collect();
+            // A processor the table does not know is its own only member.
+            let members = if members.is_empty() {
+                Target::bare(owner.key())
+                    .map(Listed::Target)
+                    .into_iter()
+                    .collect()
+            } else {
+                members
+            };
+            (Some(members), None)
+        }
+        Level::SubFamily | Level::Family => (None, Some(owner.clone())),
+    }
 }
 
 /// Copies the tree at `from` into `to`, keeping symlinks.

@@ -402,6 +402,7 @@ fn add_command(
             // --component is the trees'; an archive is of the default one.
             let archive = file.extension().is_some_and(|e| e == "kpack");
             NewArtifact {
+                owner: None,
                 component: component.clone().filter(|_| !archive),
                 file,
                 targets: targets.clone(),

@@ -17,8 +17,13 @@ pub enum Listed {
 
 impl Listed {
     /// Whether `processor` is spelt as a GPU processor (`gfx` and hex
-    /// digits) or a generic target (`gfx10-3-generic`), not a family.
+    /// digits, or a name of the GPU table such as `gfx1250-strict`) or a
+    /// generic target (`gfx10-3-generic`), not a family.
     fn is_processor(processor: &str) -> bool {
+        // The table's own names, such as `gfx1250-strict`.
+        if kpack_gpu::gpus::processor(processor).is_some() {
+            return true;
+        }
         let Some(rest) = processor.strip_prefix("gfx") else {
             return false;
         };

@@ -92,6 +92,8 @@ fn listed_names_are_targets_or_families() {
         "gfx1100",
         "gfx11-generic",
         "gfx10-3-generic",
+        "gfx1250-strict",
+        "gfx1250-strict:xnack-",
     ] {
         assert!(matches!(listed(target), Listed::Target(_)), "{target}");
         assert_eq!(listed(target).to_string(), target);

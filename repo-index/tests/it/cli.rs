@@ -255,7 +255,8 @@ fn the_maturin_wheel_installs_a_kpack_repo_that_publishes_the_rocrand_repository
     assert_eq!(
         wheel.file_name().unwrap().to_string_lossy(),
         format!(
-            "kpack_repo-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            "kpack_repo-{}-py3-none-manylinux_2_28_{}.whl",
+            env!("CARGO_PKG_VERSION"),
             std::env::consts::ARCH
         )
     );
@@ -354,6 +355,7 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
     let context = TestContext::new();
     let inputs = &context.inputs;
     let tensile = |target: &str| NewArtifact {
+        owner: None,
         file: tree(
             inputs,
             &format!("tensile-{target}.tar.zst"),
@@ -365,6 +367,7 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         unpacked_size: None,
     };
     let kernels = |file| NewArtifact {
+        owner: None,
         file,
         targets: None,
         component: None,

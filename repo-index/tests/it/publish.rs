@@ -229,6 +229,7 @@ fn published_files_never_change() {
                 &semver::Version::new(5, 3, 3),
             ),
             &[NewArtifact {
+                owner: None,
                 file: archive(&inputs, "gfx1030", &["gfx1030"]),
                 targets: None,
                 component: None,
@@ -258,6 +259,7 @@ fn concurrent_writers_both_publish() {
                 repo.add(
                     &NewVersion::new(&name.parse().unwrap(), &semver::Version::new(6, 0, 0)),
                     &[NewArtifact {
+                        owner: None,
                         file,
                         targets: None,
                         component: None,
@@ -286,6 +288,7 @@ fn a_component_is_kept_for_device_code_and_refused_for_host_code() {
     fs::create_dir_all(&inputs).unwrap();
     let tensile: Component = "tensile".parse().unwrap();
     let new = |file, targets: Option<&str>, component: Option<&Component>| NewArtifact {
+        owner: None,
         file,
         targets: targets.map(|t| vec![t.parse().unwrap()]),
         component: component.cloned(),

@@ -349,3 +349,134 @@ fn a_conflict_names_the_packages_and_requirements() {
         "no package rocm-blas (required by the request)"
     );
 }
+
+/// torch-like: per-processor AOTriton payloads, and payloads AOTriton's
+/// group directories make (gfx11, gfx12_0), beside the archives.
+const OWNED_SHARD: &str = r#"name = "torch"
+
+[[versions]]
+version = "2.9.0"
+requires-client = "0.2.0"
+
+[[versions.artifacts]]
+kind = "tree"
+path = "pool/torch/2.9.0/host.tar.zst"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+size = 10000
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/torch/2.9.0/torch_gfx1100.kpack"
+targets = ["gfx1100"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000001"
+size = 1000
+
+[[versions.artifacts]]
+kind = "tree"
+component = "aotriton"
+path = "pool/torch/2.9.0/torch-gfx942-aotriton.tar.zst"
+targets = ["gfx942"]
+sha256 = "0000000000000000000000000000000000000000000000000000000000000002"
+size = 500
+
+[[versions.artifacts]]
+kind = "tree"
+component = "aotriton"
+path = "pool/torch/2.9.0/torch-gfx11-aotriton.tar.zst"
+owner = "gfx11"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000003"
+size = 700
+
+[[versions.artifacts]]
+kind = "tree"
+component = "aotriton"
+path = "pool/torch/2.9.0/torch-gfx12_0-aotriton.tar.zst"
+owner = "gfx12_0"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000004"
+size = 600
+"#;
+
+fn chosen_owned(gpus: &[&str]) -> (Vec<String>, Vec<String>) {
+    let shard = Shard::parse("shard.toml", OWNED_SHARD).unwrap();
+    let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
+    let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
+    let names = selection
+        .artifacts
+        .iter()
+        .map(|a| a.path.as_str().rsplit('/').next().unwrap().to_owned())
+        .collect();
+    let why = selection
+        .explanations
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    (names, why)
+}
+
+#[test]
+fn an_owned_payload_is_installed_once_when_any_gpu_belongs_to_its_owner() {
+    let table: &[(&[&str], &[&str])] = &[
+        (
+            &["gfx1100"],
+            &[
+                "host.tar.zst",
+                "torch_gfx1100.kpack",
+                "torch-gfx11-aotriton.tar.zst",
+            ],
+        ),
+        // Two members of gfx11: the family's payload once.
+        (
+            &["gfx1100", "gfx1151"],
+            &[
+                "host.tar.zst",
+                "torch_gfx1100.kpack",
+                "torch-gfx11-aotriton.tar.zst",
+            ],
+        ),
+        (
+            &["gfx1201"],
+            &["host.tar.zst", "torch-gfx12_0-aotriton.tar.zst"],
+        ),
+        (
+            &["gfx942:sramecc+:xnack-"],
+            &["host.tar.zst", "torch-gfx942-aotriton.tar.zst"],
+        ),
+        (&["gfx90a"], &["host.tar.zst"]),
+        (
+            &["gfx1201", "gfx1103"],
+            &[
+                "host.tar.zst",
+                "torch-gfx11-aotriton.tar.zst",
+                "torch-gfx12_0-aotriton.tar.zst",
+            ],
+        ),
+    ];
+    for (gpus, expected) in table {
+        assert_eq!(chosen_owned(gpus).0, *expected, "{gpus:?}");
+    }
+}
+
+#[test]
+fn owned_payloads_are_explained() {
+    let (_, why) = chosen_owned(&["gfx1100", "gfx1151"]);
+    insta::assert_snapshot!(why.join("\n"));
+}
+
+#[test]
+fn a_version_that_needs_a_newer_client_is_refused_by_name() {
+    let newer = OWNED_SHARD.replace(
+        "requires-client = \"0.2.0\"",
+        "requires-client = \"99.0.0\"",
+    );
+    let repo = |text: &str| {
+        let shard = Shard::parse("torch", text).unwrap();
+        BTreeMap::from([(shard.name.clone(), shard)])
+    };
+    let error = resolve(&repo(&newer), &[request("torch", "*")]).unwrap_err();
+    assert!(matches!(error, ResolveError::NeedsNewerClient { .. }));
+    insta::assert_snapshot!(error
+        .to_string()
+        .replace(env!("CARGO_PKG_VERSION"), "<VERSION>"));
+    let current = repo(OWNED_SHARD);
+    assert!(resolve(&current, &[request("torch", "*")]).is_ok());
+}

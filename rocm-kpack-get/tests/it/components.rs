@@ -59,6 +59,7 @@ fn tensile_file(processor: &str) -> String {
 /// The Tensile payload for one processor: component `tensile`.
 fn tensile(dir: &Path, processor: &str) -> NewArtifact {
     NewArtifact {
+        owner: None,
         file: tree(
             dir,
             &format!("rocm-blas-{processor}-tensile.tar.zst"),
@@ -73,6 +74,7 @@ fn tensile(dir: &Path, processor: &str) -> NewArtifact {
 /// Host code, or an archive (whose targets and component it says itself).
 fn plain(file: PathBuf) -> NewArtifact {
     NewArtifact {
+        owner: None,
         file,
         targets: None,
         component: None,

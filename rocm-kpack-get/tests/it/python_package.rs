@@ -14,14 +14,15 @@ fn the_maturin_wheel_installs_a_working_kpack_get() {
     assert_eq!(
         wheel.file_name().unwrap().to_string_lossy(),
         format!(
-            "kpack_get-0.1.0-py3-none-manylinux_2_28_{}.whl",
+            "kpack_get-{}-py3-none-manylinux_2_28_{}.whl",
+            env!("CARGO_PKG_VERSION"),
             std::env::consts::ARCH
         )
     );
     let exe = install_fresh(&wheel, &work.path().join("venv")).join("kpack-get");
     assert_eq!(
         success(Command::new(&exe).arg("--version")),
-        "kpack-get 0.1.0\n"
+        format!("kpack-get {}\n", env!("CARGO_PKG_VERSION"))
     );
     let json =
         success(Command::new(&exe).args(["pip", "variant-properties", "--target", "gfx1100"]));
