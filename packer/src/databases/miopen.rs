@@ -11,11 +11,16 @@
 //! the tuning models `<gfx>[_<anything>].tn.model|.ktn.model`. Hex CU counts
 //! make the processor ambiguous as text, so it is the longest processor of
 //! the table of GPU facts that fits.
+//!
+//! MIOpen's Composable Kernel solvers ship as one shared library per target
+//! anywhere in the tree, `libMIOpenCK<solver>_<gfx>[-xnack±].so[.N]`
+//! (`MIOpenCK<solver>_<gfx>.dll` on Windows), as ROCm's reference handler
+//! describes them: each is that target's whole.
 
 use kpack_gpu::gpus::PROCESSORS;
 use kpack_gpu::Target;
 
-use super::{Recogniser, Role};
+use super::{target_in_name, Recogniser, Role};
 
 /// MIOpen: component `miopen`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -32,6 +37,9 @@ impl Recogniser for MiOpen {
     }
 
     fn recognise(&self, path: &[&str]) -> Option<Role> {
+        if let Some(role) = ck_library(path.last()?) {
+            return Some(role);
+        }
         let [.., "miopen", "db", file] = path else {
             return None;
         };
@@ -52,6 +60,30 @@ impl Recogniser for MiOpen {
             name: (*file).to_owned(),
         })
     }
+}
+
+/// A Composable Kernel solver library for one target:
+/// `[lib]MIOpenCK<solver>_<target>.so[...]` or `.dll`.
+fn ck_library(file: &str) -> Option<Role> {
+    let name = file.strip_prefix("lib").unwrap_or(file);
+    let stem_end = name.find(".so").or_else(|| name.find(".dll"))?;
+    let rest = &name[stem_end..];
+    if !(rest == ".dll" || rest == ".so" || rest.starts_with(".so.")) {
+        return None;
+    }
+    let (solver, target) = name[..stem_end].rsplit_once('_')?;
+    let solver = solver.strip_prefix("MIOpenCK")?;
+    if solver.is_empty()
+        || !solver
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return None;
+    }
+    Some(Role::Device {
+        target: target_in_name(target)?,
+        name: file.to_owned(),
+    })
 }
 
 /// What may follow the processor in a database's name: nothing, `_` and a
@@ -104,6 +136,50 @@ mod tests {
             ),
         ] {
             assert_eq!(role(file), device(processor, file), "{file}");
+        }
+    }
+
+    #[test]
+    fn routes_composable_kernel_solver_libraries_by_target() {
+        let ck = |path: &str| MiOpen.recognise(&path.split('/').collect::<Vec<_>>());
+        for (path, target) in [
+            ("lib/libMIOpenCKGroupedConv_gfx942.so", "gfx942"),
+            ("lib/libMIOpenCKGroupedConv_gfx90a.so", "gfx90a"),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx942-xnack+.so",
+                "gfx942:xnack+",
+            ),
+            ("lib/libMIOpenCKGroupedConv_gfx942.so.1", "gfx942"),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx1250-strict.so",
+                "gfx1250-strict",
+            ),
+            ("lib/MIOpenCKGroupedConv_gfx942.dll", "gfx942"),
+            ("bin/MIOpenCKGroupedConv_gfx942-xnack+.dll", "gfx942:xnack+"),
+        ] {
+            let file = path.rsplit('/').next().unwrap();
+            assert_eq!(ck(path), device(target, file), "{path}");
+        }
+        for path in [
+            "lib/libMIOpen.so",
+            "lib/libMIOpenCKGroupedConv.so",
+            "lib/MIOpen.dll",
+            "lib/libMIOpenCKGroupedConv_gfx942:xnack+.so",
+            "lib/libMIOpenCKGroupedConv_gfx942.sox",
+        ] {
+            assert_eq!(ck(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn strict_databases_keep_their_identity() {
+        for (file, target) in [
+            ("gfx1250_256.db.txt", "gfx1250"),
+            ("gfx1250-strict_256.db.txt", "gfx1250-strict"),
+            ("gfx1250256.HIP.fdb.txt", "gfx1250"),
+            ("gfx1250-strict256.HIP.fdb.txt", "gfx1250-strict"),
+        ] {
+            assert_eq!(role(file), device(target, file), "{file}");
         }
     }
 

@@ -19,12 +19,16 @@
 //! in the kpack archives ([`pack`]).
 
 mod aotriton;
+mod composable_kernel;
+mod hip_kernel_provider;
 mod hipblaslt;
+mod hipsparselt;
 mod miopen;
 pub mod pack;
 pub mod payload;
 mod rocblas;
 mod rocfft;
+mod rocjitsu;
 mod tensile;
 
 use std::fmt;
@@ -34,10 +38,14 @@ use kpack_gpu::gpus::PROCESSORS;
 use kpack_gpu::{Owner, Target};
 
 pub use aotriton::AoTriton;
+pub use composable_kernel::ComposableKernel;
+pub use hip_kernel_provider::HipKernelProvider;
 pub use hipblaslt::HipBlasLt;
+pub use hipsparselt::HipSparseLt;
 pub use miopen::MiOpen;
 pub use rocblas::RocBlas;
 pub use rocfft::RocFft;
+pub use rocjitsu::RocJitsu;
 
 /// What a file of a library's database is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,15 +107,20 @@ pub struct Recognisers {
 }
 
 impl Recognisers {
-    /// Every library this crate knows: rocBLAS, hipBLASLt, AOTriton,
-    /// MIOpen, rocFFT.
+    /// Every library this crate knows: rocBLAS, hipBLASLt, hipSPARSELt,
+    /// AOTriton, MIOpen, rocFFT, Composable Kernel, hip-kernel-provider,
+    /// RocJitsu.
     pub fn builtin() -> Recognisers {
         Recognisers::none()
             .with(RocBlas)
             .with(HipBlasLt)
+            .with(HipSparseLt)
             .with(AoTriton)
             .with(MiOpen)
             .with(RocFft)
+            .with(ComposableKernel)
+            .with(HipKernelProvider)
+            .with(RocJitsu)
     }
 
     /// None: every file is copied or split as it is.
@@ -260,6 +273,8 @@ mod tests {
             Some(t("gfx942:sramecc+:xnack-"))
         );
         assert_eq!(target_in_name("gfx1100"), Some(t("gfx1100")));
+        assert_eq!(target_in_name("gfx1250-strict"), Some(t("gfx1250-strict")));
+        assert_eq!(target_in_name("gfx1250"), Some(t("gfx1250")));
     }
 
     #[test]
@@ -275,6 +290,8 @@ mod tests {
             "gfx90a-",
             "",
             "amd-gfx90a",
+            "gfx1250-strictly",
+            "gfx1250-b0-a0",
         ] {
             assert_eq!(target_in_name(text), None, "{text:?}");
         }

@@ -698,3 +698,156 @@ fn payloads_go_where_asked_but_never_inside_the_host_tree() {
         .join("Kernels.so-000-gfx90a-xnack-.hsaco")
         .is_file());
 }
+
+#[test]
+fn hipsparselt_files_go_to_the_tensile_payloads() {
+    let dir = "opt/rocm/lib/hipsparselt/library";
+    let layout = Layout {
+        files: vec![
+            ("opt/rocm/lib/libhipsparselt.so.0.2", Goes::Host),
+            (
+                "opt/rocm/lib/hipsparselt/library/TensileLibrary_BB_BB_A_fallback.dat",
+                Goes::Host,
+            ),
+            (
+                "opt/rocm/lib/hipsparselt/library/extop_gfx942.co",
+                tensile("hipsparselt", "gfx942"),
+            ),
+            (
+                "opt/rocm/lib/hipsparselt/library/Kernels.so-000-gfx950.hsaco",
+                tensile("hipsparselt", "gfx950"),
+            ),
+            (
+                "opt/rocm/lib/hipsparselt/library/TensileLibrary_BB_BB_A_gfx942.dat",
+                tensile("hipsparselt", "gfx942"),
+            ),
+            (
+                "opt/rocm/lib/hipsparselt/library/gfx950/TensileLibrary_BB_BB_A_fallback.dat",
+                tensile("hipsparselt", "gfx950"),
+            ),
+        ],
+        symlinks: vec![("opt/rocm/lib/libhipsparselt.so.0", "libhipsparselt.so.0.2")],
+    };
+    let report = split_and_check(&layout);
+    assert_eq!(report.payloads.len(), 2, "{dir}");
+    assert_eq!(
+        payload(&report, "tensile", "gfx942").libraries,
+        ["hipsparselt"]
+    );
+}
+
+#[test]
+fn hip_kernel_provider_content_goes_to_its_targets_payload() {
+    let layout = Layout {
+        files: vec![
+            ("lib/hipdnn_plugins/libhipkernelprovider_plugin.so", Goes::Host),
+            (
+                "lib/hipdnn_plugins/engines/arch_content/hip-kernel-provider/config/settings.json",
+                Goes::Host,
+            ),
+            (
+                "lib/hipdnn_plugins/engines/arch_content/hip-kernel-provider/gfx942/kernels_gfx942.kpack",
+                own("hip-kernel-provider", "gfx942"),
+            ),
+            (
+                "lib/hipdnn_plugins/engines/arch_content/hip-kernel-provider/gfx942/kernels_gfx942.json",
+                own("hip-kernel-provider", "gfx942"),
+            ),
+            (
+                "lib/hipdnn_plugins/engines/arch_content/hip-kernel-provider/gfx1201/kernels_gfx1201.kpack",
+                own("hip-kernel-provider", "gfx1201"),
+            ),
+            (
+                "lib/hipdnn_plugins/engines/test_arch_content/hip-kernel-provider/unit/shared/gfx1101/kernels.kpack",
+                own("hip-kernel-provider", "gfx1101"),
+            ),
+            (
+                "lib/hipdnn_plugins/engines/test_arch_content/hip-kernel-provider/test_kpack_binary/test_zstd.kpack",
+                Goes::Host,
+            ),
+        ],
+        symlinks: Vec::new(),
+    };
+    let report = split_and_check(&layout);
+    assert_eq!(report.payloads.len(), 3);
+}
+
+#[test]
+fn rocjitsu_translation_caches_go_to_their_processors_payload() {
+    let layout = Layout {
+        files: vec![
+            ("lib/librocjitsu.so.1", Goes::Host),
+            (
+                "share/rocjitsu/translations/gfx1250-b0-a0/v1/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.obj",
+                own("rocjitsu", "gfx1250"),
+            ),
+            (
+                "share/rocjitsu/translations/gfx1250-b0-a0/v1/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.man",
+                own("rocjitsu", "gfx1250"),
+            ),
+            ("share/rocjitsu/translations/gfx1250-b0-a0/v2/README", Goes::Host),
+        ],
+        symlinks: Vec::new(),
+    };
+    let report = split_and_check(&layout);
+    assert_eq!(report.payloads.len(), 1);
+}
+
+#[test]
+fn composable_kernel_libraries_and_strict_files_go_with_their_processors_package() {
+    let layout = Layout {
+        files: vec![
+            ("lib/libdevice_conv_operations.a", Goes::Host),
+            (
+                "lib/libdevice_conv_operations_gfx942.a",
+                own("composablekernel", "gfx942"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx950_xnackp.a",
+                own("composablekernel", "gfx950"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx1250.a",
+                own("composablekernel", "gfx1250"),
+            ),
+            (
+                "lib/libdevice_conv_operations_gfx1250_strict.a",
+                own("composablekernel", "gfx1250-strict"),
+            ),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx942.so",
+                own("miopen", "gfx942"),
+            ),
+            (
+                "lib/libMIOpenCKGroupedConv_gfx942-xnack+.so",
+                own("miopen", "gfx942:xnack+"),
+            ),
+            (
+                "share/miopen/db/gfx1250_256.db.txt",
+                own("miopen", "gfx1250"),
+            ),
+            (
+                "share/miopen/db/gfx1250-strict_256.db.txt",
+                own("miopen", "gfx1250-strict"),
+            ),
+            (
+                "lib/rocblas/library/TensileLibrary_gfx1250-strict.dat",
+                tensile("rocblas", "gfx1250-strict"),
+            ),
+        ],
+        symlinks: Vec::new(),
+    };
+    let report = split_and_check(&layout);
+    // gfx1250-strict's files are packaged with gfx1250's, each under its
+    // own target.
+    let gfx1250 = payload(&report, "composablekernel", "gfx1250");
+    assert_eq!(gfx1250.targets, [t("gfx1250"), t("gfx1250-strict")]);
+    assert_eq!(
+        payload(&report, "miopen", "gfx1250").targets,
+        [t("gfx1250"), t("gfx1250-strict")]
+    );
+    assert_eq!(
+        payload(&report, "tensile", "gfx1250").targets,
+        [t("gfx1250-strict")]
+    );
+}
