@@ -134,24 +134,8 @@ fn check_tree(
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);
-    let mut archives = Vec::new();
-    if kpack.is_dir() {
-        files(&kpack, &mut archives)?;
-    }
-    let mut served = BTreeSet::new();
-    for path in archives
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
-    {
-        let archive = Archive::open(path)?;
-        if archive.kernel_count() == 0 {
-            report.empty_archives.push(path.clone());
-        }
-        for binary in archive.binaries().filter(|key| is_binary_key(key)) {
-            served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
-        }
-    }
-    report.targets = if targets.is_empty() {
+    let served = check_archives(&kpack, &mut report)?;
+    let targets: Vec<Target> = if targets.is_empty() {
         served.into_iter().collect()
     } else {
         targets.to_vec()
@@ -168,48 +152,105 @@ fn check_tree(
         report.binaries += 1;
         report.wrappers += bundles.len();
         for &bundle in &bundles {
-            for target in &report.targets {
-                let result = loader
-                    .locate(&marker, path, bundle, std::slice::from_ref(target))
-                    .and_then(|located| {
-                        let kernel = located.kernel()?;
-                        let code = kernel.bytes()?;
-                        let same = original.map(|bundles| {
-                            original_code(bundles, bundle, &located.target) == Some(&code[..])
-                        });
-                        let resolved = Resolved {
-                            binary: path.clone(),
-                            bundle,
-                            requested: target.clone(),
-                            chosen: located.target.clone(),
-                            archive: located.archive.path().to_owned(),
-                            bytes: code.len(),
-                        };
-                        Ok((resolved, same))
-                    });
-                match result {
-                    Ok((resolved, Some(false))) => report.failures.push(Failure {
-                        error: format!(
-                            "the {} code object ({} bytes) differs from the original's",
-                            resolved.chosen, resolved.bytes
-                        ),
-                        binary: resolved.binary,
-                        bundle,
-                        target: target.clone(),
-                    }),
-                    Ok((resolved, same)) => {
-                        report.same_as_original += usize::from(same == Some(true));
-                        report.resolved.push(resolved)
-                    }
-                    Err(error) => report.failures.push(Failure {
-                        binary: path.clone(),
-                        bundle,
-                        target: target.clone(),
-                        error: error.to_string(),
-                    }),
-                }
+            for target in &targets {
+                let lookup = Lookup {
+                    marker: &marker,
+                    binary: path,
+                    bundle,
+                    target,
+                };
+                lookup.check(&loader, original, &mut report);
             }
         }
     }
+    report.targets = targets;
     Ok(report)
+}
+
+/// Notes the archives in `kpack` that hold no code object; returns the
+/// targets their binaries' code is for.
+fn check_archives(kpack: &Path, report: &mut VerifyReport) -> Result<BTreeSet<Target>> {
+    let mut archives = Vec::new();
+    if kpack.is_dir() {
+        files(kpack, &mut archives)?;
+    }
+    let mut served = BTreeSet::new();
+    for path in archives
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
+    {
+        let archive = Archive::open(path)?;
+        if archive.kernel_count() == 0 {
+            report.empty_archives.push(path.clone());
+        }
+        for binary in archive.binaries().filter(|key| is_binary_key(key)) {
+            served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
+        }
+    }
+    Ok(served)
+}
+
+/// One wrapper of a split binary looked up for one target.
+struct Lookup<'a> {
+    marker: &'a Marker,
+    binary: &'a Path,
+    bundle: u32,
+    target: &'a Target,
+}
+
+impl Lookup<'_> {
+    /// Looks the code up through the loader, compares it with `original`'s
+    /// bundles when given, and notes the outcome in `report`.
+    fn check(
+        &self,
+        loader: &Loader,
+        original: Option<&[Vec<CodeObject<'_>>]>,
+        report: &mut VerifyReport,
+    ) {
+        let (bundle, target) = (self.bundle, self.target);
+        let result = loader
+            .locate(
+                self.marker,
+                self.binary,
+                bundle,
+                std::slice::from_ref(target),
+            )
+            .and_then(|located| {
+                let kernel = located.kernel()?;
+                let code = kernel.bytes()?;
+                let same = original.map(|bundles| {
+                    original_code(bundles, bundle, &located.target) == Some(&code[..])
+                });
+                let resolved = Resolved {
+                    binary: self.binary.to_owned(),
+                    bundle,
+                    requested: target.clone(),
+                    chosen: located.target.clone(),
+                    archive: located.archive.path().to_owned(),
+                    bytes: code.len(),
+                };
+                Ok((resolved, same))
+            });
+        match result {
+            Ok((resolved, Some(false))) => report.failures.push(Failure {
+                error: format!(
+                    "the {} code object ({} bytes) differs from the original's",
+                    resolved.chosen, resolved.bytes
+                ),
+                binary: resolved.binary,
+                bundle,
+                target: target.clone(),
+            }),
+            Ok((resolved, same)) => {
+                report.same_as_original += usize::from(same == Some(true));
+                report.resolved.push(resolved)
+            }
+            Err(error) => report.failures.push(Failure {
+                binary: self.binary.to_owned(),
+                bundle,
+                target: target.clone(),
+                error: error.to_string(),
+            }),
+        }
+    }
 }
