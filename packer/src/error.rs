@@ -64,6 +64,28 @@ pub enum BundleError {
     },
 }
 
+/// Why old kernels would start an executable wrongly: where RHEL 8's
+/// kernel (4.18) tells ld.so its program header table is, the load base
+/// plus `e_phoff`, is not where the table is loaded (rocm-systems#7937).
+/// Addresses and offsets are the file's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProgramHeaderError {
+    #[error("program headers: PT_PHDR at vaddr {vaddr:#x} is not at its file offset {offset:#x} + load bias {bias:#x} ({})", EL8_REASON)]
+    Misplaced { vaddr: u64, offset: u64, bias: u64 },
+    #[error("program headers: PT_PHDR at file offset {offset:#x} is not the table at e_phoff {phoff:#x} ({})", EL8_REASON)]
+    NotTheTable { offset: u64, phoff: u64 },
+    #[error("program headers: no load segment maps the table ({len} bytes at file offset {phoff:#x}) at offset + load bias {bias:#x} ({})", EL8_REASON)]
+    NotLoaded { phoff: u64, len: u64, bias: u64 },
+    #[error("program headers: an executable without a load segment")]
+    NoLoadSegment,
+    #[error("program headers: unreadable: {0}")]
+    Malformed(String),
+}
+
+/// Why the program header rule matters, for messages.
+const EL8_REASON: &str = "RHEL 8 kernels compute AT_PHDR as load base + e_phoff; rocm-systems#7937";
+
 /// Why an ELF file with device code cannot be split.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -82,6 +104,9 @@ pub enum ElfError {
     },
     #[error(transparent)]
     Bundle(#[from] BundleError),
+    /// The file written would break the program header rule.
+    #[error(transparent)]
+    ProgramHeaders(#[from] ProgramHeaderError),
 }
 
 /// Everything the packer library can fail with.

@@ -26,4 +26,4 @@ pub mod tree;
 pub mod verify;
 pub mod wheel;
 
-pub use error::{BundleError, ElfError, Error, Result};
+pub use error::{BundleError, ElfError, Error, ProgramHeaderError, Result};

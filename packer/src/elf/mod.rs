@@ -1,10 +1,12 @@
 //! ELF fat binaries: finding their bundles and wrappers, rewriting them
 //! into host-only files ([`split_elf`]), and host-only files back into fat
-//! ones for chosen targets ([`MaterializePlan`]).
+//! ones for chosen targets ([`MaterializePlan`]); the program header rule
+//! executables must keep for old kernels ([`check_program_headers`]).
 
 mod evict;
 mod materialize;
 mod parse;
+mod program_headers;
 mod records;
 mod surgery;
 
@@ -12,6 +14,7 @@ pub use materialize::MaterializePlan;
 pub use parse::{
     ElfKind, FatElf, Machine, PointerSource, SectionRange, SplitElf, SplitWrapper, Wrapper,
 };
+pub use program_headers::{check_program_headers, ProgramHeaderRule};
 pub use records::HipWrapper;
 pub use surgery::{split_elf, SplitLayout, SplitPlan, MARKER_SECTION};
 
