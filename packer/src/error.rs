@@ -107,6 +107,15 @@ pub enum ElfError {
     /// The file written would break the program header rule.
     #[error(transparent)]
     ProgramHeaders(#[from] ProgramHeaderError),
+    /// An executable's program header table must grow and has no room
+    /// where old kernels and GNU strip keep finding it.
+    #[error(
+        "the executable's program header table must grow to {len} bytes, and neither the \
+         space after it nor free bytes after a load segment at the first one's load bias \
+         hold it ({})",
+        EL8_REASON
+    )]
+    NoRoomForProgramHeaders { len: u64 },
 }
 
 /// Everything the packer library can fail with.

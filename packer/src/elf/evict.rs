@@ -8,7 +8,9 @@
 //! their addresses. They move as one block by a whole number of pages, so
 //! every alignment holds. Keeping the table in the first segment, after the
 //! ELF header, is the layout every linker produces and the one GNU strip
-//! preserves; a table elsewhere is re-laid out by strip into a broken file.
+//! preserves; elsewhere strip keeps only a table right after another load
+//! segment's last section (`beside.rs`) and re-lays out any other into a
+//! broken file.
 
 use object::elf::{
     DynamicTag, ProgramType, SectionType, DT_GNU_HASH, DT_HASH, DT_JMPREL, DT_NULL, DT_REL,

@@ -23,6 +23,7 @@ use object::pod;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 
 use super::parse::SplitElf;
+use super::program_headers::check_program_headers;
 use super::records::{
     has_file_data, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
@@ -147,7 +148,8 @@ impl MaterializePlan {
     }
 
     /// Makes the written file (`out`, whole) fat: its header and tables,
-    /// and every wrapper `HIPF` pointing at its bundle.
+    /// and every wrapper `HIPF` pointing at its bundle. An executable must
+    /// still keep the program header rule.
     pub fn patch(&self, out: &mut [u8], split: &SplitElf<'_>) -> Result<(), ElfError> {
         {
             let header = record_mut::<Ehdr>(out, 0)?;
@@ -156,7 +158,9 @@ impl MaterializePlan {
         }
         write_table(out, self.phoff, pod::bytes_of_slice(&self.phdrs))?;
         write_table(out, self.shoff, pod::bytes_of_slice(&self.shdrs))?;
-        point_wrappers_at_bundles(out, split, &self.shdrs, &self.fatbin)
+        point_wrappers_at_bundles(out, split, &self.shdrs, &self.fatbin)?;
+        check_program_headers(out)?;
+        Ok(())
     }
 }
 

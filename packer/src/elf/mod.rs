@@ -3,6 +3,7 @@
 //! ones for chosen targets ([`MaterializePlan`]); the program header rule
 //! executables must keep for old kernels ([`check_program_headers`]).
 
+mod beside;
 mod evict;
 mod materialize;
 mod parse;

@@ -10,21 +10,31 @@
 //! - the remaining device bytes (the partial pages around the cut) are
 //!   zeroed;
 //! - a `.rocm_kpack_ref` section holds the marker, mapped by a new
-//!   read-only load segment past every other one, which also carries the
-//!   program header table when it has no room to grow where it is;
+//!   read-only load segment past every other one;
+//! - the program header table, one or two entries longer, grows where it
+//!   is, or where it is after moving the sections in its way, or else
+//!   moves into padding after a load segment (`beside.rs`); a shared
+//!   library with no such padding carries it in the marker's segment, an
+//!   executable is refused: old kernels need its table loaded at its file
+//!   offset plus the first load segment's bias, and every executable
+//!   written is checked for it (`program_headers.rs`);
 //! - every wrapper becomes `HIPK`, points at the marker (its relocation
 //!   rewritten in kind) and stores its bundle index.
 //!
 //! The result is a normal file: section headers are rewritten at the end
 //! with the new name in a new `.shstrtab`, existing section indices stay.
 
-use object::elf::{self, PF_R, PT_LOAD, PT_PHDR, SHF_ALLOC, SHT_NOBITS, SHT_NULL, SHT_PROGBITS};
+use object::elf::{
+    self, PF_R, PT_INTERP, PT_LOAD, PT_PHDR, SHF_ALLOC, SHT_NOBITS, SHT_NULL, SHT_PROGBITS,
+};
 use object::read::elf::{ProgramHeader, SectionHeader};
 use object::{pod, U32, U64};
 use std::io::{self, Read, Write};
 
+use super::beside::Beside;
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::FatElf;
+use super::program_headers::check_program_headers;
 use super::records::{
     has_file_data, malformed, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
@@ -42,7 +52,8 @@ pub struct SplitLayout {
     pub removed: u64,
     /// Address of the marker.
     pub marker_address: u64,
-    /// Whether the program header table moved into the new segment.
+    /// Whether the program header table moved: beside a load segment, or
+    /// (in a shared library with no room there) into the new segment.
     pub moved_program_headers: bool,
 }
 
@@ -53,19 +64,24 @@ enum Layout {
     InPlace,
     /// Where it is, after moving the sections that follow it.
     Evict(Eviction),
-    /// At the start of the new segment (GNU strip mishandles this one).
+    /// In a segment of its own after a load segment, in padding.
+    Beside(Beside),
+    /// At the start of the new segment: never for an executable (it breaks
+    /// the program header rule) and moved by GNU strip.
     MoveTable,
 }
 
 impl Layout {
     /// The program header table's file offset and address: where it was
-    /// (`phoff`, mapped by `first_load`), or the start of the new segment.
+    /// (`phoff`, mapped by `first_load`), beside a segment, or the start
+    /// of the new segment.
     fn table_place(&self, phoff: u64, first_load: &Phdr, segment: &NewSegment) -> (u64, u64) {
         match self {
             Layout::InPlace | Layout::Evict(_) => (
                 phoff,
                 first_load.p_vaddr(LE) + (phoff - first_load.p_offset(LE)),
             ),
+            Layout::Beside(beside) => (beside.offset(), beside.vaddr()),
             Layout::MoveTable => (segment.offset, segment.vaddr),
         }
     }
@@ -150,10 +166,15 @@ impl SplitPlan {
         let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
         let (layout, first_load) =
             choose_layout(data, &phdrs, &shdrs, &old_names, phoff, table_len)?;
+        shift_sections(&mut shdrs, fat, &cut);
+        let layout = match layout {
+            Layout::MoveTable => move_table(data, (&phdrs, &mut new_phdrs), &shdrs, fat, &cut)?,
+            layout => layout,
+        };
+        let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
         let body_len = data.len() as u64 - cut.removed;
         let segment = NewSegment::place(&phdrs, &layout, body_len, page, table_len);
         insert_after_last_load(&mut new_phdrs, segment.header(marker.len(), page));
-        shift_sections(&mut shdrs, fat, &cut);
 
         let names_offset = segment.offset + segment.len(marker.len());
         let names_len = (old_names.len() + MARKER_SECTION.len() + 1) as u64;
@@ -216,19 +237,14 @@ impl SplitPlan {
                 eviction,
                 (self.segment.vaddr, self.segment.offset),
             )?,
-            Layout::InPlace | Layout::MoveTable => Vec::new(),
+            Layout::InPlace | Layout::Beside(_) | Layout::MoveTable => Vec::new(),
         };
         let (table_offset, table_vaddr) =
             self.layout
                 .table_place(self.phoff, &self.first_load, &self.segment);
         let table = program_header_table(&mut phdrs, table_offset, table_vaddr);
-        self.segment.write(
-            out,
-            &self.layout,
-            (self.phoff, &table),
-            &block,
-            &self.marker,
-        )?;
+        self.segment
+            .write(out, (table_offset, &table), &block, &self.marker)?;
         append_section_headers(
             out,
             &mut shdrs,
@@ -237,6 +253,7 @@ impl SplitPlan {
             (self.names_offset, self.shoff),
         )?;
         write_table_places(out, (table_offset, phdrs.len()), (self.shoff, shdrs.len()))?;
+        check_program_headers(out)?;
         Ok(SplitLayout {
             removed: self.cut.removed,
             marker_address,
@@ -308,7 +325,7 @@ impl NewSegment {
         );
         let offset = round_up(body_len, page);
         let (vaddr, offset, marker_at) = match layout {
-            Layout::InPlace => (vaddr, offset, 0),
+            Layout::InPlace | Layout::Beside(_) => (vaddr, offset, 0),
             Layout::Evict(eviction) => {
                 let skew = eviction.address % page;
                 (
@@ -367,24 +384,19 @@ impl NewSegment {
         }
     }
 
-    /// Writes the segment into `out`: the moved block or the program
-    /// header `table`, then the marker. A table that stays where it was
-    /// (at `phoff`) is written over the old one.
+    /// Writes the segment into `out`: the moved block (if any) at its
+    /// start, then the marker; and the program header `table` at its
+    /// offset (over the old one, beside a segment, or at the segment's
+    /// start where there is no block).
     fn write(
         &self,
         out: &mut [u8],
-        layout: &Layout,
-        (phoff, table): (u64, &[u8]),
+        (table_offset, table): (u64, &[u8]),
         block: &[u8],
         marker: &[u8],
     ) -> Result<(), ElfError> {
-        match layout {
-            Layout::InPlace | Layout::Evict(_) => {
-                put(out, self.offset, block)?;
-                put(out, phoff, table)?;
-            }
-            Layout::MoveTable => put(out, self.offset, table)?,
-        }
+        put(out, self.offset, block)?;
+        put(out, table_offset, table)?;
         put(out, self.offset + self.marker_at, marker)
     }
 }
@@ -609,6 +621,47 @@ fn choose_layout(
         _ => Layout::MoveTable,
     };
     Ok((layout, first_load))
+}
+
+/// Where the table goes when it cannot grow where it is (the input's
+/// program headers `phdrs`, the output's `new_phdrs` and `shdrs`): beside
+/// a load segment, in padding the input holds zeros in (its segment then
+/// inserted into `new_phdrs`), or, in a file that is not an executable, at
+/// the start of the new segment. An executable with no such padding is
+/// refused: anywhere else its table breaks the program header rule, at
+/// once or after GNU strip.
+fn move_table(
+    data: &[u8],
+    (phdrs, new_phdrs): (&[Phdr], &mut Vec<Phdr>),
+    shdrs: &[Shdr],
+    fat: &FatElf<'_>,
+    cut: &Cut,
+) -> Result<Layout, ElfError> {
+    // The table then has an entry for its own segment, and the marker's.
+    let len = ((new_phdrs.len() + 2) * size_of::<Phdr>()) as u64;
+    let fatbin = (fat.fatbin.offset, fat.fatbin.offset + fat.fatbin.size);
+    let free = |start: u64, end: u64| {
+        // The same bytes of the input: before the cut, or shifted past it.
+        let (start, end) = match (end <= cut.start, start >= cut.start) {
+            (true, _) => (start, end),
+            (false, true) => (start + cut.removed, end + cut.removed),
+            (false, false) => return false,
+        };
+        (end <= fatbin.0 || start >= fatbin.1)
+            && usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(end).ok())
+                .and_then(|(start, end)| data.get(start..end))
+                .is_some_and(|bytes| bytes.iter().all(|&byte| byte == 0))
+    };
+    if let Some(beside) = Beside::find(new_phdrs, shdrs, (len, fat.page_size), free) {
+        new_phdrs.insert(beside.after + 1, beside.header(len));
+        return Ok(Layout::Beside(beside));
+    }
+    if phdrs.iter().any(|p| p.p_type(LE) == PT_INTERP) {
+        return Err(ElfError::NoRoomForProgramHeaders { len });
+    }
+    Ok(Layout::MoveTable)
 }
 
 /// The file bytes that leave: the whole pages inside `.hip_fatbin`.

@@ -1,6 +1,7 @@
 //! kpack-pack's integration tests, one binary: the CLI, splitting real
 //! and synthetic fat binaries, trees and wheels, kernel databases, checks
-//! against readelf and Debian's real HIP runtime, and output snapshots.
+//! against readelf and Debian's real HIP runtime, the program header rule
+//! of old kernels, and output snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
@@ -10,6 +11,7 @@ mod fixtures;
 mod golden_readelf;
 mod hip_runtime;
 mod materialize;
+mod program_headers;
 mod rocrand;
 mod snapshots_cli;
 mod synthetic;

@@ -3,7 +3,8 @@
 //! as shared libraries, PIE and non-PIE executables, with packed relative
 //! relocations, with sections ending on a page boundary or smaller than a
 //! page, and with compressed bundles of every version and method. Each is
-//! split, checked for health before and after GNU strip, and run (libraries
+//! split, checked for health (and executables for the program header rule
+//! of RHEL 8's kernel) before and after GNU strip, and run (libraries
 //! through dlopen) with the stand-in HIP runtime loading every wrapper's
 //! code object through librocm_kpack.
 
@@ -16,7 +17,7 @@ use crate::common::*;
 use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
 use kpack_packer::bundle::build::{ccob, offload_bundle};
 use kpack_packer::bundle::CcobMethod;
-use kpack_packer::elf::{FatElf, PointerSource};
+use kpack_packer::elf::{check_program_headers, FatElf, PointerSource, ProgramHeaderRule};
 use kpack_packer::split::{split_binary, write_like};
 use rocm_kpack::Compression;
 
@@ -289,6 +290,21 @@ fn check(case: Case) {
         "{} stripped",
         case.name
     );
+    // Executables keep the program header rule of RHEL 8's kernel.
+    let rule = if case.kind == Kind::SharedLibrary {
+        ProgramHeaderRule::NotAnExecutable
+    } else {
+        ProgramHeaderRule::Holds
+    };
+    for binary in [&host, &stripped] {
+        let data = fs_err::read(binary).unwrap();
+        assert_eq!(
+            check_program_headers(&data),
+            Ok(rule),
+            "{}",
+            binary.display()
+        );
+    }
 
     // Every wrapper loads its own bundle's code object.
     for target in ["gfx90a:xnack-", "gfx1100"] {
