@@ -2,7 +2,8 @@
 //! the runtime's loader and the binary's own marker, to a code object for
 //! every target the tree's archives hold binaries' code for (kernel
 //! database files packed beside it are not a binary's code: their targets
-//! are not asked for).
+//! are not asked for), and every split executable keeps the program header
+//! rule RHEL 8's kernel needs to start it (`elf::check_program_headers`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,8 @@ use std::path::{Path, PathBuf};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 use crate::bundle::{Bundle, CodeObject};
-use crate::elf::{FatElf, SplitElf};
-use crate::error::{Error, Result};
+use crate::elf::{check_program_headers, FatElf, SplitElf};
+use crate::error::{Error, ProgramHeaderError, Result};
 use crate::tree::KPACK_DIR;
 
 /// One wrapper that did not resolve.
@@ -21,6 +22,13 @@ pub struct Failure {
     pub bundle: u32,
     pub target: Target,
     pub error: String,
+}
+
+/// A split binary whose program headers old kernels would misread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutFailure {
+    pub binary: PathBuf,
+    pub error: ProgramHeaderError,
 }
 
 /// One wrapper that resolved.
@@ -44,6 +52,8 @@ pub struct VerifyReport {
     pub targets: Vec<Target>,
     pub resolved: Vec<Resolved>,
     pub failures: Vec<Failure>,
+    /// Split binaries that break the program header rule.
+    pub layout_failures: Vec<LayoutFailure>,
     /// Code objects found byte-equal to the original fat binary's (with
     /// [`verify_against`]).
     pub same_as_original: usize,
@@ -151,6 +161,12 @@ fn check_tree(
         };
         report.binaries += 1;
         report.wrappers += bundles.len();
+        if let Err(error) = check_program_headers(&data) {
+            report.layout_failures.push(LayoutFailure {
+                binary: path.clone(),
+                error,
+            });
+        }
         for &bundle in &bundles {
             for target in &targets {
                 let lookup = Lookup {

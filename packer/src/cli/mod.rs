@@ -39,7 +39,9 @@ enum Command {
     /// Show what an archive holds.
     Inspect(inspect::InspectArgs),
     /// Check that every split binary under a directory loads its code
-    /// objects, through its marker, for every target in `.kpack/`.
+    /// objects, through its marker, for every target in `.kpack/`, and
+    /// that every split executable has its program headers where RHEL 8
+    /// kernels look for them.
     Verify(verify::VerifyArgs),
     /// Split Python wheels into a host wheel and per-processor device
     /// wheels.

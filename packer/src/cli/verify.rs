@@ -63,6 +63,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
             failure.error
         );
     }
+    for failure in &report.layout_failures {
+        println!("FAIL {}: {}", shown(&failure.binary), failure.error);
+    }
     let empty: Vec<String> = report
         .empty_archives
         .iter()
@@ -77,7 +80,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         report.wrappers,
         report.targets.len(),
         report.resolved.len(),
-        report.failures.len()
+        report.failures.len() + report.layout_failures.len()
     );
     if args.original.is_some() {
         println!(
@@ -90,6 +93,12 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     }
     if !report.failures.is_empty() {
         bail!("{} wrapper lookups failed", report.failures.len());
+    }
+    if !report.layout_failures.is_empty() {
+        bail!(
+            "{} split executables would not start on RHEL 8 kernels",
+            report.layout_failures.len()
+        );
     }
     if !empty.is_empty() {
         return Err(EmptyArchives(empty).into());

@@ -2,8 +2,9 @@
 //! (rocm-systems#7937): a split executable's program header table is loaded
 //! at its file offset plus the first load segment's bias, whether the
 //! table grew where it was, where it was after moving the sections in its
-//! way, or moved beside a load segment; still after GNU strip; and an
-//! executable it cannot place is refused.
+//! way, or moved beside a load segment; still after GNU strip; an
+//! executable it cannot place is refused; and `kpack-pack verify` names
+//! a split executable that breaks the rule.
 //!
 //! The executables are made here with gcc: a `.hip_fatbin` of several
 //! MiB (so the split cuts pages out of the file) holding one bundle, a
@@ -224,4 +225,37 @@ fn an_executable_with_nowhere_to_put_its_table_is_refused() {
         "{error}"
     );
     assert!(error.to_string().contains("rocm-systems#7937"), "{error}");
+}
+
+/// Makes the `PT_PHDR` entry of the ELF file at `path` claim the table is
+/// loaded a page higher than it is.
+fn misplace_program_headers(path: &Path) {
+    let mut data = fs_err::read(path).unwrap();
+    let header = elf::FileHeader64::<LE>::parse(&*data).unwrap();
+    let index = header
+        .program_headers(LE, &*data)
+        .unwrap()
+        .iter()
+        .position(|p| p.p_type.get(LE) == elf::PT_PHDR)
+        .expect("a PT_PHDR entry");
+    let at = header.e_phoff(LE) as usize + index * size_of::<elf::ProgramHeader64<LE>>();
+    let (phdr, _) =
+        object::pod::from_bytes_mut::<elf::ProgramHeader64<LE>>(&mut data[at..]).unwrap();
+    phdr.p_vaddr.set(LE, phdr.p_vaddr.get(LE) + 0x1000);
+    fs_err::write(path, data).unwrap();
+}
+
+#[test]
+fn verify_names_a_split_executable_that_breaks_the_rule() {
+    let context = TestContext::new();
+    executable(
+        context.path(),
+        "app",
+        (Link::Pie, Table::GrowsAfterMovingSections),
+        &[],
+    );
+    run(&mut context.kpack_pack(&["split", "app", "-o", "out"]));
+    run(&mut context.kpack_pack(&["verify", "out"]));
+    misplace_program_headers(&context.path().join("out/app"));
+    insta::assert_snapshot!(context.run(&mut context.kpack_pack(&["verify", "out"])));
 }
