@@ -4,14 +4,15 @@
 //! table grew where it was, where it was after moving the sections in its
 //! way, or moved beside a load segment; still after GNU strip; an
 //! executable it cannot place is refused; and `kpack-pack verify` names
-//! a split executable that breaks the rule.
+//! a split executable that breaks the rule. A shared library's table moves
+//! beside a segment too, and the library loads before and after strip.
 //!
-//! The executables are made here with gcc: a `.hip_fatbin` of several
-//! MiB (so the split cuts pages out of the file) holding one bundle, a
-//! wrapper pointing at it, and a `main` that prints a read-only string
-//! and the wrapper's magic. A linker script can put that string's section
-//! right after `.interp`, where the surgery cannot move it, so the table
-//! has to move.
+//! The binaries are made here with gcc: a `.hip_fatbin` of several MiB
+//! (so the split cuts pages out of the file) holding one bundle, a wrapper
+//! pointing at it, and a `main` (or a library function `main` calls) that
+//! prints a read-only string and the wrapper's magic. A linker script can
+//! put that string's section right after `.interp` (a library's build id),
+//! where the surgery cannot move it, so the table has to move.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,11 +25,12 @@ use kpack_packer::bundle::build::offload_bundle;
 use kpack_packer::elf::{check_program_headers, ProgramHeaderRule};
 use kpack_packer::ElfError;
 
-/// How the executable is linked.
+/// How the binary is linked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
     Pie,
     NonPie,
+    SharedLibrary,
 }
 
 impl Link {
@@ -36,14 +38,24 @@ impl Link {
         match self {
             Link::Pie => ["-fPIE", "-pie"],
             Link::NonPie => ["-fno-pie", "-no-pie"],
+            Link::SharedLibrary => ["-shared", "-fPIC"],
         }
     }
 
     /// Where the first load segment maps file offset 0.
     fn base(self) -> u64 {
         match self {
-            Link::Pie => 0,
+            Link::Pie | Link::SharedLibrary => 0,
             Link::NonPie => 0x40_0000,
+        }
+    }
+
+    /// The first section after the program header table, which `.early`
+    /// follows when the table has to move.
+    fn first_section(self) -> &'static str {
+        match self {
+            Link::Pie | Link::NonPie => ".interp",
+            Link::SharedLibrary => ".note.gnu.build-id",
         }
     }
 }
@@ -56,13 +68,29 @@ enum Table {
     GrowsInPlace,
     /// The usual layout: `.interp` and notes after the table move.
     GrowsAfterMovingSections,
-    /// `.early`, which cannot move, right after `.interp`.
+    /// `.early`, which cannot move, right after the first section.
     MovesBesideASegment,
 }
 
 /// What `main` prints, with the wrapper's magic.
 fn greeting(magic: u32) -> String {
     format!("early bytes, wrapper magic {magic:#x}\n")
+}
+
+/// The C source of the binary: `main`, or for a library the function
+/// `greet`, printing the greeting.
+fn c_source(link: Link) -> String {
+    let function = if link == Link::SharedLibrary {
+        "int greet(void)"
+    } else {
+        "int main(void)"
+    };
+    format!(
+        "#include <stdint.h>\n#include <stdio.h>\n\
+         __attribute__((section(\".early\"), used)) static const char early[] = \"early bytes\";\n\
+         extern const struct {{ uint32_t magic; uint32_t version; const void *bundle; void *reserved; }} kpack_wrapper;\n\
+         {function} {{ printf(\"%s, wrapper magic %#x\\n\", early, (unsigned) kpack_wrapper.magic); return 0; }}\n"
+    )
 }
 
 /// Links `dir/name`: [`Link`], laid out for [`Table`], `extra` flags
@@ -86,14 +114,7 @@ fn executable(dir: &Path, name: &str, (link, table): (Link, Table), extra: &[&st
     )
     .unwrap();
     let main = dir.join(format!("{name}.c"));
-    fs_err::write(
-        &main,
-        "#include <stdint.h>\n#include <stdio.h>\n\
-         __attribute__((section(\".early\"), used)) static const char early[] = \"early bytes\";\n\
-         extern const struct { uint32_t magic; uint32_t version; const void *bundle; void *reserved; } kpack_wrapper;\n\
-         int main(void) { printf(\"%s, wrapper magic %#x\\n\", early, (unsigned) kpack_wrapper.magic); return 0; }\n",
-    )
-    .unwrap();
+    fs_err::write(&main, c_source(link)).unwrap();
     let output = dir.join(name);
     let mut cc = kpack_test_support::tool("cc");
     cc.args(["-g", "-o"])
@@ -112,7 +133,10 @@ fn executable(dir: &Path, name: &str, (link, table): (Link, Table), extra: &[&st
             let script = dir.join(format!("{name}.ld"));
             fs_err::write(
                 &script,
-                "SECTIONS { .early : { KEEP(*(.early)) } } INSERT AFTER .interp;\n",
+                format!(
+                    "SECTIONS {{ .early : {{ KEEP(*(.early)) }} }} INSERT AFTER {};\n",
+                    link.first_section()
+                ),
             )
             .unwrap();
             cc.arg(format!("-Wl,-T,{}", script.display()));
@@ -201,6 +225,61 @@ fn a_table_grown_in_place_keeps_the_rule_through_gnu_strip() {
             check(work.path(), (link, table));
         }
     }
+}
+
+/// A shared library's table moves beside a load segment too (not a rule
+/// old kernels need of it, but where GNU strip leaves it): the library
+/// loads through ld.so before and after strip.
+#[test]
+fn a_shared_library_whose_table_moves_loads_before_and_after_gnu_strip() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let name = "libearly.so";
+    let input = executable(
+        dir,
+        name,
+        (Link::SharedLibrary, Table::MovesBesideASegment),
+        &[],
+    );
+    let app = dir.join("app");
+    let app_source = dir.join("app.c");
+    fs_err::write(
+        &app_source,
+        "int greet(void);\nint main(void) { return greet(); }\n",
+    )
+    .unwrap();
+    run(kpack_test_support::tool("cc")
+        .arg("-o")
+        .arg(&app)
+        .arg(&app_source)
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-l:{name}")));
+    let greeting_with =
+        |library_dir: &Path| run(Command::new(&app).env("LD_LIBRARY_PATH", library_dir));
+    assert_eq!(greeting_with(dir), greeting(0x4849_5046));
+
+    let out = dir.join("split");
+    run(kpack_pack().arg("split").arg(&input).arg("-o").arg(&out));
+    let host = out.join(name);
+    let phoff = |path: &Path| {
+        let data = fs_err::read(path).unwrap();
+        elf::FileHeader64::<LE>::parse(&*data).unwrap().e_phoff(LE)
+    };
+    assert_ne!(phoff(&host), phoff(&input), "the table moved");
+    assert_eq!(health_warnings(&host), Vec::<String>::new());
+    assert_eq!(greeting_with(&out), greeting(0x4b50_4948));
+
+    let stripped_dir = dir.join("stripped");
+    fs_err::create_dir(&stripped_dir).unwrap();
+    let stripped = stripped_dir.join(name);
+    strip_copy(&host, &stripped);
+    assert_eq!(phoff(&stripped), phoff(&host));
+    assert_eq!(health_warnings(&stripped), Vec::<String>::new());
+    assert_eq!(greeting_with(&stripped_dir), greeting(0x4b50_4948));
+    assert_eq!(
+        check_program_headers(&fs_err::read(&stripped).unwrap()),
+        Ok(ProgramHeaderRule::NotAnExecutable)
+    );
 }
 
 /// With `-z noseparate-code` the first load segment runs on into the
