@@ -82,7 +82,7 @@ mod tests {
                 device("gfx1250", &format!("gfx1250-b0-a0/v1/{DIGEST}.{extension}"))
             );
             let below = format!("opt/rocm/{path}");
-            assert_eq!(role(&below).is_some(), true, "{below}");
+            assert!(role(&below).is_some(), "{below}");
         }
     }
 
