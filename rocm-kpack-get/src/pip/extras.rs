@@ -1,11 +1,15 @@
 //! Which `device-*` extras this machine needs from a distribution: per GPU,
-//! the first the distribution provides of `device-<processor>`, then
-//! `device-<family>` for its families (generation families, their short
-//! lowercase key, then the umbrella `dgpu-all`-style ones), then
-//! `device-<generic>`; never `device-all` unless every target is asked for.
+//! the first the distribution provides of `device-<processor>` (and the
+//! package it is packaged with: `gfx1250` for `gfx1250-strict`), then
+//! `device-<family>` for its TheRock families (generation families), its
+//! rocm-bootstrap sub-family (`device-gfx12-0`), the generation's short
+//! lowercase key, its rocm-bootstrap family (`device-gfx12`), the umbrella
+//! `dgpu-all`-style ones, then `device-<generic>`; never `device-all`
+//! unless every target is asked for. Device distributions named at any of
+//! these levels (`amd-torch-device-gfx12-0`) come with their extras.
 
 use kpack_gpu::family::families_of;
-use kpack_gpu::Target;
+use kpack_gpu::{Level, Owner, Target};
 use kpack_wheel::ExtraName;
 
 /// The extra covering every target.
@@ -30,16 +34,21 @@ pub fn candidates(target: &Target) -> Vec<ExtraName> {
     let processor = target.processor();
     let families = families_of(processor);
     let umbrella = |f: &str| !f.starts_with("gfx");
+    let chain = Owner::chain(target);
+    let level = |level: Level| chain.iter().filter(move |o| o.level() == level);
     let mut names: Vec<String> = vec![processor.to_owned()];
+    names.extend(level(Level::Target).map(Owner::dist_key));
     for family in families.iter().filter(|f| !umbrella(f)) {
         names.push((*family).to_owned());
     }
+    names.extend(level(Level::SubFamily).map(Owner::dist_key));
     // The short keys older indexes use (`gfx110x` for `gfx110X-all`).
     for family in families.iter().filter(|f| !umbrella(f)) {
         if let Some((generation, _)) = family.split_once("X-") {
             names.push(format!("{generation}x"));
         }
     }
+    names.extend(level(Level::Family).map(Owner::dist_key));
     for family in families.iter().filter(|f| umbrella(f)) {
         names.push((*family).to_owned());
     }
@@ -131,12 +140,70 @@ mod tests {
                 "device-gfx110x-all",
                 "device-gfx110x-dgpu",
                 "device-gfx110x",
+                "device-gfx11",
                 "device-dgpu-all",
                 "device-gfx11-generic"
             ]
         );
         let list = candidates(&Target::parse("gfx90a:xnack-").unwrap());
         assert_eq!(list[0].as_str(), "device-gfx90a");
+    }
+
+    #[test]
+    fn candidates_take_rocm_bootstraps_sub_families_and_families() {
+        let list = candidates(&Target::parse("gfx1201").unwrap());
+        assert_eq!(
+            names(&list),
+            [
+                "device-gfx1201",
+                "device-gfx120x-all",
+                "device-gfx12-0",
+                "device-gfx120x",
+                "device-gfx12",
+                "device-dgpu-all",
+                "device-gfx12-generic"
+            ]
+        );
+        let list = candidates(&Target::parse("gfx942:sramecc+:xnack-").unwrap());
+        assert_eq!(
+            &names(&list)[..5],
+            [
+                "device-gfx942",
+                "device-gfx94x-all",
+                "device-gfx94x-dcgpu",
+                "device-gfx9-4",
+                "device-gfx94x"
+            ]
+        );
+        assert!(names(&list).contains(&"device-gfx9"));
+        let list = candidates(&Target::parse("gfx1250-strict").unwrap());
+        assert_eq!(
+            &names(&list)[..2],
+            ["device-gfx1250-strict", "device-gfx1250"]
+        );
+    }
+
+    #[test]
+    fn each_gpu_takes_the_most_specific_level_provided_and_the_union_is_installed() {
+        let provided = extras(&[
+            "device-gfx1201",
+            "device-gfx12-0",
+            "device-gfx12",
+            "device-gfx11",
+            "device-all",
+        ]);
+        let gpus = targets(&["gfx1201", "gfx1200", "gfx1151", "gfx1250"]);
+        let choice = choose(&provided, &gpus, false);
+        assert_eq!(
+            names(&choice.extras),
+            [
+                "device-gfx1201",
+                "device-gfx12-0",
+                "device-gfx11",
+                "device-gfx12"
+            ]
+        );
+        assert!(choice.unmatched.is_empty());
     }
 
     #[test]

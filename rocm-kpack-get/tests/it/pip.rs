@@ -571,3 +571,76 @@ fn without_any_pip_install_installs_then_adds_device_extras_and_resolve_says_why
     let resolve = pip_transcript(&context, &output(&mut command));
     insta::assert_snapshot!("without_pip_resolve", resolve);
 }
+
+/// Writes into `links` a host `amd-torch` 2.9 packaged as rocm-bootstrap
+/// packages: a target-level extra requiring the device distributions of
+/// its whole chain (`device-gfx1201`: gfx1201, gfx12-0, gfx12), and extras
+/// named at the sub-family (`device-gfx9-4`) and family (`device-gfx11`)
+/// levels; and every device distribution they name.
+fn rocm_bootstrap_links(links: &Path) {
+    let extras: [(&str, &[&str]); 3] = [
+        ("gfx1201", &["gfx1201", "gfx12-0", "gfx12"]),
+        ("gfx9-4", &["gfx9-4"]),
+        ("gfx11", &["gfx11"]),
+    ];
+    let mut headers = Vec::new();
+    for (extra, devices) in extras {
+        headers.push(format!("Provides-Extra: device-{extra}"));
+        for device in devices {
+            headers.push(format!(
+                "Requires-Dist: amd-torch-device-{device}==2.9; extra == \"device-{extra}\""
+            ));
+        }
+    }
+    fs_err::create_dir_all(links).unwrap();
+    build_wheel(
+        links,
+        &WheelSpec {
+            name: "amd-torch".into(),
+            version: "2.9".into(),
+            headers,
+            files: vec![("amd_torch/__init__.py".into(), Vec::new())],
+            ..WheelSpec::default()
+        },
+    );
+    for device in ["gfx1201", "gfx12-0", "gfx12", "gfx9-4", "gfx11"] {
+        build_wheel(
+            links,
+            &WheelSpec {
+                name: format!("amd-torch-device-{device}"),
+                version: "2.9".into(),
+                headers: vec!["Requires-Dist: amd-torch==2.9".into()],
+                files: vec![(
+                    format!("amd_torch_device_{}/code.kpack", device.replace('-', "_")),
+                    device.as_bytes().to_vec(),
+                )],
+                ..WheelSpec::default()
+            },
+        );
+    }
+}
+
+#[test]
+fn device_extras_named_at_every_packaging_level_serve_each_gpu_and_the_union_is_installed() {
+    let demo = Demo::with_pip();
+    rocm_bootstrap_links(&demo.links);
+    demo.pip_install(&["amd-torch"]);
+    let targets = ["--target", "gfx1201,gfx1151,gfx942:sramecc+:xnack-"];
+    let mut resolve = demo.kpack(&[targets[0], targets[1], "pip", "resolve", "amd-torch"]);
+    assert_eq!(
+        kpack_ok(demo.find_links(&mut resolve)).0,
+        "amd-torch[device-gfx1201,device-gfx9-4,device-gfx11]\n"
+    );
+    insta::assert_snapshot!(demo.transcript(&[targets[0], targets[1], "pip", "sync"]));
+    assert_eq!(
+        installed(&demo.python),
+        names(&[
+            "amd-torch",
+            "amd-torch-device-gfx1201",
+            "amd-torch-device-gfx12-0",
+            "amd-torch-device-gfx12",
+            "amd-torch-device-gfx9-4",
+            "amd-torch-device-gfx11",
+        ])
+    );
+}
