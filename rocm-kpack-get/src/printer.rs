@@ -73,10 +73,12 @@ pub fn write_err(text: &str) {
 }
 
 /// An artifact for a listing: size, path, and for device code the targets
-/// it serves and its component (`[gfx1100] tensile`).
+/// it serves and its component (`[gfx1100] tensile`), or the sub-family or
+/// family that owns it (`[owner gfx11] aotriton`).
 pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
-    let device = match (&artifact.targets, artifact.component()) {
-        (Some(targets), Some(component)) => format!(
+    let device = match (&artifact.owner, &artifact.targets, artifact.component()) {
+        (Some(owner), _, Some(component)) => format!(" [owner {owner}] {component}"),
+        (None, Some(targets), Some(component)) => format!(
             " [{}] {component}",
             kpack_repo_index::resolve::join_listed(targets)
         ),
@@ -85,7 +87,8 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
     format!("{:>10}  {}{device}", ByteSize(artifact.size), artifact.path)
 }
 
-/// An artifact for `--json`: path, kind, size, hash, targets, component.
+/// An artifact for `--json`: path, kind, size, hash, targets, owner,
+/// component.
 pub fn artifact_json(artifact: &kpack_repo_index::Artifact) -> serde_json::Value {
     serde_json::json!({
         "path": artifact.path.as_str(),
@@ -93,6 +96,7 @@ pub fn artifact_json(artifact: &kpack_repo_index::Artifact) -> serde_json::Value
         "size": artifact.size,
         "sha256": artifact.sha256.to_string(),
         "targets": artifact.targets,
+        "owner": artifact.owner,
         "component": artifact.component(),
     })
 }

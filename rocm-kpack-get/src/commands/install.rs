@@ -274,6 +274,7 @@ fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<Packa
                     path: artifact.path.clone(),
                     install_as: artifact.install_as.clone(),
                     targets: artifact.targets.clone(),
+                    owner: artifact.owner.clone(),
                     component: artifact.component().cloned(),
                     sha256: artifact.sha256,
                     size: artifact.size,

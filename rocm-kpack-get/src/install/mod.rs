@@ -168,6 +168,8 @@ pub struct ReadyArtifact {
     pub path: RelativePath,
     pub install_as: Option<RelativePath>,
     pub targets: Option<Vec<Listed>>,
+    /// The sub-family or family that owns it, in place of targets.
+    pub owner: Option<kpack_gpu::Owner>,
     /// The component of device code it is; none for a host artifact.
     pub component: Option<Component>,
     pub sha256: Sha256,
@@ -695,6 +697,7 @@ fn installed(
                 sha256: a.sha256,
                 size: a.size,
                 targets: a.targets.clone(),
+                owner: a.owner.clone(),
                 component: a.component.clone(),
             })
             .collect(),

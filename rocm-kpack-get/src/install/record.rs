@@ -52,6 +52,9 @@ pub struct InstalledArtifact {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<Listed>>,
+    /// The sub-family or family that owned it, for device code listed so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<kpack_gpu::Owner>,
     /// The component of device code it was (`kernels`, `tensile`); none
     /// for a host artifact, and in records written before components.
     #[serde(default, skip_serializing_if = "Option::is_none")]

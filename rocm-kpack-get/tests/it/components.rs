@@ -303,3 +303,96 @@ fn two_gpus_get_both_sets_each_file_once() {
             .is_file());
     }
 }
+
+/// AOTriton's RDNA kernels of torch's wheels, as a tree owned by `owner`.
+fn aotriton(dir: &Path, owner: &str, group_dir: &str) -> NewArtifact {
+    let file = format!("lib/aotriton.images/amd-{group_dir}/flash/attn_fwd/kernel.aks2");
+    NewArtifact {
+        owner: Some(owner.parse().unwrap()),
+        file: tree(
+            dir,
+            &format!("torch-{owner}-aotriton.tar.zst"),
+            &[(&file, owner.as_bytes())],
+        ),
+        targets: None,
+        component: Some("aotriton".parse().unwrap()),
+        unpacked_size: None,
+    }
+}
+
+/// torch 2.9.0: a host tree, an archive for gfx1100, and AOTriton payloads
+/// owned by the gfx11 family and the gfx12_0 sub-family.
+fn torch_context() -> TestContext {
+    let env = Env::new();
+    let work = env.home.path().join("torch");
+    let inputs = work.join("inputs");
+    fs_err::create_dir_all(&inputs).unwrap();
+    let (secret, public) = (work.join("key.key"), work.join("key.pub"));
+    keygen(&secret, &public, None).unwrap();
+    let repo = work.join("repo");
+    Publisher::open(&repo)
+        .unwrap()
+        .add(
+            &NewVersion::new(&"torch".parse().unwrap(), &semver::Version::new(2, 9, 0)),
+            &[
+                plain(tree(
+                    &inputs,
+                    "torch-host.tar.zst",
+                    &[(LIBRARY, b"host code")],
+                )),
+                plain(archive(&inputs, "gfx1100", "gfx1100")),
+                aotriton(&inputs, "gfx11", "gfx11xx"),
+                aotriton(&inputs, "gfx12_0", "gfx120x"),
+            ],
+            Some(&SecretKey::load(&secret, None).unwrap()),
+        )
+        .unwrap();
+    let repo = RocrandRepo {
+        dir: repo,
+        public_key: public,
+        secret_key: secret,
+    };
+    TestContext::serving(repo, env)
+}
+
+#[test]
+fn a_payload_a_family_owns_is_installed_once_for_its_member_gpus() {
+    let context = torch_context();
+    let (env, server) = (&context.env, &context.server);
+    let targets = ["--target", "gfx1100,gfx1151"];
+    let plan = context.run(&mut context.kpack_get(&[
+        targets[0],
+        targets[1],
+        "install",
+        "torch",
+        "--dry-run",
+        "--verbose",
+    ]));
+    insta::assert_snapshot!("owned_dry_run", plan);
+    let installed =
+        context.run(&mut context.kpack_get(&[targets[0], targets[1], "install", "torch"]));
+    insta::assert_snapshot!("owned_installed", installed);
+    let pool = |file: &str| format!("pool/torch/2.9.0/{file}");
+    assert_eq!(
+        pool_gets(server),
+        [
+            pool("rocblas_gfx1100.kpack"),
+            pool("torch-gfx11-aotriton.tar.zst"),
+            pool("torch-host.tar.zst"),
+        ]
+    );
+    let kernel = env
+        .prefix
+        .join("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/kernel.aks2");
+    assert_eq!(fs_err::read(&kernel).unwrap(), b"gfx11");
+    assert!(!env.prefix.join("lib/aotriton.images/amd-gfx120x").exists());
+    let record = InstalledRecord::load(&env.prefix.join(".kpack/installed.toml")).unwrap();
+    let package = &record.packages[&"torch".parse().unwrap()];
+    let owners: Vec<Option<String>> = package
+        .artifacts
+        .iter()
+        .map(|a| a.owner.as_ref().map(ToString::to_string))
+        .collect();
+    assert_eq!(owners, [None, None, Some("gfx11".to_owned())]);
+    success(env.command().arg("verify"));
+}

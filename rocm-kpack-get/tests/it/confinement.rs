@@ -485,6 +485,7 @@ mod property {
                     .unwrap(),
                 install_as: None,
                 targets: None,
+                owner: None,
                 component: None,
                 sha256: Sha256::of(&bytes),
                 size: bytes.len() as u64,
