@@ -39,6 +39,7 @@ pub use families::Families;
 pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError, Selection};
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
+    CLIENT_VERSION, OWNER_CLIENT,
 };
 pub use types::{
     Component, Dependency, HashingReader, HashingWriter, InvalidValue, Listed, PackageName,

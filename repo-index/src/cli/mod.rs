@@ -130,12 +130,17 @@ struct AddArgs {
     #[arg(long = "depends")]
     depends: Vec<Dependency>,
     /// Marks the .tar.zst trees as device code for these targets.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "owner")]
     targets: Option<Vec<Listed>>,
-    /// The component of device code the trees marked with --targets are,
-    /// e.g. "tensile" for a kernel database payload (default "kernels",
-    /// as for .kpack archives).
-    #[arg(long, value_name = "NAME", requires = "targets")]
+    /// Marks the .tar.zst trees as device code every GPU of this
+    /// sub-family or family needs (`gfx11`, `gfx12_0`): installed once
+    /// when any of a machine's GPUs belongs to it.
+    #[arg(long, value_name = "KEY")]
+    owner: Option<kpack_gpu::Owner>,
+    /// The component of device code the trees marked with --targets or
+    /// --owner are, e.g. "tensile" for a kernel database payload (default
+    /// "kernels", as for .kpack archives).
+    #[arg(long, value_name = "NAME")]
     component: Option<Component>,
     #[arg(long)]
     summary: Option<String>,
@@ -373,12 +378,22 @@ fn add_command(
         artifacts,
         depends,
         targets,
+        owner,
         component,
         summary,
         key,
     }: AddArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
+    if component.is_some() && targets.is_none() && owner.is_none() {
+        anyhow::bail!("--component names device code: give the trees --targets or --owner");
+    }
+    if owner
+        .as_ref()
+        .is_some_and(|o| o.level() == kpack_gpu::Level::Target)
+    {
+        anyhow::bail!("--owner takes a sub-family or family (gfx12_0, gfx11); a target's trees take --targets");
+    }
     let key = key.as_deref().map(secret).transpose()?;
     let packed = tempfile::tempdir()?;
     let mut files = Vec::new();
@@ -402,7 +417,7 @@ fn add_command(
             // --component is the trees'; an archive is of the default one.
             let archive = file.extension().is_some_and(|e| e == "kpack");
             NewArtifact {
-                owner: None,
+                owner: owner.clone(),
                 component: component.clone().filter(|_| !archive),
                 file,
                 targets: targets.clone(),

@@ -1054,3 +1054,57 @@ fn a_relative_file_url_is_refused_as_kpack_get_refuses_it() {
         context.transcript(&mut plain, &[])
     );
 }
+
+#[test]
+fn add_publishes_a_tree_a_family_owns_and_mirrors_keep_it_for_member_targets() {
+    let context = TestContext::new();
+    let gfx1100 = archive(&context.inputs, "gfx1100", &["gfx1100"]);
+    let owned = tree(
+        &context.inputs,
+        "torch-gfx11-aotriton.tar.zst",
+        "lib/aotriton.images/amd-gfx11xx/__signature__",
+        b"gfx11",
+    );
+    let added = context.transcript(
+        context.add("torch", "2.9.0", &[gfx1100, owned]).args([
+            "--owner",
+            "gfx11",
+            "--component",
+            "aotriton",
+        ]),
+        &[],
+    );
+    insta::assert_snapshot!("add_owned", added);
+    let shard = published_shard(&context.repo, "torch");
+    let version = &shard.versions[0];
+    assert_eq!(
+        version.requires_client,
+        Some(kpack_repo_index::OWNER_CLIENT)
+    );
+    let owners: Vec<Option<String>> = version
+        .artifacts
+        .iter()
+        .map(|a| a.owner.as_ref().map(ToString::to_string))
+        .collect();
+    assert_eq!(owners, [None, Some("gfx11".to_owned())]);
+
+    // A mirror for a member of gfx11 carries the owned tree; one for
+    // another GPU does not.
+    let for_target = |target: &str| {
+        let dest = context.dir.path().join(format!("mirror-{target}"));
+        run(context
+            .mirror(&context.repo, &dest)
+            .args(["--targets", target]));
+        dest.join("pool/torch/2.9.0/torch-gfx11-aotriton.tar.zst")
+            .exists()
+    };
+    assert!(for_target("gfx1151"));
+    assert!(!for_target("gfx942"));
+
+    let refused_owner = refused(
+        context
+            .add("torch", "2.9.1", &[host_tree(&context.inputs)])
+            .args(["--owner", "gfx1100"]),
+    );
+    insta::assert_snapshot!("add_owner_target_refused", refused_owner);
+}
