@@ -5,6 +5,7 @@
 //! installed by `kpack-get pip`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod aotriton;
 mod debian_stack;
 mod fat;
 mod python_wheels;
