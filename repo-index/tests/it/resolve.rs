@@ -57,7 +57,13 @@ size = 800
 "#;
 
 fn chosen(gpus: &[&str]) -> (Vec<String>, Vec<Explanation>) {
-    let shard = Shard::parse("shard.toml", SHARD).unwrap();
+    chosen_from(SHARD, gpus)
+}
+
+/// The file names chosen from the first version of the shard `text` for
+/// `gpus`, and why.
+fn chosen_from(text: &str, gpus: &[&str]) -> (Vec<String>, Vec<Explanation>) {
+    let shard = Shard::parse("shard.toml", text).unwrap();
     let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
     let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
     let names = selection
@@ -397,20 +403,8 @@ size = 600
 "#;
 
 fn chosen_owned(gpus: &[&str]) -> (Vec<String>, Vec<String>) {
-    let shard = Shard::parse("shard.toml", OWNED_SHARD).unwrap();
-    let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
-    let selection = select_artifacts(&shard.versions[0], &gpus, &Families::builtin());
-    let names = selection
-        .artifacts
-        .iter()
-        .map(|a| a.path.as_str().rsplit('/').next().unwrap().to_owned())
-        .collect();
-    let why = selection
-        .explanations
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    (names, why)
+    let (names, why) = chosen_from(OWNED_SHARD, gpus);
+    (names, why.iter().map(ToString::to_string).collect())
 }
 
 #[test]
