@@ -158,6 +158,20 @@ pub enum Error {
     NotFat { path: PathBuf },
     #[error("{}: not a binary kpack-pack split (no {} marker)", path.display(), crate::elf::MARKER_SECTION)]
     NotSplit { path: PathBuf },
+    #[error("{}: cannot be read as a split binary", path.display())]
+    ReadSplit {
+        path: PathBuf,
+        #[source]
+        source: ElfError,
+    },
+    #[error("{}: its {} marker cannot be read", path.display(), crate::elf::MARKER_SECTION)]
+    Marker {
+        path: PathBuf,
+        #[source]
+        source: Box<rocm_kpack::Error>,
+    },
+    #[error("{}: neither a file nor a directory", path.display())]
+    NotAFile { path: PathBuf },
     #[error("{}: cannot materialize", path.display())]
     Materialize {
         path: PathBuf,

@@ -8,12 +8,14 @@
 //! kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
 //! rocFFT) are recognised by path and routed per target into payloads or
 //! archives (`databases`); `verify` checks the result through the runtime's
-//! loader. Wheels are split into a host wheel and per-processor device
-//! wheels (`wheel`).
+//! loader; `deps` lists the archives split binaries need at run time.
+//! Wheels are split into a host wheel and per-processor device wheels
+//! (`wheel`).
 
 pub mod archive;
 pub mod bundle;
 pub mod databases;
+pub mod deps;
 pub mod elf;
 pub mod error;
 pub mod input;
