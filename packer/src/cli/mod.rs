@@ -1,11 +1,13 @@
 //! The `kpack-pack` command line: arguments, one module per command, and
 //! the one place errors are rendered for people.
 //!
-//! Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 the command
+//! Exit codes: 0 success, 1 the command failed (for `deps --target`: some
+//! binary has no archive present for a target), 2 bad usage, 3 the command
 //! ran but met an archive that holds no code object (`inspect`, `verify`).
 #![allow(clippy::print_stdout)]
 
 mod archive_args;
+mod deps;
 mod inspect;
 mod materialize;
 mod split;
@@ -43,6 +45,13 @@ enum Command {
     /// that every split executable has its program headers where RHEL 8
     /// kernels look for them.
     Verify(verify::VerifyArgs),
+    /// List the kpack archives split binaries need at run time: each one's
+    /// kernel name, bundle indices and archive patterns (as its marker has
+    /// them, and resolved against its directory as the runtime resolves
+    /// them) with the archive files present; with `--target`, the paths the
+    /// runtime's loader tries for each target, present or missing, and exit
+    /// code 1 when a binary has none present for a target.
+    Deps(deps::DepsArgs),
     /// Split Python wheels into a host wheel and per-processor device
     /// wheels.
     #[command(subcommand)]
@@ -73,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Materialize(args) => materialize::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Deps(args) => deps::run(args),
         Command::Wheel(command) => wheel::run(command),
     };
     match result {

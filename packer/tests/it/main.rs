@@ -1,12 +1,14 @@
 //! kpack-pack's integration tests, one binary: the CLI, splitting real
 //! and synthetic fat binaries, trees and wheels, kernel databases, checks
 //! against readelf and Debian's real HIP runtime, the program header rule
-//! of old kernels, and output snapshots.
+//! of old kernels, the archives split binaries need (`deps`), and output
+//! snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
 mod common;
 mod databases;
+mod deps;
 mod fixtures;
 mod golden_readelf;
 mod hip_runtime;
