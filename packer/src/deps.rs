@@ -326,7 +326,12 @@ fn present_archives(base: &Path, pattern: &str) -> Result<Vec<PresentArchive>> {
             Vec::new()
         });
     };
-    let entries = match fs_err::read_dir(&dir) {
+    let listed = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &dir
+    };
+    let entries = match fs_err::read_dir(listed) {
         Ok(entries) => entries,
         Err(error) if is_absent(&error) => return Ok(Vec::new()),
         Err(error) => return Err(error.into()),
@@ -466,5 +471,11 @@ mod tests {
         assert!(present_archives(&base, "../nowhere/@GFXARCH@.kpack")
             .unwrap()
             .is_empty());
+        // A binary named without a directory: its patterns are relative to
+        // the current one (the package's, where cargo runs unit tests).
+        let present = present_archives(Path::new(""), "Cargo.@GFXARCH@").unwrap();
+        let texts: Vec<_> = present.iter().map(|p| p.gfxarch.as_deref()).collect();
+        assert_eq!(texts, [Some("toml")]);
+        assert_eq!(present[0].path, Path::new("Cargo.toml"));
     }
 }
