@@ -214,6 +214,11 @@ pub enum Command {
         /// Show the plan: each artifact, its size, the total download.
         #[arg(long)]
         dry_run: bool,
+        /// Install the packages named again even when they are installed
+        /// as an install would install them: files deleted or changed in
+        /// the prefix are written anew.
+        #[arg(long)]
+        reinstall: bool,
     },
     /// Remove installed packages and their files.
     Remove {

@@ -95,9 +95,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Update => commands::update::update(&context),
         Command::Search { text } => commands::search::search(&context, &text),
         Command::Info { package } => commands::info::info(&context, &package),
-        Command::Install { packages, dry_run } => {
-            commands::install::install(&context, &packages, dry_run)
-        }
+        Command::Install {
+            packages,
+            dry_run,
+            reinstall,
+        } => commands::install::install(&context, &packages, dry_run, reinstall),
         Command::Remove { packages, dry_run } => {
             commands::remove::remove(&context, &packages, dry_run)
         }

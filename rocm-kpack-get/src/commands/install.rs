@@ -20,16 +20,33 @@ use crate::progress::{Bars, Lines};
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.
 enum Wanted {
-    Requests(Vec<Request>),
+    /// Packages asked for; with `reinstall`, installed again even when
+    /// installed as planned.
+    Requests {
+        requests: Vec<Request>,
+        reinstall: bool,
+    },
     Upgrades(Vec<PackageName>),
 }
 
-pub fn install(context: &Context, packages: &[String], dry_run: bool) -> Result<(), Failure> {
+pub fn install(
+    context: &Context,
+    packages: &[String],
+    dry_run: bool,
+    reinstall: bool,
+) -> Result<(), Failure> {
     let requests = packages
         .iter()
         .map(|p| parse_request(p))
         .collect::<Result<Vec<_>, _>>()?;
-    run(context, Wanted::Requests(requests), dry_run)
+    run(
+        context,
+        Wanted::Requests {
+            requests,
+            reinstall,
+        },
+        dry_run,
+    )
 }
 
 pub fn upgrade(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
@@ -71,9 +88,12 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     };
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades(_));
-    let requests = match wanted {
-        Wanted::Requests(requests) => requests,
-        Wanted::Upgrades(names) => upgrade_requests(&record, &names, prefix.root())?,
+    let (requests, reinstall) = match wanted {
+        Wanted::Requests {
+            requests,
+            reinstall,
+        } => (requests, reinstall),
+        Wanted::Upgrades(names) => (upgrade_requests(&record, &names, prefix.root())?, false),
     };
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
@@ -85,7 +105,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let gpus = choose_gpus(context, &record, upgrading)?;
     let (search, decision) = super::layout::search_for_new_library(context);
     let requests = with_relayout(requests, &record, decision.layout);
-    let plan = make_plan(
+    let mut plan = make_plan(
         &client,
         &context.cache,
         &repos,
@@ -94,6 +114,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         decision.layout,
         &record,
     )?;
+    if reinstall {
+        plan.reinstall(&requests);
+    }
     show_plan(context, &repos, &plan, dry_run);
     let runtime = super::layout::show(context, &search, &decision, false);
     let Some(lock) = lock else {

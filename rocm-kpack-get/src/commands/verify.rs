@@ -35,15 +35,20 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
             "{checked} installed files match the record in {}",
             prefix.root().display()
         ));
-        Ok(())
-    } else {
-        Err(Failure::new(
-            Exit::Verification,
-            anyhow::anyhow!(
-                "{} of {checked} installed files differ from the record",
-                mismatches.len()
-            ),
-        )
-        .hint("reinstall the packages named above (`kpack-get remove` then `kpack-get install`)"))
+        return Ok(());
     }
+    let mut packages: Vec<&str> = mismatches.iter().map(|m| m.package.as_str()).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    Err(Failure::new(
+        Exit::Verification,
+        anyhow::anyhow!(
+            "{} of {checked} installed files differ from the record",
+            mismatches.len()
+        ),
+    )
+    .hint(format!(
+        "`kpack-get install --reinstall {}` writes them anew",
+        packages.join(" ")
+    )))
 }

@@ -93,6 +93,17 @@ impl Plan {
     pub fn pending(&self) -> impl Iterator<Item = &PlannedPackage> {
         self.packages.iter().filter(|p| !p.up_to_date)
     }
+
+    /// Installs the packages `requests` name again even where they are
+    /// installed as planned (`install --reinstall`): files deleted or
+    /// changed in the prefix are written anew. Their dependencies are not.
+    pub fn reinstall(&mut self, requests: &[Request]) {
+        for package in &mut self.packages {
+            if requests.iter().any(|r| r.name == package.name) {
+                package.up_to_date = false;
+            }
+        }
+    }
 }
 
 /// The shards the plan reads, fetched as resolution asks for them.

@@ -380,4 +380,7 @@ fn verify_names_a_corrupted_and_a_missing_file() {
 
     let out = output(env.command().arg("verify"));
     insta::assert_snapshot!(context.transcript(&out));
+    // What the hint says brings both back.
+    success(&mut context.kpack_get(&["--target", TARGET, "install", "--reinstall", "rocm-rand"]));
+    success(env.command().arg("verify"));
 }

@@ -354,3 +354,35 @@ fn a_damaged_cached_archive_is_fetched_again_not_installed() {
             .arg("verify"),
     );
 }
+
+/// Files deleted or changed in the prefix: `install` finds the package
+/// installed as planned and does nothing; `install --reinstall` writes it
+/// anew from the cache, and `verify` passes again.
+#[test]
+fn reinstall_writes_deleted_and_changed_files_again() {
+    let context = TestContext::new();
+    context.install_for("gfx1030");
+    let prefix = &context.env.prefix;
+    let archive = prefix.join(".kpack/rocrand_gfx1030.kpack");
+    let library = prefix.join(LIBRARY);
+    let original = fs_err::read(&library).unwrap();
+    fs_err::remove_file(&archive).unwrap();
+    fs_err::write(&library, b"changed").unwrap();
+    let args = ["--target", "gfx1030", "install", "rocm-rand"];
+    let again = success(&mut context.kpack_get(&args));
+    assert!(again.contains("nothing to do"), "{again}");
+    assert!(!archive.exists());
+    context.server.clear_requests();
+    let reinstalled = context.run(&mut context.kpack_get(&[
+        "--target",
+        "gfx1030",
+        "install",
+        "--reinstall",
+        "rocm-rand",
+    ]));
+    insta::assert_snapshot!(reinstalled);
+    assert!(context.pool_gets().is_empty(), "all from the cache");
+    assert!(archive.is_file());
+    assert_eq!(fs_err::read(&library).unwrap(), original);
+    success(context.env.command().arg("verify"));
+}
