@@ -13,7 +13,9 @@ use kpack_repo_index::PackageName;
 /// rollback, expiry, hash mismatch, modified installed files); 6 nothing
 /// fits (unknown package, no version satisfies, no device code for the
 /// GPU); 7 the prefix is locked by another kpack-get (--no-wait); 8 the
-/// prefix or cache cannot be written (permission denied, disk full).
+/// prefix or cache cannot be written (permission denied, disk full); 9 not
+/// every GPU is served (`check`: device code missing or made for other
+/// GPUs).
 #[derive(Debug, Parser)]
 #[command(name = "kpack-get", version, propagate_version = true)]
 pub struct Cli {
@@ -237,6 +239,12 @@ pub enum Command {
     },
     /// Re-hash installed files against the install record.
     Verify,
+    /// Check that every GPU's device code is installed: each split and fat
+    /// binary as its runtime loads it, and the packages' device code and
+    /// database payloads against what an install for the GPUs would
+    /// choose. Names each binary and GPU that would fail, why, and the
+    /// command that fixes it; exits 9 when a GPU is not served.
+    Check,
     /// Manage the download cache.
     Cache {
         #[command(subcommand)]

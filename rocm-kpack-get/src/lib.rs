@@ -4,11 +4,13 @@
 //! stage and atomically commit installs into a prefix (`install`), decide
 //! a prefix's layout from the HIP runtime its libraries would load
 //! (`layout`, `detect::hip_runtime`), and pick the device extras and wheel
-//! variants Python environments need (`pip`).
+//! variants Python environments need (`pip`), and check that what a prefix
+//! or Python environment holds serves every GPU (`check`).
 //!
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
 
+pub mod check;
 pub mod config;
 pub mod detect;
 pub mod install;

@@ -108,6 +108,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             commands::install::upgrade(&context, &packages, dry_run)
         }
         Command::Verify => commands::verify::verify(&context),
+        Command::Check => commands::check::check(&context),
         Command::Cache {
             command: CacheCommand::Clean,
         } => commands::cache::clean(&context),

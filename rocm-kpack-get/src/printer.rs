@@ -58,6 +58,13 @@ impl Printer {
             write_out(&serde_json::to_string_pretty(value).unwrap_or_default());
         }
     }
+
+    /// A command's typed report, with --json.
+    pub fn report(&self, report: &impl serde::Serialize) {
+        if self.json {
+            write_out(&serde_json::to_string_pretty(report).unwrap_or_default());
+        }
+    }
 }
 
 /// Writes a line to stdout; a closed pipe (`| head`) ends quietly.

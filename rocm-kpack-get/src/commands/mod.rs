@@ -3,6 +3,7 @@
 //! with their exit codes.
 
 pub mod cache;
+pub mod check;
 pub mod detect;
 pub mod info;
 pub mod install;
@@ -40,6 +41,8 @@ pub enum Exit {
     NothingFits = 6,
     Locked = 7,
     Local = 8,
+    /// `check`: not every GPU is served.
+    NotServed = 9,
 }
 
 /// A failed command: what to say, what to suggest, and the exit code.

@@ -52,7 +52,7 @@ fn tree(dir: &Path, file_name: &str, files: &[(&str, &[u8])]) -> PathBuf {
     path
 }
 
-fn tensile_file(processor: &str) -> String {
+pub(crate) fn tensile_file(processor: &str) -> String {
     format!("lib/rocblas/library/TensileLibrary_{processor}.dat")
 }
 
@@ -86,7 +86,7 @@ fn plain(file: PathBuf) -> NewArtifact {
 /// archives for gfx1030 and gfx90a, Tensile payloads for both. Returns
 /// the repository and its public key.
 /// A context serving the rocBLAS-shaped repository.
-fn blas_context() -> TestContext {
+pub(crate) fn blas_context() -> TestContext {
     let env = Env::new();
     let repo = blas_repo(&env.home.path().join("blas"));
     TestContext::serving(repo, env)
@@ -322,7 +322,7 @@ fn aotriton(dir: &Path, owner: &str, group_dir: &str) -> NewArtifact {
 
 /// torch 2.9.0: a host tree, an archive for gfx1100, and AOTriton payloads
 /// owned by the gfx11 family and the gfx12_0 sub-family.
-fn torch_context() -> TestContext {
+pub(crate) fn torch_context() -> TestContext {
     let env = Env::new();
     let work = env.home.path().join("torch");
     let inputs = work.join("inputs");

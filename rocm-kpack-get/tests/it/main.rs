@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bounded_reads;
+mod check;
 mod common;
 mod components;
 mod confinement;

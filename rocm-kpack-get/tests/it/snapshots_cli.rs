@@ -1,9 +1,9 @@
 //! What `kpack-get` prints, as snapshots, one a test: the plan of an
-//! install (human and JSON), the install, list, verify, info and detect,
-//! and an error, against the rocRAND repository served over loopback, as a
-//! user gets them: the layout is `auto`, and with no HIP runtime found it
-//! is `fat`. The server's address, the temporary directories and times are
-//! masked.
+//! install (human and JSON), the install, list, verify, info, detect,
+//! check (human and JSON) and an error, against the rocRAND repository
+//! served over loopback, as a user gets them: the layout is `auto`, and
+//! with no HIP runtime found it is `fat`. The server's address, the
+//! temporary directories and times are masked.
 
 use kpack_test_support::context::TestContext;
 
@@ -68,4 +68,20 @@ fn detect() {
 fn unknown_package() {
     let context = TestContext::new();
     insta::assert_snapshot!(run(&context, &["install", "rocm-nothing"]));
+}
+
+/// Installed for gfx1030, checked for it and an MI210 beside it: one GPU
+/// served, the other not, and the command that adds it.
+#[test]
+fn check() {
+    let (context, _) = installed();
+    let args = ["--target", "gfx90a:sramecc+:xnack-", "check"];
+    insta::assert_snapshot!(run(&context, &args));
+}
+
+#[test]
+fn check_json() {
+    let (context, _) = installed();
+    let args = ["--target", "gfx90a:sramecc+:xnack-", "--json", "check"];
+    insta::assert_snapshot!(run(&context, &args));
 }

@@ -1,0 +1,19 @@
+//! "Is my GPU's code installed?", answered before a kernel launch fails
+//! with `hipErrorInvalidImage`: every installed split or fat binary of a
+//! prefix ([`prefix`]) checked for every GPU the way its runtime will load
+//! it ([`binary`]), the packages' device code against what an install for
+//! the GPUs would choose ([`package`], with the repository index kept
+//! offline: [`index`]), and one typed report ([`report`]) naming each
+//! failure, why, and the command that fixes it ([`fix`]).
+
+pub mod binary;
+pub mod fix;
+pub mod index;
+pub mod package;
+pub mod prefix;
+pub mod report;
+
+pub use fix::{FixCommand, Invocation};
+pub use index::{KeptIndex, Published};
+pub use prefix::PrefixCheck;
+pub use report::{CheckReport, Finding, Reason, Remedy, SCHEMA};

@@ -1,0 +1,342 @@
+//! `kpack-get check`: a prefix made wrong on purpose in each way a GPU can
+//! end up without its code (an archive deleted, a package for another GPU,
+//! a fat library made for another GPU, a database payload missing), each
+//! reported as such, then fixed by running exactly the command the report
+//! gives (read from its `--json`), after which the check passes.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::gpus::{fake_sysfs, FakeNode, CAPABILITY_SRAMECC};
+use crate::common::{describe, output, success};
+use kpack_packer::elf::FatElf;
+use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+use kpack_repo_index::sign::SecretKey;
+use kpack_test_support::context::TestContext;
+use rocm_kpack::{Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
+use rocm_kpack_get::install::record::InstalledRecord;
+
+const GFX90A: &str = "gfx90a:sramecc+:xnack-";
+const LIBRARY: &str = "lib/librocrand.so.1.1";
+
+/// The report of `command` (which must add `--json`), and its exit code.
+fn report(command: &mut Command) -> (serde_json::Value, i32) {
+    let out = output(command);
+    let report =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&out)));
+    (report, out.status.code().unwrap_or(-1))
+}
+
+/// The fix command of a report, as a process runs it.
+fn fix_argv(report: &serde_json::Value) -> Vec<String> {
+    let argv: Vec<String> = report["fix"]["argv"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no fix in {report:#}"))
+        .iter()
+        .map(|arg| arg.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(argv[0], "kpack-get", "{argv:?}");
+    argv
+}
+
+/// Runs the fix command of `report` exactly, in `command`'s environment
+/// (kpack-get with the test's home, nothing else added).
+fn run_fix(mut command: Command, report: &serde_json::Value) -> String {
+    let argv = fix_argv(report);
+    success(command.args(&argv[1..]))
+}
+
+/// The machine's GPU is an MI210 (gfx90a with SRAM ECC), known from the
+/// kfd topology.
+fn with_an_mi210(context: &TestContext) {
+    fake_sysfs(
+        &context.env.sysfs,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(90010, CAPABILITY_SRAMECC, "AMD Instinct MI210"),
+        ],
+    );
+}
+
+#[test]
+fn everything_installed_for_the_gpu_is_served() {
+    let context = TestContext::new();
+    context.install_for(GFX90A);
+    let checked = context.run(&mut context.kpack_get(&["--target", GFX90A, "check"]));
+    insta::assert_snapshot!("served", checked);
+    let (report, code) = report(&mut context.kpack_get(&["--target", GFX90A, "--json", "check"]));
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["schema"], 1);
+    assert_eq!(report["served"], true);
+    assert_eq!(report["checked"]["split_binaries"], 1);
+    assert_eq!(report["fix"], serde_json::Value::Null);
+}
+
+#[test]
+fn without_a_gpu_there_is_nothing_to_serve() {
+    let context = TestContext::new();
+    context.install_for(GFX90A);
+    let checked = context.run(&mut context.kpack_get(&["check"]));
+    insta::assert_snapshot!("no_gpu", checked);
+}
+
+#[test]
+fn a_deleted_archive_is_missing_and_a_reinstall_brings_it_back() {
+    let context = TestContext::new();
+    context.install_for(GFX90A);
+    let archive = context.env.prefix.join(".kpack/rocrand_gfx90a.kpack");
+    fs_err::remove_file(&archive).unwrap();
+    let args = ["--target", GFX90A, "check"];
+    insta::assert_snapshot!(
+        "archive_deleted",
+        context.run(&mut context.kpack_get(&args))
+    );
+    let (found, code) = report(&mut context.kpack_get(&["--target", GFX90A, "--json", "check"]));
+    assert_eq!(code, 9);
+    let reasons: Vec<(&str, &str)> = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (".kpack/rocrand_gfx90a.kpack", "archive-missing"),
+            (LIBRARY, "archive-missing")
+        ]
+    );
+    run_fix(context.env.command(), &found);
+    assert!(archive.is_file());
+    success(&mut context.kpack_get(&args));
+}
+
+#[test]
+fn a_package_installed_for_another_gpu_is_the_wrong_device_package() {
+    let context = TestContext::new();
+    with_an_mi210(&context);
+    context.install_for("gfx1030");
+    let checked = context.run(&mut context.kpack_get(&["check"]));
+    insta::assert_snapshot!("installed_for_another_gpu", checked);
+    let (found, code) = report(&mut context.kpack_get(&["--json", "check"]));
+    assert_eq!(code, 9);
+    assert_eq!(found["gpus"][0]["target"], GFX90A);
+    run_fix(context.env.command(), &found);
+    let after = context.run(&mut context.kpack_get(&["check"]));
+    assert!(after.starts_with("exit: 0\n"), "{after}");
+    assert!(!context
+        .env
+        .prefix
+        .join(".kpack/rocrand_gfx1030.kpack")
+        .exists());
+}
+
+/// kpack-get in the fat layout, as on a machine whose HIP runtime does not
+/// follow kpack markers.
+fn fat(mut command: Command) -> Command {
+    command.env("KPACK_GET_LAYOUT", "fat");
+    command
+}
+
+#[test]
+fn a_fat_library_made_for_another_gpu_that_nothing_published_serves_has_no_fix() {
+    let context = TestContext::new();
+    success(&mut fat(context.kpack_get(&[
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+    ])));
+    let mut check = fat(context.kpack_get(&["--target", "gfx1100", "check"]));
+    insta::assert_snapshot!("fat_for_another_gpu_unpublished", context.run(&mut check));
+    let (found, code) = report(&mut fat(
+        context.kpack_get(&["--target", "gfx1100", "--json", "check"])
+    ));
+    assert_eq!(code, 9);
+    assert_eq!(found["fix"], serde_json::Value::Null, "{found:#}");
+}
+
+/// Publishes rocm-rand 5.3.4 into the context's own repository:
+/// rocRAND's host tree and archives as 5.3.3 has them, plus an archive
+/// for gfx1100 (rocRAND's code under that target, as a publisher building
+/// for it would add one), so that a gfx1100 machine has code to install.
+fn publish_with_gfx1100(context: &TestContext) {
+    let repo = &context.repo;
+    let inputs = context.home().join("inputs");
+    fs_err::create_dir_all(&inputs).unwrap();
+    let pool = repo.dir.join("pool/rocm-rand/5.3.3");
+    let host = inputs.join("rocm-rand-5.3.4-host.tar.zst");
+    fs_err::copy(pool.join("rocm-rand-5.3.3-host.tar.zst"), &host).unwrap();
+    let gfx1030 = inputs.join("rocrand_gfx1030.kpack");
+    fs_err::copy(pool.join("rocrand_gfx1030.kpack"), &gfx1030).unwrap();
+    let gfx1100 = inputs.join("rocrand_gfx1100.kpack");
+    let source = Archive::open(&gfx1030).unwrap();
+    let target = Target::parse("gfx1100").unwrap();
+    let options = ArchiveOptions {
+        group: "rocrand".into(),
+        family: "gfx1100".into(),
+        arches: vec![target.clone()],
+        compression: Compression::DEFAULT,
+    };
+    let mut writer = ArchiveWriter::new(fs_err::File::create(&gfx1100).unwrap(), options).unwrap();
+    for binary in source.binaries() {
+        let (path, index) = binary.rsplit_once('#').unwrap();
+        let code = source
+            .kernel(binary, &Target::parse("gfx1030").unwrap())
+            .unwrap();
+        writer
+            .add(
+                &BinaryKey::new(path, index.parse().unwrap()),
+                &target,
+                &code,
+            )
+            .unwrap();
+    }
+    writer.finish().unwrap();
+    let artifact = |file: &Path| NewArtifact {
+        owner: None,
+        file: file.to_owned(),
+        targets: None,
+        component: None,
+        unpacked_size: None,
+    };
+    Publisher::open(&repo.dir)
+        .unwrap()
+        .add(
+            &NewVersion::new(
+                &"rocm-rand".parse().unwrap(),
+                &semver::Version::new(5, 3, 4),
+            ),
+            &[artifact(&host), artifact(&gfx1030), artifact(&gfx1100)],
+            Some(&SecretKey::load(&repo.secret_key, None).unwrap()),
+        )
+        .unwrap();
+}
+
+/// The targets of the code objects of the fat library at `path`.
+fn fat_targets(path: &Path) -> Vec<String> {
+    let data = fs_err::read(path).unwrap();
+    let fat = FatElf::parse(&data).unwrap().unwrap();
+    let mut targets: Vec<String> = fat
+        .bundles
+        .iter()
+        .flat_map(|b| b.entries.iter().map(|c| c.target.to_string()))
+        .collect();
+    targets.dedup();
+    targets
+}
+
+#[test]
+fn a_fat_library_made_for_another_gpu_is_made_again_for_this_one() {
+    let context = TestContext::private();
+    publish_with_gfx1100(&context);
+    success(&mut fat(context.kpack_get(&[
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+    ])));
+    let library = context.env.prefix.join(LIBRARY);
+    assert_eq!(fat_targets(&library), ["gfx1030"]);
+    let mut check = fat(context.kpack_get(&["--target", "gfx1100", "check"]));
+    insta::assert_snapshot!("fat_for_another_gpu", context.run(&mut check));
+    let (found, code) = report(&mut fat(
+        context.kpack_get(&["--target", "gfx1100", "--json", "check"])
+    ));
+    assert_eq!(code, 9);
+    let reasons: Vec<&str> = found["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["wrong-device-package", "fat-for-other-gpus"]);
+    run_fix(fat(context.env.command()), &found);
+    assert_eq!(fat_targets(&library), ["gfx1100"]);
+    success(&mut fat(
+        context.kpack_get(&["--target", "gfx1100", "check"])
+    ));
+}
+
+/// The findings of a report as (reason, path) pairs.
+fn reasons(report: &serde_json::Value) -> Vec<(String, Option<String>)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["reason"].as_str().unwrap().to_owned(),
+                f["path"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_deleted_tensile_payload_is_missing_and_a_reinstall_brings_it_back() {
+    let context = crate::components::blas_context();
+    let args = |more: &[&'static str]| {
+        let mut all = vec!["--target", "gfx1030"];
+        all.extend_from_slice(more);
+        all
+    };
+    success(&mut context.kpack_get(&args(&["install", "rocm-blas"])));
+    let tensile = context
+        .env
+        .prefix
+        .join(crate::components::tensile_file("gfx1030"));
+    fs_err::remove_file(&tensile).unwrap();
+    let checked = context.run(&mut context.kpack_get(&args(&["check"])));
+    insta::assert_snapshot!("tensile_payload_deleted", checked);
+    let (found, code) = report(&mut context.kpack_get(&args(&["--json", "check"])));
+    assert_eq!(code, 9);
+    assert_eq!(
+        reasons(&found),
+        [(
+            "payload-missing".to_owned(),
+            Some(crate::components::tensile_file("gfx1030"))
+        )]
+    );
+    run_fix(context.env.command(), &found);
+    assert!(tensile.is_file());
+    success(&mut context.kpack_get(&args(&["check"])));
+}
+
+/// A package installed without the payload its GPU's sub-family or family
+/// owns (by a kpack-get that did not know owners): its record lacks the
+/// artifact, and the repository's index, kept from the install, says an
+/// install for the GPU would choose it.
+#[test]
+fn a_payload_the_family_owns_missing_from_the_record_is_installed_by_install() {
+    let context = crate::components::torch_context();
+    let args = |more: &[&'static str]| {
+        let mut all = vec!["--target", "gfx1100"];
+        all.extend_from_slice(more);
+        all
+    };
+    success(&mut context.kpack_get(&args(&["install", "torch"])));
+    let prefix = &context.env.prefix;
+    let record_path = prefix.join(".kpack/installed.toml");
+    let mut record = InstalledRecord::load(&record_path).unwrap();
+    let torch = record.packages.get_mut(&"torch".parse().unwrap()).unwrap();
+    torch.artifacts.retain(|a| a.owner.is_none());
+    torch
+        .files
+        .retain(|f| !f.path.as_str().starts_with("lib/aotriton.images/"));
+    fs_err::write(&record_path, record.to_toml().unwrap()).unwrap();
+    fs_err::remove_dir_all(prefix.join("lib/aotriton.images")).unwrap();
+
+    let checked = context.run(&mut context.kpack_get(&args(&["check"])));
+    insta::assert_snapshot!("owned_payload_not_installed", checked);
+    let (found, code) = report(&mut context.kpack_get(&args(&["--json", "check"])));
+    assert_eq!(code, 9);
+    assert_eq!(reasons(&found), [("payload-missing".to_owned(), None)]);
+    let argv = fix_argv(&found);
+    assert!(!argv.contains(&"--reinstall".to_owned()), "{argv:?}");
+    run_fix(context.env.command(), &found);
+    assert!(prefix
+        .join("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/kernel.aks2")
+        .is_file());
+    success(&mut context.kpack_get(&args(&["check"])));
+}
