@@ -14,8 +14,8 @@ use kpack_repo_index::PackageName;
 /// fits (unknown package, no version satisfies, no device code for the
 /// GPU); 7 the prefix is locked by another kpack-get (--no-wait); 8 the
 /// prefix or cache cannot be written (permission denied, disk full); 9 not
-/// every GPU is served (`check`: device code missing or made for other
-/// GPUs).
+/// every GPU is served (`check`, `pip check`: device code missing or made
+/// for other GPUs).
 #[derive(Debug, Parser)]
 #[command(name = "kpack-get", version, propagate_version = true)]
 pub struct Cli {
@@ -312,6 +312,15 @@ pub enum PipCommand {
     /// Print this machine's supported variant properties, most preferred
     /// first, as JSON (`amd :: gfx_arch :: gfx1100`).
     VariantProperties,
+    /// Check that the environment's device code serves every GPU: each
+    /// distribution offering device extras has the device distributions
+    /// of the extra chosen for it, and each of its split binaries loads as
+    /// installed. Names what would fail, why, and the command that fixes
+    /// it; exits 9 when a GPU is not served.
+    Check {
+        #[command(flatten)]
+        options: PipOptions,
+    },
 }
 
 #[derive(Debug, Args)]

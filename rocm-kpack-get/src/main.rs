@@ -57,6 +57,7 @@ fn run_pip(context: &Context, command: PipCommand) -> Result<(), Failure> {
             installer_args,
         } => pip::sync::sync(context, &options, dry_run, &installer_args),
         PipCommand::VariantProperties => pip::variant_properties(context),
+        PipCommand::Check { options } => pip::check::check(context, &options),
     }
 }
 

@@ -1,5 +1,5 @@
-//! `check`: whether what the prefix holds serves every GPU, and the
-//! rendering of a check's report.
+//! `check`: whether what the prefix holds serves every GPU; and the
+//! rendering of a check's report, which `pip check` shares.
 
 use kpack_gpu::target::join_targets;
 use rocm_kpack_get::check::report::Place;

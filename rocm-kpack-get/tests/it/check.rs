@@ -1,6 +1,8 @@
-//! `kpack-get check`: a prefix made wrong on purpose in each way a GPU can
-//! end up without its code (an archive deleted, a package for another GPU,
-//! a fat library made for another GPU, a database payload missing), each
+//! `kpack-get check` and `kpack-get pip check`: a prefix and a Python
+//! environment made wrong on purpose in each way a GPU can end up without
+//! its code (an archive deleted, a package or device distribution for
+//! another GPU, a fat library made for another GPU, a database payload
+//! missing, a host distribution without its device distribution), each
 //! reported as such, then fixed by running exactly the command the report
 //! gives (read from its `--json`), after which the check passes.
 
@@ -13,6 +15,8 @@ use kpack_packer::elf::FatElf;
 use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::SecretKey;
 use kpack_test_support::context::TestContext;
+use kpack_test_support::python_venv;
+use kpack_test_support::venv::with_python_tools;
 use rocm_kpack::{Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 use rocm_kpack_get::install::record::InstalledRecord;
 
@@ -339,4 +343,89 @@ fn a_payload_the_family_owns_missing_from_the_record_is_installed_by_install() {
         .join("lib/aotriton.images/amd-gfx11xx/flash/attn_fwd/kernel.aks2")
         .is_file());
     success(&mut context.kpack_get(&args(&["check"])));
+}
+
+/// kpack-get for `pip` commands in `env`: the test's Python tools, and
+/// pip finding the split jax plugin's wheels in `links` (as a user's
+/// `pip.conf` or `PIP_FIND_LINKS` would have it), so the fix a report
+/// gives runs as it is; the layout is `kpack` unless `auto` is asked for.
+fn pip_kpack(context: &TestContext, links: &Path, auto: bool) -> Command {
+    let mut command = if auto {
+        crate::pip_layout::kpack(&context.env)
+    } else {
+        let mut command = context.env.command();
+        with_python_tools(&mut command, context.home());
+        command
+    };
+    command
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", links);
+    command
+}
+
+/// `kpack-get --target GPU [--json] pip check --python PY`.
+fn pip_check(mut command: Command, gpu: &str, json: bool, python: &Path) -> Command {
+    command.args(["--target", gpu]);
+    if json {
+        command.arg("--json");
+    }
+    command.args(["pip", "check", "--python"]).arg(python);
+    command
+}
+
+/// The transcript of a pip check, the test tools masked too.
+fn pip_transcript(context: &TestContext, command: &mut Command) -> String {
+    let tools = python_venv().display().to_string();
+    context.transcript_masking(&output(command), &[(&tools, "<TOOLS>")])
+}
+
+#[test]
+fn pip_a_host_without_its_device_distribution_is_synced() {
+    let (context, jax, python, site) = crate::pip_layout::host_installed();
+    let links = &jax.links;
+    let mut check = pip_check(pip_kpack(&context, links, false), "gfx1100", false, &python);
+    insta::assert_snapshot!(
+        "pip_device_distribution_missing",
+        pip_transcript(&context, &mut check)
+    );
+    let json = pip_check(pip_kpack(&context, links, false), "gfx1100", true, &python);
+    let (found, code) = report(&mut { json });
+    assert_eq!(code, 9);
+    let first = &found["findings"][0];
+    assert_eq!(first["reason"], "device-package-missing", "{found:#}");
+    assert_eq!(first["package"], "jax-rocm7-plugin");
+    run_fix(pip_kpack(&context, links, false), &found);
+    assert!(site
+        .join("jax_rocm7_plugin/.kpack/rocm_gfx1100.kpack")
+        .is_file());
+    let mut again = pip_check(pip_kpack(&context, links, false), "gfx1100", false, &python);
+    let served = pip_transcript(&context, &mut again);
+    insta::assert_snapshot!("pip_served", served);
+}
+
+#[test]
+fn pip_a_device_distribution_for_another_gpu_only_is_the_wrong_one() {
+    let (context, jax, python, site) = crate::pip_layout::host_installed();
+    let links = &jax.links;
+    crate::pip_layout::sync(&context.env, &python, &jax, &["--target", "gfx90a:xnack-"]);
+    crate::pip_layout::assert_fat_for(&site, "gfx90a");
+    let mut check = pip_check(pip_kpack(&context, links, true), "gfx1100", false, &python);
+    insta::assert_snapshot!(
+        "pip_wrong_device_distribution",
+        pip_transcript(&context, &mut check)
+    );
+    let json = pip_check(pip_kpack(&context, links, true), "gfx1100", true, &python);
+    let (found, code) = report(&mut { json });
+    assert_eq!(code, 9);
+    let mut reasons: Vec<String> = reasons(&found).into_iter().map(|(r, _)| r).collect();
+    reasons.dedup();
+    assert_eq!(reasons, ["wrong-device-package", "fat-for-other-gpus"]);
+    run_fix(pip_kpack(&context, links, true), &found);
+    crate::pip_layout::assert_fat_for(&site, "gfx1100");
+    success(&mut pip_check(
+        pip_kpack(&context, links, true),
+        "gfx1100",
+        false,
+        &python,
+    ));
 }

@@ -29,7 +29,7 @@ const PACKAGE: &str = "jax_rocm7_plugin";
 const DIST_INFO: &str = "jax_rocm7_plugin-0.10.2.dist-info";
 /// The plugin's files that `wheel split` leaves host-only (the others
 /// have no device code).
-const SPLIT: [&str; 3] = [
+pub(crate) const SPLIT: [&str; 3] = [
     "jax_rocm7_plugin/_linalg.so",
     "jax_rocm7_plugin/_prng.so",
     "jax_rocm7_plugin/_solver.so",
@@ -38,8 +38,8 @@ const SPLIT: [&str; 3] = [
 /// The jax plugin split into a find-links directory (`rocm` archives, as
 /// `kpack-pack wheel split` names them), with a stand-in for the
 /// `jax-rocm7-pjrt` it requires, so that `pip check` has all it needs.
-struct Jax {
-    links: PathBuf,
+pub(crate) struct Jax {
+    pub(crate) links: PathBuf,
     /// The host wheel's ELF files, as it ships them.
     host_files: BTreeMap<String, Vec<u8>>,
 }
@@ -118,7 +118,7 @@ fn pip(python: &Path) -> Command {
 /// kpack-get with the test tools on PATH, the environment's uv settings,
 /// GPUs only from `--target` or a test's variables, and the layout a user
 /// gets (`auto`) unless a test asks for another.
-fn kpack(env: &Env) -> Command {
+pub(crate) fn kpack(env: &Env) -> Command {
     let mut command = env.command();
     command.env_remove("KPACK_GET_LAYOUT");
     with_python_tools(&mut command, env.home.path()).env("UV_LINK_MODE", "hardlink");
@@ -127,7 +127,7 @@ fn kpack(env: &Env) -> Command {
 
 /// A test environment, the split jax plugin, and a pip venv (its python and
 /// site-packages) with the host distribution installed by pip.
-fn host_installed() -> (TestContext, Jax, PathBuf, PathBuf) {
+pub(crate) fn host_installed() -> (TestContext, Jax, PathBuf, PathBuf) {
     let context = TestContext::new();
     let env = &context.env;
     let jax = Jax::split(env.home.path());
@@ -149,7 +149,7 @@ fn pip_filter(context: &TestContext, text: &str) -> String {
 }
 
 /// `kpack-get [--target T] pip sync --python PY -- <links>`: stdout.
-fn sync(env: &Env, python: &Path, jax: &Jax, global: &[&str]) -> String {
+pub(crate) fn sync(env: &Env, python: &Path, jax: &Jax, global: &[&str]) -> String {
     success(
         kpack(env)
             .args(global)
@@ -185,7 +185,7 @@ fn fat_processors(path: &Path) -> Option<BTreeSet<String>> {
 }
 
 /// Asserts that each split binary is fat with code for `processor` only.
-fn assert_fat_for(site: &Path, processor: &str) {
+pub(crate) fn assert_fat_for(site: &Path, processor: &str) {
     for path in SPLIT {
         assert_eq!(
             fat_processors(&site.join(path)),

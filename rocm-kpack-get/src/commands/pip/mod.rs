@@ -2,6 +2,7 @@
 //! (06-python.md). What the subcommands share: the machine's GPUs (with
 //! rocm-bootstrap's variables honoured), the environment, and failures.
 
+pub mod check;
 pub mod install;
 pub mod layout;
 pub mod resolve;

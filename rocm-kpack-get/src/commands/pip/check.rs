@@ -1,0 +1,36 @@
+//! `pip check`: whether what the environment holds serves every GPU.
+
+use rocm_kpack_get::check::{CheckError, EnvironmentCheck, Invocation};
+
+use super::{environment, machine};
+use crate::cli::PipOptions;
+use crate::commands::check::{render, target_args};
+use crate::commands::{Context, Failure};
+
+impl From<CheckError> for Failure {
+    fn from(error: CheckError) -> Failure {
+        match error {
+            CheckError::Pip(error) => error.into(),
+            CheckError::Materialize(error) => error.into(),
+        }
+    }
+}
+
+pub fn check(context: &Context, options: &PipOptions) -> Result<(), Failure> {
+    let machine = machine(context)?;
+    let env = environment(options.python.as_deref())?;
+    // `pip sync` reads no repository: only the GPUs and the environment.
+    let invocation = Invocation {
+        global: target_args(context),
+        python: options.python.clone(),
+        all_targets: options.all_targets,
+    };
+    let report = EnvironmentCheck {
+        env: &env,
+        gpus: &machine.targets,
+        all_targets: options.all_targets,
+        invocation: &invocation,
+    }
+    .run()?;
+    render(context, &report)
+}
