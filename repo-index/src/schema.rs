@@ -171,6 +171,22 @@ impl PackageEntry {
     }
 }
 
+impl VersionEntry {
+    /// The targets and families its device artifacts list, sorted, each
+    /// once: what the version offers GPUs, for messages.
+    pub fn offered(&self) -> Vec<Listed> {
+        let mut offered: Vec<Listed> = self
+            .artifacts
+            .iter()
+            .filter_map(|a| a.targets.clone())
+            .flatten()
+            .collect();
+        offered.sort();
+        offered.dedup();
+        offered
+    }
+}
+
 impl Artifact {
     /// Whether this is device code (it names targets or an owner).
     pub fn is_device(&self) -> bool {

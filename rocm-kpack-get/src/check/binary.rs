@@ -190,20 +190,8 @@ fn classify(error: &rocm_kpack::Error, root: &Path) -> (Reason, String) {
                 )
             ),
         ),
-        other => (Reason::Unreadable, one_line(other)),
+        other => (Reason::Unreadable, crate::error_line::error_line(other)),
     }
-}
-
-/// An error and its causes on one line.
-fn one_line(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Why `gpu` fails with the fat binary `fat`: some wrapper's bundle holds

@@ -87,15 +87,7 @@ pub fn coverage<'a>(
         .filter(|a| a.is_device())
         .collect();
     if wanted.is_empty() {
-        let mut offered: Vec<Listed> = indexed
-            .entry
-            .artifacts
-            .iter()
-            .filter_map(|a| a.targets.clone())
-            .flatten()
-            .collect();
-        offered.sort();
-        offered.dedup();
+        let offered = indexed.entry.offered();
         let has_device = indexed.entry.artifacts.iter().any(Artifact::is_device);
         return if has_device {
             Coverage::NotPublished { offered }

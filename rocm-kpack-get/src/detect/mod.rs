@@ -295,7 +295,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     ) {
         Ok(agents) => agents,
         Err(error) => {
-            notes.push(format!("hsa: {}", error_chain(&error)));
+            notes.push(format!("hsa: {}", crate::error_line::error_line(&error)));
             return Vec::new();
         }
     };
@@ -324,16 +324,4 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
         ));
     }
     gpus
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    line
 }

@@ -228,14 +228,7 @@ fn plan_package(
     let has_device = entry.artifacts.iter().any(Artifact::is_device);
     let chose_device = selection.artifacts.iter().any(|a| a.is_device());
     if !gpus.is_empty() && has_device && !chose_device {
-        let mut offered: Vec<Listed> = entry
-            .artifacts
-            .iter()
-            .filter_map(|a| a.targets.clone())
-            .flatten()
-            .collect();
-        offered.sort();
-        offered.dedup();
+        let offered = entry.offered();
         return Err(PlanError::NoDeviceCode {
             package: name,
             version,

@@ -158,18 +158,6 @@ pub fn classify(path: &Path) -> Result<Vec<Evidence>, HipRuntimeError> {
     Ok(evidence)
 }
 
-/// An error with its causes, on one line (for notes).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::ld_cache::LdCache;
-use super::{classify, elf, error_chain, FoundIn, HipRuntime, HipRuntimeError, RUNTIME_PREFIX};
+use super::{classify, elf, FoundIn, HipRuntime, HipRuntimeError, RUNTIME_PREFIX};
 
 /// The loader's default directories on x86-64 (Debian's multiarch ones,
 /// then the others).
@@ -132,7 +132,10 @@ impl<'a> Searcher<'a> {
                 LdCache::default()
             }
             Err(error) => {
-                notes.push(format!("skipped: {}", error_chain(&error)));
+                notes.push(format!(
+                    "skipped: {}",
+                    crate::error_line::error_line(&error)
+                ));
                 LdCache::default()
             }
         };
@@ -266,7 +269,10 @@ fn inspect(
             evidence,
         }),
         Err(error) => {
-            notes.push(format!("skipped: {}", error_chain(&error)));
+            notes.push(format!(
+                "skipped: {}",
+                crate::error_line::error_line(&error)
+            ));
             None
         }
     }
