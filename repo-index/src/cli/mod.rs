@@ -116,6 +116,7 @@ struct KeygenArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("device").args(["targets", "owner"])))]
 struct AddArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
@@ -130,17 +131,17 @@ struct AddArgs {
     #[arg(long = "depends")]
     depends: Vec<Dependency>,
     /// Marks the .tar.zst trees as device code for these targets.
-    #[arg(long, value_delimiter = ',', conflicts_with = "owner")]
+    #[arg(long, value_delimiter = ',')]
     targets: Option<Vec<Listed>>,
     /// Marks the .tar.zst trees as device code every GPU of this
     /// sub-family or family needs (`gfx11`, `gfx12_0`): installed once
     /// when any of a machine's GPUs belongs to it.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", value_parser = group_owner)]
     owner: Option<kpack_gpu::Owner>,
     /// The component of device code the trees marked with --targets or
     /// --owner are, e.g. "tensile" for a kernel database payload (default
     /// "kernels", as for .kpack archives).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", requires = "device")]
     component: Option<Component>,
     #[arg(long)]
     summary: Option<String>,
@@ -346,6 +347,18 @@ fn run(command: Command, storage: &StorageArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--owner`'s value: a sub-family or family; a target's trees are listed
+/// with `--targets`.
+fn group_owner(text: &str) -> Result<kpack_gpu::Owner, String> {
+    let owner = kpack_gpu::Owner::parse(text).map_err(|e| e.to_string())?;
+    if owner.level() == kpack_gpu::Level::Target {
+        return Err(format!(
+            "{text} is a target: --owner takes a sub-family or family (gfx12_0, gfx11); a target's trees take --targets"
+        ));
+    }
+    Ok(owner)
+}
+
 /// A repository to write: a path or `s3://bucket/prefix`, never another URL
 /// that would become a directory named after its scheme.
 fn repository(text: &str) -> Result<StoreAddress, String> {
@@ -385,15 +398,6 @@ fn add_command(
     }: AddArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
-    if component.is_some() && targets.is_none() && owner.is_none() {
-        anyhow::bail!("--component names device code: give the trees --targets or --owner");
-    }
-    if owner
-        .as_ref()
-        .is_some_and(|o| o.level() == kpack_gpu::Level::Target)
-    {
-        anyhow::bail!("--owner takes a sub-family or family (gfx12_0, gfx11); a target's trees take --targets");
-    }
     let key = key.as_deref().map(secret).transpose()?;
     let packed = tempfile::tempdir()?;
     let mut files = Vec::new();

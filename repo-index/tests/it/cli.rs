@@ -1101,10 +1101,11 @@ fn add_publishes_a_tree_a_family_owns_and_mirrors_keep_it_for_member_targets() {
     assert!(for_target("gfx1151"));
     assert!(!for_target("gfx942"));
 
-    let refused_owner = refused(
+    let refused_owner = context.transcript(
         context
             .add("torch", "2.9.1", &[host_tree(&context.inputs)])
             .args(["--owner", "gfx1100"]),
+        &[],
     );
     insta::assert_snapshot!("add_owner_target_refused", refused_owner);
 }
