@@ -84,9 +84,10 @@ pub struct GlobalArgs {
         long,
         global = true,
         env = "KPACK_GET_READ_TIMEOUT",
-        value_name = "SECONDS"
+        value_name = "SECONDS",
+        value_parser = rocm_kpack_get::config::parse_seconds
     )]
-    pub read_timeout: Option<f64>,
+    pub read_timeout: Option<std::time::Duration>,
     /// The most bytes read of a root index (and of a shard whose root pins
     /// no size) [default: 16777216].
     #[arg(
@@ -172,9 +173,10 @@ pub struct GlobalArgs {
         long,
         global = true,
         env = "KPACK_GET_HSA_TIMEOUT",
-        value_name = "SECONDS"
+        value_name = "SECONDS",
+        value_parser = rocm_kpack_get::config::parse_seconds
     )]
-    pub hsa_timeout: Option<f64>,
+    pub hsa_timeout: Option<std::time::Duration>,
 }
 
 /// `--layout`'s values.

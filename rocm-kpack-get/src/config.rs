@@ -102,9 +102,8 @@ impl LimitSettings {
         let defaults = Limits::default();
         let seconds = |value: Option<f64>, name: &str, default: Duration| match value {
             None => Ok(default),
-            Some(s) if s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
-            Some(s) => Err(ConfigError::Limit {
-                message: format!("{name} = {s}: not a positive number of seconds"),
+            Some(s) => duration(s).ok_or_else(|| ConfigError::Limit {
+                message: format!("{name} = {s}: {NOT_SECONDS}"),
             }),
         };
         Ok(Limits {
@@ -353,6 +352,31 @@ fn runtime_search() -> SearchRoots {
     roots
 }
 
+/// The longest duration a setting may name: about 31 years, far past any
+/// wait a person means, and well inside what a `Duration` and the clocks
+/// it is added to hold.
+const MAX_SECONDS: f64 = 1e9;
+
+const NOT_SECONDS: &str = "not a positive number of seconds (at most 1e9)";
+
+/// `seconds` as a duration, when it is a positive number of seconds no
+/// larger than [`MAX_SECONDS`]; never a panic, whatever the number.
+pub fn duration(seconds: f64) -> Option<Duration> {
+    (seconds > 0.0 && seconds <= MAX_SECONDS)
+        .then(|| Duration::try_from_secs_f64(seconds).ok())
+        .flatten()
+}
+
+/// Parses a duration in seconds (`2`, `0.5`) from the command line or the
+/// environment, refusing what [`duration`] refuses.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(duration)
+        .ok_or_else(|| NOT_SECONDS.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,5 +468,25 @@ mod tests {
         );
         let repo = RepoConfig::from_flag("http://127.0.0.1:8000/r", "RWQ").unwrap();
         assert_eq!(repo.name, "default");
+    }
+
+    #[test]
+    fn durations_are_positive_and_bounded_whatever_the_number() {
+        assert_eq!(parse_seconds("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
+        for bad in [
+            "0",
+            "-1",
+            "18446744073709551615",
+            "1e300",
+            "inf",
+            "NaN",
+            "",
+            "ten",
+        ] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(duration(f64::MAX), None);
+        assert_eq!(duration(1e9), Some(Duration::from_secs(1_000_000_000)));
     }
 }

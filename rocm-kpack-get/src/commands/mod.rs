@@ -16,7 +16,7 @@ pub mod update;
 pub mod verify;
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::Cache;
@@ -222,8 +222,8 @@ impl Context {
             limits: self.settings.limits,
             ..ClientOptions::default()
         };
-        if let Some(seconds) = self.global.read_timeout.filter(|s| *s > 0.0) {
-            options.read_timeout = Duration::from_secs_f64(seconds);
+        if let Some(timeout) = self.global.read_timeout {
+            options.read_timeout = timeout;
         }
         if let Some(attempts) = self.global.attempts {
             options.attempts = attempts.max(1);
@@ -305,8 +305,8 @@ impl Context {
         options.overrides = self.override_targets()?;
         options.hsa_library = self.global.hsa_library.clone();
         options.hsa_enabled = !self.global.no_hsa;
-        if let Some(seconds) = self.global.hsa_timeout.filter(|s| *s > 0.0) {
-            options.hsa_timeout = Duration::from_secs_f64(seconds);
+        if let Some(timeout) = self.global.hsa_timeout {
+            options.hsa_timeout = timeout;
         }
         if let Some(root) = &self.global.sysfs_root {
             options.sysfs_root = root.clone();

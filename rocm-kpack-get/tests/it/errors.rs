@@ -384,3 +384,28 @@ fn verify_names_a_corrupted_and_a_missing_file() {
     success(&mut context.kpack_get(&["--target", TARGET, "install", "--reinstall", "rocm-rand"]));
     success(env.command().arg("verify"));
 }
+
+/// Durations too large for any clock (`u64::MAX` seconds), none at all, or
+/// not numbers, from the environment or the command line: a usage error
+/// naming the setting, never a panic.
+#[test]
+fn durations_out_of_range_are_usage_errors() {
+    let env = Env::new();
+    for (variable, value) in [
+        ("KPACK_GET_READ_TIMEOUT", "18446744073709551615"),
+        ("KPACK_GET_HSA_TIMEOUT", "18446744073709551615"),
+        ("KPACK_GET_READ_TIMEOUT", "0"),
+        ("KPACK_GET_HSA_TIMEOUT", "NaN"),
+    ] {
+        let out = output(env.command().env(variable, value).arg("detect"));
+        assert_eq!(out.status.code(), Some(2), "{variable}={value}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        insta::assert_snapshot!(
+            format!("duration_{variable}_{value}"),
+            stderr.replace(value, "<VALUE>")
+        );
+    }
+    let out = output(env.command().args(["--read-timeout", "1e300", "list"]));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
