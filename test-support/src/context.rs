@@ -109,8 +109,9 @@ impl TestContext {
 
     /// The exit code, stdout and stderr of `output` as one text, with what
     /// differs between runs masked: the server's address, the home, the
-    /// repository's key and directory, times and durations; downloads run
-    /// at once, so each run of `downloaded ...` lines is sorted.
+    /// repository's key and directory, times and durations, the pid holding
+    /// a busy prefix's lock; downloads run at once, so each run of
+    /// `downloaded ...` lines is sorted.
     pub fn transcript(&self, output: &Output) -> String {
         self.transcript_masking(output, &[])
     }
@@ -128,7 +129,11 @@ impl TestContext {
             (key.as_str(), "<KEY>"),
             (repo.as_str(), "<REPO>"),
         ]);
-        sorted_downloads(&transcript(output, &masks))
+        let text = transcript(output, &masks);
+        let text = crate::mask_run(&text, "changed by pid ", "changed by pid <PID>", |c| {
+            c.is_ascii_digit()
+        });
+        sorted_downloads(&text)
     }
 
     /// `kpack-get --repo rocm=<directory> --key <key> ARGS`: the repository

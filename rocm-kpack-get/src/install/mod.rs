@@ -4,6 +4,7 @@
 
 pub mod commit;
 pub mod future;
+pub mod lock_holder;
 pub mod materialize;
 pub mod plan;
 pub mod record;
@@ -22,6 +23,7 @@ use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePat
 use crate::layout::Layout;
 use commit::{Journal, PrefixPaths};
 use future::{Change, LinkProblem};
+use lock_holder::LockHolder;
 use record::{InstalledArtifact, InstalledPackage, InstalledRecord};
 use stage::{EntryProblem, StageDir, StagedFiles};
 
@@ -98,8 +100,15 @@ pub enum InstallError {
     Confined(#[from] ConfinedError),
     #[error("{path}: {message}")]
     BadRecord { path: PathBuf, message: String },
-    #[error("another kpack-get is changing {prefix} (lock {lock})")]
-    Locked { prefix: PathBuf, lock: PathBuf },
+    #[error(
+        "{prefix} is being changed by {} (lock {lock})",
+        holder.as_ref().map_or("another kpack-get".to_owned(), |h| h.to_string())
+    )]
+    Locked {
+        prefix: PathBuf,
+        lock: PathBuf,
+        holder: Option<LockHolder>,
+    },
     #[error("{name} is not installed in {prefix}")]
     NotInstalled { name: PackageName, prefix: PathBuf },
 }
@@ -237,6 +246,21 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Makes the lock file `file` (at `path`) readable and writable by its
+/// owner only, as lock files made before were not (0644).
+fn make_private(file: &File, path: &Path) -> Result<(), InstallError> {
+    use std::os::unix::fs::PermissionsExt;
+    let named = |source: std::io::Error| {
+        std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
+    };
+    let mode = file.metadata().map_err(named)?.permissions().mode() & 0o7777;
+    if mode != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(named)?;
+    }
+    Ok(())
+}
+
 impl Prefix {
     /// The prefix at `root` (created when `create`, with `.kpack/` in it).
     pub fn open(root: &Path, create: bool) -> Result<Prefix, InstallError> {
@@ -259,7 +283,10 @@ impl Prefix {
     pub fn lock(&self, wait: bool, waiting: impl FnOnce()) -> Result<PrefixLock, InstallError> {
         let root = self.paths.root()?;
         let meta = root.create_dir_all(Path::new(".kpack"))?;
-        let file = meta.open_or_create(Path::new(commit::LOCK), 0o644)?;
+        // Root's own: a lock others may open, they may hold (flock needs no
+        // write access), and root's kpack-get would wait for them.
+        let file = meta.open_or_create(Path::new(commit::LOCK), 0o600)?;
+        make_private(&file, &self.paths.lock())?;
         self.acquire(&file, self.paths.lock(), LockKind::Exclusive, wait, waiting)?;
         Ok(PrefixLock { _file: file })
     }
@@ -314,6 +341,7 @@ impl Prefix {
             Err(std::fs::TryLockError::WouldBlock) if !wait => Err(InstallError::Locked {
                 prefix: self.paths.prefix.clone(),
                 lock: path,
+                holder: lock_holder::holder_of(file),
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
                 waiting();

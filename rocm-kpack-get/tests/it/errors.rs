@@ -409,3 +409,68 @@ fn durations_out_of_range_are_usage_errors() {
     let out = output(env.command().args(["--read-timeout", "1e300", "list"]));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// The prefix's lock is root's own (0600): another user cannot open it, so
+/// cannot hold it (flock needs no write access) and block root's
+/// kpack-get; a lock file made 0644 before is made 0600 at the next change.
+#[test]
+fn the_lock_is_roots_own_and_another_user_cannot_hold_it() {
+    use std::os::unix::fs::MetadataExt;
+    require_setpriv();
+    let context = TestContext::new();
+    let env = &context.env;
+    installed(&context);
+    let lock = env.prefix.join(".kpack/.lock");
+    let mode = |path: &Path| fs_err::metadata(path).unwrap().mode() & 0o777;
+    assert_eq!(mode(&lock), 0o600);
+    fs_err::set_permissions(env.home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    fs_err::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+    success(env.command().args(["--no-progress", "remove", "rocm-rand"]));
+    assert_eq!(mode(&lock), 0o600);
+
+    let mut hold = kpack_test_support::tool("flock");
+    hold.args(["--nonblock", "--exclusive"])
+        .arg(&lock)
+        .arg("true");
+    let out = output(&mut as_nobody(&hold));
+    assert!(!out.status.success(), "nobody took root's lock: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{out:?}"
+    );
+    // What kept working keeps working: root installs without waiting.
+    success(&mut install(&context, &["--no-wait", "--target", TARGET]));
+}
+
+/// A busy prefix names the process holding its lock.
+#[test]
+fn a_busy_lock_names_its_holder() {
+    let context = TestContext::new();
+    let env = &context.env;
+    installed(&context);
+    let lock = env.prefix.join(".kpack/.lock");
+    let mut holder = kpack_test_support::tool("flock")
+        .arg("--exclusive")
+        .arg(&lock)
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    let held = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        fs_err::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .any(|line| line.contains(&format!(" {} ", holder.id())))
+    });
+    assert!(held, "flock did not take the lock");
+    let out = output(&mut install(&context, &["--no-wait"]));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        text.contains(&format!("pid {} (flock)", holder.id())),
+        "{text}"
+    );
+    insta::assert_snapshot!(context.transcript(&out));
+}
