@@ -115,6 +115,8 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatProblem {
+    #[error("{what} names more than {limit} targets")]
+    TooManyTargets { what: &'static str, limit: usize },
     #[error("file is {len} bytes, shorter than the 16-byte header")]
     TooShort { len: u64 },
     #[error("bad magic {found:02x?}, expected \"KPAK\"")]

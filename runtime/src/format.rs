@@ -29,6 +29,11 @@ pub const ENTRY_TYPE_HSACO: &str = "hsaco";
 /// zstd level the reference tooling uses.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+/// The most distinct targets an archive may name, in `gfx_arches` or as
+/// TOC target keys: far more than every GPU target and feature variant
+/// there is, few enough that no archive makes a reader do quadratic work.
+pub const MAX_TARGETS: usize = 4096;
+
 /// TOC keys, in the order the writer emits them.
 pub mod key {
     pub const FORMAT_VERSION: &str = "format_version";

@@ -1,9 +1,9 @@
 //! Parsing and validating the table of contents.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::FormatProblem;
-use crate::format::{key, Metadata, Scheme, ENTRY_TYPE_HSACO, TOC_FORMAT_VERSION};
+use crate::format::{key, Metadata, Scheme, ENTRY_TYPE_HSACO, MAX_TARGETS, TOC_FORMAT_VERSION};
 use crate::msgpack::{Cursor, ReadError};
 use kpack_gpu::target::Target;
 
@@ -245,7 +245,11 @@ fn parse_target(c: &mut Cursor<'_>, what: &str) -> Result<Target, TocError> {
 }
 
 fn parse_arches(c: &mut Cursor<'_>) -> Result<Vec<Target>, TocError> {
+    let at = c.pos();
     let count = read(c, || key::GFX_ARCHES, Cursor::array_len)?;
+    if count > MAX_TARGETS {
+        return Err((at, too_many_targets(key::GFX_ARCHES)));
+    }
     let mut arches = Vec::with_capacity(count.min(c.remaining()));
     for _ in 0..count {
         arches.push(parse_target(c, "an element of gfx_arches")?);
@@ -259,7 +263,10 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
     let mut binaries: Vec<Binary> = Vec::with_capacity(capacity);
     let mut seen_binaries: HashMap<&str, ()> = HashMap::with_capacity(capacity);
     let mut targets: Vec<Target> = Vec::new();
+    let mut by_target: HashMap<Target, u32> = HashMap::new();
     let mut target_index: HashMap<&str, u32> = HashMap::new();
+    // The targets one binary has an entry for, by index.
+    let mut has_entry: HashSet<u32> = HashSet::new();
 
     for _ in 0..count {
         let at = c.pos();
@@ -276,6 +283,7 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
         let what = || format!("toc[{name:?}]");
         let kernel_count = read(c, what, Cursor::map_len)?;
         let mut kernels: Vec<KernelEntry> = Vec::with_capacity(kernel_count.min(c.remaining()));
+        has_entry.clear();
         for _ in 0..kernel_count {
             let at = c.pos();
             let target_name = read(c, || format!("a target key in {}", what()), Cursor::str)?;
@@ -292,18 +300,23 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
                         )
                     })?;
                     // Differently spelled keys for one target share an index.
-                    let index = match targets.iter().position(|t| *t == parsed) {
-                        Some(index) => index as u32,
+                    let index = match by_target.get(&parsed) {
+                        Some(&index) => index,
+                        None if targets.len() >= MAX_TARGETS => {
+                            return Err((at, too_many_targets(key::TOC)));
+                        }
                         None => {
+                            let index = targets.len() as u32;
+                            by_target.insert(parsed.clone(), index);
                             targets.push(parsed);
-                            (targets.len() - 1) as u32
+                            index
                         }
                     };
                     target_index.insert(target_name, index);
                     index
                 }
             };
-            if kernels.iter().any(|k| k.target == target) {
+            if !has_entry.insert(target) {
                 return Err((
                     at,
                     FormatProblem::DuplicateKey {
@@ -326,6 +339,13 @@ fn parse_binaries(c: &mut Cursor<'_>) -> Result<(Vec<Target>, Vec<Binary>), TocE
         });
     }
     Ok((targets, binaries))
+}
+
+fn too_many_targets(what: &'static str) -> FormatProblem {
+    FormatProblem::TooManyTargets {
+        what,
+        limit: MAX_TARGETS,
+    }
 }
 
 /// Parses one entry map: its ordinal, size and where its metadata is.

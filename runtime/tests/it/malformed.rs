@@ -575,3 +575,62 @@ fn metadata_that_is_not_a_map_fails_only_when_read() {
         "{problem}"
     );
 }
+
+/// `toc["lib/libtest.so#0"]` of the noop fixture with `count` distinct
+/// targets, each an entry for the fixture's first code object.
+fn with_targets(count: usize) -> Vec<u8> {
+    with_toc(&noop(), |toc| {
+        let binary = entry(entry(toc, "toc"), "lib/libtest.so#0");
+        let first = map(binary)[0].1.clone();
+        *binary = Value::Map(
+            (0..count)
+                .map(|n| (Value::from(format!("gfx{:x}", 0x10000 + n)), first.clone()))
+                .collect(),
+        );
+    })
+}
+
+/// A TOC naming more targets than any archive needs is refused at the
+/// limit (parsing it stays linear: thousands of targets open at once).
+#[test]
+fn rejects_more_targets_than_an_archive_may_name() {
+    let context = TestContext::new();
+    let path = context.path("many.kpack");
+    // With `bin/testapp#0`'s gfx900, 4096 targets in all.
+    fs::write(&path, with_targets(rocm_kpack::format::MAX_TARGETS - 1)).unwrap();
+    let archive = Archive::open(&path).unwrap();
+    assert_eq!(
+        archive.targets_of("lib/libtest.so#0").unwrap().count(),
+        4095
+    );
+
+    let (_, p) = problem(open_fails(
+        &with_targets(rocm_kpack::format::MAX_TARGETS),
+        ErrorCode::InvalidFormat,
+    ));
+    assert_eq!(
+        p,
+        FormatProblem::TooManyTargets {
+            what: "toc",
+            limit: 4096
+        }
+    );
+    let too_many_arches = with_toc(&noop(), |toc| {
+        *entry(toc, "gfx_arches") = Value::Array(
+            (0..=rocm_kpack::format::MAX_TARGETS)
+                .map(|n| Value::from(format!("gfx{:x}", 0x10000 + n)))
+                .collect(),
+        );
+    });
+    let (_, p) = problem(open_fails(&too_many_arches, ErrorCode::InvalidFormat));
+    assert!(
+        matches!(
+            p,
+            FormatProblem::TooManyTargets {
+                what: "gfx_arches",
+                ..
+            }
+        ),
+        "{p:?}"
+    );
+}
