@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
+use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Explanation, PackageName, Request};
-use rocm_kpack_get::install::plan::{make_plan, Plan};
+use rocm_kpack_get::install::plan::{make_plan, Plan, PlanError};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
 use rocm_kpack_get::layout::Layout;
@@ -53,7 +54,10 @@ pub fn upgrade(context: &Context, packages: &[PackageName], dry_run: bool) -> Re
     run(context, Wanted::Upgrades(packages.to_vec()), dry_run)
 }
 
-/// The requests an upgrade makes: every installed package named (or all).
+/// The requests an upgrade makes: every installed package named (or all),
+/// at its installed version or newer, never older: a repository offering
+/// only older versions (a stale mirror replaying an older root, a version
+/// withdrawn) must not downgrade silently.
 fn upgrade_requests(
     record: &InstalledRecord,
     packages: &[PackageName],
@@ -68,13 +72,92 @@ fn upgrade_requests(
     }
     Ok(record
         .packages
-        .keys()
-        .filter(|name| packages.is_empty() || packages.contains(name))
-        .map(|name| Request {
+        .iter()
+        .filter(|(name, _)| packages.is_empty() || packages.contains(name))
+        .map(|(name, installed)| Request {
             name: name.clone(),
-            requirement: semver::VersionReq::STAR,
+            requirement: at_least(&installed.version),
         })
         .collect())
+}
+
+/// `>=version`, build metadata and all.
+fn at_least(version: &semver::Version) -> semver::VersionReq {
+    semver::VersionReq {
+        comparators: vec![semver::Comparator {
+            op: semver::Op::GreaterEq,
+            major: version.major,
+            minor: Some(version.minor),
+            patch: Some(version.patch),
+            pre: version.pre.clone(),
+        }],
+    }
+}
+
+/// What a plan is made from, besides the requests.
+struct Planning<'a> {
+    client: &'a Client,
+    repos: &'a [Repo],
+    gpus: &'a [Target],
+    layout: Layout,
+    record: &'a InstalledRecord,
+}
+
+impl Planning<'_> {
+    fn plan(&self, context: &Context, requests: &[Request]) -> Result<Plan, PlanError> {
+        let (client, repos, record) = (self.client, self.repos, self.record);
+        make_plan(
+            client,
+            &context.cache,
+            repos,
+            requests,
+            self.gpus,
+            self.layout,
+            record,
+        )
+    }
+}
+
+/// Plans `requests`; for an upgrade, a package the repositories offer no
+/// version of at or above the installed one is kept as it is, with a
+/// warning saying what they offer, and the rest planned again.
+fn plan_keeping_newer(
+    context: &Context,
+    planning: &Planning<'_>,
+    mut requests: Vec<Request>,
+    upgrading: bool,
+) -> Result<(Plan, Vec<Request>), Failure> {
+    let record = planning.record;
+    loop {
+        let planned = planning.plan(context, &requests);
+        let error = match planned {
+            Ok(plan) => return Ok((plan, requests)),
+            Err(error) => error,
+        };
+        let PlanError::Resolve(ResolveError::NoVersion {
+            name, available, ..
+        }) = &error
+        else {
+            return Err(error.into());
+        };
+        let kept = upgrading
+            .then(|| record.packages.get(name))
+            .flatten()
+            .filter(|installed| available.iter().all(|v| *v < installed.version));
+        let Some(installed) = kept else {
+            return Err(error.into());
+        };
+        let offered = available
+            .iter()
+            .max()
+            .map_or("no version".to_owned(), ToString::to_string);
+        context.printer.warn(format!(
+            "{name}: the repositories offer {offered}, older than the installed {}; kept (`kpack-get install {name}@={offered}` downgrades)",
+            installed.version
+        ));
+        let name = name.clone();
+        requests.retain(|r| r.name != name);
+    }
 }
 
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
@@ -105,15 +188,14 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let gpus = choose_gpus(context, &record, upgrading)?;
     let (search, decision) = super::layout::search_for_new_library(context);
     let requests = with_relayout(requests, &record, decision.layout);
-    let mut plan = make_plan(
-        &client,
-        &context.cache,
-        &repos,
-        &requests,
-        &gpus,
-        decision.layout,
-        &record,
-    )?;
+    let planning = Planning {
+        client: &client,
+        repos: &repos,
+        gpus: &gpus,
+        layout: decision.layout,
+        record: &record,
+    };
+    let (mut plan, requests) = plan_keeping_newer(context, &planning, requests, upgrading)?;
     if reinstall {
         plan.reinstall(&requests);
     }

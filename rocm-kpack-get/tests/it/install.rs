@@ -148,6 +148,58 @@ fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
     insta::assert_snapshot!("upgrade_again", again);
 }
 
+/// A client that has not seen the newer root (another admin, a wiped
+/// state, a container with another HOME) upgrading against a mirror that
+/// replays the older, unexpired root: nothing is downgraded, a warning says
+/// what the repository offers, and `install NAME@=V` downgrades when asked.
+#[test]
+fn upgrade_never_installs_an_older_version_than_the_installed_one() {
+    let context = TestContext::private();
+    let repo = &context.repo;
+    let work = context.home();
+    let old = work.join("old-mirror");
+    kpack_test_support::chain::copy_dir(&repo.dir, &old);
+    let host = work.join("rocm-rand-host");
+    fs_err::create_dir_all(host.join("lib")).unwrap();
+    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
+    kpack_test_support::run(
+        std::process::Command::new(crate::common::kpack_repo_exe())
+            .arg("add")
+            .arg(&repo.dir)
+            .args(["rocm-rand", "5.4.0"])
+            .arg(&host)
+            .arg("--key")
+            .arg(&repo.secret_key),
+    );
+    success(&mut context.kpack_get_local(&["--target", "gfx1030", "install", "rocm-rand"]));
+    let installed =
+        || fs_err::read_to_string(context.env.prefix.join(".kpack/installed.toml")).unwrap();
+    let before = installed();
+    assert!(before.contains("version = \"5.4.0\""), "{before}");
+
+    fs_err::remove_dir_all(&context.env.state).unwrap();
+    let old = old.display().to_string();
+    let on_old = |args: &[&str]| {
+        let mut command = context.env.with_repo(&old, &repo.public_key, args);
+        let out = crate::common::output(&mut command);
+        context.transcript(&out).replace(&old, "<OLD>")
+    };
+    insta::assert_snapshot!(on_old(&["--target", "gfx1030", "--no-progress", "upgrade"]));
+    assert_eq!(installed(), before, "the upgrade changed the prefix");
+    assert!(context.env.prefix.join("lib/librocrand.so.2").is_file());
+
+    let asked = on_old(&[
+        "--target",
+        "gfx1030",
+        "--no-progress",
+        "install",
+        "rocm-rand@=5.3.3",
+    ]);
+    assert!(asked.contains("exit: 0"), "{asked}");
+    assert!(installed().contains("version = \"5.3.3\""));
+    assert!(context.env.prefix.join(LIBRARY).is_file());
+}
+
 #[test]
 fn json_output_describes_the_plan_and_the_gpus() {
     let context = TestContext::new();
