@@ -95,6 +95,24 @@ fn dry_run_changes_nothing() {
     assert!(!context.env.prefix.exists());
 }
 
+/// Publishes rocm-rand 5.4.0 in the context's private repository: a new
+/// host tree holding `lib/librocrand.so.2`, and `more` artifacts.
+fn publish_5_4_0(context: &TestContext, more: &[std::path::PathBuf]) {
+    let host = context.home().join("rocm-rand-host");
+    fs_err::create_dir_all(host.join("lib")).unwrap();
+    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
+    kpack_test_support::run(
+        std::process::Command::new(crate::common::kpack_repo_exe())
+            .arg("add")
+            .arg(&context.repo.dir)
+            .args(["rocm-rand", "5.4.0"])
+            .arg(&host)
+            .args(more)
+            .arg("--key")
+            .arg(&context.repo.secret_key),
+    );
+}
+
 #[test]
 fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
     let context = TestContext::private();
@@ -104,22 +122,9 @@ fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
     run(&["--target", "gfx1030", "install", "rocm-rand"]);
     assert!(context.env.prefix.join(LIBRARY).is_file());
 
-    // 5.4.0: a different host tree and the same gfx1030 archive.
-    let host = work.join("rocm-rand-host");
-    fs_err::create_dir_all(host.join("lib")).unwrap();
-    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
     let archive = work.join("rocrand_gfx1030.kpack");
     fs_err::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
-    kpack_test_support::run(
-        std::process::Command::new(crate::common::kpack_repo_exe())
-            .arg("add")
-            .arg(&repo.dir)
-            .args(["rocm-rand", "5.4.0"])
-            .arg(&host)
-            .arg(&archive)
-            .arg("--key")
-            .arg(&repo.secret_key),
-    );
+    publish_5_4_0(&context, &[archive]);
     run(&["update"]);
     let transcript = |args: &[&str]| {
         context.transcript(&crate::common::output(&mut context.kpack_get_local(args)))
@@ -159,18 +164,7 @@ fn upgrade_never_installs_an_older_version_than_the_installed_one() {
     let work = context.home();
     let old = work.join("old-mirror");
     kpack_test_support::chain::copy_dir(&repo.dir, &old);
-    let host = work.join("rocm-rand-host");
-    fs_err::create_dir_all(host.join("lib")).unwrap();
-    fs_err::write(host.join("lib/librocrand.so.2"), b"the next version").unwrap();
-    kpack_test_support::run(
-        std::process::Command::new(crate::common::kpack_repo_exe())
-            .arg("add")
-            .arg(&repo.dir)
-            .args(["rocm-rand", "5.4.0"])
-            .arg(&host)
-            .arg("--key")
-            .arg(&repo.secret_key),
-    );
+    publish_5_4_0(&context, &[]);
     success(&mut context.kpack_get_local(&["--target", "gfx1030", "install", "rocm-rand"]));
     let installed =
         || fs_err::read_to_string(context.env.prefix.join(".kpack/installed.toml")).unwrap();
