@@ -224,7 +224,15 @@ fn read_split_elf(file: &std::fs::File, path: &Path) -> Result<Option<SplitBinar
         path: path.to_owned(),
         source,
     })?;
-    let split = SplitElf::parse(&map).map_err(|source| Error::ReadSplit {
+    split_elf_in(&map, path)
+}
+
+/// The marker and bundle indices of the ELF file `data` (read from
+/// `path`, which errors name); `None` when it has no marker. The one
+/// reading of a split ELF binary's needs, for `deps`, `verify` and
+/// kpack-get's `check`.
+pub fn split_elf_in(data: &[u8], path: &Path) -> Result<Option<SplitBinary>> {
+    let split = SplitElf::parse(data).map_err(|source| Error::ReadSplit {
         path: path.to_owned(),
         source,
     })?;

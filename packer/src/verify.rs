@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 use crate::bundle::{Bundle, CodeObject};
-use crate::elf::{check_program_headers, FatElf, SplitElf};
+use crate::elf::{check_program_headers, FatElf};
 use crate::error::{Error, ProgramHeaderError, Result};
 use crate::tree::KPACK_DIR;
 
@@ -62,10 +62,9 @@ pub struct VerifyReport {
 }
 
 /// The marker and bundle indices of a split ELF file, if it is one.
-fn split_binary_info(data: &[u8]) -> Option<(Marker, Vec<u32>)> {
-    let split = SplitElf::parse(data).ok()??;
-    let marker = Marker::parse(split.marker_bytes).ok()?;
-    Some((marker, split.wrappers.iter().map(|w| w.bundle).collect()))
+fn split_binary_info(data: &[u8], path: &Path) -> Option<(Marker, Vec<u32>)> {
+    let split = crate::deps::split_elf_in(data, path).ok()??;
+    Some((split.marker, split.bundles))
 }
 
 /// Whether a TOC key names a binary's code object (`lib/libx.so#0`) rather
@@ -156,7 +155,7 @@ fn check_tree(
     let loader = Loader::new(LoaderConfig::default());
     for path in candidates.iter().filter(|p| !p.starts_with(&kpack)) {
         let data = fs_err::read(path)?;
-        let Some((marker, bundles)) = split_binary_info(&data) else {
+        let Some((marker, bundles)) = split_binary_info(&data, path) else {
             continue;
         };
         report.binaries += 1;

@@ -10,8 +10,10 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+use crate::error_line::error_line;
 use kpack_gpu::Target;
-use kpack_packer::elf::{FatElf, SplitElf};
+use kpack_packer::deps::split_elf_in;
+use kpack_packer::elf::FatElf;
 use kpack_packer::input::MappedFile;
 use rocm_kpack::{Loader, Marker};
 
@@ -69,16 +71,12 @@ pub fn check_binary(
         Ok(mapped) => mapped,
         Err(error) => return unreadable(BinaryKind::Split, error.to_string()),
     };
-    match SplitElf::parse(mapped.bytes()) {
+    match split_elf_in(mapped.bytes(), path) {
         Ok(Some(split)) => {
-            let marker = match Marker::parse(split.marker_bytes) {
-                Ok(marker) => marker,
-                Err(error) => return unreadable(BinaryKind::Split, error.to_string()),
-            };
-            let bundles: BTreeSet<u32> = split.wrappers.iter().map(|w| w.bundle).collect();
+            let bundles: BTreeSet<u32> = split.bundles.iter().copied().collect();
             let split = Split {
                 loader,
-                marker: &marker,
+                marker: &split.marker,
                 path,
                 root,
                 bundles: &bundles,
@@ -90,7 +88,7 @@ pub fn check_binary(
             });
         }
         Ok(None) => {}
-        Err(error) => return unreadable(BinaryKind::Split, error.to_string()),
+        Err(error) => return unreadable(BinaryKind::Split, error_line(&error)),
     }
     match FatElf::parse(mapped.bytes()) {
         Ok(Some(fat)) => Some(BinaryCheck {
@@ -190,7 +188,7 @@ fn classify(error: &rocm_kpack::Error, root: &Path) -> (Reason, String) {
                 )
             ),
         ),
-        other => (Reason::Unreadable, crate::error_line::error_line(other)),
+        other => (Reason::Unreadable, error_line(other)),
     }
 }
 
