@@ -20,6 +20,10 @@ pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// family (`owner`); a version using them states it as `requires-client`.
 pub const OWNER_CLIENT: semver::Version = semver::Version::new(0, 2, 0);
 
+/// How far into an unverified root its version is looked for: the
+/// `[repo]` table comes right after `format` in every root written.
+pub const PEEK_BYTES: usize = 4096;
+
 /// `index.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootIndex {
@@ -320,18 +324,27 @@ impl RootIndex {
     }
 
     /// The `repo.version` an unverified root claims, only to find the
-    /// signature that then verifies its bytes (or does not).
+    /// signature that then verifies its bytes (or does not): read from
+    /// `version = N` in the `[repo]` table within the first
+    /// [`PEEK_BYTES`], never by parsing bytes nothing has verified yet (a
+    /// parser can be made to hold gigabytes for a root within the cap).
     pub fn peek_version(bytes: &[u8]) -> Option<u64> {
-        #[derive(Deserialize)]
-        struct Peek {
-            repo: PeekRepo,
-        }
-        #[derive(Deserialize)]
-        struct PeekRepo {
-            version: u64,
-        }
-        let text = std::str::from_utf8(bytes).ok()?;
-        toml::from_str::<Peek>(text).ok().map(|p| p.repo.version)
+        let head = bytes.get(..PEEK_BYTES).unwrap_or(bytes);
+        // Whole lines only: a cut one could read `version = 12` as 1.
+        let head = if head.len() < bytes.len() {
+            &head[..head.iter().rposition(|b| *b == b'\n')?]
+        } else {
+            head
+        };
+        let mut lines = head.split(|b| *b == b'\n').map(<[u8]>::trim_ascii);
+        lines.find(|line| *line == b"[repo]")?;
+        lines
+            .take_while(|line| !line.starts_with(b"["))
+            .find_map(|line| {
+                let at = line.iter().position(|b| *b == b'=')?;
+                let (key, value) = (line[..at].trim_ascii(), line[at + 1..].trim_ascii());
+                (key == b"version").then(|| std::str::from_utf8(value).ok()?.parse().ok())?
+            })
     }
 
     /// Where the immutable copy of root version `version` is kept (its
@@ -372,6 +385,20 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_is_peeked_from_the_repo_table_within_its_bound() {
+        let root = "format = 1\n\n[repo]\nname = \"rocm\"\nversion = 42\n[packages.a]\n";
+        assert_eq!(RootIndex::peek_version(root.as_bytes()), Some(42));
+        let other_table = "format = 1\n[x]\nversion = 7\n[repo]\nname = \"rocm\"\n";
+        assert_eq!(RootIndex::peek_version(other_table.as_bytes()), None);
+        // A line cut at the bound is not read as a shorter version.
+        let pad = " ".repeat(PEEK_BYTES - "[repo]\nversion = 1".len());
+        let cut = format!("{pad}[repo]\nversion = 12\n");
+        assert_eq!(RootIndex::peek_version(cut.as_bytes()), None);
+        let far = format!("{pad}\n\n[repo]\nversion = 5\n");
+        assert_eq!(RootIndex::peek_version(far.as_bytes()), None);
+    }
 
     fn tree(size: u64, unpacked_size: Option<u64>) -> Artifact {
         let sha256 = Sha256::of(b"");

@@ -12,6 +12,7 @@ pub mod context;
 pub mod elf_checks;
 pub mod fat;
 pub mod hip;
+pub mod hostile_toml;
 pub mod measure;
 pub mod offload_bundler;
 pub mod real_hip;

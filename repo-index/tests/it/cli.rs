@@ -894,6 +894,47 @@ fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
     }
 }
 
+/// An upstream whose root is 16 MiB (the cap) of the TOML shapes that cost
+/// a parser the most, beside its real signature: `verify` and `mirror`
+/// refuse it as a bad signature without parsing it, in little memory.
+#[test]
+fn verify_and_mirror_refuse_a_root_of_the_worst_toml_shapes_unparsed() {
+    let bounded = Bounded::new();
+    let root = bounded.context.repo.join("index.toml");
+    let good = fs::read(&root).unwrap();
+    for shape in kpack_test_support::hostile_toml::WORST_TOML_SHAPES {
+        shape.write(&root, 16 * MIB as usize);
+        let shape = shape.name;
+        for (tool, baseline) in [
+            ("verify", bounded.baseline.0),
+            ("mirror", bounded.baseline.1),
+        ] {
+            let run = if tool == "verify" {
+                bounded.watched(bounded.context.verify(bounded.server.url()))
+            } else {
+                bounded.mirror(&format!("{}-{tool}", shape.replace(' ', "-")))
+            };
+            let case = format!("{tool}: {shape}");
+            let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+            assert_eq!(run.killed, None, "{case}: {text}");
+            let growth = run.peak_rss.saturating_sub(baseline);
+            eprintln!(
+                "{case}: refused in {:?}, peak RSS {} MiB ({} MiB over a good run)",
+                run.elapsed,
+                run.peak_rss / MIB,
+                growth / MIB
+            );
+            assert!(growth < 64 * MIB, "{case}: grew {growth} bytes");
+            assert_eq!(run.output.status.code(), Some(1), "{case}: {text}");
+            assert!(
+                text.contains("bad signature") && !text.contains("panicked"),
+                "{case}: {text}"
+            );
+        }
+    }
+    fs::write(&root, good).unwrap();
+}
+
 /// An upstream that fails now and then: `verify` and `mirror` retry as
 /// kpack-get does, resume a transfer cut halfway from where it stopped
 /// (taking no byte twice), say so on stderr, and the mirror verifies.

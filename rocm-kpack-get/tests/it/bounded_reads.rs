@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::common::server::Fault;
 use crate::common::{describe, pool, shared_rocrand_repo, stderr, HOST_TREE};
 use kpack_test_support::context::TestContext;
+use kpack_test_support::hostile_toml::WORST_TOML_SHAPES;
 use kpack_test_support::measure::{run_watched, Measured};
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
@@ -190,5 +191,38 @@ fn a_body_dripping_below_the_minimum_rate_is_given_up() {
         (host.as_str(), install_args(), host.as_str()),
     ] {
         assert_refused(pattern, drip(), &args, path, &["bytes"]);
+    }
+}
+
+/// A mirror without the key serving, in place of the root, 16 MiB (the
+/// cap) of the TOML shapes that cost a parser the most, beside the real
+/// signature: refused as a bad signature without being parsed, in little
+/// memory and time.
+#[test]
+fn a_root_of_the_worst_toml_shapes_is_refused_unparsed_for_its_signature() {
+    let good = baseline(&update_args());
+    for shape in WORST_TOML_SHAPES {
+        let context = TestContext::private();
+        shape.write(&context.repo.dir.join("index.toml"), INDEX_CAP as usize);
+        let shape = shape.name;
+        let run = watched(kpack_get(&context, &update_args()));
+        let out = &run.output;
+        assert_eq!(run.killed, None, "{shape}: {}", describe(out));
+        let growth = run.peak_rss.saturating_sub(good);
+        eprintln!(
+            "{shape}: refused in {:?}, peak RSS {} MiB ({} MiB over a good run)",
+            run.elapsed,
+            run.peak_rss / MIB,
+            growth / MIB
+        );
+        assert!(growth < 64 * MIB, "{shape}: grew {growth} bytes");
+        assert!(run.elapsed < DEADLINE, "{shape}: {:?}", run.elapsed);
+        let text = stderr(out);
+        assert!(
+            !out.status.success() && text.contains("signature does not verify"),
+            "{shape}: {}",
+            describe(out)
+        );
+        assert!(!text.contains("panicked"), "{shape}: {text}");
     }
 }
