@@ -9,6 +9,7 @@
 //! repos/<name>/index.toml, index.toml.minisig   the last verified root
 //! versions.toml                                 per configured repository and key: the
 //!                                               name its roots give, the highest version
+//! versions.toml.lock                            held while an update checks and writes the above
 //! ```
 //!
 //! Rollback state belongs to the repository as configured (its name in
@@ -119,6 +120,16 @@ pub struct Repo {
     pub fetched: SystemTime,
 }
 
+/// The lock beside `versions.toml` that updates of any repository take
+/// while they check and write the state.
+const STATE_LOCK: &str = "versions.toml.lock";
+
+/// Holds the state directory's lock until dropped.
+#[derive(Debug)]
+struct StateLock {
+    _file: fs_err::File,
+}
+
 /// Where repository state is kept.
 #[derive(Debug, Clone)]
 pub struct RepoStore {
@@ -159,9 +170,39 @@ impl RepoStore {
             .map_err(|message| RepoError::BadState { path, message })
     }
 
-    /// Records that `config`, with `key`, accepted `root`.
-    fn remember(&self, config: &RepoConfig, key: &str, root: &RootIndex) -> Result<(), RepoError> {
-        let mut versions = self.versions()?;
+    /// Takes the state directory's lock (`versions.toml.lock`, made
+    /// 0600), waiting for another kpack-get's update to finish with the
+    /// state: every read-modify-write of `versions.toml` and the roots
+    /// kept happens under it.
+    fn lock(&self) -> Result<StateLock, RepoError> {
+        use fs_err::os::unix::fs::OpenOptionsExt;
+        fs_err::create_dir_all(&self.dir).map_err(RepoError::State)?;
+        let path = self.dir.join(STATE_LOCK);
+        let file = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(RepoError::State)?;
+        file.file().lock().map_err(|source| {
+            RepoError::State(std::io::Error::new(
+                source.kind(),
+                format!("{}: {source}", path.display()),
+            ))
+        })?;
+        Ok(StateLock { _file: file })
+    }
+
+    /// Records in `versions` (read under `_lock`) that `config`, with
+    /// `key`, accepted `root`, and writes them.
+    fn remember(
+        &self,
+        versions: &mut Versions,
+        config: &RepoConfig,
+        key: &str,
+        root: &RootIndex,
+    ) -> Result<(), RepoError> {
         let before = versions.clone();
         versions.record(
             &config.name,
@@ -169,7 +210,7 @@ impl RepoStore {
             root.repo.name.as_str(),
             root.repo.version,
         );
-        if versions == before {
+        if *versions == before {
             return Ok(());
         }
         let path = self.versions_path();
@@ -189,10 +230,9 @@ impl RepoStore {
         trust: Trust,
     ) -> Result<Updated, RepoError> {
         let key = load_key(config)?;
-        let seen = self.versions()?;
         let mut first_error = None;
         for mirror in &config.mirrors {
-            match self.fetch_root(client, config, &key, mirror, &seen, trust) {
+            match self.fetch_root(client, config, &key, mirror, trust) {
                 Ok(updated) => return Ok(updated),
                 Err(error) => {
                     first_error.get_or_insert(error);
@@ -210,7 +250,6 @@ impl RepoStore {
         config: &RepoConfig,
         key: &PublicKey,
         mirror: &Mirror,
-        seen: &Versions,
         trust: Trust,
     ) -> Result<Updated, RepoError> {
         let mirrors = std::slice::from_ref(mirror);
@@ -232,14 +271,19 @@ impl RepoStore {
         })?;
         let mut warnings = Vec::new();
         let key_text = key.to_base64();
-        let previous = check_seen(config, &key_text, seen, &root, &url)?;
+        // Checked and recorded under the state's lock: another update
+        // (of this repository or another) neither slips a record past the
+        // check nor loses its own to this one's write.
+        let _lock = self.lock()?;
+        let mut versions = self.versions()?;
+        let previous = check_seen(config, &key_text, &versions, &root, &url)?;
         check_fresh(config, &root, &url, previous, trust, &mut warnings)?;
         let dir = self.repo_dir(config);
         fs_err::create_dir_all(&dir).map_err(RepoError::State)?;
         // Signature last: a reader that finds a root finds its signature.
         write_atomic(&dir.join("index.toml.minisig"), signature.as_bytes())?;
         write_atomic(&dir.join("index.toml"), &bytes)?;
-        self.remember(config, &key_text, &root)?;
+        self.remember(&mut versions, config, &key_text, &root)?;
         let families = Families::builtin().with_overrides(&root.families);
         Ok(Updated {
             repo: Repo {

@@ -504,3 +504,42 @@ fn versions_recorded_by_root_name_before_still_refuse_a_rollback() {
     success(&mut env.with_repo(&private.repo_path(), &private.repo.public_key, &["update"]));
     assert_eq!(remembered_version(env, "rocm"), Some(8));
 }
+
+/// Two `kpack-get update`s at once, of two repositories served from two
+/// loopback servers, with one state directory: `versions.toml` keeps both
+/// records every time (it is read, changed and written under a lock), so
+/// neither repository forgets the highest version it has seen.
+#[test]
+fn concurrent_updates_of_two_repositories_keep_both_records() {
+    let context = TestContext::new();
+    let second = TestServer::start(&context.repo.dir);
+    let env = &context.env;
+    let key = context.repo.public_key.display().to_string();
+    let version = root(&context).repo.version;
+    for round in 0..30 {
+        let _ = fs_err::remove_dir_all(&env.state);
+        let children: Vec<_> = [("a", context.server.url()), ("b", second.url())]
+            .into_iter()
+            .map(|(name, url)| {
+                let mut command = env.command();
+                command
+                    .args(["--repo", &format!("{name}={url}"), "--key", &key, "update"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped());
+                command.spawn().unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", describe(&out));
+        }
+        for name in ["a", "b"] {
+            assert_eq!(
+                remembered_version(env, name),
+                Some(version),
+                "round {round}: {name} lost from {}",
+                fs_err::read_to_string(env.state.join("versions.toml")).unwrap_or_default()
+            );
+        }
+    }
+}
