@@ -27,6 +27,11 @@ pub const DEFAULT_INDEX_SIZE: u64 = 16 << 20;
 /// generous for any comment, and not worth a setting.
 pub const SIGNATURE_SIZE: u64 = 64 << 10;
 
+/// The cap on a file a package index links to without giving its size (a
+/// wheel pip would install): the largest wheels published (PyTorch's for
+/// ROCm) are under 5 GiB.
+pub const DEFAULT_WHEEL_SIZE: u64 = 8 << 30;
+
 /// Bytes per second below which a transfer is failing (over the window).
 pub const DEFAULT_LOW_SPEED_LIMIT: u64 = 1024;
 
@@ -41,6 +46,8 @@ pub const DEFAULT_INDEX_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Limits {
     /// The cap on the root index and on shards with no pinned size.
     pub index_size: u64,
+    /// The cap on a file a package index links to without its size.
+    pub wheel_size: u64,
     /// Fewer bytes per second than this over `low_speed_time` fails the
     /// attempt; 0 turns the check off.
     pub low_speed_limit: u64,
@@ -54,6 +61,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             index_size: DEFAULT_INDEX_SIZE,
+            wheel_size: DEFAULT_WHEEL_SIZE,
             low_speed_limit: DEFAULT_LOW_SPEED_LIMIT,
             low_speed_time: DEFAULT_LOW_SPEED_TIME,
             index_timeout: DEFAULT_INDEX_TIMEOUT,
@@ -88,16 +96,21 @@ pub enum Cap {
     Signature(u64),
     /// The exact size the signed index pins.
     Pinned(u64),
-    /// None: a file nothing bounds (a wheel a package index links to),
-    /// read under the low-speed limit only.
-    Unbounded,
+    /// The size a package index's page gives a file it links to.
+    Listed(u64),
+    /// The configured cap on a file a package index links to without its
+    /// size (a wheel).
+    Wheel(u64),
 }
 
 impl Cap {
     pub fn bytes(self) -> u64 {
         match self {
-            Cap::Index(bytes) | Cap::Signature(bytes) | Cap::Pinned(bytes) => bytes,
-            Cap::Unbounded => u64::MAX,
+            Cap::Index(bytes)
+            | Cap::Signature(bytes)
+            | Cap::Pinned(bytes)
+            | Cap::Listed(bytes)
+            | Cap::Wheel(bytes) => bytes,
         }
     }
 
@@ -122,7 +135,8 @@ impl fmt::Display for Cap {
             Cap::Index(bytes) => write!(f, "the {bytes}-byte cap on index files (max-index-size)"),
             Cap::Signature(bytes) => write!(f, "the {bytes}-byte cap on signatures"),
             Cap::Pinned(bytes) => write!(f, "the {bytes} bytes the signed index pins"),
-            Cap::Unbounded => write!(f, "no cap"),
+            Cap::Listed(bytes) => write!(f, "the {bytes} bytes the package index gives"),
+            Cap::Wheel(bytes) => write!(f, "the {bytes}-byte cap on wheels (max-wheel-size)"),
         }
     }
 }

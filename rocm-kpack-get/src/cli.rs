@@ -97,6 +97,15 @@ pub struct GlobalArgs {
         value_name = "BYTES"
     )]
     pub max_index_size: Option<u64>,
+    /// The most bytes read of a wheel a package index links to without
+    /// giving its size [default: 8589934592].
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_GET_MAX_WHEEL_SIZE",
+        value_name = "BYTES"
+    )]
+    pub max_wheel_size: Option<u64>,
     /// Fewer bytes per second than this over --low-speed-time fails a
     /// transfer, retried as a timeout is; 0 for no minimum [default: 1024].
     #[arg(

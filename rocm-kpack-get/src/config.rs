@@ -61,6 +61,7 @@ pub struct ConfigFile {
     pub max_index_age: Option<u64>,
     /// Bounds on reads from mirrors (see [`LimitSettings`]).
     pub max_index_size: Option<u64>,
+    pub max_wheel_size: Option<u64>,
     pub low_speed_limit: Option<u64>,
     pub low_speed_time: Option<f64>,
     pub index_timeout: Option<f64>,
@@ -76,6 +77,9 @@ pub struct LimitSettings {
     /// Bytes read at most of the root index (and of a shard whose root
     /// pins no size).
     pub max_index_size: Option<u64>,
+    /// Bytes read at most of a wheel a package index links to without
+    /// giving its size.
+    pub max_wheel_size: Option<u64>,
     /// Bytes per second below which a transfer fails (over
     /// `low_speed_time`); 0 for no minimum.
     pub low_speed_limit: Option<u64>,
@@ -90,6 +94,7 @@ impl LimitSettings {
     fn or(self, below: LimitSettings) -> LimitSettings {
         LimitSettings {
             max_index_size: self.max_index_size.or(below.max_index_size),
+            max_wheel_size: self.max_wheel_size.or(below.max_wheel_size),
             low_speed_limit: self.low_speed_limit.or(below.low_speed_limit),
             low_speed_time: self.low_speed_time.or(below.low_speed_time),
             index_timeout: self.index_timeout.or(below.index_timeout),
@@ -108,6 +113,7 @@ impl LimitSettings {
         };
         Ok(Limits {
             index_size: self.max_index_size.unwrap_or(defaults.index_size),
+            wheel_size: self.max_wheel_size.unwrap_or(defaults.wheel_size),
             low_speed_limit: self.low_speed_limit.unwrap_or(defaults.low_speed_limit),
             low_speed_time: seconds(
                 self.low_speed_time,
@@ -155,6 +161,7 @@ impl ConfigFile {
     fn limits(&self) -> LimitSettings {
         LimitSettings {
             max_index_size: self.max_index_size,
+            max_wheel_size: self.max_wheel_size,
             low_speed_limit: self.low_speed_limit,
             low_speed_time: self.low_speed_time,
             index_timeout: self.index_timeout,
@@ -400,7 +407,7 @@ mod tests {
 
     #[test]
     fn bounds_on_reads_come_from_flags_over_the_file_over_defaults() {
-        let text = "max-index-size = 1000\nlow-speed-time = 5\nindex-timeout = 0.5\n";
+        let text = "max-index-size = 1000\nmax-wheel-size = 2000\nlow-speed-time = 5\nindex-timeout = 0.5\n";
         let file = ConfigFile::parse(Path::new("c.toml"), text).unwrap();
         let flags = LimitSettings {
             low_speed_time: Some(2.0),
@@ -408,6 +415,7 @@ mod tests {
         };
         let limits = flags.or(file.limits()).resolve().unwrap();
         assert_eq!(limits.index_size, 1000);
+        assert_eq!(limits.wheel_size, 2000);
         assert_eq!(limits.low_speed_time, Duration::from_secs(2));
         assert_eq!(limits.index_timeout, Duration::from_millis(500));
         assert_eq!(limits.low_speed_limit, Limits::default().low_speed_limit);

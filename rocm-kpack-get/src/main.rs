@@ -84,6 +84,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         concurrency: global.concurrency,
         limits: LimitSettings {
             max_index_size: global.max_index_size,
+            max_wheel_size: global.max_wheel_size,
             low_speed_limit: global.low_speed_limit,
             low_speed_time: global.low_speed_time,
             index_timeout: global.index_timeout,

@@ -280,6 +280,7 @@ impl LimitArgs {
             low_speed_limit: self.low_speed_limit,
             low_speed_time: Duration::from_secs_f64(self.low_speed_time),
             index_timeout: Duration::from_secs_f64(self.index_timeout),
+            ..Limits::default()
         }
     }
 }

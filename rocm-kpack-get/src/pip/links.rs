@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_repo_index::fetch::{Client, Mirror, Progress};
 use kpack_repo_index::limits::Cap;
+use kpack_repo_index::{HashingWriter, Sha256};
 use kpack_wheel::DistName;
 use reqwest::Url;
 
@@ -33,11 +34,24 @@ pub enum LinkedFile {
     Url(Url),
 }
 
-/// A file name and where it is.
+/// A file name and where it is, with what the page says of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     pub filename: String,
     pub location: LinkedFile,
+    /// The digest the page gives (`#sha256=...`): the file must have it.
+    pub sha256: Option<Sha256>,
+    /// The size the page gives (PEP 700): the file is read no further.
+    pub size: Option<u64>,
+}
+
+/// What a fetched file is, for the bound it is read within.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A small metadata file (`variants.json`): the index cap.
+    Index,
+    /// A wheel: the size the page gives, else the wheel cap.
+    Wheel,
 }
 
 /// The value of an option in its spellings (`--opt V`, `--opt=V`, `-sV`, `-s V`).
@@ -140,41 +154,83 @@ impl Fetcher {
     }
 
     /// The file of a link on this machine: itself, or downloaded into `dir`
-    /// under `name`.
-    pub fn fetch(&mut self, link: &Link, dir: &Path, name: &str) -> Result<PathBuf, PipError> {
+    /// under `name`; either way no longer than the bound for `kind` and
+    /// with the digest the page gives, if it gives one.
+    pub fn fetch(
+        &mut self,
+        link: &Link,
+        kind: FileKind,
+        dir: &Path,
+        name: &str,
+    ) -> Result<PathBuf, PipError> {
+        let limits = &self.client.options().limits;
+        let cap = match (kind, link.size) {
+            (FileKind::Index, _) => Cap::Index(limits.index_size),
+            (FileKind::Wheel, Some(size)) => Cap::Listed(size),
+            (FileKind::Wheel, None) => Cap::Wheel(limits.wheel_size),
+        };
         let target = dir.join(name);
-        match &link.location {
-            LinkedFile::File(path) => {
-                if fs_err::hard_link(path, &target).is_err() {
-                    fs_err::copy(path, &target).map_err(PipError::Io)?;
-                }
-            }
-            LinkedFile::Url(url) => {
-                let fetch_error = |source| PipError::Fetch {
-                    url: url.to_string(),
-                    source,
-                };
-                let (mirror, rest) = split_url(url);
-                let mut file = fs_err::File::create(&target).map_err(PipError::Io)?;
-                let found = self
-                    .client
-                    .stream(
-                        &[mirror],
-                        &rest,
-                        Cap::Unbounded,
-                        &mut file,
-                        self.progress.as_ref(),
-                    )
-                    .map_err(fetch_error)?;
-                if !found {
-                    return Err(PipError::Gone {
-                        url: url.to_string(),
-                    });
-                }
-                file.flush().map_err(PipError::Io)?;
-            }
+        let fetched = match &link.location {
+            LinkedFile::File(path) => local(path, &target, cap),
+            LinkedFile::Url(url) => self.download(url, &target, cap),
+        };
+        let checked = fetched.and_then(|sha256| match (link.sha256, sha256) {
+            (Some(expected), Some(actual)) if expected != actual => Err(PipError::HashMismatch {
+                location: link.location.to_string(),
+                expected,
+                actual,
+            }),
+            _ => Ok(target.clone()),
+        });
+        if checked.is_err() {
+            let _ = fs_err::remove_file(&target);
         }
-        Ok(target)
+        checked
+    }
+
+    /// Streams `url` into `target`, at most `cap` bytes; its digest.
+    fn download(&mut self, url: &Url, target: &Path, cap: Cap) -> Result<Option<Sha256>, PipError> {
+        let (mirror, rest) = split_url(url);
+        let file = fs_err::File::create(target).map_err(PipError::Io)?;
+        let mut hashed = HashingWriter::new(file);
+        let found = self
+            .client
+            .stream(&[mirror], &rest, cap, &mut hashed, self.progress.as_ref())
+            .map_err(|source| PipError::Fetch {
+                url: url.to_string(),
+                source,
+            })?;
+        if !found {
+            return Err(PipError::Gone {
+                url: url.to_string(),
+            });
+        }
+        let (sha256, _, mut file) = hashed.finish();
+        file.flush().map_err(PipError::Io)?;
+        Ok(Some(sha256))
+    }
+}
+
+/// A file of a local source at `target` (a hard link, else a copy), no
+/// longer than `cap` (a directory gives no digest: `None`).
+fn local(path: &Path, target: &Path, cap: Cap) -> Result<Option<Sha256>, PipError> {
+    let length = fs_err::metadata(path).map_err(PipError::Io)?.len();
+    cap.check(length).map_err(|source| PipError::TooLarge {
+        location: path.display().to_string(),
+        source,
+    })?;
+    if fs_err::hard_link(path, target).is_err() {
+        fs_err::copy(path, target).map_err(PipError::Io)?;
+    }
+    Ok(None)
+}
+
+impl std::fmt::Display for LinkedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkedFile::File(path) => write!(f, "{}", path.display()),
+            LinkedFile::Url(url) => write!(f, "{url}"),
+        }
     }
 }
 
@@ -199,6 +255,8 @@ fn dir_links(dir: &Path) -> Result<Vec<Link>, PipError> {
             out.push(Link {
                 filename: filename.to_owned(),
                 location: LinkedFile::File(path.clone()),
+                sha256: None,
+                size: None,
             });
         }
     }
@@ -221,6 +279,10 @@ fn anchors(html: &str, page: &Url) -> Vec<Link> {
         let Ok(mut url) = page.join(&value) else {
             continue;
         };
+        let sha256 = url
+            .fragment()
+            .and_then(|fragment| fragment.strip_prefix("sha256="))
+            .and_then(|hex| hex.parse().ok());
         url.set_fragment(None);
         let filename = url
             .path_segments()
@@ -232,6 +294,8 @@ fn anchors(html: &str, page: &Url) -> Vec<Link> {
             out.push(Link {
                 filename,
                 location: LinkedFile::Url(url),
+                sha256,
+                size: None,
             });
         }
     }

@@ -104,6 +104,25 @@ pub enum PipError {
         #[source]
         source: kpack_repo_index::fetch::ClientError,
     },
+    /// A file does not have the digest its page gives.
+    #[error("{location}: sha256 {actual}, but the package index gives {expected}")]
+    HashMismatch {
+        /// The file.
+        location: String,
+        /// The digest the page gives.
+        expected: kpack_repo_index::Sha256,
+        /// The file's.
+        actual: kpack_repo_index::Sha256,
+    },
+    /// A local file is longer than its bound.
+    #[error("{location}")]
+    TooLarge {
+        /// The file.
+        location: String,
+        /// The bound.
+        #[source]
+        source: kpack_repo_index::limits::LimitError,
+    },
     /// A file a page links to is not there (HTTP 404 or 410).
     #[error("{url}: not found, though a page links to it")]
     Gone {

@@ -13,7 +13,7 @@ use kpack_wheel::variants::{
 use kpack_wheel::{DistName, WheelFilename};
 
 use super::environment::PythonEnvironment;
-use super::links::{Fetcher, Link, LinkSource};
+use super::links::{Fetcher, FileKind, Link, LinkSource};
 use super::requirement::Requirement;
 use super::PipError;
 
@@ -143,7 +143,9 @@ pub fn select(
     let Some(index) = links.iter().find(|l| l.filename == expected) else {
         return Ok(Selection::NoIndex { expected });
     };
-    let index = from.fetcher.fetch(index, from.staging, &expected)?;
+    let index = from
+        .fetcher
+        .fetch(index, FileKind::Index, from.staging, &expected)?;
     let document = VariantsDocument::read(&index)?;
     let supported = supported
         .clone()
@@ -167,7 +169,8 @@ pub fn select(
 /// name (a hard link, a copy, or a download) and returns its path.
 pub fn materialise(from: &mut VariantSources<'_>, wheel: &FoundWheel) -> Result<PathBuf, PipError> {
     let plain = wheel.filename.with_label(None).to_string();
-    from.fetcher.fetch(&wheel.link, from.staging, &plain)
+    from.fetcher
+        .fetch(&wheel.link, FileKind::Wheel, from.staging, &plain)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::common::wheels::{
     build_wheel, demo_device, demo_device_at, demo_host, demo_host_at, demo_links, demo_variants,
     WheelSpec,
 };
-use crate::common::{output, success, Env};
+use crate::common::{describe, output, success, Env};
 use kpack_test_support::context::TestContext;
 
 /// The distributions installed in an environment, as Python itself lists them.
@@ -643,4 +643,140 @@ fn device_extras_named_at_every_packaging_level_serve_each_gpu_and_the_union_is_
             "amd-torch-device-gfx11",
         ])
     );
+}
+
+const MIB: u64 = 1 << 20;
+
+/// `kpack-get pip install demo --target gfx1100 --dry-run` from `server`'s
+/// package index under watch (killed past 60 s or 1 GiB), its temporary
+/// files in `tmp`, with `env_vars` set.
+fn watched_dry_run(
+    context: &TestContext,
+    server: &TestServer,
+    python: &Path,
+    tmp: &Path,
+    env_vars: &[(&str, &str)],
+) -> kpack_test_support::measure::Measured {
+    fs_err::create_dir_all(tmp).unwrap();
+    let mut command = kpack(&context.env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--dry-run"])
+        .arg("--python")
+        .arg(python)
+        .args(["--", "--index-url", &format!("{}/simple/", server.url())])
+        .env("TMPDIR", tmp)
+        .env("KPACK_GET_ATTEMPTS", "1")
+        .envs(env_vars.iter().copied());
+    kpack_test_support::measure::run_watched(
+        &mut command,
+        std::time::Duration::from_secs(60),
+        1024 * MIB,
+    )
+}
+
+/// The bytes of the files under `dir`.
+fn disk_use(dir: &Path) -> u64 {
+    fs_err::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                disk_use(&entry.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}
+
+/// A package index answering `variants.json` or the chosen variant wheel
+/// without end: `pip install --dry-run` stops the document at the index
+/// cap and the wheel at the wheel cap (`--max-wheel-size`), each refusal
+/// naming the URL and the cap, under 64 MiB of memory and of temporary
+/// files above a good run, leaving no temporary file behind.
+#[test]
+fn pip_install_stops_an_endless_variants_document_and_wheel_at_their_caps() {
+    use crate::common::server::Fault;
+    let context = TestContext::new();
+    let home = context.env.home.path();
+    let server = serve_demo(&home.join("www"));
+    let python = pip_venv(&home.join("venv"));
+    let wheel_cap = (4 * MIB).to_string();
+    let cap = [("KPACK_GET_MAX_WHEEL_SIZE", wheel_cap.as_str())];
+    let good = watched_dry_run(&context, &server, &python, &home.join("tmp-good"), &cap);
+    assert!(good.output.status.success(), "{}", describe(&good.output));
+    let cases = [
+        (
+            "files/demo-1.0-variants.json",
+            (16 * MIB).to_string(),
+            "max-index-size",
+        ),
+        (
+            "files/demo-1.0-py3-none-any-gfx1100.whl",
+            wheel_cap.clone(),
+            "max-wheel-size",
+        ),
+    ];
+    for (path, bound, setting) in cases {
+        server.clear_faults();
+        server.fault(path, Fault::Endless);
+        let tmp = home.join("tmp").join(setting);
+        let run = watched_dry_run(&context, &server, &python, &tmp, &cap);
+        let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+        assert_eq!(run.killed, None, "{path}: {text}");
+        let growth = run.peak_rss.saturating_sub(good.peak_rss);
+        let taken = server.bytes_sent(path);
+        eprintln!(
+            "{path}: refused in {:?}, peak RSS {} MiB ({} MiB over a good run), {taken} bytes taken",
+            run.elapsed,
+            run.peak_rss / MIB,
+            growth / MIB
+        );
+        assert!(!run.output.status.success(), "{path}: {text}");
+        assert!(growth < 64 * MIB, "{path}: grew {growth} bytes");
+        assert!(taken < 64 * MIB, "{path}: {taken} bytes taken");
+        let url = format!("{}/{path}", server.url());
+        for mention in [url.as_str(), bound.as_str(), setting] {
+            assert!(text.contains(mention), "{path}: no {mention:?} in {text}");
+        }
+        assert!(!text.contains("panicked"), "{path}: {text}");
+        assert_eq!(disk_use(&tmp), 0, "{path}: left in {}", tmp.display());
+    }
+}
+
+/// A package index whose page gives the variant wheel another digest
+/// (`#sha256=`) than the file has: refused, naming the URL and both
+/// digests; with the right digest it installs.
+#[test]
+fn pip_install_checks_a_wheel_against_the_digest_its_page_gives() {
+    let context = TestContext::new();
+    let home = context.env.home.path();
+    let www = home.join("www");
+    let server = serve_demo(&www);
+    let python = pip_venv(&home.join("venv"));
+    let wheel = "demo-1.0-py3-none-any-gfx1100.whl";
+    let actual =
+        kpack_repo_index::Sha256::of(&fs_err::read(www.join("files").join(wheel)).unwrap());
+    let page = www.join("simple/demo/index.html");
+    let original = fs_err::read_to_string(&page).unwrap();
+    let wrong = kpack_repo_index::Sha256::of(b"another wheel");
+    for (digest, good) in [(wrong, false), (actual, true)] {
+        let href = format!("../../files/{wheel}");
+        let text = original.replace(
+            &format!("\"{href}\""),
+            &format!("\"{href}#sha256={digest}\""),
+        );
+        assert_ne!(text, original);
+        fs_err::write(&page, text).unwrap();
+        let run = watched_dry_run(&context, &server, &python, &home.join("tmp"), &[]);
+        let stderr = String::from_utf8_lossy(&run.output.stderr).into_owned();
+        assert_eq!(run.output.status.success(), good, "{digest}: {stderr}");
+        if !good {
+            let url = format!("{}/files/{wheel}", server.url());
+            for mention in [url, wrong.to_string(), actual.to_string()] {
+                assert!(stderr.contains(&mention), "no {mention:?} in {stderr}");
+            }
+        }
+    }
 }
