@@ -121,6 +121,18 @@ impl AtomicFile {
 }
 
 impl AtomicFile {
+    /// Renames the file into place without syncing it or the directory: for
+    /// a cache whose every read checks the content's hash, where a crash may
+    /// lose the file or leave it torn, never unnoticed, and thousands of
+    /// small files must not each wait for the disk.
+    pub fn commit_unsynced(self) -> Result<(), PathError> {
+        let Self { temp, path } = self;
+        temp.persist(&path).map(drop).map_err(|e| PathError {
+            path,
+            source: e.error,
+        })
+    }
+
     /// As [`commit`](AtomicFile::commit), but only if nothing is at the
     /// destination yet: `Ok(false)`, and the destination untouched, when
     /// something is (a create-only write, as `If-None-Match: *` is on

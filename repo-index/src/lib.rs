@@ -36,7 +36,9 @@ pub mod verify;
 
 pub use bytes::ByteSize;
 pub use families::Families;
-pub use resolve::{resolve, select_artifacts, Explanation, Request, ResolveError, Selection};
+pub use resolve::{
+    resolve, select_artifacts, Explanation, Request, ResolveError, Resolved, Resolver, Selection,
+};
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
     CLIENT_VERSION, OWNER_CLIENT,

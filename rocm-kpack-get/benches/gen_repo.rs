@@ -10,10 +10,15 @@
 //!     (index.toml, index.toml.minisig, packages/<name>/<sha256>.toml);
 //!     the artifacts the shards pin are not written (a dry run does not
 //!     download them)
+//! gen_repo chain DIR KEY.key PACKAGES
+//!     as index, one version each, package i depending on package i + 1
+//! gen_repo fanout DIR KEY.key PACKAGES
+//!     as index, one version each, package 0 depending on all the others
 //! ```
 //!
 //! Run through cargo, which passes `--bench` first:
-//! `cargo bench -p rocm-kpack-get --bench gen_repo -- archive ...`.
+//! `cargo bench -p rocm-kpack-get --bench gen_repo -- archive ...`
+//! (`benches/install.sh` and `benches/plan.sh` do).
 //! Without a command it does nothing, so a plain `cargo bench` is harmless.
 #![allow(clippy::print_stdout)]
 
@@ -95,18 +100,41 @@ fn name(i: usize) -> Result<PackageName> {
     Ok(format!("rocm-pkg-{i:05}").parse()?)
 }
 
-/// Package `i`, versions `1.v.0`; each depends on package `i / 8` (a tree a
-/// few levels deep, like a library on its runtime) and has a host tree and
-/// two device archives, as in `repo-index/benches/index.rs`.
-fn shard(i: usize, versions: usize) -> Result<Shard> {
+/// How the packages of a generated repository depend on each other.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Package `i` on package `i / 8`: a tree a few levels deep, like a
+    /// library on its runtime.
+    Tree,
+    /// Package `i` on package `i + 1`.
+    Chain,
+    /// Package 0 on every other.
+    FanOut,
+}
+
+impl Shape {
+    /// What version `1.v.0` of package `i` of `packages` depends on.
+    fn depends(self, i: usize, v: usize, packages: usize) -> Result<Vec<Dependency>> {
+        let on: Vec<usize> = match self {
+            Shape::Tree if i > 0 => vec![i / 8],
+            Shape::Chain if i + 1 < packages => vec![i + 1],
+            Shape::FanOut if i == 0 => (1..packages).collect(),
+            _ => Vec::new(),
+        };
+        on.into_iter()
+            .map(|d| Ok(format!("{} >=1.{}", name(d)?, v / 2).parse()?))
+            .collect()
+    }
+}
+
+/// Package `i` of `packages`, versions `1.v.0`, depending on others as
+/// `shape` says; each has a host tree and two device archives, as in
+/// `repo-index/benches/index.rs`.
+fn shard(i: usize, versions: usize, packages: usize, shape: Shape) -> Result<Shard> {
     let mut entries = Vec::with_capacity(versions);
     for v in 0..versions {
         let version = semver::Version::new(1, v as u64, 0);
-        let depends: Vec<Dependency> = if i > 0 {
-            vec![format!("{} >=1.{}", name(i / 8)?, v / 2).parse()?]
-        } else {
-            Vec::new()
-        };
+        let depends = shape.depends(i, v, packages)?;
         let mut artifacts = Vec::new();
         for (kind, file, targets, size) in [
             (ArtifactKind::Tree, "host.tar.zst", &[][..], 20u64 << 20),
@@ -159,7 +187,13 @@ fn shard(i: usize, versions: usize) -> Result<Shard> {
     })
 }
 
-fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Result<()> {
+fn write_index(
+    dir: &Path,
+    key: &Path,
+    packages: usize,
+    versions: usize,
+    shape: Shape,
+) -> Result<()> {
     if versions == 0 {
         bail!("VERSIONS must be at least 1");
     }
@@ -183,7 +217,7 @@ fn write_index(dir: &Path, key: &Path, packages: usize, versions: usize) -> Resu
         packages: BTreeMap::new(),
     };
     for i in 0..packages {
-        let shard = shard(i, versions)?;
+        let shard = shard(i, versions, packages, shape)?;
         let text = shard.to_toml()?;
         let sha256 = Sha256::of(text.as_bytes());
         let path = RelativePath::usual_shard(&shard.name, &sha256);
@@ -255,9 +289,21 @@ fn run() -> Result<()> {
             Path::new(key),
             number(packages, "PACKAGES")?,
             number(versions, "VERSIONS")?,
+            Shape::Tree,
+        ),
+        [shape @ ("chain" | "fanout"), dir, key, packages] => write_index(
+            Path::new(dir),
+            Path::new(key),
+            number(packages, "PACKAGES")?,
+            1,
+            if *shape == "chain" {
+                Shape::Chain
+            } else {
+                Shape::FanOut
+            },
         ),
         _ => bail!(
-            "usage: gen_repo archive OUT.kpack TARGET BYTES [SEED] | gen_repo index DIR KEY.key PACKAGES VERSIONS"
+            "usage: gen_repo archive OUT.kpack TARGET BYTES [SEED] | gen_repo index DIR KEY.key PACKAGES VERSIONS | gen_repo chain|fanout DIR KEY.key PACKAGES"
         ),
     }
 }

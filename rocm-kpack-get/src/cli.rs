@@ -243,10 +243,15 @@ pub enum Command {
     /// List installed packages.
     List,
     /// Install newer versions of installed packages (all, or those named).
+    /// A package the repositories offer only older versions of is kept.
     Upgrade {
         packages: Vec<PackageName>,
         #[arg(long)]
         dry_run: bool,
+        /// Install the highest version the repositories offer even when it
+        /// is older than the installed one (a version withdrawn upstream).
+        #[arg(long)]
+        allow_downgrade: bool,
     },
     /// Re-hash installed files against the install record.
     Verify,

@@ -106,9 +106,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             commands::remove::remove(&context, &packages, dry_run)
         }
         Command::List => commands::list::list(&context),
-        Command::Upgrade { packages, dry_run } => {
-            commands::install::upgrade(&context, &packages, dry_run)
-        }
+        Command::Upgrade {
+            packages,
+            dry_run,
+            allow_downgrade,
+        } => commands::install::upgrade(&context, &packages, dry_run, allow_downgrade),
         Command::Verify => commands::verify::verify(&context),
         Command::Check => commands::check::check(&context),
         Command::Cache {

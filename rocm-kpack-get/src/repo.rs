@@ -27,7 +27,7 @@ use kpack_repo_index::freshness::{Freshness, Stale};
 use kpack_repo_index::sign::{
     read_signed_root, verify_root, PublicKey, RootReadError, SignError, SignedRoot,
 };
-use kpack_repo_index::{Families, PackageName, RootIndex, Sha256, Shard, Timestamp};
+use kpack_repo_index::{Families, PackageName, RootIndex, Shard, Timestamp};
 
 use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
@@ -434,10 +434,7 @@ impl Repo {
             package: name.clone(),
             message,
         };
-        let cached = fs_err::read(cache.blob(&entry.sha256))
-            .ok()
-            .filter(|bytes| Sha256::of(bytes) == entry.sha256);
-        let bytes = match cached {
+        let bytes = match cache.shard(&entry.sha256) {
             Some(bytes) => bytes,
             None => {
                 let bytes = client.fetch_verified(
@@ -446,7 +443,9 @@ impl Repo {
                     entry.sha256,
                     entry.size,
                 )?;
-                cache.put(&entry.sha256, &bytes).map_err(RepoError::State)?;
+                cache
+                    .put_shard(&entry.sha256, &bytes)
+                    .map_err(RepoError::State)?;
                 bytes
             }
         };

@@ -22,6 +22,12 @@
 //!   cached pages next to every page touched. The child also probes what
 //!   touching the same frame-size prefixes through a bare mapping costs with
 //!   and without `madvise` advice.
+//! * `open/150k-targets`: `Archive::open` of ROCm's reference `test_noop`
+//!   archive with one binary's TOC entry listing 150,000 distinct targets
+//!   (refused at the 4,096-target cap) and 4,096 (accepted): the time to the
+//!   answer, linear either way.
+//! * `open/given`: `Archive::open` of the archive `--archive PATH` names (a
+//!   real one: Debian's rocBLAS split by `kpack-pack`).
 //! * `decompress/rocrand`: `Kernel::read_into` throughput on the real code
 //!   objects of Debian's rocRAND (the fixture's, or `--bundle <.hip_fatbin
 //!   dump>`); the script `decompress.sh` runs this part and times `zstd -d`
@@ -92,7 +98,7 @@ fn main() {
     println!("temporary files in {}", dir.path().display());
 
     let mut summary = Vec::new();
-    let parts: [(&str, Part); 6] = [
+    let parts: [(&str, Part); 8] = [
         ("open/100k-zstd", |dir, _, rows| {
             rows.push(open_many_kernels(dir, Compression::Zstd { level: 3 }))
         }),
@@ -108,6 +114,8 @@ fn main() {
         ("open/500x64kib-zstd", |dir, _, rows| {
             rows.push(open_big_frames(dir, "500x64kib", 500, 64 * 1024))
         }),
+        ("open/150k-targets", |dir, _, _| open_many_targets(dir)),
+        ("open/given", |_, options, _| open_given(options)),
         ("decompress/rocrand", |dir, options, _| {
             decompress_part(dir, options)
         }),
@@ -124,7 +132,7 @@ fn main() {
     if ran == 0 {
         println!(
             "no part matches {:?}; parts: open/100k-zstd open/100k-none open/1gib-zstd \
-             open/64mib-zstd open/500x64kib-zstd decompress/rocrand",
+             open/64mib-zstd open/500x64kib-zstd open/150k-targets open/given decompress/rocrand",
             options.filter
         );
     }
@@ -147,6 +155,8 @@ struct Options {
     frames_out: Option<PathBuf>,
     /// Where to write `key=value` results for the script.
     results: Option<PathBuf>,
+    /// An archive for `open/given`.
+    archive: Option<PathBuf>,
 }
 
 impl Options {
@@ -165,9 +175,10 @@ impl Options {
                 "--bundle" => options.bundle = Some(value("--bundle")),
                 "--frames-out" => options.frames_out = Some(value("--frames-out")),
                 "--results" => options.results = Some(value("--results")),
+                "--archive" => options.archive = Some(value("--archive")),
                 flag if flag.starts_with("--") => panic!(
                     "unknown option {flag}; usage: archive [FILTER] \
-                     [--bundle FATBIN --frames-out FILE --results FILE]"
+                     [--bundle FATBIN --frames-out FILE --results FILE] [--archive KPACK]"
                 ),
                 _ if options.filter.is_none() => options.filter = Some(arg),
                 _ => panic!("only one filter may be given"),
@@ -366,6 +377,86 @@ fn time_opens(path: &Path) -> (Stats, usize, usize) {
         }
     }
     (Stats::of(samples), counts.0, counts.1)
+}
+
+/// The reference `test_noop` archive with `lib/libtest.so#0` listing
+/// `count` distinct targets, each pointing at its first entry.
+fn with_targets(count: usize) -> Vec<u8> {
+    use rmpv::Value;
+    let path = kpack_test_support::fixtures().join("reference/test_noop.kpack");
+    let bytes = fs::read(&path).unwrap();
+    let at = toc_offset(&path) as usize;
+    let mut toc = rmpv::decode::read_value(&mut &bytes[at..]).unwrap();
+    fn entry<'a>(value: &'a mut Value, key: &str) -> &'a mut Value {
+        let Value::Map(map) = value else {
+            panic!("not a map")
+        };
+        &mut map
+            .iter_mut()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .unwrap()
+            .1
+    }
+    let Value::Map(targets) = entry(entry(&mut toc, "toc"), "lib/libtest.so#0") else {
+        panic!("not a map")
+    };
+    let first = targets[0].1.clone();
+    *targets = (0..count)
+        .map(|n| (Value::from(format!("gfx{:x}", 0x10000 + n)), first.clone()))
+        .collect();
+    let mut out = bytes[..at].to_vec();
+    rmpv::encode::write_value(&mut out, &toc).unwrap();
+    out
+}
+
+/// Times opening archives whose TOC lists 150,000 targets (refused) and
+/// 4,096 (the most accepted).
+fn open_many_targets(dir: &Path) {
+    for (count, refused) in [
+        (150_000, true),
+        (rocm_kpack::format::MAX_TARGETS - 1, false),
+    ] {
+        let path = dir.join(format!("targets-{count}.kpack"));
+        let bytes = with_targets(count);
+        fs::write(&path, &bytes).unwrap();
+        let mut samples = Vec::with_capacity(OPEN_ROUNDS);
+        for round in 0..OPEN_WARMUP + OPEN_ROUNDS {
+            let start = Instant::now();
+            let opened = Archive::open(&path);
+            let elapsed = start.elapsed();
+            assert_eq!(opened.is_err(), refused, "{count} targets");
+            drop(std::hint::black_box(opened));
+            if round >= OPEN_WARMUP {
+                samples.push(elapsed);
+            }
+        }
+        let stats = Stats::of(samples);
+        println!(
+            "{count} targets ({:.1} MB), {}: median {:.3} ms (min {:.3}, max {:.3})",
+            bytes.len() as f64 / MB,
+            if refused { "refused" } else { "opened" },
+            ms(stats.median),
+            ms(stats.min),
+            ms(stats.max)
+        );
+    }
+}
+
+/// Times opening the archive `--archive` names.
+fn open_given(options: &Options) {
+    let Some(path) = &options.archive else {
+        println!("no --archive given: nothing to open");
+        return;
+    };
+    let (stats, kernels, stored) = time_opens(path);
+    println!(
+        "{}: {:.1} MB, {kernels} kernels, {stored} stored: median {:.3} ms (min {:.3}, max {:.3})",
+        path.display(),
+        fs::metadata(path).unwrap().len() as f64 / MB,
+        ms(stats.median),
+        ms(stats.min),
+        ms(stats.max)
+    );
 }
 
 fn open_many_kernels(dir: &Path, compression: Compression) -> OpenRow {

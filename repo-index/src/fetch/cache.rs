@@ -5,9 +5,10 @@
 //! blobs/<sha256>          complete and verified
 //! partial/<sha256>        being downloaded (locked while in use)
 //! partial/<sha256>.from   the URL and validator it came from, for resume
+//! shards/<sha256>         small files read whole, checked at every read
 //! ```
 
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use fs_err::File;
@@ -108,20 +109,35 @@ impl Cache {
         Ok(blob)
     }
 
-    /// Stores bytes already verified against `sha256` (shards): durable
-    /// before it is named by its hash, and the name durable once it is, as
-    /// for every other file kpack-get writes.
-    pub fn put(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<PathBuf> {
-        let blob = self.blob(sha256);
-        kpack_fs::write_atomic(&blob, bytes)?;
-        Ok(blob)
+    /// Stores bytes already verified against `sha256` (a shard). They are
+    /// checked again whenever [`shard`](Cache::shard) reads them, so they
+    /// are not synced: a resolution fetching thousands of shards does not
+    /// wait for the disk after each, and a crash costs a download. They
+    /// live apart from `blobs/`, which [`get`](Cache::get) trusts by size.
+    pub fn put_shard(&self, sha256: &Sha256, bytes: &[u8]) -> io::Result<()> {
+        let mut file = kpack_fs::AtomicFile::create(&self.shard_path(sha256))?;
+        file.write_all(bytes)?;
+        file.commit_unsynced()?;
+        Ok(())
+    }
+
+    /// The stored shard with this hash, if it is there and still hashes to
+    /// it.
+    pub fn shard(&self, sha256: &Sha256) -> Option<Vec<u8>> {
+        fs_err::read(self.shard_path(sha256))
+            .ok()
+            .filter(|bytes| Sha256::of(bytes) == *sha256)
+    }
+
+    fn shard_path(&self, sha256: &Sha256) -> PathBuf {
+        self.root.join("shards").join(sha256.to_string())
     }
 
     /// Empties the cache (files held open by a running download are
     /// removed too; that download finishes into a fresh directory).
     pub fn clean(&self) -> io::Result<CleanReport> {
         let mut report = CleanReport::default();
-        for dir in ["blobs", "partial"] {
+        for dir in ["blobs", "partial", "shards"] {
             let dir = self.root.join(dir);
             let entries = match fs_err::read_dir(&dir) {
                 Ok(entries) => entries,

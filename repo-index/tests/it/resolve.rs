@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
-    resolve, select_artifacts, Explanation, Families, Request, ResolveError, Shard,
+    resolve, select_artifacts, Explanation, Families, Request, ResolveError, Resolved, Resolver,
+    Shard,
 };
 use kpack_test_support::COMPONENTS_SHARD;
 
@@ -473,4 +474,141 @@ fn a_version_that_needs_a_newer_client_is_refused_by_name() {
         .replace(env!("CARGO_PKG_VERSION"), "<VERSION>"));
     let current = repo(OWNED_SHARD);
     assert!(resolve(&current, &[request("torch", "*")]).is_ok());
+}
+
+/// `pkg-00000` depending on `pkg-00001` ... up to `pkg-{n-1}`, as shards.
+fn chain(n: usize) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
+    let texts: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            let depends = if i + 1 < n {
+                format!("depends = [\"pkg-{:05} >=1\"]\n", i + 1)
+            } else {
+                String::new()
+            };
+            let versions = format!(
+                "[[versions]]\nversion = \"1.0.0\"\n{depends}[[versions]]\nversion = \"0.9.0\"\n{depends}"
+            );
+            (format!("pkg-{i:05}"), versions)
+        })
+        .collect();
+    let texts: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    shards(&texts)
+}
+
+#[test]
+fn a_run_names_every_missing_package_at_once() {
+    let n = 2000;
+    let depends: Vec<String> = (1..=n).map(|i| format!("\"pkg-{i:05} >=1\"")).collect();
+    let mut texts = vec![(
+        "pkg-00000".to_string(),
+        format!(
+            "[[versions]]\nversion = \"1.0.0\"\ndepends = [{}]\n",
+            depends.join(", ")
+        ),
+    )];
+    texts.extend((1..=n).map(|i| {
+        (
+            format!("pkg-{i:05}"),
+            "[[versions]]\nversion = \"1.0.0\"\n".to_string(),
+        )
+    }));
+    let texts: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let all = shards(&texts);
+
+    let mut known = BTreeMap::new();
+    let mut resolver = Resolver::new(&[request("pkg-00000", "*")]);
+    let mut rounds = Vec::new();
+    let versions = loop {
+        match resolver.run(&known).unwrap() {
+            Resolved::Versions(versions) => break versions,
+            Resolved::Missing(missing) => {
+                rounds.push(missing.len());
+                for (name, _) in missing {
+                    known.insert(name.clone(), all[&name].clone());
+                }
+            }
+        }
+    };
+    // The request, then all 2000 dependencies in one round.
+    assert_eq!(rounds, [1, n]);
+    assert_eq!(versions.len(), n + 1);
+    assert!(
+        resolver.steps() <= 2 * (n + 1),
+        "{} steps",
+        resolver.steps()
+    );
+}
+
+#[test]
+fn a_chain_fetched_a_shard_per_round_resolves_in_linear_steps() {
+    let n = 3000;
+    let all = chain(n);
+    let mut known = BTreeMap::new();
+    let mut resolver = Resolver::new(&[request("pkg-00000", "*")]);
+    let mut rounds = 0;
+    let versions = loop {
+        match resolver.run(&known).unwrap() {
+            Resolved::Versions(versions) => break versions,
+            Resolved::Missing(missing) => {
+                rounds += 1;
+                for (name, required_by) in missing {
+                    assert!(required_by.starts_with("pkg-") || required_by == "the request");
+                    known.insert(name.clone(), all[&name].clone());
+                }
+            }
+        }
+    };
+    assert_eq!(rounds, n);
+    assert_eq!(versions.len(), n);
+    assert!(versions.values().all(|v| v.to_string() == "1.0.0"));
+    // Each package looked at once when required, once when its shard came.
+    assert!(resolver.steps() <= 2 * n, "{} steps", resolver.steps());
+    assert_eq!(
+        resolve(&all, &[request("pkg-00000", "*")]).unwrap(),
+        versions
+    );
+}
+
+#[test]
+fn a_dependency_of_a_version_given_up_is_not_required() {
+    // alpha 2 needs gone, which no repository has; beta allows only alpha 1,
+    // so alpha settles on 1 and gone is never needed.
+    let repo = shards(&[
+        (
+            "alpha",
+            "[[versions]]\nversion = \"2.0.0\"\ndepends = [\"gone >=1\"]\n\
+             [[versions]]\nversion = \"1.0.0\"\n",
+        ),
+        (
+            "beta",
+            "[[versions]]\nversion = \"1.0.0\"\ndepends = [\"alpha <2\"]\n",
+        ),
+    ]);
+    let chosen = resolve(&repo, &[request("alpha", "*"), request("beta", "*")]).unwrap();
+    let chosen: Vec<String> = chosen.iter().map(|(n, v)| format!("{n} {v}")).collect();
+    assert_eq!(chosen, ["alpha 1.0.0", "beta 1.0.0"]);
+}
+
+#[test]
+fn requirements_that_undo_each_other_do_not_settle() {
+    let repo = shards(&[
+        (
+            "alpha",
+            "[[versions]]\nversion = \"2.0.0\"\ndepends = [\"beta >=2\"]\n\
+             [[versions]]\nversion = \"1.0.0\"\ndepends = [\"beta <2\"]\n",
+        ),
+        (
+            "beta",
+            "[[versions]]\nversion = \"2.0.0\"\ndepends = [\"alpha <2\"]\n\
+             [[versions]]\nversion = \"1.0.0\"\n",
+        ),
+    ]);
+    let error = resolve(&repo, &[request("alpha", "*")]).unwrap_err();
+    assert_eq!(error, ResolveError::DoesNotSettle);
 }

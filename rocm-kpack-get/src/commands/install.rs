@@ -7,7 +7,7 @@ use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Explanation, PackageName, Request};
-use rocm_kpack_get::install::plan::{make_plan, Plan, PlanError};
+use rocm_kpack_get::install::plan::{check_prefix_roots, make_plan, Plan, PlanError};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
 use rocm_kpack_get::layout::Layout;
@@ -27,7 +27,12 @@ enum Wanted {
         requests: Vec<Request>,
         reinstall: bool,
     },
-    Upgrades(Vec<PackageName>),
+    /// Installed packages to upgrade (all when none are named); with
+    /// `allow_downgrade`, to the highest version offered even if older.
+    Upgrades {
+        names: Vec<PackageName>,
+        allow_downgrade: bool,
+    },
 }
 
 pub fn install(
@@ -50,17 +55,28 @@ pub fn install(
     )
 }
 
-pub fn upgrade(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
-    run(context, Wanted::Upgrades(packages.to_vec()), dry_run)
+pub fn upgrade(
+    context: &Context,
+    packages: &[PackageName],
+    dry_run: bool,
+    allow_downgrade: bool,
+) -> Result<(), Failure> {
+    let wanted = Wanted::Upgrades {
+        names: packages.to_vec(),
+        allow_downgrade,
+    };
+    run(context, wanted, dry_run)
 }
 
 /// The requests an upgrade makes: every installed package named (or all),
 /// at its installed version or newer, never older: a repository offering
 /// only older versions (a stale mirror replaying an older root, a version
-/// withdrawn) must not downgrade silently.
+/// withdrawn) must not downgrade silently. With `allow_downgrade`, at
+/// the highest version offered.
 fn upgrade_requests(
     record: &InstalledRecord,
     packages: &[PackageName],
+    allow_downgrade: bool,
     prefix: &Path,
 ) -> Result<Vec<Request>, Failure> {
     if let Some(name) = packages.iter().find(|n| !record.packages.contains_key(*n)) {
@@ -76,7 +92,11 @@ fn upgrade_requests(
         .filter(|(name, _)| packages.is_empty() || packages.contains(name))
         .map(|(name, installed)| Request {
             name: name.clone(),
-            requirement: at_least(&installed.version),
+            requirement: if allow_downgrade {
+                semver::VersionReq::STAR
+            } else {
+                at_least(&installed.version)
+            },
         })
         .collect())
 }
@@ -152,7 +172,7 @@ fn plan_keeping_newer(
             .max()
             .map_or("no version".to_owned(), ToString::to_string);
         context.printer.warn(format!(
-            "{name}: the repositories offer {offered}, older than the installed {}; kept (`kpack-get install {name}@={offered}` downgrades)",
+            "{name}: the repositories offer {offered}, older than the installed {}; kept (`kpack-get upgrade --allow-downgrade {name}` or `kpack-get install {name}@={offered}` downgrades)",
             installed.version
         ));
         let name = name.clone();
@@ -170,13 +190,19 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         Some(context.lock(&prefix)?)
     };
     let record = prefix.record()?;
-    let upgrading = matches!(wanted, Wanted::Upgrades(_));
+    let upgrading = matches!(wanted, Wanted::Upgrades { .. });
     let (requests, reinstall) = match wanted {
         Wanted::Requests {
             requests,
             reinstall,
         } => (requests, reinstall),
-        Wanted::Upgrades(names) => (upgrade_requests(&record, &names, prefix.root())?, false),
+        Wanted::Upgrades {
+            names,
+            allow_downgrade,
+        } => (
+            upgrade_requests(&record, &names, allow_downgrade, prefix.root())?,
+            false,
+        ),
     };
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
@@ -185,6 +211,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     }
     let client = context.client()?;
     let repos = context.repos(&client)?;
+    for warning in check_prefix_roots(&repos, &record, context.trust.allow_rollback)? {
+        printer.warn(warning);
+    }
     let gpus = choose_gpus(context, &record, upgrading)?;
     let (search, decision) = super::layout::search_for_new_library(context);
     let requests = with_relayout(requests, &record, decision.layout);
@@ -224,8 +253,12 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         .saturating_sub(plan.download_size(&context.cache));
     download(context, &client, &repos, &plan)?;
     let applied = prefix.apply(&lock, &package_installs(context, &repos, &plan), &[])?;
-    let verb = if upgrading { "upgraded" } else { "installed" };
     for package in plan.pending() {
+        let verb = match &package.installed {
+            Some(old) if *old > package.version => "downgraded",
+            _ if upgrading => "upgraded",
+            _ => "installed",
+        };
         let from = match &package.installed {
             Some(old) if *old != package.version => format!(" (was {old})"),
             _ => String::new(),
@@ -369,6 +402,7 @@ fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<Packa
             name: package.name.clone(),
             version: package.version.clone(),
             repo: repos[package.repo].config.name.clone(),
+            repo_version: repos[package.repo].root.repo.version,
             targets: plan.gpus.clone(),
             layout: plan.layout,
             artifacts: package

@@ -175,6 +175,7 @@ impl From<PlanError> for Failure {
             PlanError::Repo(inner) => inner.into(),
             PlanError::NoDeviceCode { .. } => Failure::new(Exit::NothingFits, error)
                 .hint("--target picks GPU targets explicitly"),
+            PlanError::OlderThanPrefix { .. } => Failure::new(Exit::Verification, error),
             PlanError::Resolve(_) => Failure::new(Exit::NothingFits, error)
                 .hint("`kpack-get search` and `kpack-get info` show what is available; `kpack-get update` refreshes the index"),
             _ => Failure::new(Exit::Failure, error),

@@ -164,6 +164,8 @@ pub struct PackageInstall {
     pub name: PackageName,
     pub version: semver::Version,
     pub repo: String,
+    /// The version of the repository's root it comes from.
+    pub repo_version: u64,
     pub targets: Vec<Target>,
     /// Whether its split binaries are installed as they are or made fat.
     pub layout: Layout,
@@ -715,6 +717,7 @@ fn installed(
     InstalledPackage {
         version: package.version.clone(),
         repo: package.repo.clone(),
+        repo_version: Some(package.repo_version),
         targets: package.targets.clone(),
         layout: package.layout,
         artifacts: package

@@ -3,11 +3,13 @@
 //! the ones this machine's GPUs need.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
-    resolve, select_artifacts, Artifact, Explanation, Families, Listed, PackageName, Request,
-    ResolveError, Shard, VersionEntry,
+    select_artifacts, Artifact, Explanation, Families, Listed, PackageName, Request, ResolveError,
+    Resolved, Resolver, Shard, VersionEntry,
 };
 
 use super::record::{InstalledPackage, InstalledRecord};
@@ -35,6 +37,44 @@ pub enum PlanError {
         gpus: Vec<Target>,
         offered: Vec<Listed>,
     },
+    #[error("repository {repo}: its root is version {found}, older than version {installed} that packages in this prefix were installed from: a stale or malicious mirror (--allow-rollback overrides)")]
+    OlderThanPrefix {
+        repo: String,
+        found: u64,
+        installed: u64,
+    },
+}
+
+/// Refuses a repository whose root is older than one a package in the
+/// prefix was installed from: a mirror replaying an old, unexpired root to
+/// a client whose state directory never saw the newer one (another admin,
+/// a wiped state, a container). With `allow_rollback`, the warnings to
+/// show instead.
+pub fn check_prefix_roots(
+    repos: &[Repo],
+    installed: &InstalledRecord,
+    allow_rollback: bool,
+) -> Result<Vec<String>, PlanError> {
+    let mut warnings = Vec::new();
+    for repo in repos {
+        let found = repo.root.repo.version;
+        let Some(newest) = installed.repo_version(&repo.config.name) else {
+            continue;
+        };
+        if found >= newest {
+            continue;
+        }
+        let error = PlanError::OlderThanPrefix {
+            repo: repo.config.name.clone(),
+            found,
+            installed: newest,
+        };
+        if !allow_rollback {
+            return Err(error);
+        }
+        warnings.push(format!("accepted anyway (--allow-rollback): {error}"));
+    }
+    Ok(warnings)
 }
 
 /// One package version to install, with what was chosen and why.
@@ -115,20 +155,70 @@ struct Shards<'a> {
     origin: BTreeMap<PackageName, usize>,
 }
 
+/// Shards fetched at once: a round of resolution can name thousands, each
+/// a small request and a synced write to the cache.
+const SHARD_FETCHES: usize = 8;
+
 impl Shards<'_> {
-    /// Fetches the shard of `name` from the first repository listing it;
-    /// false when none does.
-    fn fetch(&mut self, name: &PackageName) -> Result<bool, RepoError> {
-        for (index, repo) in self.repos.iter().enumerate() {
-            if let Some(shard) = repo.shard(self.client, self.cache, name)? {
-                self.shards.insert(name.clone(), shard);
-                self.origin.insert(name.clone(), index);
-                return Ok(true);
+    /// Fetches the shards `missing` names, each from the first repository
+    /// listing it, several at a time; a package no repository lists is
+    /// unknown.
+    fn fetch_round(&mut self, missing: Vec<(PackageName, String)>) -> Result<(), PlanError> {
+        let next = AtomicUsize::new(0);
+        let found: Mutex<Vec<Option<FoundShard>>> =
+            Mutex::new((0..missing.len()).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for _ in 0..SHARD_FETCHES.min(missing.len()) {
+                scope.spawn(|| loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((name, _)) = missing.get(index) else {
+                        return;
+                    };
+                    let result = self.find(name);
+                    let failed = result.is_err();
+                    if let Ok(mut found) = found.lock() {
+                        found[index] = Some(result);
+                    }
+                    if failed {
+                        // The first error ends the round.
+                        next.store(missing.len(), Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+        for ((name, required_by), result) in missing.into_iter().zip(found) {
+            match result {
+                Some(Ok(Some((index, shard)))) => {
+                    self.shards.insert(name.clone(), shard);
+                    self.origin.insert(name, index);
+                }
+                Some(Ok(None)) => {
+                    return Err(ResolveError::UnknownPackage { name, required_by }.into())
+                }
+                Some(Err(error)) => return Err(error.into()),
+                // Not fetched: an earlier error ended the round.
+                None => {}
             }
         }
-        Ok(false)
+        Ok(())
+    }
+
+    /// The shard of `name` from the first repository listing it, with that
+    /// repository's index.
+    fn find(&self, name: &PackageName) -> FoundShard {
+        for (index, repo) in self.repos.iter().enumerate() {
+            if let Some(shard) = repo.shard(self.client, self.cache, name)? {
+                return Ok(Some((index, shard)));
+            }
+        }
+        Ok(None)
     }
 }
+
+/// A package's shard and the index of the repository it came from, if any
+/// repository lists it.
+type FoundShard = Result<Option<(usize, Shard)>, RepoError>;
 
 /// Resolves `requests` and chooses artifacts for `gpus`.
 pub fn make_plan(
@@ -147,19 +237,12 @@ pub fn make_plan(
         shards: BTreeMap::new(),
         origin: BTreeMap::new(),
     };
-    for request in requests {
-        shards.fetch(&request.name)?;
-    }
-    // Resolution names the next package it lacks; fetch it and go again.
+    // Each run names every package it lacks; fetch them all and go on.
+    let mut resolver = Resolver::new(requests);
     let versions = loop {
-        match resolve(&shards.shards, requests) {
-            Ok(versions) => break versions,
-            Err(ResolveError::UnknownPackage { name, required_by }) => {
-                if shards.shards.contains_key(&name) || !shards.fetch(&name)? {
-                    return Err(ResolveError::UnknownPackage { name, required_by }.into());
-                }
-            }
-            Err(error) => return Err(error.into()),
+        match resolver.run(&shards.shards)? {
+            Resolved::Versions(versions) => break versions,
+            Resolved::Missing(missing) => shards.fetch_round(missing)?,
         }
     };
     let mut packages = Vec::new();

@@ -28,6 +28,12 @@ pub struct InstalledRecord {
 pub struct InstalledPackage {
     pub version: semver::Version,
     pub repo: String,
+    /// The version of `repo`'s root it was installed from: roots older than
+    /// what a prefix's packages came from are refused for that prefix,
+    /// whatever the state directory remembers. None in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_version: Option<u64>,
     /// The GPU targets its device code was chosen for.
     #[serde(default)]
     pub targets: Vec<Target>,
@@ -75,6 +81,16 @@ pub struct InstalledFile {
 }
 
 impl InstalledRecord {
+    /// The newest root version of repository `repo` that any installed
+    /// package came from.
+    pub fn repo_version(&self, repo: &str) -> Option<u64> {
+        self.packages
+            .values()
+            .filter(|p| p.repo == repo)
+            .filter_map(|p| p.repo_version)
+            .max()
+    }
+
     pub fn empty() -> InstalledRecord {
         InstalledRecord {
             format: RECORD_FORMAT,
@@ -139,6 +155,7 @@ mod tests {
             InstalledPackage {
                 version: "5.3.3".parse().unwrap(),
                 repo: "rocm".into(),
+                repo_version: Some(7),
                 targets: vec![Target::parse("gfx90a:sramecc+:xnack-").unwrap()],
                 layout: Layout::Fat,
                 artifacts: vec![],

@@ -476,6 +476,7 @@ mod property {
             name: format!("p{package}").parse().unwrap(),
             version: semver::Version::new(version, 0, 0),
             repo: "rocm".into(),
+            repo_version: 1,
             targets: Vec::new(),
             layout: rocm_kpack_get::layout::Layout::Kpack,
             artifacts: vec![ReadyArtifact {

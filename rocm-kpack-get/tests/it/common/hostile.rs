@@ -169,25 +169,34 @@ pub fn publish_forged(repo: &RocrandRepo, name: &str, version: &str, artifacts: 
             artifact.bytes.len()
         ));
     }
-    let shard_sha = format!("{:x}", sha2::Sha256::digest(shard.as_bytes()));
-    let shard_path = repo.dir.join(format!("packages/{name}/{shard_sha}.toml"));
-    fs_err::create_dir_all(shard_path.parent().unwrap()).unwrap();
-    fs_err::write(&shard_path, &shard).unwrap();
+    publish_shards(repo, &[(name, version, shard)]);
+}
 
+/// Writes each `(name, latest version, shard text)` into the repository's
+/// `packages/` and signs one new root listing them all (beside what it
+/// listed before): a publisher's whole update at once.
+pub fn publish_shards(repo: &RocrandRepo, shards: &[(&str, &str, String)]) {
     let index = repo.dir.join("index.toml");
     let mut root: toml::Table = fs_err::read_to_string(&index).unwrap().parse().unwrap();
     let info = root["repo"].as_table_mut().unwrap();
     let next = info["version"].as_integer().unwrap() + 1;
     info.insert("version".into(), toml::Value::Integer(next));
-    let mut entry = toml::Table::new();
-    entry.insert("sha256".into(), shard_sha.into());
-    entry.insert("latest".into(), version.into());
-    entry.insert("summary".into(), "".into());
-    root.entry("packages")
+    let packages = root
+        .entry("packages")
         .or_insert_with(|| toml::Table::new().into())
         .as_table_mut()
-        .unwrap()
-        .insert(name.into(), entry.into());
+        .unwrap();
+    for (name, version, shard) in shards {
+        let shard_sha = format!("{:x}", sha2::Sha256::digest(shard.as_bytes()));
+        let shard_path = repo.dir.join(format!("packages/{name}/{shard_sha}.toml"));
+        fs_err::create_dir_all(shard_path.parent().unwrap()).unwrap();
+        fs_err::write(&shard_path, shard).unwrap();
+        let mut entry = toml::Table::new();
+        entry.insert("sha256".into(), shard_sha.into());
+        entry.insert("latest".into(), (*version).into());
+        entry.insert("summary".into(), "".into());
+        packages.insert((*name).into(), entry.into());
+    }
     let text = root.to_string();
     let key = SecretKey::load(&repo.secret_key, None).unwrap();
     let signature = sign_root(&key, text.as_bytes()).unwrap();

@@ -3,170 +3,17 @@
 //! component of device code per GPU), with the reasons for each choice so
 //! `kpack-get` can explain itself.
 
-use std::collections::BTreeMap;
+mod versions;
+
 use std::fmt;
 
 use kpack_gpu::{Owner, Target};
-use semver::{Version, VersionReq};
 
 use crate::families::Families;
-use crate::schema::{Artifact, Shard, VersionEntry};
-use crate::types::{Component, Listed, PackageName, RelativePath};
+use crate::schema::{Artifact, VersionEntry};
+use crate::types::{Component, Listed, RelativePath};
 
-/// A package asked for, with what it must satisfy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub name: PackageName,
-    pub requirement: VersionReq,
-}
-
-/// Why requests cannot be resolved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ResolveError {
-    #[error("no package {name} (required by {required_by})")]
-    UnknownPackage {
-        name: PackageName,
-        required_by: String,
-    },
-    #[error(
-        "no version of {name} satisfies {}; available: {}",
-        list_requirements(requirements),
-        list_versions(available)
-    )]
-    NoVersion {
-        name: PackageName,
-        /// `(who requires it, what they require)`.
-        requirements: Vec<(String, VersionReq)>,
-        available: Vec<Version>,
-    },
-    #[error("the dependency requirements do not settle on one version per package")]
-    DoesNotSettle,
-    #[error(
-        "{name} {version} needs kpack-get {requires} or newer (this is {}); upgrade kpack-get to install it",
-        crate::schema::CLIENT_VERSION
-    )]
-    NeedsNewerClient {
-        name: PackageName,
-        version: Version,
-        requires: Version,
-    },
-}
-
-fn list_requirements(requirements: &[(String, VersionReq)]) -> String {
-    requirements
-        .iter()
-        .map(|(by, req)| format!("{req} (from {by})"))
-        .collect::<Vec<_>>()
-        .join(" and ")
-}
-
-fn list_versions(versions: &[Version]) -> String {
-    if versions.is_empty() {
-        return "none".into();
-    }
-    versions
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Resolves `requests` and their dependencies to the highest versions that
-/// satisfy every requirement on them; returns name -> version.
-pub fn resolve(
-    shards: &BTreeMap<PackageName, Shard>,
-    requests: &[Request],
-) -> Result<BTreeMap<PackageName, Version>, ResolveError> {
-    let mut chosen: BTreeMap<PackageName, Version> = BTreeMap::new();
-    // Choosing a version changes the requirements it brings; repeat until
-    // nothing changes. Each round can only lower versions or add packages,
-    // so this ends; the bound guards against malformed data.
-    for _ in 0..1000 {
-        let mut requirements: BTreeMap<PackageName, Vec<(String, VersionReq)>> = BTreeMap::new();
-        for request in requests {
-            requirements
-                .entry(request.name.clone())
-                .or_default()
-                .push(("the request".into(), request.requirement.clone()));
-        }
-        for (name, version) in &chosen {
-            let Some(entry) = shards
-                .get(name)
-                .and_then(|s| s.versions.iter().find(|v| &v.version == version))
-            else {
-                continue;
-            };
-            for dependency in &entry.depends {
-                requirements
-                    .entry(dependency.name.clone())
-                    .or_default()
-                    .push((format!("{name} {version}"), dependency.requirement.clone()));
-            }
-        }
-        let mut next = BTreeMap::new();
-        for (name, requirements) in &requirements {
-            let shard = shards
-                .get(name)
-                .ok_or_else(|| ResolveError::UnknownPackage {
-                    name: name.clone(),
-                    required_by: requirements
-                        .iter()
-                        .map(|(by, _)| by.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-            let best = shard
-                .versions
-                .iter()
-                .map(|v| &v.version)
-                .filter(|v| requirements.iter().all(|(_, req)| req.matches(v)))
-                .max()
-                .ok_or_else(|| {
-                    let mut available: Vec<Version> =
-                        shard.versions.iter().map(|v| v.version.clone()).collect();
-                    available.sort();
-                    ResolveError::NoVersion {
-                        name: name.clone(),
-                        requirements: requirements.clone(),
-                        available,
-                    }
-                })?;
-            refuse_newer_client(shard, best)?;
-            next.insert(name.clone(), best.clone());
-        }
-        if next == chosen {
-            return Ok(chosen);
-        }
-        chosen = next;
-    }
-    Err(ResolveError::DoesNotSettle)
-}
-
-/// Refuses `version` of `shard` when it states a `requires-client` newer
-/// than this build: installing it could put device code where no GPU
-/// needs it, or leave it out where one does.
-fn refuse_newer_client(shard: &Shard, version: &Version) -> Result<(), ResolveError> {
-    let Some(requires) = shard
-        .versions
-        .iter()
-        .find(|v| &v.version == version)
-        .and_then(|v| v.requires_client.as_ref())
-    else {
-        return Ok(());
-    };
-    let this: Version = crate::schema::CLIENT_VERSION
-        .parse()
-        .unwrap_or_else(|_| Version::new(0, 0, 0));
-    if *requires > this {
-        return Err(ResolveError::NeedsNewerClient {
-            name: shard.name.clone(),
-            version: version.clone(),
-            requires: requires.clone(),
-        });
-    }
-    Ok(())
-}
+pub use versions::{resolve, Request, ResolveError, Resolved, Resolver};
 
 /// Why an artifact was or was not chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
