@@ -443,6 +443,19 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
+/// A package index's JSON page type (PEP 691).
+const PYPI_JSON: &str = "application/vnd.pypi.simple.v1+json";
+
+/// A directory's `index.json` for a request that accepts a package index's
+/// JSON page (PEP 691) when there is one, as an index serving both forms
+/// answers; `None` for the HTML page (or any other file).
+fn negotiated_json(p: &Parsed, root: &Path, path: &str) -> Option<PathBuf> {
+    let accepts = p.header("accept").is_some_and(|a| a.contains(PYPI_JSON));
+    let page = resolve(root, path).filter(|_| accepts && path.ends_with('/'))?;
+    let json = page.with_file_name("index.json");
+    json.is_file().then_some(json)
+}
+
 /// Maps a decoded path to a file under root; None when it escapes root. A
 /// directory's path (ending in `/`) maps to its `index.html`, as a static
 /// web server serves a package index.
@@ -543,11 +556,15 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
         return serve_unbounded(w, fault, file.unwrap_or_default(), shared, id);
     }
 
-    let file = resolve(&shared.root, &path).and_then(|fp| {
-        let f = File::open(&fp).ok()?;
-        let md = f.metadata().ok()?;
-        md.is_file().then_some((f, md))
-    });
+    let json = negotiated_json(p, &shared.root, &path);
+    let file = json
+        .clone()
+        .or_else(|| resolve(&shared.root, &path))
+        .and_then(|fp| {
+            let f = File::open(&fp).ok()?;
+            let md = f.metadata().ok()?;
+            md.is_file().then_some((f, md))
+        });
     let Some((mut file, md)) = file else {
         record(404);
         write_head(w, 404, &[], 0, close)?;
@@ -563,8 +580,12 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
         _ => RangeSpec::Ignore,
     };
 
+    let media = match json {
+        Some(_) => PYPI_JSON,
+        None => content_type(&path),
+    };
     let mut headers = vec![
-        ("Content-Type", content_type(&path).to_string()),
+        ("Content-Type", media.to_string()),
         ("Accept-Ranges", "bytes".to_string()),
         ("ETag", etag),
         ("Last-Modified", last_modified),

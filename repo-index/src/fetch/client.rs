@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::limits::{Cap, Limits};
 use crate::{RelativePath, Sha256};
 
-use super::transfer;
+use super::transfer::{self, Small};
 use super::{Cache, Mirror, Progress, Silent};
 
 /// Why files could not be fetched.
@@ -165,7 +165,7 @@ impl Client {
     /// first mirror that has it, read up to its cap.
     pub fn fetch_unpinned(&self, mirrors: &[Mirror], path: &str) -> Result<Vec<u8>, ClientError> {
         let cap = self.options.limits.unpinned(path);
-        self.fetch_small(mirrors, path, (None, cap), &Silent)
+        self.fetch_small(mirrors, path, Small::capped(cap), &Silent)
     }
 
     /// A small pinned file (a shard) from the first mirror whose copy has
@@ -179,7 +179,11 @@ impl Client {
         size: Option<u64>,
     ) -> Result<Vec<u8>, ClientError> {
         let cap = self.options.limits.pinned_or_unpinned(path, size);
-        self.fetch_small(mirrors, path, (Some(sha256), cap), &Silent)
+        let small = Small {
+            pin: Some(sha256),
+            ..Small::capped(cap)
+        };
+        self.fetch_small(mirrors, path, small, &Silent)
     }
 
     /// A small file from the first mirror that has it, read up to `cap`;
@@ -191,7 +195,24 @@ impl Client {
         cap: Cap,
         progress: &dyn Progress,
     ) -> Result<Option<Vec<u8>>, ClientError> {
-        match self.fetch_small(mirrors, path, (None, cap), progress) {
+        self.fetch_page(mirrors, path, cap, None, progress)
+    }
+
+    /// As [`Client::fetch_optional`], asking for the media types `accept`
+    /// names (a package index's JSON pages before its HTML ones, say).
+    pub fn fetch_page(
+        &self,
+        mirrors: &[Mirror],
+        path: &str,
+        cap: Cap,
+        accept: Option<&str>,
+        progress: &dyn Progress,
+    ) -> Result<Option<Vec<u8>>, ClientError> {
+        let small = Small {
+            accept,
+            ..Small::capped(cap)
+        };
+        match self.fetch_small(mirrors, path, small, progress) {
             Err(error) if error.is_missing() => Ok(None),
             fetched => fetched.map(Some),
         }
@@ -227,7 +248,7 @@ impl Client {
         &self,
         mirrors: &[Mirror],
         path: &str,
-        pin: (Option<Sha256>, Cap),
+        small: Small<'_>,
         progress: &dyn Progress,
     ) -> Result<Vec<u8>, ClientError> {
         if self.options.offline {
@@ -239,7 +260,7 @@ impl Client {
             &self.http,
             &self.options,
             (mirrors, path),
-            pin,
+            small,
             progress,
         ))
     }

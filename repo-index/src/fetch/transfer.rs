@@ -147,18 +147,38 @@ impl<'a> Failover<'a> {
     }
 }
 
+/// How a small file is read: the digest it must have, its cap, and the
+/// media types asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Small<'a> {
+    pub pin: Option<Sha256>,
+    pub cap: Cap,
+    pub accept: Option<&'a str>,
+}
+
+impl Small<'_> {
+    /// Read within `cap`, unpinned, of any media type.
+    pub fn capped(cap: Cap) -> Small<'static> {
+        Small {
+            pin: None,
+            cap,
+            accept: None,
+        }
+    }
+}
+
 /// A small file, into memory, from the first mirror that has it, read up
 /// to its cap; with a pin, only bytes with that hash are taken.
 pub(super) async fn fetch_small(
     http: &reqwest::Client,
     options: &ClientOptions,
     (mirrors, path): (&[Mirror], &str),
-    (pin, cap): (Option<Sha256>, Cap),
+    small: Small<'_>,
     progress: &dyn Progress,
 ) -> Result<Vec<u8>, ClientError> {
     let mut failover = Failover::new(options, mirrors, path, progress);
     while let Some(location) = failover.next().await {
-        match read_small(http, &options.limits, &location, pin, cap).await {
+        match read_small(http, &options.limits, &location, small).await {
             Ok(bytes) => return Ok(bytes),
             Err(failure) => failover.failed(failure)?,
         }
@@ -171,13 +191,13 @@ async fn read_small(
     http: &reqwest::Client,
     limits: &Limits,
     location: &MirrorFile,
-    pin: Option<Sha256>,
-    cap: Cap,
+    Small { pin, cap, accept }: Small<'_>,
 ) -> Result<Vec<u8>, Failure> {
     let bytes = match location {
         MirrorFile::Url(url) => {
             let deadline = tokio::time::Instant::now() + limits.index_timeout;
-            tokio::time::timeout_at(deadline, get_small(http, limits, url, cap))
+            let get = get_small(http, limits, url, (cap, accept));
+            tokio::time::timeout_at(deadline, get)
                 .await
                 .unwrap_or_else(|_| Err(too_slow(LimitError::Deadline(limits.index_timeout))))?
         }
@@ -204,16 +224,20 @@ fn read_file_small(file: &Path, cap: Cap) -> Result<Vec<u8>, Failure> {
     Ok(bytes)
 }
 
-/// GET of a small file, refused as soon as it is declared or grows past
-/// `cap`, or arrives slower than the minimum rate.
+/// GET of a small file (asking for the media types `accept` names),
+/// refused as soon as it is declared or grows past `cap`, or arrives
+/// slower than the minimum rate.
 async fn get_small(
     http: &reqwest::Client,
     limits: &Limits,
     url: &str,
-    cap: Cap,
+    (cap, accept): (Cap, Option<&str>),
 ) -> Result<Vec<u8>, Failure> {
-    let mut response = http
-        .get(url)
+    let mut request = http.get(url);
+    if let Some(accept) = accept {
+        request = request.header(reqwest::header::ACCEPT, accept);
+    }
+    let mut response = request
         .send()
         .await
         .map_err(|e| Failure::Retry(describe(&e)))?;

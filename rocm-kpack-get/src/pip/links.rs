@@ -141,16 +141,22 @@ impl Fetcher {
         };
         let (mirror, rest) = split_url(&page);
         let cap = Cap::Index(self.client.options().limits.index_size);
+        let accept = matches!(source, LinkSource::Index(_)).then_some(SIMPLE_ACCEPT);
         let fetched = self
             .client
-            .fetch_optional(&[mirror], &rest, cap, self.progress.as_ref())
+            .fetch_page(&[mirror], &rest, cap, accept, self.progress.as_ref())
             .map_err(|source| PipError::Fetch {
                 url: page.to_string(),
                 source,
             })?;
-        Ok(fetched.map_or_else(Vec::new, |html| {
-            anchors(&String::from_utf8_lossy(&html), &page)
-        }))
+        let Some(bytes) = fetched else {
+            return Ok(Vec::new());
+        };
+        // A JSON page (PEP 691) is an object; an HTML one never starts so.
+        if bytes.trim_ascii_start().starts_with(b"{") {
+            return json_links(&bytes, &page);
+        }
+        Ok(anchors(&String::from_utf8_lossy(&bytes), &page))
     }
 
     /// The file of a link on this machine: itself, or downloaded into `dir`
@@ -232,6 +238,50 @@ impl std::fmt::Display for LinkedFile {
             LinkedFile::Url(url) => write!(f, "{url}"),
         }
     }
+}
+
+/// What a package index is asked for: its JSON pages (PEP 691), which
+/// give each file's size (PEP 700), before its HTML ones.
+const SIMPLE_ACCEPT: &str = "application/vnd.pypi.simple.v1+json, \
+                             application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
+
+/// A project's JSON page (PEP 691), as far as choosing variants reads it.
+#[derive(Debug, serde::Deserialize)]
+struct JsonPage {
+    files: Vec<JsonFile>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct JsonFile {
+    filename: String,
+    url: String,
+    #[serde(default)]
+    hashes: std::collections::BTreeMap<String, String>,
+    /// PEP 700; absent from older indexes.
+    size: Option<u64>,
+}
+
+/// The files of a project's JSON page, their URLs resolved against the
+/// page, with the digest and size it gives.
+fn json_links(bytes: &[u8], page: &Url) -> Result<Vec<Link>, PipError> {
+    let parsed: JsonPage = serde_json::from_slice(bytes).map_err(|source| PipError::Page {
+        url: page.to_string(),
+        source,
+    })?;
+    Ok(parsed
+        .files
+        .into_iter()
+        .filter_map(|file| {
+            let mut url = page.join(&file.url).ok()?;
+            url.set_fragment(None);
+            Some(Link {
+                filename: file.filename,
+                location: LinkedFile::Url(url),
+                sha256: file.hashes.get("sha256").and_then(|hex| hex.parse().ok()),
+                size: file.size,
+            })
+        })
+        .collect())
 }
 
 /// `url` as the fetch path takes it: a base (up to its path's last `/`)
@@ -372,6 +422,36 @@ mod tests {
         assert!(found.contains(&LinkSource::Index(
             Url::parse("https://example.org/extra/").unwrap()
         )));
+    }
+
+    #[test]
+    fn json_pages_give_each_file_its_digest_and_size() {
+        let page = Url::parse("http://host/simple/demo/").unwrap();
+        let sha256 = Sha256::of(b"wheel");
+        let json = format!(
+            r#"{{"meta": {{"api-version": "1.1"}}, "name": "demo", "files": [
+                {{"filename": "demo-1.0-py3-none-any.whl", "url": "../../files/demo-1.0-py3-none-any.whl#x",
+                  "hashes": {{"sha256": "{sha256}"}}, "size": 5}},
+                {{"filename": "demo-1.0-variants.json", "url": "https://cdn.example/v.json", "hashes": {{}}}}
+            ]}}"#
+        );
+        let links = json_links(json.as_bytes(), &page).unwrap();
+        assert_eq!(
+            links[0],
+            Link {
+                filename: "demo-1.0-py3-none-any.whl".into(),
+                location: LinkedFile::Url(
+                    Url::parse("http://host/files/demo-1.0-py3-none-any.whl").unwrap()
+                ),
+                sha256: Some(sha256),
+                size: Some(5),
+            }
+        );
+        assert_eq!((links[1].sha256, links[1].size), (None, None));
+        let error = json_links(b"{\"files\": 3}", &page)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("http://host/simple/demo/"), "{error}");
     }
 
     #[test]

@@ -104,6 +104,15 @@ pub enum PipError {
         #[source]
         source: kpack_repo_index::fetch::ClientError,
     },
+    /// A package index's JSON page (PEP 691) is not what the PEP says.
+    #[error("{url}: not a package index's JSON page")]
+    Page {
+        /// The page.
+        url: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A file does not have the digest its page gives.
     #[error("{location}: sha256 {actual}, but the package index gives {expected}")]
     HashMismatch {

@@ -780,3 +780,58 @@ fn pip_install_checks_a_wheel_against_the_digest_its_page_gives() {
         }
     }
 }
+
+/// A package index serving JSON pages (PEP 691) with each file's size
+/// (PEP 700) and digest: the variant wheel is read no further than the
+/// size its page gives (an endless answer is refused there, naming it),
+/// and with the page as it is the install goes through.
+#[test]
+fn pip_install_reads_a_wheel_no_further_than_its_json_page_gives() {
+    use crate::common::server::Fault;
+    let context = TestContext::new();
+    let home = context.env.home.path();
+    let www = home.join("www");
+    let server = serve_demo(&www);
+    let python = pip_venv(&home.join("venv"));
+    let files: Vec<String> = fs_err::read_dir(www.join("files"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("demo-1.0"))
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = fs_err::read(&path).unwrap();
+            let sha256 = kpack_repo_index::Sha256::of(&bytes);
+            format!(
+                r#"{{"filename": "{name}", "url": "../../files/{name}", "hashes": {{"sha256": "{sha256}"}}, "size": {}}}"#,
+                bytes.len()
+            )
+        })
+        .collect();
+    let page = format!(
+        r#"{{"meta": {{"api-version": "1.1"}}, "name": "demo", "files": [{}]}}"#,
+        files.join(", ")
+    );
+    fs_err::write(www.join("simple/demo/index.json"), page).unwrap();
+    // A bound the wheel's own size is far below, so that only the page's
+    // size can stop it early.
+    let cap = [("KPACK_GET_MAX_WHEEL_SIZE", "1073741824")];
+    let good = watched_dry_run(&context, &server, &python, &home.join("tmp-good"), &cap);
+    assert!(good.output.status.success(), "{}", describe(&good.output));
+
+    let wheel = "files/demo-1.0-py3-none-any-gfx1100.whl";
+    let size = fs_err::metadata(www.join(wheel)).unwrap().len();
+    server.fault(wheel, Fault::Endless);
+    let tmp = home.join("tmp");
+    let run = watched_dry_run(&context, &server, &python, &tmp, &cap);
+    let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+    assert_eq!(run.killed, None, "{text}");
+    assert!(!run.output.status.success(), "{text}");
+    let taken = server.bytes_sent(wheel);
+    assert!(taken < 64 * MIB, "{taken} bytes taken");
+    let listed = format!("the {size} bytes the package index gives");
+    let url = format!("{}/{wheel}", server.url());
+    for mention in [url.as_str(), listed.as_str()] {
+        assert!(text.contains(mention), "no {mention:?} in {text}");
+    }
+    assert_eq!(disk_use(&tmp), 0, "left in {}", tmp.display());
+}
