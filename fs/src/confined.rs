@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
+mod remove;
+
 /// Why an operation beneath a [`ConfinedDir`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -33,6 +35,10 @@ pub enum ConfinedError {
     /// The path is not relative, or has `.`, `..` or empty components.
     #[error("{}: not a plain relative path", path.display())]
     BadPath { path: PathBuf },
+    /// A directory to remove is on another file system than its parent
+    /// (a mount point): it is not entered.
+    #[error("{}: a mount point of another file system; nothing is removed across it", path.display())]
+    OtherFileSystem { path: PathBuf },
     #[error("cannot {op} {}", path.display())]
     Io {
         op: &'static str,
@@ -48,6 +54,7 @@ impl ConfinedError {
         match self {
             ConfinedError::NotBeneath { .. } => io::ErrorKind::NotADirectory,
             ConfinedError::BadPath { .. } => io::ErrorKind::InvalidInput,
+            ConfinedError::OtherFileSystem { .. } => io::ErrorKind::CrossesDevices,
             ConfinedError::Io { source, .. } => source.kind(),
         }
     }
@@ -305,18 +312,42 @@ impl ConfinedDir {
     }
 
     /// Removes `relative` and, if it is a directory, everything in it,
-    /// never following a link; nothing there is fine.
+    /// never following a link nor entering another file system; nothing
+    /// there is fine. However deep the tree, a few handles are open at
+    /// once ([`remove`]).
     pub fn remove_all(&self, relative: &Path) -> Result<(), ConfinedError> {
         match self.entry(relative)? {
             None => Ok(()),
             Some(EntryKind::Dir) => {
-                let dir = self.open_dir(relative)?;
-                for name in dir.names()? {
-                    dir.remove_all(Path::new(&name))?;
-                }
-                self.remove_dir(relative)
+                let (parent, name) = self.parent(relative)?;
+                remove::remove_tree(&parent, name)
             }
             Some(_) => self.remove_file(relative),
+        }
+    }
+
+    /// The file system this directory is on (`st_dev`).
+    pub fn device(&self) -> Result<u64, ConfinedError> {
+        rustix::fs::fstat(&self.fd)
+            .map(|stat| stat.st_dev)
+            .map_err(|errno| ConfinedError::Io {
+                op: "read the metadata of",
+                path: self.path.clone(),
+                source: errno.into(),
+            })
+    }
+
+    /// The file system of what is at `relative`, not followed (a mount
+    /// point's is the mounted one); `None` when nothing is there.
+    pub fn device_of(&self, relative: &Path) -> Result<Option<u64>, ConfinedError> {
+        let (parent, name) = match self.parent(relative) {
+            Err(error) if error.is_not_found() => return Ok(None),
+            parent => parent?,
+        };
+        match rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(stat.st_dev)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(errno) => Err(parent.failed("read the metadata of", name, errno)),
         }
     }
 
