@@ -99,3 +99,27 @@ fn resident(pid: libc::pid_t) -> u64 {
         .and_then(|kib| kib.trim().parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
 }
+
+/// Makes `command` run with at most `soft` open files (its soft
+/// `RLIMIT_NOFILE`; the hard limit stays), as a user's shell may have it.
+pub fn limit_open_files(command: &mut Command, soft: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (getrlimit, setrlimit), on memory of the child's own stack.
+    unsafe {
+        command.pre_exec(move || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = soft.min(limit.rlim_max);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}

@@ -25,7 +25,7 @@ use kpack_repo_index::{PackageName, Request};
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::{DetectOptions, Detection};
 use rocm_kpack_get::install::plan::PlanError;
-use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock, Recovered};
+use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock};
 use rocm_kpack_get::repo::{Repo, RepoError, RepoStore, Trust};
 
 use crate::cli::GlobalArgs;
@@ -158,6 +158,10 @@ impl From<InstallError> for Failure {
             | InstallError::DirectoryInTheWay { .. } => (
                 Exit::Failure,
                 Some("move the file away if kpack-get may replace it, or install into another --prefix; nothing was changed"),
+            ),
+            InstallError::OtherFileSystem { .. } => (
+                Exit::Failure,
+                Some("install into a prefix on one file system (a mount may hold the whole prefix, not part of it); nothing was changed"),
             ),
             InstallError::NotInstalled { .. } => (
                 Exit::NothingFits,
@@ -373,18 +377,27 @@ impl Context {
                 prefix.root().display()
             ))
         })?;
-        match prefix.recover(&lock)? {
-            Some(Recovered::Completed { id }) => self.printer.note(format!(
-                "completed an interrupted change ({id}) in {}",
-                prefix.root().display()
-            )),
-            Some(Recovered::Discarded { ids }) => self.printer.detail(format!(
-                "discarded {} unfinished staging director{} in {}",
-                ids.len(),
-                if ids.len() == 1 { "y" } else { "ies" },
-                prefix.root().display()
-            )),
-            None => {}
+        let Some(recovered) = prefix.recover(&lock)? else {
+            return Ok(lock);
+        };
+        let root = prefix.root().display();
+        if let Some(id) = recovered.completed {
+            self.printer
+                .note(format!("completed an interrupted change ({id}) in {root}"));
+        }
+        let ids = recovered.discarded.len();
+        if ids > 0 {
+            self.printer.detail(format!(
+                "discarded {ids} unfinished staging director{} in {root}",
+                if ids == 1 { "y" } else { "ies" },
+            ));
+        }
+        for (id, reason) in recovered.moved_aside {
+            self.printer.warn(format!(
+                "the unfinished staging directory {id} in {root} cannot be removed ({reason}); \
+                 moved aside to .kpack/{}{id}, which a later run empties",
+                rocm_kpack_get::install::commit::TRASH
+            ));
         }
         Ok(lock)
     }

@@ -9,10 +9,14 @@
 //! .kpack/transaction.toml           the journal
 //! .kpack/staging/<id>/root/...      the new files, at their final relative paths
 //! .kpack/staging/<id>/installed.toml  the new record
+//! .kpack/trash-<id>/                a staging directory that could not be
+//!                                   removed, moved aside; emptied later
 //! ```
 
 use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError, EntryKind};
@@ -39,6 +43,10 @@ pub struct Journal {
     /// Directories to remove when they end up empty, deepest first.
     #[serde(default)]
     pub prune: Vec<RelativePath>,
+    /// Directories the change turns into files or links, deepest first:
+    /// emptied by `deletes` and removed before the moves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clear: Vec<RelativePath>,
 }
 
 /// The paths of a prefix's bookkeeping, opened through handles that never
@@ -55,6 +63,9 @@ fn staging_dir(id: &str) -> PathBuf {
 
 /// `.kpack/staging`: where changes are staged.
 pub const STAGING: &str = "staging";
+/// `.kpack/trash-<id>`: a staging directory that could not be removed,
+/// moved aside so that the prefix goes on; emptied by a later run.
+pub const TRASH: &str = "trash-";
 /// `.kpack/transaction.toml`: the journal.
 pub const JOURNAL: &str = "transaction.toml";
 /// `.kpack/installed.toml`: the install record.
@@ -220,6 +231,9 @@ impl Journal {
         for relative in &self.deletes {
             remove_if_there(&root, Path::new(relative.as_str()))?;
         }
+        for relative in &self.clear {
+            remove_dir_if_there(&root, Path::new(relative.as_str()))?;
+        }
         for relative in &self.moves {
             let path = Path::new(relative.as_str());
             if staged_root.entry(path)?.is_none() {
@@ -250,7 +264,11 @@ impl Journal {
         }
         meta.sync()?;
         meta.remove_file(Path::new(JOURNAL))?;
-        meta.remove_all(&staging_dir(&self.id))?;
+        if let Ok(staging) = meta.open_dir(Path::new(STAGING)) {
+            // The change is complete: what cannot be removed of its
+            // staging is moved aside, for a later run to empty.
+            discard_staging(&meta, &staging, OsStr::new(&self.id))?;
+        }
         // Left only while a change is under way.
         let _ = meta.remove_dir(Path::new(STAGING));
         Ok(())
@@ -303,6 +321,47 @@ impl Journal {
     }
 }
 
+/// Removes the staging directory `name` in `staging` (in `meta`); one
+/// that cannot be removed is moved aside to `.kpack/trash-<name>`, and why
+/// it could not be removed is returned. Only when it can be neither is it
+/// an error.
+pub fn discard_staging(
+    meta: &ConfinedDir,
+    staging: &ConfinedDir,
+    name: &OsStr,
+) -> Result<Option<ConfinedError>, InstallError> {
+    let error = match staging.remove_all(Path::new(name)) {
+        Ok(()) => return Ok(None),
+        Err(error) => error,
+    };
+    let mut aside = OsString::from(TRASH);
+    aside.push(name);
+    let mut free = aside.clone();
+    for n in 1.. {
+        if meta.entry(Path::new(&free))?.is_none() {
+            break;
+        }
+        free = aside.clone();
+        free.push(format!("-{n}"));
+    }
+    let from = Path::new(STAGING).join(name);
+    meta.rename(&from, meta, Path::new(&free))?;
+    Ok(Some(error))
+}
+
+/// Removes what earlier runs moved aside (`.kpack/trash-*`), as far as it
+/// can be removed now; what still cannot be stays for a later run.
+pub fn empty_trash(meta: &ConfinedDir) -> Result<(), InstallError> {
+    for name in meta.names()? {
+        let is_trash = name.as_bytes().starts_with(TRASH.as_bytes())
+            && meta.entry(Path::new(&name))? == Some(EntryKind::Dir);
+        if is_trash {
+            let _ = meta.remove_all(Path::new(&name));
+        }
+    }
+    Ok(())
+}
+
 /// Above this many files, one flush of the whole file system beats a flush
 /// per file (it also flushes other programs' writes, so it is not the
 /// default).
@@ -327,6 +386,25 @@ fn remove_if_there(dir: &ConfinedDir, path: &Path) -> Result<(), InstallError> {
             if matches!(
                 error.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Removes an empty directory; one already gone, replaced by what the
+/// change moved there, or not reached through directories only, is not
+/// there.
+fn remove_dir_if_there(dir: &ConfinedDir, path: &Path) -> Result<(), InstallError> {
+    match dir.remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(ConfinedError::NotBeneath { .. }) => Ok(()),
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
             ) =>
         {
             Ok(())

@@ -42,6 +42,8 @@ pub struct Change<'a> {
     dirs: BTreeSet<&'a str>,
     /// Files of replaced versions that go.
     deletes: BTreeSet<&'a str>,
+    /// Directories the replaced packages created.
+    owned_dirs: BTreeSet<&'a str>,
     new: &'a InstalledRecord,
 }
 
@@ -76,6 +78,12 @@ impl<'a> Change<'a> {
             .filter(|(name, file)| placed.get(&file.path) == Some(*name))
             .map(|(name, file)| (file.path.as_str(), (name, file)))
             .collect();
+        let owned_dirs = old
+            .packages
+            .iter()
+            .filter(|(name, _)| replaced.contains(*name))
+            .flat_map(|(_, package)| package.dirs.iter().map(RelativePath::as_str))
+            .collect();
         let dirs = placed
             .keys()
             .flat_map(|path| path.match_indices('/').map(|(at, _)| &path[..at]))
@@ -87,14 +95,18 @@ impl<'a> Change<'a> {
             placed,
             dirs,
             deletes: deletes.iter().map(RelativePath::as_str).collect(),
+            owned_dirs,
             new,
         }
     }
 
-    /// Every conflict and every link leading out, as an error.
-    pub fn check(&self) -> Result<(), InstallError> {
+    /// Every conflict and every link leading out, as an error; else the
+    /// directories the change turns into files or links (emptied by its
+    /// deletes), deepest first, for the journal to remove before its moves.
+    pub fn check(&self) -> Result<Vec<RelativePath>, InstallError> {
+        let mut cleared = Vec::new();
         for (package, file) in self.placed.values() {
-            self.check_place(&file.path, package)?;
+            cleared.extend(self.check_place(&file.path, package)?);
         }
         for (name, package) in &self.new.packages {
             for file in &package.files {
@@ -103,11 +115,17 @@ impl<'a> Change<'a> {
                 }
             }
         }
-        Ok(())
+        cleared.sort_by_key(|dir| std::cmp::Reverse(dir.parents().len()));
+        Ok(cleared)
     }
 
-    /// The directories on the way to `path` and what is at it now.
-    fn check_place(&self, path: &RelativePath, package: &PackageName) -> Result<(), InstallError> {
+    /// The directories on the way to `path` and what is at it now; the
+    /// directories to remove first when a directory is there.
+    fn check_place(
+        &self,
+        path: &RelativePath,
+        package: &PackageName,
+    ) -> Result<Vec<RelativePath>, InstallError> {
         let conflict =
             |dir: RelativePath, owner: Option<&PackageName>| InstallError::NotADirectory {
                 path: dir,
@@ -122,8 +140,8 @@ impl<'a> Change<'a> {
             match self.entry(dir.as_str())? {
                 Some(EntryKind::Dir) => {}
                 // Made by the change, and so is everything below it.
-                None => return Ok(()),
-                Some(_) if self.deletes.contains(dir.as_str()) => return Ok(()),
+                None => return Ok(Vec::new()),
+                Some(_) if self.deletes.contains(dir.as_str()) => return Ok(Vec::new()),
                 Some(_) => {
                     let owner = self.owners.get(dir.as_str()).copied();
                     return Err(conflict(dir, owner));
@@ -131,13 +149,18 @@ impl<'a> Change<'a> {
             }
         }
         match self.entry(path.as_str())? {
-            None => Ok(()),
-            Some(EntryKind::Dir) => Err(InstallError::DirectoryInTheWay {
-                path: path.clone(),
-                package: package.clone(),
-            }),
+            None => Ok(Vec::new()),
+            Some(EntryKind::Dir) => {
+                self.emptied(path)?
+                    .ok_or_else(|| InstallError::DirectoryInTheWay {
+                        path: path.clone(),
+                        package: package.clone(),
+                    })
+            }
             Some(_) => match self.owners.get(path.as_str()) {
-                Some(owner) if *owner == package || self.replaced.contains(*owner) => Ok(()),
+                Some(owner) if *owner == package || self.replaced.contains(*owner) => {
+                    Ok(Vec::new())
+                }
                 Some(owner) => Err(InstallError::OwnedByOther {
                     path: path.clone(),
                     owner: (*owner).clone(),
@@ -150,6 +173,36 @@ impl<'a> Change<'a> {
                 }),
             },
         }
+    }
+
+    /// The directory `dir` and those beneath it, when the replaced packages
+    /// made them all and the change deletes every file and link in them:
+    /// a directory a new version makes a link (`lib/` to `lib -> lib64`)
+    /// or a file. `None` when anything else is there.
+    fn emptied(&self, dir: &RelativePath) -> Result<Option<Vec<RelativePath>>, InstallError> {
+        let mut found = Vec::new();
+        let mut pending = vec![dir.clone()];
+        while let Some(dir) = pending.pop() {
+            if !self.owned_dirs.contains(dir.as_str()) {
+                return Ok(None);
+            }
+            let names = self.root.open_dir(Path::new(dir.as_str()))?.names()?;
+            for name in names {
+                let Some(child) = name
+                    .to_str()
+                    .and_then(|n| format!("{dir}/{n}").parse::<RelativePath>().ok())
+                else {
+                    return Ok(None);
+                };
+                match self.entry(child.as_str())? {
+                    Some(EntryKind::Dir) => pending.push(child),
+                    _ if self.deletes.contains(child.as_str()) => {}
+                    _ => return Ok(None),
+                }
+            }
+            found.push(dir);
+        }
+        Ok(Some(found))
     }
 
     /// Resolves the link at `path` to `target` through the tree as it will

@@ -3,6 +3,7 @@
 //! checking installed files.
 
 pub mod commit;
+pub mod devices;
 pub mod future;
 pub mod lock_holder;
 pub mod materialize;
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use std::fs::File;
 
-use kpack_fs::confined::{ConfinedDir, ConfinedError};
+use kpack_fs::confined::{ConfinedDir, ConfinedError, EntryKind};
 use kpack_gpu::Target;
 use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
 
@@ -108,6 +109,17 @@ pub enum InstallError {
         prefix: PathBuf,
         lock: PathBuf,
         holder: Option<LockHolder>,
+    },
+    #[error(
+        "{path} would be renamed across file systems: {} is on another file system \
+         than {}, where changes are staged; refused",
+        mount.display(),
+        staging.display()
+    )]
+    OtherFileSystem {
+        path: RelativePath,
+        mount: PathBuf,
+        staging: PathBuf,
     },
     #[error("{name} is not installed in {prefix}")]
     NotInstalled { name: PackageName, prefix: PathBuf },
@@ -201,12 +213,15 @@ pub struct Applied {
 }
 
 /// What finding an interrupted change led to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recovered {
-    /// A committed change was completed.
-    Completed { id: String },
-    /// Staging left by a change that never committed was deleted.
-    Discarded { ids: Vec<String> },
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// A committed change that was completed.
+    pub completed: Option<String>,
+    /// Staging left by changes that never committed, deleted.
+    pub discarded: Vec<String>,
+    /// Staging that could not be deleted, moved to `.kpack/trash-<id>`
+    /// so the prefix goes on: its id and why.
+    pub moved_aside: Vec<(String, String)>,
 }
 
 /// A file whose contents differ from the record.
@@ -370,21 +385,26 @@ impl Prefix {
             journal.apply(&self.paths)?;
             completed = Some(journal.id);
         }
-        let mut discarded = Vec::new();
+        let mut recovered = Recovered {
+            completed,
+            ..Recovered::default()
+        };
         if let Some(meta) = self.paths.existing_meta()? {
+            commit::empty_trash(&meta)?;
             if let Ok(staging) = meta.open_dir(Path::new(commit::STAGING)) {
                 for name in staging.names()? {
-                    staging.remove_all(Path::new(&name))?;
-                    discarded.push(name.to_string_lossy().into_owned());
+                    let id = name.to_string_lossy().into_owned();
+                    match commit::discard_staging(&meta, &staging, &name)? {
+                        None => recovered.discarded.push(id),
+                        Some(error) => recovered
+                            .moved_aside
+                            .push((id, crate::error_line::error_line(&error))),
+                    }
                 }
                 let _ = meta.remove_dir(Path::new(commit::STAGING));
             }
         }
-        Ok(match (completed, discarded.is_empty()) {
-            (Some(id), _) => Some(Recovered::Completed { id }),
-            (None, false) => Some(Recovered::Discarded { ids: discarded }),
-            (None, true) => None,
-        })
+        Ok((recovered != Recovered::default()).then_some(recovered))
     }
 
     pub fn record(&self) -> Result<InstalledRecord, InstallError> {
@@ -483,13 +503,15 @@ impl Prefix {
         }
         let mut journal = Journal::new(id.to_owned());
         journal.moves = placed.keys().cloned().collect();
-        applied.files_removed = plan_removals(old, &new, packages, remove, &mut journal);
+        applied.files_removed = plan_removals(old, &mut new, packages, remove, &mut journal);
         let replaced: BTreeSet<PackageName> = remove
             .iter()
             .cloned()
             .chain(packages.iter().map(|p| p.name.clone()))
             .collect();
-        Change::new(root, old, &new, &placed, &journal.deletes, &replaced).check()?;
+        journal.clear =
+            Change::new(root, old, &new, &placed, &journal.deletes, &replaced).check()?;
+        devices::Devices::new(root, staging)?.check(&journal.moves, &journal.deletes)?;
         let staged_root = staging.create_dir_all(Path::new("root"))?;
         for (path, name) in &placed {
             let index = packages.iter().position(|p| &p.name == name).unwrap_or(0);
@@ -546,11 +568,14 @@ impl Prefix {
 
 /// Puts into `journal` the files of replaced or removed versions that
 /// the new state no longer has, and the directories of removed packages
-/// (deepest first, so a parent is empty by the time its turn comes);
-/// returns how many files go.
+/// and those an upgraded one no longer puts files in (deepest first, so a
+/// parent is empty by the time its turn comes);
+/// returns how many files go. A removed package's directory that still
+/// holds another package's files becomes that package's, so that it goes
+/// with the last of them.
 fn plan_removals(
     old: &InstalledRecord,
-    new: &InstalledRecord,
+    new: &mut InstalledRecord,
     packages: &[PackageInstall],
     remove: &[PackageName],
     journal: &mut Journal,
@@ -570,8 +595,25 @@ fn plan_removals(
                 .filter(|file| !moved.contains(&file.path))
                 .map(|file| file.path.clone()),
         );
-        if !new.packages.contains_key(name) {
-            prune.extend(package.dirs.iter().cloned());
+        // Removed: all its directories; upgraded: those its new version
+        // puts nothing in.
+        let needed: BTreeSet<RelativePath> = new
+            .packages
+            .get(name)
+            .map(|now| now.files.iter().flat_map(|f| f.path.parents()).collect())
+            .unwrap_or_default();
+        prune.extend(
+            package
+                .dirs
+                .iter()
+                .filter(|dir| !needed.contains(*dir))
+                .cloned(),
+        );
+    }
+    prune.retain(|dir| !hand_over(new, dir));
+    for name in packages.iter().map(|p| &p.name) {
+        if let Some(now) = new.packages.get_mut(name) {
+            now.dirs.retain(|dir| !prune.contains(dir));
         }
     }
     let mut prune: Vec<RelativePath> = prune.into_iter().collect();
@@ -581,9 +623,32 @@ fn plan_removals(
     journal.deletes.len()
 }
 
-/// The directories `files` need that the prefix does not have yet, plus
-/// those an earlier version (`previous`) created: the package owns them
-/// and removing it prunes them.
+/// Makes `dir` a directory of the first package in `new` with a file
+/// beneath it; whether there is one.
+fn hand_over(new: &mut InstalledRecord, dir: &RelativePath) -> bool {
+    let beneath = format!("{dir}/");
+    let heir = new.packages.values_mut().find(|package| {
+        package
+            .files
+            .iter()
+            .any(|file| file.path.as_str().starts_with(&beneath))
+    });
+    match heir {
+        Some(package) => {
+            if !package.dirs.contains(dir) {
+                package.dirs.push(dir.clone());
+                package.dirs.sort();
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// The directories `files` need that the prefix does not have as
+/// directories yet (missing, or a file or link the change replaces), plus
+/// those an earlier version (`previous`) created that stay directories:
+/// the package owns them and removing it prunes them.
 fn created_dirs(
     root: &ConfinedDir,
     files: &StagedFiles,
@@ -595,16 +660,20 @@ fn created_dirs(
             continue;
         }
         match root.entry(Path::new(dir.as_str())) {
-            Ok(None) => {
+            Ok(Some(EntryKind::Dir)) => {}
+            // Made by the change: nothing there, a file or link it replaces,
+            // or beneath one (anything else is refused by the change's check).
+            Ok(_) | Err(ConfinedError::NotBeneath { .. }) => {
                 dirs.insert(dir);
             }
-            // There already, or not reachable: judged by the change's check.
-            Ok(Some(_)) | Err(ConfinedError::NotBeneath { .. }) => {}
             Err(error) => return Err(error.into()),
         }
     }
     if let Some(previous) = previous {
-        dirs.extend(previous.dirs.iter().cloned());
+        let now_files = |dir: &RelativePath| {
+            files.contains_key(dir) || dir.parents().iter().any(|up| files.contains_key(up))
+        };
+        dirs.extend(previous.dirs.iter().filter(|dir| !now_files(dir)).cloned());
     }
     Ok(dirs.into_iter().collect())
 }

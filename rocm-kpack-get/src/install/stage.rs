@@ -51,6 +51,50 @@ pub enum EntryProblem {
     Kind(String),
     #[error("cannot be read: {0}")]
     Unreadable(String),
+    #[error("{0}")]
+    Bounds(#[from] PathBounds),
+}
+
+/// The most bytes a path in the prefix may have (`PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// The most components a path in the prefix may have.
+pub const MAX_PATH_DEPTH: usize = 256;
+/// The most bytes one component may have (`NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Why a path is refused for its size, before anything is made for it:
+/// what the kernel cannot address in one call, or what would take a
+/// handle per level to remove.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathBounds {
+    #[error("is {0} bytes long; paths are at most {MAX_PATH_BYTES} bytes")]
+    TooLong(usize),
+    #[error("is {0} levels deep; paths are at most {MAX_PATH_DEPTH} levels deep")]
+    TooDeep(usize),
+    #[error("has a name of {0} bytes; names are at most {MAX_NAME_BYTES} bytes")]
+    LongName(usize),
+}
+
+/// Checks `path` (as written in an archive or an index) against the
+/// bounds every path in the prefix keeps.
+pub fn check_bounds(path: &Path) -> Result<(), PathBounds> {
+    let bytes = path.as_os_str().len();
+    if bytes > MAX_PATH_BYTES {
+        return Err(PathBounds::TooLong(bytes));
+    }
+    let mut depth = 0;
+    for component in path.components() {
+        if let Component::Normal(name) = component {
+            depth += 1;
+            if name.len() > MAX_NAME_BYTES {
+                return Err(PathBounds::LongName(name.len()));
+            }
+        }
+    }
+    if depth > MAX_PATH_DEPTH {
+        return Err(PathBounds::TooDeep(depth));
+    }
+    Ok(())
 }
 
 /// A relative path inside the prefix, checked: no absolute part, no `..`,
@@ -201,7 +245,8 @@ pub fn extract_tree(
             .path()
             .map_err(|e| unreadable("(entry name)", e))?
             .into_owned();
-        let shown = raw.display().to_string();
+        let shown = shorten(&raw.display().to_string());
+        check_bounds(&raw).map_err(|reason| bad(&shown, reason.into()))?;
         let kind = entry.header().entry_type();
         if kind.is_dir() && safe_relative(&raw) == Err(UnsafePath::Empty) {
             continue;
@@ -244,6 +289,18 @@ pub fn extract_tree(
     Ok(())
 }
 
+/// An entry's name for a message: its first and last 100 characters when
+/// it is longer than 240.
+fn shorten(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= 240 {
+        return name.to_owned();
+    }
+    let head: String = chars.iter().take(100).collect();
+    let tail: String = chars.iter().skip(chars.len() - 100).collect();
+    format!("{head}...{tail}")
+}
+
 /// A reader that fails once more than `limit` bytes have passed.
 struct Limited<R> {
     inner: R,
@@ -270,14 +327,18 @@ pub fn is_bookkeeping(relative: &RelativePath) -> bool {
 }
 
 /// Whether `relative` is where an archive may be placed in `.kpack/`:
-/// directly in it, named `*.kpack`, not hidden (the lock, the journal, the
-/// record and staging are none of these).
+/// directly in it, named `*.kpack`, not hidden nor `trash-*` (the lock,
+/// the journal, the record, staging and what was moved aside are none of
+/// these).
 pub fn is_archive_slot(relative: &RelativePath) -> bool {
     relative
         .as_str()
         .strip_prefix(".kpack/")
         .is_some_and(|name| {
-            !name.contains('/') && !name.starts_with('.') && name.ends_with(".kpack")
+            !name.contains('/')
+                && !name.starts_with('.')
+                && !name.starts_with(super::commit::TRASH)
+                && name.ends_with(".kpack")
         })
 }
 
@@ -377,12 +438,14 @@ pub fn place_archive(
     stage: StageDir<'_>,
     files: &mut StagedFiles,
 ) -> Result<(), InstallError> {
+    let refused = |problem| InstallError::UnsafeEntry {
+        artifact: artifact.clone(),
+        entry: shorten(relative.as_str()),
+        problem,
+    };
+    check_bounds(Path::new(relative.as_str())).map_err(|reason| refused(reason.into()))?;
     if is_bookkeeping(relative) && !is_archive_slot(relative) {
-        return Err(InstallError::UnsafeEntry {
-            artifact: artifact.clone(),
-            entry: relative.to_string(),
-            problem: EntryProblem::Bookkeeping,
-        });
+        return Err(refused(EntryProblem::Bookkeeping));
     }
     if let Err(source) = rocm_kpack::Archive::open(blob) {
         return Err(InstallError::NotAnArchive {

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 
-use crate::common::hostile::{publish_forged, publish_tree, tree, zero_bomb, Entry, Forged};
+use crate::common::hostile::{deep, publish_forged, publish_tree, tree, zero_bomb, Entry, Forged};
 use crate::common::{describe, output, snapshot, success};
 use kpack_test_support::context::TestContext;
+use kpack_test_support::measure::limit_open_files;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const JOURNAL: &str = ".kpack/transaction.toml";
@@ -54,6 +55,12 @@ impl Rig {
     fn run(&self, args: &[&str]) -> Output {
         let mut command = self.kpack_get(&["--no-progress", "--target", TARGET]);
         output(command.args(args))
+    }
+
+    /// `kpack-get ARGS` with at most `files` open files.
+    fn run_limited(&self, files: u64, args: &[&str]) -> Output {
+        let mut command = self.kpack_get(&["--no-progress", "--target", TARGET]);
+        output(limit_open_files(command.args(args), files))
     }
 
     /// Everything under the test's home except the prefix and kpack-get's
@@ -387,6 +394,157 @@ fn group_and_other_write_bits_are_masked_and_setuid_stripped() {
     assert_eq!(mode("open") & 0o022, 0, "{:o}", mode("open"));
 }
 
+#[test]
+fn paths_too_deep_or_too_long_are_refused_at_staging_and_leave_nothing() {
+    let rig = Rig::new();
+    // 1,100 levels, as entries one level at a time and as one entry.
+    rig.publish("deep", "1.0.0", &deep(1100));
+    rig.publish("one-deep-entry", "1.0.0", &[Entry::dir(&"d/".repeat(1100))]);
+    // 257 levels: one past the bound.
+    rig.publish("just-too-deep", "1.0.0", &deep(257));
+    // 20 names of 250 bytes: 5,019 bytes, past PATH_MAX.
+    let long = vec!["n".repeat(250); 20].join("/");
+    rig.publish("long-path", "1.0.0", &[Entry::file(&long, b"x\n")]);
+    let name = format!("lib/{}", "n".repeat(256));
+    rig.publish("long-name", "1.0.0", &[Entry::file(&name, b"x\n")]);
+    rig.ok(&["install", "rocm-rand"]);
+    let before = rig.prefix();
+    for package in [
+        "deep",
+        "one-deep-entry",
+        "just-too-deep",
+        "long-path",
+        "long-name",
+    ] {
+        // A user's usual limit of open files.
+        let out = rig.run_limited(1024, &["install", package]);
+        insta::assert_snapshot!(package, rig.transcript(&out));
+        assert_eq!(rig.prefix(), before, "{package}");
+        assert!(
+            !rig.env.prefix.join(".kpack/staging").exists(),
+            "{package}: staging left"
+        );
+        rig.assert_usable();
+        let out = rig.run_limited(1024, &["remove", "rocm-rand"]);
+        assert!(out.status.success(), "{package}: {}", describe(&out));
+        rig.ok(&["install", "rocm-rand"]);
+    }
+}
+
+#[test]
+fn a_tree_256_levels_deep_installs_upgrades_and_removes_with_64_open_files() {
+    let rig = Rig::new();
+    rig.publish("deep", "1.0.0", &deep(256));
+    let mut second = deep(255);
+    second.push(Entry::file("share/deep.txt", b"two\n"));
+    rig.publish("deep", "2.0.0", &second);
+    for step in [
+        &["install", "deep@1.0.0"][..],
+        &["install", "deep@2.0.0"],
+        &["remove", "deep"],
+    ] {
+        let out = rig.run_limited(64, step);
+        assert!(out.status.success(), "{step:?}: {}", describe(&out));
+        assert!(!rig.env.prefix.join(".kpack/staging").exists(), "{step:?}");
+        rig.assert_usable();
+    }
+    assert!(
+        rig.prefix().keys().all(|p| p.starts_with(".kpack")),
+        "{:?}",
+        rig.prefix().keys().take(3).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_upgrade_turns_a_directory_into_a_link_and_removing_leaves_nothing() {
+    let rig = Rig::new();
+    rig.publish(
+        "layout",
+        "1.0.0",
+        &[
+            Entry::file("lib/libx.so", b"one\n"),
+            Entry::file("lib/sub/data", b"one\n"),
+        ],
+    );
+    rig.publish(
+        "layout",
+        "2.0.0",
+        &[
+            Entry::file("lib64/libx.so", b"two\n"),
+            Entry::link("lib", "lib64"),
+        ],
+    );
+    rig.publish(
+        "layout",
+        "3.0.0",
+        &[
+            Entry::file("lib/libx.so", b"three\n"),
+            Entry::file("lib/sub/data", b"three\n"),
+        ],
+    );
+    rig.ok(&["install", "layout@1.0.0"]);
+    let out = rig.run(&["install", "layout@2.0.0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let lib = rig.env.prefix.join("lib");
+    assert_eq!(
+        fs_err::read_link(&lib).unwrap(),
+        std::path::Path::new("lib64")
+    );
+    assert_eq!(fs_err::read(lib.join("libx.so")).unwrap(), b"two\n");
+    rig.assert_usable();
+    // And back: the link becomes a directory again.
+    rig.ok(&["install", "layout@3.0.0"]);
+    assert!(fs_err::symlink_metadata(&lib).unwrap().is_dir());
+    assert!(!rig.env.prefix.join("lib64").exists());
+    rig.assert_usable();
+    rig.ok(&["remove", "layout"]);
+    assert!(
+        rig.prefix().keys().all(|p| p.starts_with(".kpack")),
+        "{:?}",
+        rig.prefix()
+    );
+    // A directory the user made is never the package's to replace.
+    fs_err::create_dir_all(rig.env.prefix.join("lib")).unwrap();
+    rig.ok(&["install", "layout@1.0.0"]);
+    let before = rig.prefix();
+    let out = rig.run(&["install", "layout@2.0.0"]);
+    insta::assert_snapshot!(rig.transcript(&out));
+    assert_eq!(rig.prefix(), before);
+    rig.assert_usable();
+}
+
+#[test]
+fn removing_everything_leaves_no_directory_a_package_made() {
+    let rig = Rig::new();
+    // A file that becomes a directory in an upgrade.
+    rig.publish("grows", "1.0.0", &[Entry::file("share/grows", b"one\n")]);
+    rig.publish(
+        "grows",
+        "2.0.0",
+        &[Entry::file("share/grows/two", b"two\n")],
+    );
+    // A directory made by one package that another puts files in.
+    rig.publish("maker", "1.0.0", &[Entry::file("etc/maker/a", b"a\n")]);
+    rig.publish("guest", "1.0.0", &[Entry::file("etc/maker/guest", b"g\n")]);
+    for step in [
+        &["install", "grows@1.0.0"][..],
+        &["install", "grows@2.0.0"],
+        &["install", "maker"],
+        &["install", "guest"],
+        &["remove", "maker"],
+        &["remove", "grows"],
+        &["remove", "guest"],
+    ] {
+        rig.ok(step);
+        rig.assert_usable();
+    }
+    assert!(
+        rig.prefix().keys().all(|p| p.starts_with(".kpack")),
+        "{:?}",
+        rig.prefix()
+    );
+}
+
 /// Installs, upgrades and removes generated trees of directories, files
 /// and links (relative and absolute, chained, through a link the user made
 /// that leads out) into a prefix inside a temporary root, in any order:
@@ -444,6 +602,33 @@ mod property {
         ]
     }
 
+    /// Paths around the depth bound (256 levels), some past it.
+    fn deep_path() -> impl Strategy<Value = String> {
+        (250..262usize, prop::sample::select(&["a", "b", "lib"][..]))
+            .prop_map(|(levels, name)| vec![name; levels].join("/"))
+    }
+
+    /// A version's entries: generated, a layout that turns `lib/` into a
+    /// link to `lib64` (or back) within one upgrade, or (rarely: each costs
+    /// a flush per directory) a file around the depth bound.
+    fn entries() -> impl Strategy<Value = Vec<Entry>> {
+        prop_oneof![
+            32 => prop::collection::vec(entry(), 1..6),
+            1 => (deep_path(), prop::collection::vec(entry(), 0..3)).prop_map(|(deep, mut more)| {
+                more.push(Entry::file(&deep, b"deep"));
+                more
+            }),
+            4 => any::<u8>().prop_map(|byte| vec![
+                Entry::file("lib64/x.so", &[byte; 3]),
+                Entry::link("lib", "lib64"),
+            ]),
+            4 => any::<u8>().prop_map(|byte| vec![
+                Entry::file("lib/x.so", &[byte; 3]),
+                Entry::file("lib/sub/y", &[byte; 3]),
+            ]),
+        ]
+    }
+
     /// A step: install version `version` of package `package` (a tree of
     /// entries), or remove it.
     #[derive(Debug, Clone)]
@@ -454,7 +639,7 @@ mod property {
 
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
-            3 => (0..3usize, prop::collection::vec(entry(), 1..6))
+            3 => (0..3usize, entries())
                 .prop_map(|(package, entries)| Step::Install { package, entries }),
             1 => (0..3usize).prop_map(|package| Step::Remove { package }),
         ]
@@ -534,6 +719,20 @@ mod property {
                 mismatches
             );
         }
+        // Removing everything leaves no directory a package made.
+        let all: Vec<_> = prefix.record().unwrap().packages.into_keys().collect();
+        if !all.is_empty() {
+            let result = prefix.apply(&lock, &[], &all);
+            prop_assert!(result.is_ok(), "{:?}", result);
+        }
+        let mut left = snapshot(&prefix_path);
+        left.retain(|path, _| path != "out" && path != ".kpack" && !path.starts_with(".kpack/"));
+        prop_assert!(
+            left.is_empty(),
+            "left after removing everything: {:?}",
+            left
+        );
+        prop_assert_eq!(&outside(root.path()), &before);
         Ok(())
     }
 

@@ -9,8 +9,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::server::Fault;
-use crate::common::{output, pool, pool_gets, snapshot, stderr, success, Env, HOST_TREE};
+use crate::common::{describe, output, pool, pool_gets, snapshot, stderr, success, Env, HOST_TREE};
 use kpack_test_support::context::TestContext;
+use kpack_test_support::measure::{limit_open_files, run_watched};
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
 const LIBRARY: &str = "lib/librocrand.so.1.1";
@@ -745,4 +746,121 @@ fn a_downloaded_artifact_is_named_durably_in_the_cache() {
         synced[last_download..].contains(&blobs),
         "{blobs} synced after the last download: {synced:#?}"
     );
+}
+
+/// Makes `levels` directories named `d`, one in the other, under `dir`,
+/// one handle at a time (the path soon passes what one call can name).
+fn nest(dir: &Path, levels: usize) {
+    fs_err::create_dir_all(dir).unwrap();
+    let mut at = kpack_fs::confined::ConfinedDir::open(dir).unwrap();
+    for _ in 0..levels {
+        at = at.create_dir_all(Path::new("d")).unwrap();
+    }
+}
+
+/// A staging directory 1,100 levels deep, as an interrupted kpack-get of
+/// before left it, is removed by the next run with a user's usual limit of
+/// 1,024 open files (it once made every later run fail); 30,000 levels
+/// cost the run no more memory than a good run, plus 64 MiB.
+#[test]
+fn a_leftover_staging_directory_however_deep_is_removed_with_few_handles() {
+    const MIB: u64 = 1 << 20;
+    let good = {
+        let rig = Rig::new();
+        let mut command = rig.op(Op::Install);
+        let run = run_watched(
+            limit_open_files(&mut command, 1024),
+            Duration::from_secs(120),
+            1 << 30,
+        );
+        assert!(run.output.status.success(), "{}", describe(&run.output));
+        run.peak_rss
+    };
+    for levels in [1100, 30_000] {
+        let rig = Rig::new();
+        nest(&rig.env.prefix.join(".kpack/staging/1-1/package-0"), levels);
+        let mut command = rig.op(Op::Install);
+        let run = run_watched(
+            limit_open_files(&mut command, 1024),
+            Duration::from_secs(120),
+            1 << 30,
+        );
+        assert!(
+            run.output.status.success(),
+            "{levels}: {}",
+            describe(&run.output)
+        );
+        assert!(!rig.env.prefix.join(".kpack/staging").exists(), "{levels}");
+        installed_once(&rig.env);
+        eprintln!(
+            "{levels} levels: peak {} MiB, a good run {} MiB, {:?}",
+            run.peak_rss / MIB,
+            good / MIB,
+            run.elapsed
+        );
+        assert!(
+            run.peak_rss < good + 64 * MIB,
+            "{levels} levels: {} MiB, a good run {} MiB",
+            run.peak_rss / MIB,
+            good / MIB
+        );
+    }
+}
+
+/// A directory made immutable (`chattr +i`) until dropped.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn new(path: &Path) -> Immutable {
+        let out = output(Command::new("chattr").arg("+i").arg(path));
+        assert!(
+            out.status.success(),
+            "this test needs chattr +i on {} (a file system with attributes, as root): {}",
+            path.display(),
+            describe(&out)
+        );
+        Immutable(path.to_owned())
+    }
+}
+
+impl Immutable {
+    /// The directory is now at `path`.
+    fn moved_to(&mut self, path: &Path) {
+        self.0 = path.to_owned();
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// A leftover staging directory that cannot be removed (a directory in it
+/// is immutable) no longer stops every later run: it is moved aside to
+/// `.kpack/trash-<id>` with a warning, the change goes on, and the first
+/// run after it can be removed empties it.
+#[test]
+fn a_leftover_staging_directory_that_cannot_be_removed_is_moved_aside_and_emptied_later() {
+    let rig = Rig::new();
+    let stuck = rig.env.prefix.join(".kpack/staging/1-1/root/stuck");
+    fs_err::create_dir_all(&stuck).unwrap();
+    fs_err::write(stuck.join("file"), b"left\n").unwrap();
+    let mut immutable = Immutable::new(&stuck);
+    let out = output(&mut rig.op(Op::Install));
+    assert!(out.status.success(), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains("moved aside to .kpack/trash-1-1"), "{err}");
+    let trash = rig.env.prefix.join(".kpack/trash-1-1");
+    assert!(trash.join("root/stuck/file").exists());
+    assert!(!rig.env.prefix.join(".kpack/staging").exists());
+    installed_once(&rig.env);
+    // Still stuck: later runs go on, and leave it.
+    must(&mut rig.op(Op::Remove), "remove while the trash is stuck");
+    assert!(trash.exists());
+    immutable.moved_to(&trash.join("root/stuck"));
+    drop(immutable);
+    must(&mut rig.op(Op::Install), "install once it can be removed");
+    assert!(!trash.exists(), "the trash is emptied");
+    installed_once(&rig.env);
 }

@@ -14,6 +14,7 @@ mod errors;
 mod faults;
 mod hip_runtime;
 mod install;
+mod mounts;
 mod pip;
 mod pip_layout;
 mod python_package;

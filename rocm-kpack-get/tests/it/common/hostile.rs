@@ -58,15 +58,20 @@ impl Entry {
     }
 }
 
-/// Appends `entry` with its header written field by field.
+/// Appends `entry` with its header written field by field; a name or link
+/// longer than a header holds goes first in a GNU long-name entry, as GNU
+/// tar writes it.
 pub fn raw_entry(tar: &mut tar::Builder<Vec<u8>>, entry: &Entry) {
-    let name = entry.name.as_bytes();
-    let link = entry.link.as_deref().unwrap_or("").as_bytes();
-    assert!(
-        name.len() < 100 && link.len() < 100,
-        "{:?} fits an old-style tar header",
-        entry.name
-    );
+    let mut name = entry.name.as_bytes();
+    let mut link = entry.link.as_deref().unwrap_or("").as_bytes();
+    if name.len() >= 100 {
+        long_name(tar, tar::EntryType::GNULongName, name);
+        name = &name[..99];
+    }
+    if link.len() >= 100 {
+        long_name(tar, tar::EntryType::GNULongLink, link);
+        link = &link[..99];
+    }
     let mut header = tar::Header::new_gnu();
     {
         let old = header.as_old_mut();
@@ -79,6 +84,34 @@ pub fn raw_entry(tar: &mut tar::Builder<Vec<u8>>, entry: &Entry) {
     header.set_mtime(0);
     header.set_cksum();
     tar.append(&header, &entry.data[..]).unwrap();
+}
+
+/// A GNU `././@LongLink` entry carrying the next entry's long name or link.
+fn long_name(tar: &mut tar::Builder<Vec<u8>>, kind: tar::EntryType, text: &[u8]) {
+    let mut header = tar::Header::new_gnu();
+    let marker = b"././@LongLink";
+    header.as_old_mut().name[..marker.len()].copy_from_slice(marker);
+    header.set_entry_type(kind);
+    header.set_mode(0o644);
+    let mut data = text.to_vec();
+    data.push(0);
+    header.set_size(data.len() as u64);
+    header.set_mtime(0);
+    header.set_cksum();
+    tar.append(&header, &data[..]).unwrap();
+}
+
+/// A path `levels` deep: directories named `d`, one in the other, each
+/// an entry, and a file at the bottom (`d/`, `d/d/`, ... `d/.../d/leaf`).
+pub fn deep(levels: usize) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    let mut path = String::new();
+    for _ in 1..levels {
+        path.push_str("d/");
+        entries.push(Entry::dir(&path));
+    }
+    entries.push(Entry::file(&format!("{path}leaf"), b"at the bottom\n"));
+    entries
 }
 
 /// A zstd-compressed tar tree of `entries`, in order.
