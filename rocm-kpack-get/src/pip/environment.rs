@@ -132,6 +132,25 @@ impl PythonEnvironment {
     }
 }
 
+impl PythonEnvironment {
+    /// The site directories that lead out of the environment (a link on the
+    /// way, as some images share one site-packages), each with where it
+    /// leads: pip and uv install there through the link, and `pip sync`
+    /// lays binaries out there as well, after saying so.
+    pub fn site_dirs_outside(&self) -> Vec<(PathBuf, PathBuf)> {
+        let Ok(prefix) = fs_err::canonicalize(&self.prefix) else {
+            return Vec::new();
+        };
+        self.site_dirs
+            .iter()
+            .filter_map(|site| {
+                let resolved = fs_err::canonicalize(site).ok()?;
+                (!resolved.starts_with(&prefix)).then(|| (site.clone(), resolved))
+            })
+            .collect()
+    }
+}
+
 fn read_dist_info(dir: &Path) -> Result<InstalledDist, PipError> {
     let path = dir.join("METADATA");
     let text = fs_err::read_to_string(&path).map_err(PipError::Io)?;

@@ -662,3 +662,47 @@ fn a_sync_killed_at_any_moment_leaves_whole_files_and_the_next_one_finishes() {
         assert_records_match(&site);
     }
 }
+
+/// A site-packages that is a link out of the environment (as images
+/// sharing one have): pip installs through it, and sync lays the binaries
+/// out where it leads, as pip would, and says so.
+#[test]
+fn a_site_packages_linked_out_of_the_environment_is_laid_out_where_it_leads_and_said() {
+    let context = TestContext::new();
+    let env = &context.env;
+    let jax = Jax::split(env.home.path());
+    let python = pip_venv(&env.home.path().join("venv"));
+    let site = site(&python);
+    let shared = env.home.path().join("shared/site-packages");
+    fs_err::create_dir_all(shared.parent().unwrap()).unwrap();
+    fs_err::rename(&site, &shared).unwrap();
+    fs_err::os::unix::fs::symlink(&shared, &site).unwrap();
+    success(
+        pip(&python)
+            .args(["install", "--quiet"])
+            .args(jax.args())
+            .arg(HOST),
+    );
+    let out = output(
+        kpack(env)
+            .args(["--target", "gfx1100", "pip", "sync", "--python"])
+            .arg(&python)
+            .arg("--")
+            .args(jax.args()),
+    );
+    assert!(out.status.success(), "{}", crate::common::describe(&out));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let note = format!(
+        "{} leads to {}, outside the environment",
+        site.display(),
+        shared.display()
+    );
+    assert!(said.contains(&note), "{said}");
+    assert_fat_for(&shared, "gfx1100");
+    assert_records_match(&shared);
+    assert!(fs_err::symlink_metadata(&site).unwrap().is_symlink());
+}

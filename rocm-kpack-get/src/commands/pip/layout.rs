@@ -45,6 +45,15 @@ pub fn lay_out(
     if hosts.is_empty() {
         return Ok(None);
     }
+    for (site, resolved) in env.site_dirs_outside() {
+        printer.note(format!(
+            "{} leads to {}, outside the environment {}: its binaries are laid out there, \
+             where pip and uv install its packages",
+            site.display(),
+            resolved.display(),
+            env.prefix.display()
+        ));
+    }
     let (search, decision) = decide_for(context, &hosts);
     let shown = super::super::layout::show(context, &search, &decision, false);
     let mut binaries = Vec::new();
