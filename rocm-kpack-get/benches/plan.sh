@@ -87,8 +87,8 @@ rss() { # NAME COMMAND: peak RSS in KiB of one warm run
     awk -F': ' '/Maximum resident set size/ {print $2}' "$RESULTS/$1.time"
 }
 
-E=$(kg chain install --dry-run pkg-00000)
-F=$(kg fanout install --dry-run pkg-00000)
+E=$(kg chain install --dry-run rocm-pkg-00000)
+F=$(kg fanout install --dry-run rocm-pkg-00000)
 G_LIST=$(kg large list)
 G_SEARCH=$(kg large search rocm-pkg-9999)
 G_DRY=$(kg large install --dry-run rocm-pkg-99999)
@@ -98,9 +98,9 @@ done
 eval "$G_LIST" >/dev/null || die "failed: $G_LIST"
 
 say "E: a chain of 800 packages"
-hf e --warmup 1 -n "warm" "$E" -n "cold" --prepare "$(cold chain)" "$E"
+hf e --warmup 1 -n "warm" --prepare true "$E" -n "cold" --prepare "$(cold chain)" "$E"
 say "F: 2,000 dependencies of one package"
-hf f --warmup 1 -n "warm" "$F" -n "cold" --prepare "$(cold fanout)" "$F"
+hf f --warmup 1 -n "warm" --prepare true "$F" -n "cold" --prepare "$(cold fanout)" "$F"
 say "G: a root of 100,000 packages"
 hf g --warmup 1 -n "list" "$G_LIST" -n "search" "$G_SEARCH" -n "install --dry-run" "$G_DRY"
 RSS_E=$(rss e "$E")
