@@ -133,6 +133,9 @@ impl TestContext {
         let text = crate::mask_run(&text, "changed by pid ", "changed by pid <PID>", |c| {
             c.is_ascii_digit()
         });
+        let text = crate::mask_run(&text, "kpack-get (pid ", "kpack-get (pid <PID>", |c| {
+            c.is_ascii_digit()
+        });
         sorted_downloads(&text)
     }
 

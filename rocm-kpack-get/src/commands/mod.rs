@@ -24,6 +24,7 @@ use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
 use kpack_repo_index::{PackageName, Request};
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::{DetectOptions, Detection};
+use rocm_kpack_get::install::lock_holder::LockHolder;
 use rocm_kpack_get::install::plan::PlanError;
 use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock};
 use rocm_kpack_get::repo::{Repo, RepoError, RepoStore, Trust};
@@ -185,6 +186,16 @@ impl From<PlanError> for Failure {
             _ => Failure::new(Exit::Failure, error),
         }
     }
+}
+
+/// What a command says while it waits for the prefix's lock, naming the
+/// holder when the system does.
+fn waiting_note(prefix: &Prefix, holder: Option<LockHolder>) -> String {
+    let held = holder.map_or(String::new(), |holder| format!(" ({holder})"));
+    format!(
+        "waiting for another kpack-get{held} to finish with {}",
+        prefix.root().display()
+    )
 }
 
 impl From<ConfigError> for Failure {
@@ -353,11 +364,8 @@ impl Context {
     /// (`list`, `verify`): nothing in the prefix is written, and a change an
     /// interrupted run left is reported, not completed.
     pub fn read_lock(&self, prefix: &Prefix) -> Result<Option<PrefixReadLock>, Failure> {
-        let lock = prefix.read_lock(!self.global.no_wait, || {
-            self.printer.note(format!(
-                "waiting for another kpack-get to finish with {}",
-                prefix.root().display()
-            ))
+        let lock = prefix.read_lock(!self.global.no_wait, |holder| {
+            self.printer.note(waiting_note(prefix, holder))
         })?;
         if let Some(id) = prefix.pending_change()? {
             self.printer.warn(format!(
@@ -371,11 +379,8 @@ impl Context {
 
     /// Takes the prefix's lock and finishes what an interrupted run left.
     pub fn lock(&self, prefix: &Prefix) -> Result<PrefixLock, Failure> {
-        let lock = prefix.lock(!self.global.no_wait, || {
-            self.printer.note(format!(
-                "waiting for another kpack-get to finish with {}",
-                prefix.root().display()
-            ))
+        let lock = prefix.lock(!self.global.no_wait, |holder| {
+            self.printer.note(waiting_note(prefix, holder))
         })?;
         let Some(recovered) = prefix.recover(&lock)? else {
             return Ok(lock);

@@ -296,8 +296,13 @@ impl Prefix {
     }
 
     /// Takes the prefix's lock; when another process holds it, calls
-    /// `waiting` and then waits, or fails with `wait` false.
-    pub fn lock(&self, wait: bool, waiting: impl FnOnce()) -> Result<PrefixLock, InstallError> {
+    /// `waiting` with the holder (when the system names it) and then waits,
+    /// or fails with `wait` false.
+    pub fn lock(
+        &self,
+        wait: bool,
+        waiting: impl FnOnce(Option<LockHolder>),
+    ) -> Result<PrefixLock, InstallError> {
         let root = self.paths.root()?;
         let meta = root.create_dir_all(Path::new(".kpack"))?;
         // Root's own: a lock others may open, they may hold (flock needs no
@@ -315,7 +320,7 @@ impl Prefix {
     pub fn read_lock(
         &self,
         wait: bool,
-        waiting: impl FnOnce(),
+        waiting: impl FnOnce(Option<LockHolder>),
     ) -> Result<Option<PrefixReadLock>, InstallError> {
         let Some(meta) = self.paths.existing_meta()? else {
             return Ok(None);
@@ -344,7 +349,7 @@ impl Prefix {
         path: PathBuf,
         kind: LockKind,
         wait: bool,
-        waiting: impl FnOnce(),
+        waiting: impl FnOnce(Option<LockHolder>),
     ) -> Result<(), InstallError> {
         let tried = match kind {
             LockKind::Exclusive => file.try_lock(),
@@ -361,7 +366,7 @@ impl Prefix {
                 holder: lock_holder::holder_of(file),
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
-                waiting();
+                waiting(lock_holder::holder_of(file));
                 let locked = match kind {
                     LockKind::Exclusive => file.lock(),
                     LockKind::Shared => file.lock_shared(),

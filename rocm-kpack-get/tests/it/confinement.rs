@@ -692,7 +692,7 @@ mod property {
         let prefix = Prefix::open(&prefix_path, true).unwrap();
         // The user's own link, out of the prefix.
         fs_err::os::unix::fs::symlink("..", prefix_path.join("out")).unwrap();
-        let lock = prefix.lock(false, || {}).unwrap();
+        let lock = prefix.lock(false, |_| {}).unwrap();
         let before = outside(root.path());
         for (version, step) in steps.iter().enumerate() {
             let result = match step {

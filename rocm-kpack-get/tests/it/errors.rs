@@ -464,8 +464,30 @@ fn a_busy_lock_names_its_holder() {
     });
     assert!(held, "flock did not take the lock");
     let out = output(&mut install(&context, &["--no-wait"]));
+    // One that waits says whom for, and goes on once the holder is gone.
+    let log = context.home().join("waiting.log");
+    let mut waiting = install(&context, &["--target", TARGET])
+        .stdout(std::process::Stdio::null())
+        .stderr(fs_err::File::create(&log).unwrap().into_file())
+        .spawn()
+        .unwrap();
+    let named = format!(
+        "waiting for another kpack-get (pid {} (flock))",
+        holder.id()
+    );
+    let said = (0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        fs_err::read_to_string(&log).unwrap().contains(&named)
+    });
     holder.kill().unwrap();
     holder.wait().unwrap();
+    let waited = waiting.wait().unwrap();
+    assert!(said, "{}", fs_err::read_to_string(&log).unwrap());
+    assert!(
+        waited.success(),
+        "{}",
+        fs_err::read_to_string(&log).unwrap()
+    );
     assert_eq!(out.status.code(), Some(7), "{out:?}");
     let text = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
