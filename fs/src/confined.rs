@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxFlags};
 
 mod remove;
 
@@ -35,9 +35,8 @@ pub enum ConfinedError {
     /// The path is not relative, or has `.`, `..` or empty components.
     #[error("{}: not a plain relative path", path.display())]
     BadPath { path: PathBuf },
-    /// A directory to remove is on another file system than its parent
-    /// (a mount point): it is not entered.
-    #[error("{}: a mount point of another file system; nothing is removed across it", path.display())]
+    /// A directory to remove is a mount point: it is not entered.
+    #[error("{}: a mount point; nothing is removed across it", path.display())]
     OtherFileSystem { path: PathBuf },
     #[error("cannot {op} {}", path.display())]
     Io {
@@ -326,26 +325,24 @@ impl ConfinedDir {
         }
     }
 
-    /// The file system this directory is on (`st_dev`).
-    pub fn device(&self) -> Result<u64, ConfinedError> {
-        rustix::fs::fstat(&self.fd)
-            .map(|stat| stat.st_dev)
-            .map_err(|errno| ConfinedError::Io {
-                op: "read the metadata of",
-                path: self.path.clone(),
-                source: errno.into(),
-            })
+    /// The mount this directory is on ([`mount_of`]).
+    pub fn mount(&self) -> Result<u64, ConfinedError> {
+        mount_of(self.fd.as_fd(), OsStr::new("")).map_err(|errno| ConfinedError::Io {
+            op: "read the metadata of",
+            path: self.path.clone(),
+            source: errno.into(),
+        })
     }
 
-    /// The file system of what is at `relative`, not followed (a mount
-    /// point's is the mounted one); `None` when nothing is there.
-    pub fn device_of(&self, relative: &Path) -> Result<Option<u64>, ConfinedError> {
+    /// The mount of what is at `relative`, not followed (a mount point's is
+    /// the one mounted there); `None` when nothing is there.
+    pub fn mount_of(&self, relative: &Path) -> Result<Option<u64>, ConfinedError> {
         let (parent, name) = match self.parent(relative) {
             Err(error) if error.is_not_found() => return Ok(None),
             parent => parent?,
         };
-        match rustix::fs::statat(&parent.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => Ok(Some(stat.st_dev)),
+        match mount_of(parent.fd.as_fd(), name) {
+            Ok(mount) => Ok(Some(mount)),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(errno) => Err(parent.failed("read the metadata of", name, errno)),
         }
@@ -479,6 +476,30 @@ impl ConfinedDir {
                 },
             }
         })
+    }
+}
+
+/// Which mount `name` in `dir` (`dir` itself for an empty name) is on,
+/// not following it: the kernel's mount id (Linux 5.8), else its device.
+/// Two mounts of one file system (a bind mount) differ, as a rename
+/// between them fails as one between two file systems does.
+pub(crate) fn mount_of(dir: BorrowedFd<'_>, name: &OsStr) -> Result<u64, rustix::io::Errno> {
+    let mut flags = AtFlags::SYMLINK_NOFOLLOW;
+    if name.is_empty() {
+        flags |= AtFlags::EMPTY_PATH;
+    }
+    match rustix::fs::statx(dir, name, flags, StatxFlags::MNT_ID) {
+        Ok(stat) if stat.stx_mask & StatxFlags::MNT_ID.bits() != 0 => Ok(stat.stx_mnt_id),
+        Ok(stat) => Ok(u64::from(stat.stx_dev_major) << 32 | u64::from(stat.stx_dev_minor)),
+        Err(rustix::io::Errno::NOSYS) => {
+            let stat = if name.is_empty() {
+                rustix::fs::fstat(dir)?
+            } else {
+                rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?
+            };
+            Ok(stat.st_dev)
+        }
+        Err(errno) => Err(errno),
     }
 }
 

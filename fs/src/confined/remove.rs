@@ -14,29 +14,32 @@ use rustix::io::Errno;
 use super::{ConfinedDir, ConfinedError};
 
 /// A directory on the way down: its name in its parent and who it is, so
-/// that reached again through `..` from below it is known to be the same.
+/// that reached again through `..` from below it is known to be the same,
+/// and the mount it is on.
 struct Level {
     name: OsString,
     dev: u64,
     ino: u64,
+    mount: u64,
 }
 
 /// Removes the directory `name` in `start` and everything beneath it. A
-/// link is removed as the link it is; a directory on another file system
-/// (a mount point) is not entered: the removal stops there with
-/// [`ConfinedError::OtherFileSystem`].
+/// link is removed as the link it is; a mount point (another file system,
+/// or a bind mount of this one) is not entered: the removal stops there
+/// with [`ConfinedError::OtherFileSystem`].
 pub(super) fn remove_tree(start: &ConfinedDir, name: &OsStr) -> Result<(), ConfinedError> {
     let mut walk = Walk {
         start,
         stack: Vec::new(),
     };
-    let dev = walk.stat(start.fd.as_fd(), None)?.st_dev;
-    let mut dir = walk.enter(start.fd.as_fd(), dev, name)?;
+    let mount = super::mount_of(start.fd.as_fd(), OsStr::new(""))
+        .map_err(|e| walk.io("read the metadata of", None, e))?;
+    let mut dir = walk.enter(start.fd.as_fd(), mount, name)?;
     loop {
         match walk.clear_files(&dir)? {
             Some(child) => {
-                let dev = walk.stack.last().map_or(dev, |level| level.dev);
-                dir = walk.enter(dir.as_fd(), dev, &child)?;
+                let mount = walk.stack.last().map_or(mount, |level| level.mount);
+                dir = walk.enter(dir.as_fd(), mount, &child)?;
             }
             None => match walk.leave(dir)? {
                 Some(up) => dir = up,
@@ -78,19 +81,21 @@ impl Walk<'_> {
         rustix::fs::fstat(fd).map_err(|e| self.io("read the metadata of", last, e))
     }
 
-    /// Opens the directory `name` in `dir` (on the file system `dev`) and
-    /// goes down into it.
+    /// Opens the directory `name` in `dir` (on the mount `mount`) and goes
+    /// down into it.
     fn enter(
         &mut self,
         dir: BorrowedFd<'_>,
-        dev: u64,
+        mount: u64,
         name: &OsStr,
     ) -> Result<OwnedFd, ConfinedError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let child = rustix::fs::openat(dir, name, flags, Mode::empty())
             .map_err(|e| self.io("open the directory", Some(name), e))?;
         let stat = self.stat(child.as_fd(), Some(name))?;
-        if stat.st_dev != dev {
+        let on = super::mount_of(child.as_fd(), OsStr::new(""))
+            .map_err(|e| self.io("read the metadata of", Some(name), e))?;
+        if on != mount {
             return Err(ConfinedError::OtherFileSystem {
                 path: self.shown(Some(name)),
             });
@@ -99,6 +104,7 @@ impl Walk<'_> {
             name: name.to_owned(),
             dev: stat.st_dev,
             ino: stat.st_ino,
+            mount: on,
         });
         Ok(child)
     }

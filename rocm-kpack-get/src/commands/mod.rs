@@ -162,7 +162,11 @@ impl From<InstallError> for Failure {
             ),
             InstallError::OtherFileSystem { .. } => (
                 Exit::Failure,
-                Some("install into a prefix on one file system (a mount may hold the whole prefix, not part of it); nothing was changed"),
+                Some("install into a prefix on one mount (a file system or bind mount may hold the whole prefix, not part of it); nothing was changed"),
+            ),
+            InstallError::MountPoint { .. } => (
+                Exit::Failure,
+                Some("unmount it first; nothing was changed"),
             ),
             InstallError::NotInstalled { .. } => (
                 Exit::NothingFits,

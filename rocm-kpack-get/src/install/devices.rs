@@ -30,7 +30,7 @@ impl<'a> Devices<'a> {
     pub fn new(root: &'a ConfinedDir, staging: &ConfinedDir) -> Result<Devices<'a>, InstallError> {
         Ok(Devices {
             root,
-            staging: staging.device()?,
+            staging: staging.mount()?,
             staging_shown: root.path().join(".kpack").join(super::commit::STAGING),
             seen: BTreeMap::new(),
         })
@@ -65,7 +65,7 @@ impl<'a> Devices<'a> {
                 Some(_) => {}
             }
         }
-        match self.root.device_of(Path::new(path.as_str())) {
+        match self.root.mount_of(Path::new(path.as_str())) {
             Ok(Some(dev)) if dev != self.staging => Err(self.crossing(path, path.as_str())),
             // Beneath a file or link the change replaces with a directory.
             Ok(_) | Err(ConfinedError::NotBeneath { .. }) => Ok(()),
@@ -82,11 +82,10 @@ impl<'a> Devices<'a> {
         let Some(parent_dev) = self.device(&parent)? else {
             return Ok(());
         };
-        match self.root.device_of(Path::new(path.as_str())) {
-            Ok(Some(dev)) if dev != parent_dev => Err(InstallError::OtherFileSystem {
+        match self.root.mount_of(Path::new(path.as_str())) {
+            Ok(Some(dev)) if dev != parent_dev => Err(InstallError::MountPoint {
                 path: path.clone(),
                 mount: self.root.display_path(Path::new(path.as_str())),
-                staging: self.staging_shown.clone(),
             }),
             // Gone already, or not reached through directories: the
             // journal's delete passes over it.
@@ -100,9 +99,9 @@ impl<'a> Devices<'a> {
             return Ok(*dev);
         }
         let dev = if dir.is_empty() {
-            Some(self.root.device()?)
+            Some(self.root.mount()?)
         } else {
-            match self.root.device_of(Path::new(dir)) {
+            match self.root.mount_of(Path::new(dir)) {
                 Ok(dev) => dev,
                 // Through a link or a file: the change's own check judges it.
                 Err(ConfinedError::NotBeneath { .. }) => None,

@@ -111,8 +111,8 @@ pub enum InstallError {
         holder: Option<LockHolder>,
     },
     #[error(
-        "{path} would be renamed across file systems: {} is on another file system \
-         than {}, where changes are staged; refused",
+        "{path} would be renamed across mounts: {} is not on the mount of {}, \
+         where changes are staged; refused",
         mount.display(),
         staging.display()
     )]
@@ -121,6 +121,8 @@ pub enum InstallError {
         mount: PathBuf,
         staging: PathBuf,
     },
+    #[error("{path} cannot be removed: {} is a mount point; refused", mount.display())]
+    MountPoint { path: RelativePath, mount: PathBuf },
     #[error("{name} is not installed in {prefix}")]
     NotInstalled { name: PackageName, prefix: PathBuf },
 }
