@@ -5,6 +5,7 @@ mod toc;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
@@ -246,6 +247,22 @@ impl Archive {
         self.blobs.len()
     }
 
+    /// The bytes its code objects decode to, every TOC entry counted (one
+    /// stored code object shared by several entries as many times as it is
+    /// listed): what materializing may write from it at most, and what a
+    /// repository declares for it (`unpacked-size`).
+    pub fn decoded_size(&self) -> u64 {
+        self.binaries
+            .iter()
+            .flat_map(|b| &b.kernels)
+            .fold(0u64, |sum, k| sum.saturating_add(k.original_size))
+    }
+
+    /// The archive's own size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.map.len() as u64
+    }
+
     /// Finds the code object for a binary key (`lib/libfoo.so#0`; `\` is
     /// read as `/`) and an exact target.
     pub fn find<'a>(&'a self, binary: &str, target: &Target) -> Result<Kernel<'a>> {
@@ -391,6 +408,51 @@ impl<'a> Kernel<'a> {
         Ok(())
     }
 
+    /// Writes the code object to `out` as a stream: a zstd frame is decoded
+    /// a block at a time through its window, never held whole, and stops
+    /// with an error at [`size`](Self::size) bytes if it would give more.
+    pub fn write_to(&self, out: &mut dyn Write) -> Result<()> {
+        let written = |source| Error::Write {
+            what: "a code object",
+            source,
+        };
+        let stored = self.stored();
+        if self.archive.scheme == Scheme::None {
+            return out.write_all(stored).map_err(written);
+        }
+        self.check_frame()?;
+        let zstd = |e: std::io::Error| self.problem(DecompressionProblem::Zstd(e.to_string()));
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(stored)
+            .map_err(zstd)?
+            .single_frame();
+        decoder.window_log_max(MAX_WINDOW_LOG).map_err(zstd)?;
+        let mut buffer = vec![0; STREAM_PIECE];
+        let mut total = 0u64;
+        loop {
+            let read = match decoder.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(zstd(e)),
+            };
+            total += read as u64;
+            if total > self.original_size {
+                return Err(self.problem(DecompressionProblem::SizeMismatch {
+                    expected: self.original_size,
+                    actual: total,
+                }));
+            }
+            out.write_all(&buffer[..read]).map_err(written)?;
+        }
+        if total != self.original_size {
+            return Err(self.problem(DecompressionProblem::SizeMismatch {
+                expected: self.original_size,
+                actual: total,
+            }));
+        }
+        Ok(())
+    }
+
     /// Writes the code object into `out`, which must be exactly
     /// [`size`](Self::size) bytes long; zstd frames decompress straight
     /// into it.
@@ -419,6 +481,14 @@ impl<'a> Kernel<'a> {
         Ok(())
     }
 }
+
+/// How much of a code object [`Kernel::write_to`] decodes before writing it.
+const STREAM_PIECE: usize = 256 << 10;
+
+/// The largest window a frame decoded as a stream may need (128 MiB, zstd's
+/// own default limit): what any zstd level writes; level 3, the default,
+/// uses 2 MiB.
+const MAX_WINDOW_LOG: u32 = 27;
 
 /// Decompresses one frame with this thread's own context, so threads never
 /// wait on each other.

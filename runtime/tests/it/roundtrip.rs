@@ -363,3 +363,63 @@ fn large_code_objects_are_prepared_a_piece_at_a_time() {
     assert_eq!(calls.get(), 1);
     assert_eq!(streamed, whole);
 }
+
+#[test]
+fn the_decoded_size_counts_every_entry_even_those_sharing_an_ordinal() {
+    for compression in SCHEMES {
+        let shared = code_object(3, 4096);
+        let other = code_object(5, 1000);
+        let bytes = write_archive(
+            compression,
+            "gfx90a",
+            &["gfx90a:xnack+", "gfx90a:xnack-"],
+            &[
+                ("lib/a.so#0", "gfx90a:xnack+", shared.clone()),
+                ("lib/a.so#0", "gfx90a:xnack-", shared.clone()),
+                ("lib/b.so#0", "gfx90a:xnack-", shared.clone()),
+                ("lib/b.so#1", "gfx90a:xnack-", other.clone()),
+            ],
+        );
+        let archive = Archive::from_bytes("shared", &bytes).unwrap();
+        assert_eq!(archive.stored_count(), 2);
+        assert_eq!(archive.decoded_size(), 3 * 4096 + 1000);
+        assert_eq!(archive.file_size(), bytes.len() as u64);
+    }
+}
+
+#[test]
+fn a_code_object_is_written_as_a_stream_of_exactly_its_size() {
+    for compression in SCHEMES {
+        let data = code_object(11, 3 << 20);
+        let bytes = write_archive(
+            compression,
+            "gfx1100",
+            &["gfx1100"],
+            &[("lib/x.so#0", "gfx1100", data.clone())],
+        );
+        let archive = Archive::from_bytes("streamed", &bytes).unwrap();
+        let kernel = archive.find("lib/x.so#0", &t("gfx1100")).unwrap();
+        // Written in pieces: no single write holds the code object whole.
+        struct Pieces(Vec<u8>, usize);
+        impl std::io::Write for Pieces {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.1 = self.1.max(buf.len());
+                self.0.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut out = Pieces(Vec::new(), 0);
+        kernel.write_to(&mut out).unwrap();
+        assert_eq!(out.0, data);
+        if compression != Compression::None {
+            assert!(
+                out.1 <= 1 << 20,
+                "{compression:?}: a write of {} bytes",
+                out.1
+            );
+        }
+    }
+}
