@@ -146,7 +146,8 @@ pub struct NewArtifact {
     /// library's `.kpack` archives. Only device code has one.
     pub component: Option<Component>,
     /// For a tree: the length of its tar stream, when whoever wrote it
-    /// counted it; otherwise the file is decoded to count it.
+    /// counted it; otherwise the file is decoded to count it. Ignored for
+    /// `.kpack` files, whose table of contents gives it.
     pub unpacked_size: Option<u64>,
 }
 
@@ -383,8 +384,10 @@ impl Publisher {
         let relative: RelativePath = format!("pool/{name}/{version}/{file_name}")
             .parse()
             .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
+        let mut decoded_size = None;
         let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
             let archive = rocm_kpack::Archive::open(&artifact.file)?;
+            decoded_size = Some(archive.decoded_size());
             let targets = archive
                 .architectures()
                 .iter()
@@ -418,7 +421,7 @@ impl Publisher {
             ));
         }
         let unpacked_size = match (kind, artifact.unpacked_size) {
-            (ArtifactKind::Kpack, _) => None,
+            (ArtifactKind::Kpack, _) => decoded_size,
             (ArtifactKind::Tree, Some(counted)) => Some(counted),
             (ArtifactKind::Tree, None) => Some(tree_unpacked_size(&artifact.file)?),
         };

@@ -141,8 +141,11 @@ pub struct Artifact {
     pub size: u64,
     /// For a tree: the length of its decompressed tar stream, which bounds
     /// what extracting it writes (and, at 512 bytes a header at least, how
-    /// many entries it has); see [`Artifact::unpack_limit`]. Left out for
-    /// archives, and absent from shards written before it existed.
+    /// many entries it has). For a kpack archive: what its code objects
+    /// decode to, the sum of its TOC entries' `original_size` (entries
+    /// sharing a stored code object counted each), which bounds what
+    /// materializing takes from it. See [`Artifact::unpack_limit`]; absent
+    /// from shards written before it existed.
     #[serde(
         rename = "unpacked-size",
         default,
@@ -198,10 +201,12 @@ impl Artifact {
     }
 
     /// The most bytes extracting this tree may read from its decompressed
-    /// tar stream: its declared `unpacked-size`, or for a shard written
-    /// before that existed, [`DEFAULT_UNPACK_RATIO`] times its compressed
-    /// size and at least [`MIN_UNPACK_LIMIT`]. An installer stops and
-    /// refuses the tree past it, before a decompression bomb fills the disk.
+    /// tar stream, or this archive's code objects may decode to: its
+    /// declared `unpacked-size`, or for a shard written before that
+    /// existed, [`DEFAULT_UNPACK_RATIO`] times its compressed size and at
+    /// least [`MIN_UNPACK_LIMIT`]. An installer stops and refuses a tree
+    /// past it, and an archive whose TOC lists more, before a
+    /// decompression bomb fills the disk.
     pub fn unpack_limit(&self) -> u64 {
         self.unpacked_size.unwrap_or_else(|| {
             self.size

@@ -7,6 +7,7 @@
 // Test support: a failed step fails the test that called it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bomb_archive;
 pub mod chain;
 pub mod context;
 pub mod elf_checks;
@@ -23,6 +24,7 @@ mod transcript;
 pub mod venv;
 pub mod wheels;
 
+pub use bomb_archive::{zero_bomb_archive, GFX90A_VARIANTS};
 pub use tools::{
     find_tool, provided_files, provided_programs, python_venv, tool, tool_path, MissingTool,
     Origin, SearchPath, SETUP_COMMAND,

@@ -18,14 +18,35 @@ pub struct Measured {
     pub elapsed: Duration,
     /// Why the watch killed it, if it did.
     pub killed: Option<String>,
+    /// The most bytes the watched directory held while it ran, as often
+    /// as it was looked at (0 when none was watched).
+    pub peak_disk: u64,
+}
+
+/// A directory whose disk use is watched: killed when it holds more.
+#[derive(Debug, Clone, Copy)]
+pub struct DiskWatch<'a> {
+    pub dir: &'a std::path::Path,
+    pub limit: u64,
 }
 
 /// Runs `command` (stdin empty, output captured), killing it when its
 /// resident memory passes `rss_limit` bytes or it runs past `deadline`.
+pub fn run_watched(command: &mut Command, deadline: Duration, rss_limit: u64) -> Measured {
+    run_watched_on_disk(command, deadline, rss_limit, None)
+}
+
+/// As [`run_watched`], also measuring what `disk`'s directory holds (every
+/// file's allocated blocks) while it runs, killed past its limit.
 // Reaped by `wait4` below, which std's `Child::wait` would do without the
 // rusage.
 #[allow(clippy::zombie_processes)]
-pub fn run_watched(command: &mut Command, deadline: Duration, rss_limit: u64) -> Measured {
+pub fn run_watched_on_disk(
+    command: &mut Command,
+    deadline: Duration,
+    rss_limit: u64,
+    disk: Option<DiskWatch<'_>>,
+) -> Measured {
     let started = Instant::now();
     let mut child = command
         .stdin(Stdio::null())
@@ -44,14 +65,23 @@ pub fn run_watched(command: &mut Command, deadline: Duration, rss_limit: u64) ->
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
     let mut killed = None;
+    let mut peak_disk = 0;
     let (status, rusage) = loop {
         if let Some(done) = reap(pid, libc::WNOHANG) {
             break done;
         }
         if killed.is_none() {
             let rss = resident(pid);
+            let used = disk.map_or(0, |watch| disk_use(watch.dir));
+            peak_disk = peak_disk.max(used);
             if rss > rss_limit {
                 killed = Some(format!("resident memory {rss} bytes passed {rss_limit}"));
+            } else if let Some(watch) = disk.filter(|watch| used > watch.limit) {
+                killed = Some(format!(
+                    "{} held {used} bytes, past {}",
+                    watch.dir.display(),
+                    watch.limit
+                ));
             } else if started.elapsed() > deadline {
                 killed = Some(format!("still running after {deadline:?}"));
             }
@@ -72,7 +102,25 @@ pub fn run_watched(command: &mut Command, deadline: Duration, rss_limit: u64) ->
         peak_rss: u64::try_from(rusage.ru_maxrss).unwrap_or(0) * 1024,
         elapsed,
         killed,
+        peak_disk,
     }
+}
+
+/// The bytes allocated to the files under `dir` (those that vanish while
+/// it is walked are left out).
+pub fn disk_use(dir: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs_err::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_use(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// `wait4` for `pid`: its status and its own resource usage once it has

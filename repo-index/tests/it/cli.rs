@@ -684,8 +684,40 @@ fn trees_are_published_with_their_unpacked_size() {
             .contains(&format!("\nunpacked-size = {tar_length}\n")),
         "{text}"
     );
-    // Archives are not unpacked: they declare nothing.
-    assert_eq!(text.matches("unpacked-size").count(), 1, "{text}");
+    // Each archive declares what its code objects decode to.
+    for entry in text
+        .split("[[versions.artifacts]]")
+        .filter(|e| e.contains(".kpack"))
+    {
+        let path = entry
+            .lines()
+            .find_map(|l| l.strip_prefix("path = "))
+            .unwrap();
+        let archive = rocm_kpack::Archive::open(context.repo.join(path.trim_matches('"'))).unwrap();
+        let declared = format!("\nunpacked-size = {}\n", archive.decoded_size());
+        assert!(entry.contains(&declared), "{entry}");
+    }
+}
+
+/// A published archive declares what its code objects decode to, every
+/// TOC entry counted: nine entries sharing one stored frame of 1 MiB
+/// declare 9 MiB, the most materializing may take from it.
+#[test]
+fn archives_are_published_with_what_their_code_objects_decode_to() {
+    let context = TestContext::new();
+    let shared = context.inputs.join("shared_gfx90a.kpack");
+    let archive = kpack_test_support::zero_bomb_archive(
+        "lib/libshared.so#0",
+        &kpack_test_support::GFX90A_VARIANTS,
+        1 << 20,
+    );
+    fs::write(&shared, archive).unwrap();
+    run(&mut context.add("shared", "1.0.0", &[shared]));
+    let (text, _) = shard_text(&context.repo, "shared");
+    assert!(
+        text.contains(&format!("\nunpacked-size = {}\n", 9u64 << 20)),
+        "{text}"
+    );
 }
 
 /// `verify` decodes each tree that declares its unpacked size and refuses
