@@ -184,6 +184,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An archive whose code objects decode to more than they may.
+    #[error(
+        "{}: its table of contents lists {decoded} bytes of code objects, more than the {limit} bytes {why}; refused",
+        path.display()
+    )]
+    DecodesPastLimit {
+        path: PathBuf,
+        decoded: u64,
+        limit: u64,
+        why: String,
+    },
     #[error("{}: no archive found for {targets} (--archives names a directory of them)", path.display())]
     NoArchives { path: PathBuf, targets: String },
     #[error("{}: cannot be read as the original fat binary", path.display())]

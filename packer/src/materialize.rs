@@ -7,9 +7,16 @@
 //! `xnack+` and `xnack-` by the GPU's live mode) and its generic target.
 //!
 //! The output is written as a stream: the input's bytes are copied by the
-//! kernel, code objects are decompressed one at a time, and only the few
-//! records that change are patched afterwards, so memory stays small
-//! whatever the binary's size.
+//! kernel, code objects are decoded into it a block at a time, never held
+//! whole, and only the few records that change are patched afterwards, so
+//! memory stays small whatever the binary's size. Its size is bounded
+//! before anything is written ([`bound`]): the archives' code may decode to
+//! what is declared or allowed for them, and each bundle and code object
+//! stops at its planned length.
+
+mod bound;
+
+pub use bound::{undeclared_limit, BoundedArchives, MIN_UNDECLARED_LIMIT, UNDECLARED_RATIO};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -55,12 +62,15 @@ pub struct Materialized {
 
 /// Writes the binary at `input` materialized for `targets` to `output`
 /// (atomically, with the input's mode), taking code from the archives
-/// `source` names; at least one must exist.
+/// `source` names; at least one must exist. Their code objects may decode
+/// to `limit` bytes in all, or with none given, each to what an archive
+/// that declares nothing may ([`undeclared_limit`]).
 pub fn materialize_file(
     input: &Path,
     output: &Path,
     targets: &[Target],
     source: &ArchiveSource,
+    limit: Option<u64>,
 ) -> Result<Materialized> {
     let file = fs_err::File::open(input)?;
     let marker = read_marker(file.file(), input)?;
@@ -71,6 +81,10 @@ pub fn materialize_file(
             targets: kpack_gpu::target::join_targets(targets),
         });
     }
+    let archives = match limit {
+        Some(limit) => BoundedArchives::within(archives, limit)?,
+        None => BoundedArchives::undeclared(archives)?,
+    };
     let mode = file.metadata()?.permissions().mode();
     let out = kpack_fs::AtomicFile::with_mode(output, mode & 0o7777)?;
     let report = materialize_into(file.file(), input, out.file(), output, targets, &archives)?;
@@ -97,16 +111,19 @@ pub fn read_marker(file: &File, path: &Path) -> Result<Marker> {
 /// Writes the split binary `input` (at `path`) materialized for `targets`
 /// into `output` (at `output_path`, an empty file open for reading and
 /// writing), taking code from `archives`, the first holding a target
-/// winning. With no archive, or none holding code for the targets, every
-/// wrapper gets a bundle with only the host entry.
+/// winning: each checked against what it may decode to, so the output is
+/// at most the input, their code and its bundles' headers and alignment.
+/// With no archive, or none holding code for the targets, every wrapper
+/// gets a bundle with only the host entry.
 pub fn materialize_into(
     input: &File,
     path: &Path,
     output: &File,
     output_path: &Path,
     targets: &[Target],
-    archives: &[Archive],
+    archives: &BoundedArchives,
 ) -> Result<Materialized> {
+    let archives = archives.archives();
     let map = map_input(input, path)?;
     let split = parse_split(&map, path)?;
     let marker = Marker::parse(split.marker_bytes)?;
@@ -193,15 +210,30 @@ impl<'a> PlannedBundle<'a> {
         })
     }
 
-    /// Writes the bundle, decompressing one code object at a time.
+    /// Writes the bundle, decoding one code object at a time into it as a
+    /// stream.
     fn write(&self, out: &mut dyn Write) -> Result<()> {
         self.layout.write(out, |index, write| {
             let kernel = self.code.get(index).ok_or_else(|| {
                 std::io::Error::other(format!("no code object planned at entry {index}"))
             })?;
-            write(&kernel.bytes()?)?;
+            kernel.write_to(&mut Passed(write))?;
             Ok::<(), Error>(())
         })
+    }
+}
+
+/// A writer passing every piece to a bundle layout's entry writer.
+struct Passed<'a>(&'a mut dyn FnMut(&[u8]) -> std::io::Result<()>);
+
+impl Write for Passed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (self.0)(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -30,6 +30,12 @@ pub struct MaterializeArgs {
     /// archives the binary's marker names.
     #[arg(long, value_name = "DIR")]
     archives: Option<PathBuf>,
+    /// The most bytes the archives' code objects may decode to, in all
+    /// (every entry of their tables of contents counted); an archive
+    /// listing more is refused before anything is written. By default each
+    /// may decode to 256 times its size, at least 64 MiB.
+    #[arg(long, value_name = "BYTES")]
+    max_decoded_size: Option<u64>,
 }
 
 pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
@@ -42,8 +48,14 @@ pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
         Some(dir) => ArchiveSource::Dir(dir.clone()),
         None => ArchiveSource::Marker,
     };
-    let report = materialize_file(&args.input, &args.output, &targets, &source)
-        .with_context(|| format!("cannot materialize {}", shown(&args.input)))?;
+    let report = materialize_file(
+        &args.input,
+        &args.output,
+        &targets,
+        &source,
+        args.max_decoded_size,
+    )
+    .with_context(|| format!("cannot materialize {}", shown(&args.input)))?;
     println!(
         "{}: {} wrappers, {} code objects for {} from {} archives{}",
         shown(&args.output),

@@ -134,6 +134,7 @@ impl MaterializePlan {
             let mut counted = CountingWriter {
                 inner: out,
                 count: 0,
+                limit: len,
             };
             bundle(index, &mut counted)?;
             if counted.count != len {
@@ -171,14 +172,23 @@ fn short_input() -> std::io::Error {
     )
 }
 
-/// Counts what passes through to `inner`.
+/// Counts what passes through to `inner`, refusing to pass more than
+/// `limit` bytes: a bundle stops at its planned length.
 struct CountingWriter<'w, W: ?Sized> {
     inner: &'w mut W,
     count: u64,
+    limit: u64,
 }
 
 impl<W: Write + ?Sized> Write for CountingWriter<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.count.saturating_add(buf.len() as u64) > self.limit {
+            let message = format!("a bundle past its planned {} bytes", self.limit);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                message,
+            ));
+        }
         let n = self.inner.write(buf)?;
         self.count += n as u64;
         Ok(n)

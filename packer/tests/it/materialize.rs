@@ -6,10 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::common::*;
 use kpack_gpu::Target;
 use kpack_packer::elf::{FatElf, HipWrapper, HIPF_MAGIC, WRAPPER_SECTION};
+use kpack_test_support::chain::describe;
+use kpack_test_support::measure::{run_watched_on_disk, DiskWatch, Measured};
+use kpack_test_support::{zero_bomb_archive, GFX90A_VARIANTS};
 use object::{Object, ObjectSection};
 
 /// Debian's rocRAND, split with `kpack-pack split` into `split` of the
@@ -291,4 +295,114 @@ fn jax_libraries_with_compressed_bundles_materialize_uncompressed() {
             assert_eq!(health_warnings(&out), Vec::<String>::new(), "{name}");
         }
     }
+}
+
+const MIB: u64 = 1 << 20;
+const GFX90A: &str = "gfx90a:sramecc+:xnack-";
+
+/// The TOC key of the split library's one bundle, as its archives name it.
+fn bundle_key(rocrand: &Rocrand) -> String {
+    let archive = rocm_kpack::Archive::open(
+        rocrand
+            .context
+            .path()
+            .join("split/.kpack/rocm_gfx90a.kpack"),
+    )
+    .unwrap();
+    let keys: Vec<&str> = archive.binaries().collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    keys[0].to_owned()
+}
+
+/// `kpack-pack materialize` of the split library for gfx90a into
+/// `name`, from the archives in `archives`, watched: its memory, what the
+/// directory held at most, and its output.
+fn materialize_watched(rocrand: &Rocrand, name: &str, archives: &str, more: &[&str]) -> Measured {
+    let dir = rocrand.context.path();
+    let mut command = rocrand
+        .context
+        .kpack_pack(&["materialize", "split/librocrand.so.1.1"]);
+    command
+        .args(["-o", name, "--targets", GFX90A, "--archives", archives])
+        .args(more);
+    let watch = DiskWatch {
+        dir,
+        limit: kpack_test_support::measure::disk_use(dir) + 1024 * MIB,
+    };
+    run_watched_on_disk(
+        &mut command,
+        Duration::from_secs(120),
+        1024 * MIB,
+        Some(watch),
+    )
+}
+
+/// A 9 KiB archive listing the nine feature variants of gfx90a for the
+/// library's bundle, each pointing at one frame of 256 MiB of zeros (2.25
+/// GiB in all), is refused by name with what it lists and the bound,
+/// before anything is written: by default (an archive that declares
+/// nothing may decode to 256 times its size, at least 64 MiB) and under an
+/// explicit `--max-decoded-size`.
+#[test]
+fn a_materialization_bomb_is_refused_before_anything_is_written() {
+    let rocrand = Rocrand::new();
+    let dir = rocrand.context.path();
+    let bomb = zero_bomb_archive(&bundle_key(&rocrand), &GFX90A_VARIANTS, 256 * MIB);
+    assert!(bomb.len() < 16 << 10, "{}", bomb.len());
+    fs_err::create_dir(dir.join("bomb")).unwrap();
+    fs_err::write(dir.join("bomb/rocrand_gfx90a.kpack"), &bomb).unwrap();
+    let good = materialize_watched(&rocrand, "good.so", "split/.kpack", &[]);
+    assert!(good.output.status.success(), "{}", describe(&good.output));
+    let lists = (9 * 256 * MIB).to_string();
+    for (more, limit) in [
+        (&[][..], (64 * MIB).to_string()),
+        (&["--max-decoded-size", "1048576"][..], "1048576".to_owned()),
+    ] {
+        let run = materialize_watched(&rocrand, "fat.so", "bomb", more);
+        let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+        let growth = run.peak_rss.saturating_sub(good.peak_rss);
+        let disk = run.peak_disk.saturating_sub(good.peak_disk);
+        eprintln!(
+            "{more:?}: peak RSS {} MiB ({} MiB over a good run), disk {} MiB over",
+            run.peak_rss / MIB,
+            growth / MIB,
+            disk / MIB
+        );
+        assert_eq!(run.killed, None, "{more:?}: {text}");
+        assert_eq!(run.output.status.code(), Some(1), "{more:?}: {text}");
+        for mention in ["bomb/rocrand_gfx90a.kpack", &lists, &limit] {
+            assert!(text.contains(mention), "{more:?}: no {mention:?} in {text}");
+        }
+        assert!(!dir.join("fat.so").exists(), "{more:?}");
+        assert!(growth < 64 * MIB, "{more:?}: grew {growth} bytes");
+        assert!(disk < 64 * MIB, "{more:?}: wrote {disk} bytes");
+    }
+}
+
+/// A code object of 256 MiB is decoded into the output as a stream: the
+/// materializing process grows by far less than the code object.
+#[test]
+fn a_large_code_object_is_streamed_into_the_output() {
+    let rocrand = Rocrand::new();
+    let dir = rocrand.context.path();
+    let size = 256 * MIB;
+    let large = zero_bomb_archive(&bundle_key(&rocrand), &[GFX90A], size);
+    fs_err::create_dir(dir.join("large")).unwrap();
+    fs_err::write(dir.join("large/rocrand_gfx90a.kpack"), &large).unwrap();
+    let good = materialize_watched(&rocrand, "good.so", "split/.kpack", &[]);
+    assert!(good.output.status.success(), "{}", describe(&good.output));
+    let bound = size.to_string();
+    let run = materialize_watched(&rocrand, "fat.so", "large", &["--max-decoded-size", &bound]);
+    assert_eq!(run.killed, None);
+    assert!(run.output.status.success(), "{}", describe(&run.output));
+    let growth = run.peak_rss.saturating_sub(good.peak_rss);
+    eprintln!(
+        "a {} MiB code object: peak RSS {} MiB ({} MiB over a good run)",
+        size / MIB,
+        run.peak_rss / MIB,
+        growth / MIB
+    );
+    assert!(growth < 64 * MIB, "grew {growth} bytes");
+    let written = fs_err::metadata(dir.join("fat.so")).unwrap().len();
+    assert!(written > size, "{written}");
 }

@@ -418,6 +418,7 @@ fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<Packa
                     sha256: artifact.sha256,
                     size: artifact.size,
                     unpack_limit: artifact.unpack_limit(),
+                    unpack_declared: artifact.unpacked_size.is_some(),
                     blob: context.cache.blob(&artifact.sha256),
                 })
                 .collect(),

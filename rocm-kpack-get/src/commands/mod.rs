@@ -150,7 +150,8 @@ impl From<InstallError> for Failure {
             InstallError::UnsafeEntry { .. }
             | InstallError::LinkRefused { .. }
             | InstallError::NotAnArchive { .. }
-            | InstallError::TooLarge { .. } => (
+            | InstallError::TooLarge { .. }
+            | InstallError::DecodesPastLimit { .. } => (
                 Exit::Verification,
                 Some("the package is unsafe or malformed; nothing was installed; report it to the repository's maintainers"),
             ),

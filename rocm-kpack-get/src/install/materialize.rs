@@ -8,8 +8,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::confined::ConfinedDir;
+use kpack_packer::materialize::BoundedArchives;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
-use rocm_kpack::Archive;
 
 use super::stage::{StageDir, StagedFiles};
 use super::{InstallError, PackageInstall};
@@ -56,19 +56,17 @@ pub fn materialize_package(
 }
 
 /// The package's archives, from the download cache, where their hashes
-/// were checked.
-fn open_archives(package: &PackageInstall) -> Result<Vec<Archive>, InstallError> {
-    package
+/// were checked, each within the size its shard declares.
+fn open_archives(package: &PackageInstall) -> Result<BoundedArchives, InstallError> {
+    let archives = package
         .artifacts
         .iter()
         .filter(|a| a.kind == ArtifactKind::Kpack)
-        .map(|artifact| {
-            Archive::open(&artifact.blob).map_err(|source| InstallError::NotAnArchive {
-                artifact: artifact.path.clone(),
-                source: Box::new(source),
-            })
-        })
-        .collect()
+        .map(|artifact| Ok((super::stage::open_bounded(artifact)?, artifact.unpack_limit)))
+        .collect::<Result<Vec<_>, InstallError>>()?;
+    // Each was checked as it was opened, naming its artifact; this only
+    // carries the bound along.
+    BoundedArchives::declared(archives).map_err(|e| InstallError::Io(std::io::Error::other(e)))
 }
 
 /// Makes the staged file `path` fat if it is a split binary: written into
@@ -80,7 +78,7 @@ fn materialize_one(
     scratch: &ConfinedDir,
     path: &RelativePath,
     index: usize,
-    archives: &[Archive],
+    archives: &BoundedArchives,
 ) -> Result<Option<(Sha256, u64)>, InstallError> {
     let at = Path::new(path.as_str());
     let shown = stage.prefix.join(path.as_str());

@@ -96,6 +96,20 @@ pub enum InstallError {
     },
     #[error("{artifact}: unpacks to more than {limit} bytes, more than the index allows; refused")]
     TooLarge { artifact: RelativePath, limit: u64 },
+    #[error(
+        "{artifact}: its code objects decode to {decoded} bytes, more than the {limit} bytes {}; refused",
+        if *declared {
+            "its shard declares (unpacked-size)"
+        } else {
+            "allowed to an archive whose shard declares no unpacked-size (256 times its size, at least 64 MiB)"
+        }
+    )]
+    DecodesPastLimit {
+        artifact: RelativePath,
+        decoded: u64,
+        limit: u64,
+        declared: bool,
+    },
     /// A file-system operation in the prefix (the error names the path).
     #[error(transparent)]
     Confined(#[from] ConfinedError),
@@ -199,8 +213,12 @@ pub struct ReadyArtifact {
     pub component: Option<Component>,
     pub sha256: Sha256,
     pub size: u64,
-    /// For a tree: the most bytes of tar it may unpack to.
+    /// For a tree: the most bytes of tar it may unpack to; for an archive:
+    /// the most its code objects may decode to, every TOC entry counted.
     pub unpack_limit: u64,
+    /// Whether its shard declares that limit (`unpacked-size`), or it is
+    /// the ratio allowed to a shard written before that existed.
+    pub unpack_declared: bool,
     pub blob: PathBuf,
 }
 
@@ -754,15 +772,9 @@ fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFi
                 own,
                 &mut files,
             )?,
-            ArtifactKind::Kpack => stage::place_archive(
-                &artifact.blob,
-                &artifact.path,
-                &archive_slot(artifact)?,
-                artifact.sha256,
-                artifact.size,
-                own,
-                &mut files,
-            )?,
+            ArtifactKind::Kpack => {
+                stage::place_archive(artifact, &archive_slot(artifact)?, own, &mut files)?
+            }
         }
     }
     Ok(files)

@@ -12,10 +12,10 @@ use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError};
-use kpack_repo_index::{HashingReader, InvalidValue, RelativePath, Sha256};
+use kpack_repo_index::{HashingReader, InvalidValue, RelativePath};
 
 use super::record::InstalledFile;
-use super::InstallError;
+use super::{InstallError, ReadyArtifact};
 
 /// Why a path from an archive cannot be placed in the prefix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -428,16 +428,15 @@ fn copy(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
 }
 
 /// Puts a verified archive at `relative` in `stage`: a kpack archive
-/// (checked to be one), in `.kpack/` or where a tree entry could go.
+/// (checked to be one, listing no more code than its shard allows), in
+/// `.kpack/` or where a tree entry could go.
 pub fn place_archive(
-    blob: &Path,
-    artifact: &RelativePath,
+    ready: &ReadyArtifact,
     relative: &RelativePath,
-    sha256: Sha256,
-    size: u64,
     stage: StageDir<'_>,
     files: &mut StagedFiles,
 ) -> Result<(), InstallError> {
+    let (blob, artifact, sha256, size) = (&ready.blob, &ready.path, ready.sha256, ready.size);
     let refused = |problem| InstallError::UnsafeEntry {
         artifact: artifact.clone(),
         entry: shorten(relative.as_str()),
@@ -447,12 +446,7 @@ pub fn place_archive(
     if is_bookkeeping(relative) && !is_archive_slot(relative) {
         return Err(refused(EntryProblem::Bookkeeping));
     }
-    if let Err(source) = rocm_kpack::Archive::open(blob) {
-        return Err(InstallError::NotAnArchive {
-            artifact: artifact.clone(),
-            source: Box::new(source),
-        });
-    }
+    open_bounded(ready)?;
     let failed = || stage.failed(artifact, relative);
     let at = Path::new(relative.as_str());
     stage.clear(artifact, relative)?;
@@ -486,6 +480,28 @@ pub fn place_archive(
         },
     );
     Ok(())
+}
+
+/// Opens the archive `artifact` names, once its code objects, every TOC
+/// entry counted, decode to no more than its shard allows: what it
+/// declares (`unpacked-size`), or for a shard without it a ratio of its
+/// size. Nothing is decoded to find out.
+pub fn open_bounded(artifact: &ReadyArtifact) -> Result<rocm_kpack::Archive, InstallError> {
+    let archive =
+        rocm_kpack::Archive::open(&artifact.blob).map_err(|source| InstallError::NotAnArchive {
+            artifact: artifact.path.clone(),
+            source: Box::new(source),
+        })?;
+    let decoded = archive.decoded_size();
+    if decoded > artifact.unpack_limit {
+        return Err(InstallError::DecodesPastLimit {
+            artifact: artifact.path.clone(),
+            decoded,
+            limit: artifact.unpack_limit,
+            declared: artifact.unpack_declared,
+        });
+    }
+    Ok(archive)
 }
 
 #[cfg(test)]

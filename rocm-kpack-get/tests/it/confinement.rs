@@ -676,6 +676,7 @@ mod property {
                 sha256: Sha256::of(&bytes),
                 size: bytes.len() as u64,
                 unpack_limit: 1 << 20,
+                unpack_declared: true,
                 blob,
             }],
         }

@@ -3,6 +3,7 @@
 //! HIP runtimes, pip integration and output snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bounded_expansion;
 mod bounded_reads;
 mod check;
 mod common;

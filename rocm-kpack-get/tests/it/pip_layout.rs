@@ -706,3 +706,81 @@ fn a_site_packages_linked_out_of_the_environment_is_laid_out_where_it_leads_and_
     assert_records_match(&shared);
     assert!(fs_err::symlink_metadata(&site).unwrap().is_symlink());
 }
+
+/// A device distribution whose archive (a few KiB) lists the nine feature
+/// variants of gfx90a for a binary's bundle, each 256 MiB of zeros from one
+/// frame, is refused by `pip sync`: an archive nothing declares a size for
+/// may decode to 256 times its size, at least 64 MiB. It names the archive
+/// and both sizes, the installed binaries stay as they were, and memory
+/// grows by less than 64 MiB over a good sync.
+#[test]
+fn a_materialization_bomb_in_a_device_distribution_is_refused_by_sync() {
+    use kpack_test_support::measure::run_watched;
+    const MIB: u64 = 1 << 20;
+    let (context, jax, python, site) = host_installed();
+    let env = &context.env;
+    let sync_watched = || {
+        let mut command = kpack(env);
+        command
+            .args(["--target", "gfx90a:xnack-", "pip", "sync", "--python"])
+            .arg(&python)
+            .arg("--")
+            .args(jax.args());
+        run_watched(
+            &mut command,
+            std::time::Duration::from_secs(300),
+            1024 * MIB,
+        )
+    };
+    let good = sync_watched();
+    assert!(
+        good.output.status.success(),
+        "{}",
+        crate::common::describe(&good.output)
+    );
+    assert_fat_for(&site, "gfx90a");
+    let fat: Vec<Vec<u8>> = SPLIT
+        .iter()
+        .map(|p| fs_err::read(site.join(p)).unwrap())
+        .collect();
+
+    let archive = site.join(format!("{PACKAGE}/.kpack/rocm_gfx90a.kpack"));
+    let key = rocm_kpack::Archive::open(&archive)
+        .unwrap()
+        .binaries()
+        .next()
+        .unwrap()
+        .to_owned();
+    let bomb = kpack_test_support::zero_bomb_archive(
+        &key,
+        &kpack_test_support::GFX90A_VARIANTS,
+        256 * MIB,
+    );
+    fs_err::remove_file(&archive).unwrap();
+    fs_err::write(&archive, &bomb).unwrap();
+
+    let run = sync_watched();
+    let text = String::from_utf8_lossy(&run.output.stderr).into_owned();
+    let growth = run.peak_rss.saturating_sub(good.peak_rss);
+    eprintln!(
+        "pip sync of a bomb: peak RSS {} MiB ({} MiB over a good sync)",
+        run.peak_rss / MIB,
+        growth / MIB
+    );
+    assert_eq!(run.killed, None, "{text}");
+    assert!(!run.output.status.success(), "{text}");
+    for mention in [
+        "rocm_gfx90a.kpack",
+        &(9 * 256 * MIB).to_string(),
+        &(64 * MIB).to_string(),
+    ] {
+        assert!(text.contains(mention), "no {mention:?} in {text}");
+    }
+    assert!(growth < 64 * MIB, "grew {growth} bytes");
+    for (path, bytes) in SPLIT.iter().zip(&fat) {
+        assert!(
+            &fs_err::read(site.join(path)).unwrap() == bytes,
+            "{path} changed"
+        );
+    }
+}

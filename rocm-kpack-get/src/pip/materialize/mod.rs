@@ -33,7 +33,9 @@ use std::io::{Seek, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use kpack_packer::materialize::{materialize_into, open_archives, ArchiveSource, Materialized};
+use kpack_packer::materialize::{
+    materialize_into, open_archives, ArchiveSource, BoundedArchives, Materialized,
+};
 use kpack_wheel::{RecordError, RecordHash};
 use rocm_kpack::{Loader, LoaderConfig, Target};
 
@@ -412,6 +414,7 @@ fn write_fat(
         targets,
         &ArchiveSource::Marker,
     )
+    .and_then(BoundedArchives::undeclared)
     .map_err(packer)?;
     let file = kpack_fs::AtomicFile::create_in_with_mode(
         &binary.installed,

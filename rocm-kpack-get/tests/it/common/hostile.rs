@@ -236,3 +236,24 @@ pub fn publish_shards(repo: &RocrandRepo, shards: &[(&str, &str, String)]) {
     fs_err::write(index.with_extension("toml.minisig"), signature).unwrap();
     fs_err::write(&index, text).unwrap();
 }
+
+/// Rewrites the shard `kpack-repo` published for `name` (one version)
+/// with `edit` applied to each of its artifacts, and signs a new root:
+/// what a publisher holding the key can change after publishing.
+pub fn edit_published(repo: &RocrandRepo, name: &str, edit: impl Fn(&mut toml::Table)) {
+    let index = repo.dir.join("index.toml");
+    let root: toml::Table = fs_err::read_to_string(&index).unwrap().parse().unwrap();
+    let sha = root["packages"][name]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = repo.dir.join(format!("packages/{name}/{sha}.toml"));
+    let mut shard: toml::Table = fs_err::read_to_string(path).unwrap().parse().unwrap();
+    let versions = shard["versions"].as_array_mut().unwrap();
+    assert_eq!(versions.len(), 1, "{name}: one version");
+    let version = versions[0]["version"].as_str().unwrap().to_owned();
+    for artifact in versions[0]["artifacts"].as_array_mut().unwrap() {
+        edit(artifact.as_table_mut().unwrap());
+    }
+    publish_shards(repo, &[(name, &version, shard.to_string())]);
+}

@@ -1,0 +1,148 @@
+//! Declared sizes bound every expansion: a kpack archive whose table of
+//! contents lists more code than its shard declares (`unpacked-size`),
+//! or for a shard without it more than 256 times its size and at least
+//! 64 MiB, is refused by name before anything is written, and neither
+//! memory nor disk grows by more than 64 MiB over a good run.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::hostile::edit_published;
+use crate::common::{describe, kpack_repo_exe, pool, snapshot, stderr};
+use kpack_test_support::context::TestContext;
+use kpack_test_support::measure::{disk_use, run_watched_on_disk, DiskWatch, Measured};
+use kpack_test_support::{zero_bomb_archive, GFX90A_VARIANTS};
+
+const TARGET: &str = "gfx90a:sramecc+:xnack-";
+const MIB: u64 = 1 << 20;
+
+/// `kpack-get --layout fat --target TARGET install NAME` in `context`,
+/// watched: killed past 1 GiB of memory or of growth of its home. Returns
+/// the run and how much the home grew at most.
+fn install_fat(context: &TestContext, name: &str) -> (Measured, u64) {
+    let mut command: Command = context.kpack_get(&[
+        "--no-progress",
+        "--layout",
+        "fat",
+        "--target",
+        TARGET,
+        "install",
+        name,
+    ]);
+    let home = context.home();
+    let before = disk_use(home);
+    let watch = DiskWatch {
+        dir: home,
+        limit: before + 1024 * MIB,
+    };
+    let run = run_watched_on_disk(
+        &mut command,
+        Duration::from_secs(300),
+        1024 * MIB,
+        Some(watch),
+    );
+    let grown = run.peak_disk.saturating_sub(before);
+    (run, grown)
+}
+
+/// Publishes `bomb` 1.0.0 with the real `kpack-repo add`: rocm-rand's host
+/// tree and `rocrand_gfx90a.kpack`, a 9 KiB archive whose TOC lists the
+/// nine feature variants of gfx90a for the library's bundle, each pointing
+/// at one zstd frame of 256 MiB of zeros (2.25 GiB in all).
+fn publish_bomb(context: &TestContext) {
+    let work = context.home().join("work");
+    fs_err::create_dir_all(&work).unwrap();
+    let pool_file = |file: &str| context.repo.dir.join(pool(file));
+    let real = rocm_kpack::Archive::open(pool_file("rocrand_gfx90a.kpack")).unwrap();
+    let keys: Vec<&str> = real.binaries().collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let bomb = zero_bomb_archive(keys[0], &GFX90A_VARIANTS, 256 * MIB);
+    assert!(bomb.len() < 16 << 10, "{}", bomb.len());
+    fs_err::write(work.join("rocrand_gfx90a.kpack"), &bomb).unwrap();
+    let host = work.join(crate::common::HOST_TREE);
+    fs_err::copy(pool_file(crate::common::HOST_TREE), &host).unwrap();
+    kpack_test_support::run(
+        Command::new(kpack_repo_exe())
+            .arg("add")
+            .arg(&context.repo.dir)
+            .args(["bomb", "1.0.0"])
+            .arg(&host)
+            .arg(work.join("rocrand_gfx90a.kpack"))
+            .arg("--key")
+            .arg(&context.repo.secret_key),
+    );
+}
+
+/// The kpack artifact's `unpacked-size` set to `declared`, or removed (a
+/// shard written before it existed).
+fn declare(context: &TestContext, declared: Option<u64>) {
+    edit_published(&context.repo, "bomb", |artifact| {
+        if artifact["kind"].as_str() != Some("kpack") {
+            return;
+        }
+        match declared {
+            Some(size) => artifact.insert("unpacked-size".into(), (size as i64).into()),
+            None => artifact.remove("unpacked-size"),
+        };
+    });
+}
+
+/// The prefix, made if need be, without kpack-get's lock.
+fn bookkept(context: &TestContext) -> std::collections::BTreeMap<String, String> {
+    fs_err::create_dir_all(&context.env.prefix).unwrap();
+    let mut tree = snapshot(&context.env.prefix);
+    tree.remove(".kpack/.lock");
+    tree.remove(".kpack");
+    tree
+}
+
+#[test]
+fn a_materialization_bomb_is_refused_in_the_fat_layout_by_its_declared_size() {
+    let good = TestContext::new();
+    let (good_run, good_disk) = install_fat(&good, "rocm-rand");
+    assert!(
+        good_run.output.status.success(),
+        "{}",
+        describe(&good_run.output)
+    );
+
+    let context = TestContext::private();
+    publish_bomb(&context);
+    let archive = "pool/bomb/1.0.0/rocrand_gfx90a.kpack";
+    let lists = (9 * 256 * MIB).to_string();
+    // A publisher declaring what the index showed (21 MB), and a shard
+    // written before archives declared their size.
+    for (declared, limit) in [(Some(21 * MIB), 21 * MIB), (None, 64 * MIB)] {
+        declare(&context, declared);
+        crate::common::success(&mut context.kpack_get(&["update"]));
+        let prefix = bookkept(&context);
+        let (run, disk) = install_fat(&context, "bomb");
+        let out = &run.output;
+        let case = format!("declared {declared:?}");
+        let growth = run.peak_rss.saturating_sub(good_run.peak_rss);
+        eprintln!(
+            "{case}: peak RSS {} MiB ({} MiB over a good run), home grew {} MiB (a good run {} MiB)",
+            run.peak_rss / MIB,
+            growth / MIB,
+            disk / MIB,
+            good_disk / MIB
+        );
+        assert_eq!(run.killed, None, "{case}: {}", describe(out));
+        assert_eq!(out.status.code(), Some(5), "{case}: {}", describe(out));
+        let text = stderr(out);
+        for mention in [archive, &lists, &limit.to_string()] {
+            assert!(text.contains(mention), "{case}: no {mention:?} in {text}");
+        }
+        assert!(!text.contains("panicked"), "{case}: {text}");
+        assert_eq!(bookkept(&context), prefix, "{case}: the prefix changed");
+        assert!(
+            !context.env.prefix.join(".kpack/staging").exists(),
+            "{case}"
+        );
+        assert!(growth < 64 * MIB, "{case}: memory grew {growth} bytes");
+        assert!(
+            disk < good_disk + 64 * MIB,
+            "{case}: the home grew {disk} bytes"
+        );
+    }
+}
