@@ -161,11 +161,18 @@ impl Resolver {
             self.missing.remove(&name);
             self.dirty.insert(name);
         }
-        let versions: usize = shards.values().map(|s| s.versions.len()).sum();
+        // Counting every shard's versions each run would make a chain
+        // fetched a shard per run quadratic: count them only once the
+        // steps pass what the packages alone allow.
+        let mut versions = None;
         while let Some(name) = self.dirty.pop_first() {
             self.steps += 1;
-            if self.steps > self.step_budget(versions) {
-                return Err(ResolveError::DoesNotSettle);
+            if self.steps > self.step_budget(0) {
+                let versions = *versions
+                    .get_or_insert_with(|| shards.values().map(|s| s.versions.len()).sum());
+                if self.steps > self.step_budget(versions) {
+                    return Err(ResolveError::DoesNotSettle);
+                }
             }
             self.look_at(&name, shards)?;
         }

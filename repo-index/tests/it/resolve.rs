@@ -285,9 +285,12 @@ fn explanations_name_the_component() {
     assert!(!why.iter().any(|l| l.contains("no tensile")), "{why:#?}");
 }
 
-fn shards(text: &[(&str, &str)]) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
+fn shards(
+    text: &[(impl AsRef<str>, impl AsRef<str>)],
+) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
     text.iter()
         .map(|(name, versions)| {
+            let (name, versions) = (name.as_ref(), versions.as_ref());
             let shard = Shard::parse(name, &format!("name = \"{name}\"\n{versions}")).unwrap();
             (name.parse().unwrap(), shard)
         })
@@ -491,11 +494,34 @@ fn chain(n: usize) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
             (format!("pkg-{i:05}"), versions)
         })
         .collect();
-    let texts: Vec<(&str, &str)> = texts
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
     shards(&texts)
+}
+
+/// Resolves `pkg-00000` as kpack-get does, handing the resolver the
+/// shards of `all` it names as missing after each run: the resolver, the
+/// versions, and how many shards each round named.
+fn resolve_in_rounds(
+    all: &BTreeMap<kpack_repo_index::PackageName, Shard>,
+) -> (
+    Resolver,
+    BTreeMap<kpack_repo_index::PackageName, semver::Version>,
+    Vec<usize>,
+) {
+    let mut known = BTreeMap::new();
+    let mut resolver = Resolver::new(&[request("pkg-00000", "*")]);
+    let mut rounds = Vec::new();
+    loop {
+        match resolver.run(&known).unwrap() {
+            Resolved::Versions(versions) => return (resolver, versions, rounds),
+            Resolved::Missing(missing) => {
+                rounds.push(missing.len());
+                for (name, required_by) in missing {
+                    assert!(required_by.starts_with("pkg-") || required_by == "the request");
+                    known.insert(name.clone(), all[&name].clone());
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -515,26 +541,9 @@ fn a_run_names_every_missing_package_at_once() {
             "[[versions]]\nversion = \"1.0.0\"\n".to_string(),
         )
     }));
-    let texts: Vec<(&str, &str)> = texts
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
     let all = shards(&texts);
 
-    let mut known = BTreeMap::new();
-    let mut resolver = Resolver::new(&[request("pkg-00000", "*")]);
-    let mut rounds = Vec::new();
-    let versions = loop {
-        match resolver.run(&known).unwrap() {
-            Resolved::Versions(versions) => break versions,
-            Resolved::Missing(missing) => {
-                rounds.push(missing.len());
-                for (name, _) in missing {
-                    known.insert(name.clone(), all[&name].clone());
-                }
-            }
-        }
-    };
+    let (resolver, versions, rounds) = resolve_in_rounds(&all);
     // The request, then all 2000 dependencies in one round.
     assert_eq!(rounds, [1, n]);
     assert_eq!(versions.len(), n + 1);
@@ -549,22 +558,8 @@ fn a_run_names_every_missing_package_at_once() {
 fn a_chain_fetched_a_shard_per_round_resolves_in_linear_steps() {
     let n = 3000;
     let all = chain(n);
-    let mut known = BTreeMap::new();
-    let mut resolver = Resolver::new(&[request("pkg-00000", "*")]);
-    let mut rounds = 0;
-    let versions = loop {
-        match resolver.run(&known).unwrap() {
-            Resolved::Versions(versions) => break versions,
-            Resolved::Missing(missing) => {
-                rounds += 1;
-                for (name, required_by) in missing {
-                    assert!(required_by.starts_with("pkg-") || required_by == "the request");
-                    known.insert(name.clone(), all[&name].clone());
-                }
-            }
-        }
-    };
-    assert_eq!(rounds, n);
+    let (resolver, versions, rounds) = resolve_in_rounds(&all);
+    assert_eq!(rounds, vec![1; n]);
     assert_eq!(versions.len(), n);
     assert!(versions.values().all(|v| v.to_string() == "1.0.0"));
     // Each package looked at once when required, once when its shard came.
