@@ -3,10 +3,10 @@
 # runs `cargo test --workspace` with this script's arguments passed on
 # (`./test.sh -p kpack-packer` runs one package's).
 #
-# - Debian packages (test-support/tools.txt): installed with apt-get when
+# - Debian packages (crates/kpack-test-support/tools.txt): installed with apt-get when
 #   running as root; otherwise the one apt-get line to run is printed and the
 #   script stops before building anything.
-# - Python tools (test-support/requirements.txt): installed into the
+# - Python tools (crates/kpack-test-support/requirements.txt): installed into the
 #   project's own virtual environment, target/test-venv, never into the
 #   system's Python. Reinstalled only when requirements.txt changes.
 #
@@ -27,7 +27,7 @@ while read -r command package; do
     /*) [ -e "$command" ] || missing+=("$package") ;;
     *) command -v "$command" >/dev/null 2>&1 || missing+=("$package") ;;
     esac
-done <test-support/tools.txt
+done <crates/kpack-test-support/tools.txt
 # The interpreter must be able to make a virtual environment with pip in it
 # (Debian splits that into python3-venv).
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
@@ -53,12 +53,12 @@ fi
 target_dir=${CARGO_TARGET_DIR:-target}
 venv="$target_dir/test-venv"
 stamp="$venv/.requirements"
-if ! cmp -s test-support/requirements.txt "$stamp" 2>/dev/null; then
+if ! cmp -s crates/kpack-test-support/requirements.txt "$stamp" 2>/dev/null; then
     echo "test.sh: installing Python tools into $venv"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r test-support/requirements.txt
-    cp test-support/requirements.txt "$stamp"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r crates/kpack-test-support/requirements.txt
+    cp crates/kpack-test-support/requirements.txt "$stamp"
 fi
 KPACK_TEST_VENV=$(cd "$venv" && pwd)
 export KPACK_TEST_VENV
