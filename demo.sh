@@ -36,7 +36,7 @@ if [ ! -f "$fixtures/debian/librocrand1_5.3.3-4_amd64.deb" ]; then
     exit 1
 fi
 
-cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
+cargo build --quiet --release -p kpack-repo -p rocm-kpack-get -p kpack-packer
 cargo build --quiet --release -p kpack-test-support --example hip_registrations
 rm -rf "$work"
 mkdir -p "$work"

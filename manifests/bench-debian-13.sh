@@ -19,7 +19,7 @@ for tool in hyperfine curl dpkg-deb python3 /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "$tool not found (apt-get install hyperfine curl dpkg time)" >&2; exit 1; }
 done
 
-cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get
+cargo build --quiet --release -p kpack-repo -p rocm-kpack-get
 repo_tool=$PWD/target/release/kpack-repo
 get=$PWD/target/release/kpack-get
 rm -rf "$work"

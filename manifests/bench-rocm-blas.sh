@@ -17,7 +17,7 @@ deb="$sources/librocblas0_5.5.1+dfsg-7_amd64.deb"
 [ -f "$deb" ] || { echo "$deb not found (see manifests/README.md)" >&2; exit 1; }
 work=${BENCH_WORK:-bench-out/rocm-blas}
 
-cargo build --quiet --release -p kpack-repo-index -p rocm-kpack-get -p kpack-packer
+cargo build --quiet --release -p kpack-repo -p rocm-kpack-get -p kpack-packer
 repo_tool=$PWD/target/release/kpack-repo
 get=$PWD/target/release/kpack-get
 pack=$PWD/target/release/kpack-pack

@@ -8,4 +8,4 @@
 //! beside them; run alone (`./test.sh -p kpack-chain-tests`), a binary not
 //! built yet is built into a target directory of its own, and one built
 //! earlier is used as it is, so name its package too (`-p rocm-kpack-get
-//! -p kpack-repo-index`) after changing it.
+//! -p kpack-repo`) after changing it.

@@ -108,7 +108,7 @@ const ALL: [&str; 17] = [
 /// Builds each package's `.deb` into `sources`.
 fn reduced_stack(work: &Path, sources: &Path) {
     fs_err::create_dir_all(sources).unwrap();
-    let controls = workspace().join("crates/kpack-repo-index/testdata/debian-13");
+    let controls = workspace().join("crates/kpack-repo/testdata/debian-13");
     for (package, library, soname, fat) in PACKAGES {
         let root = work.join(package);
         let lib = root.join(LIBRARY_DIR);

@@ -53,7 +53,7 @@ pub fn kpack_get_exe() -> PathBuf {
 }
 
 pub fn kpack_repo_exe() -> PathBuf {
-    workspace_binary("kpack-repo-index", "kpack-repo")
+    workspace_binary("kpack-repo", "kpack-repo")
 }
 
 /// A signed repository holding rocm-rand, built from

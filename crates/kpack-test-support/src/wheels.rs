@@ -7,8 +7,7 @@ use std::process::Command;
 
 use crate::{python_venv, run, workspace};
 
-/// Builds the wheel of the crate in `crate_dir` (relative to the
-/// workspace) into `out`; returns it. Linked by zig against glibc 2.28's
+/// Builds the wheel of the crate in `crates/<crate_dir>` into `out`; returns it. Linked by zig against glibc 2.28's
 /// symbols, so the wheel carries the portable tag its `pyproject.toml`
 /// asks for whatever this machine's glibc; maturin runs zig from the
 /// ziglang package of the test environment.
@@ -24,7 +23,7 @@ pub fn build_wheel(crate_dir: &str, out: &Path) -> PathBuf {
     run(Command::new(venv.join("bin/maturin"))
         .args(["build", "--quiet", "--zig", "--out"])
         .arg(out)
-        .current_dir(workspace().join(crate_dir))
+        .current_dir(workspace().join("crates").join(crate_dir))
         .env("PATH", path)
         .env("CARGO_TARGET_DIR", workspace().join("target/python-wheel"))
         .env(

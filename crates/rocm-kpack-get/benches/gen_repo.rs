@@ -29,7 +29,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use kpack_repo_index::publish::Publisher;
+use kpack_repo::publish::Publisher;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::{
     Artifact, ArtifactKind, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo,

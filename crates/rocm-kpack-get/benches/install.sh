@@ -66,7 +66,7 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 # --- build -----------------------------------------------------------------
 say "building (release)"
-(cd "$ROOT" && cargo build --release -p rocm-kpack-get -p kpack-repo-index)
+(cd "$ROOT" && cargo build --release -p rocm-kpack-get -p kpack-repo)
 KPACK_GET=$ROOT/target/release/kpack-get
 KPACK_REPO=$ROOT/target/release/kpack-repo
 gen() { (cd "$ROOT" && cargo bench -q -p rocm-kpack-get --bench gen_repo -- "$@"); }

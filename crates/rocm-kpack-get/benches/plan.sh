@@ -33,7 +33,7 @@ done
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is needed (apt-get install time)"
 
 say "building (release)"
-(cd "$ROOT" && cargo build --release -p rocm-kpack-get -p kpack-repo-index)
+(cd "$ROOT" && cargo build --release -p rocm-kpack-get -p kpack-repo)
 KPACK_GET=$ROOT/target/release/kpack-get
 KPACK_REPO=$ROOT/target/release/kpack-repo
 gen() { (cd "$ROOT" && cargo bench -q -p rocm-kpack-get --bench gen_repo -- "$@"); }

@@ -852,7 +852,7 @@ fn a_wheel_with_two_gibibytes_of_compressed_device_code_splits_in_bounded_memory
 fn the_maturin_wheel_installs_a_kpack_pack_that_splits_the_jax_wheel() {
     use kpack_test_support::wheels::{build_wheel, install_fresh};
     let work = tempfile::tempdir().unwrap();
-    let wheel = build_wheel("packer", &work.path().join("wheels"));
+    let wheel = build_wheel("kpack-packer", &work.path().join("wheels"));
     assert_eq!(
         wheel.file_name().unwrap().to_string_lossy(),
         format!(

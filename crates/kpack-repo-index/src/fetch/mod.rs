@@ -1,19 +1,15 @@
 //! Reading repositories. A [`Mirror`] is a place that serves a copy of a
 //! repository (an HTTP(S) base URL or a directory); the [`Client`] fetches
 //! files from mirrors with retries, resume and failover, into memory or the
-//! content-addressed [`Cache`]. A [`Source`] is one repository as
-//! `kpack-repo verify` and `mirror` read it: a directory, a bucket, or HTTP
-//! through the same client.
+//! content-addressed [`Cache`].
 
 pub mod cache;
 mod client;
 mod mirror;
 pub mod progress;
-mod source;
 mod transfer;
 
 pub use cache::{Cache, CleanReport};
 pub use client::{Client, ClientError, ClientOptions, MirrorFailure, Wanted};
 pub use mirror::{InvalidMirror, Mirror, MirrorFile};
 pub use progress::{Progress, Silent};
-pub use source::{url_scheme, FetchError, Source};

@@ -14,9 +14,8 @@ impl PackageName {
         &self.0
     }
 
-    /// The name of a repository nobody named (publishing's).
-    #[cfg(feature = "publish")]
-    pub(crate) fn fallback() -> PackageName {
+    /// `kpack`, the name of a repository its publisher did not name.
+    pub fn unnamed_repository() -> PackageName {
         PackageName("kpack".to_owned())
     }
 }

@@ -1,13 +1,7 @@
-//! kpack-repo's integration tests, one binary: the CLI as an operator runs
-//! it, publishing, resolution, the schema, signatures, S3 buckets and output
-//! snapshots.
+//! The repository client's integration tests, one binary: resolution, the
+//! schema and signatures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod cli;
-mod common;
-mod publish;
 mod resolve;
-mod s3;
 mod schema;
 mod sign;
-mod snapshots_cli;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::{pool_gets, snapshot, success, Env, RocrandRepo};
-use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::{keygen, SecretKey};
 use kpack_repo_index::Component;
 use kpack_test_support::context::TestContext;

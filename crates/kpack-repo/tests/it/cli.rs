@@ -251,7 +251,7 @@ fn builds_the_rocrand_manifest() {
 fn the_maturin_wheel_installs_a_kpack_repo_that_publishes_the_rocrand_repository() {
     use kpack_test_support::wheels::{build_wheel, install_fresh};
     let context = TestContext::new();
-    let wheel = build_wheel("repo-index", &context.dir.path().join("wheels"));
+    let wheel = build_wheel("kpack-repo", &context.dir.path().join("wheels"));
     assert_eq!(
         wheel.file_name().unwrap().to_string_lossy(),
         format!(
@@ -351,7 +351,7 @@ fn add_marks_device_trees_with_their_component() {
 /// archive and the Tensile payload, and nothing for other targets.
 #[test]
 fn a_mirror_for_a_target_keeps_each_component_of_it() {
-    use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+    use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
     let context = TestContext::new();
     let inputs = &context.inputs;
     let tensile = |target: &str| NewArtifact {

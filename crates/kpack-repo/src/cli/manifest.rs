@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use fs_err as fs;
 use serde::Deserialize;
 
-use kpack_repo_index::debian::{Control, NameTable};
-use kpack_repo_index::publish::NewVersion;
+use kpack_repo::debian::{Control, NameTable};
+use kpack_repo::publish::NewVersion;
 use kpack_repo_index::types::{Dependency, PackageName};
 
 use super::build::{dpkg_deb, BuildError};
@@ -304,7 +304,7 @@ fn find_debs(
             .version()
             .and_then(|v| {
                 v.to_semver()
-                    .map_err(kpack_repo_index::debian::ControlError::Version)
+                    .map_err(kpack_repo::debian::ControlError::Version)
             })
             .map_err(|e| control_error(&deb, e))?;
         let newer = newest.get(package).is_none_or(|(_, _, v)| version > *v);

@@ -5,11 +5,11 @@
 
 use std::io::{self, Read, Write};
 
-use crate::fetch::{FetchError, Source};
-use crate::limits::Cap;
-use crate::schema::{Artifact, ArtifactKind, RootIndex};
-use crate::types::RelativePath;
+use crate::source::{FetchError, Source};
 use crate::verify::{verified_shard, VerifyError};
+use kpack_repo_index::limits::Cap;
+use kpack_repo_index::schema::{Artifact, ArtifactKind, RootIndex};
+use kpack_repo_index::types::RelativePath;
 
 /// A writer that counts the bytes passing through it to `inner`, and
 /// refuses (with an error, counting what it was offered) to pass more than

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::publish::{PublishError, Publisher};
-use crate::schema::RootIndex;
-use crate::sign::SecretKey;
 use crate::store::{Store, StoredObject};
-use crate::types::{PackageName, Timestamp};
+use kpack_repo_index::schema::RootIndex;
+use kpack_repo_index::sign::SecretKey;
+use kpack_repo_index::types::{PackageName, Timestamp};
 
 /// The default grace period of `gc`: a day.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
@@ -262,8 +262,10 @@ fn pinned_keys(store: &Store, roots: &[RootIndex]) -> Result<BTreeSet<String>, P
             let Some(read) = store.read(path.as_str())? else {
                 continue;
             };
-            let shard =
-                crate::schema::Shard::parse(path.as_str(), &String::from_utf8_lossy(&read.bytes))?;
+            let shard = kpack_repo_index::schema::Shard::parse(
+                path.as_str(),
+                &String::from_utf8_lossy(&read.bytes),
+            )?;
             for artifact in shard.versions.iter().flat_map(|v| &v.artifacts) {
                 pinned.insert(artifact.path.as_str().to_owned());
                 pinned.insert(format!("{}.minisig", artifact.path));

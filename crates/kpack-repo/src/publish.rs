@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 
 use fs_err as fs;
 
-use crate::schema::{
+use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreAddress, StoreError};
+use kpack_repo_index::schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
     FORMAT,
 };
-use crate::sign::{sign_root, SecretKey, SignError};
-use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreAddress, StoreError};
-use crate::types::{
+use kpack_repo_index::sign::{sign_root, SecretKey, SignError};
+use kpack_repo_index::types::{
     Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
 
@@ -184,7 +184,7 @@ impl Publisher {
         self.store
             .leaf_name()
             .and_then(|n| n.to_lowercase().parse().ok())
-            .unwrap_or_else(PackageName::fallback)
+            .unwrap_or_else(PackageName::unnamed_repository)
     }
 
     fn current(&self) -> Result<Current, PublishError> {
@@ -334,7 +334,7 @@ impl Publisher {
                         version: new.version.clone(),
                         depends: new.depends.clone(),
                         system_requires: new.system_requires.clone(),
-                        requires_client: owned.then_some(crate::schema::OWNER_CLIENT),
+                        requires_client: owned.then_some(kpack_repo_index::schema::OWNER_CLIENT),
                         artifacts: one.artifacts.clone(),
                     });
                     summary = new.summary.clone().or(summary);
@@ -383,7 +383,7 @@ impl Publisher {
         };
         let relative: RelativePath = format!("pool/{name}/{version}/{file_name}")
             .parse()
-            .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
+            .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
         let mut decoded_size = None;
         let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
             let archive = rocm_kpack::Archive::open(&artifact.file)?;
@@ -396,7 +396,7 @@ impl Publisher {
                 .collect();
             let install_as: RelativePath = format!(".kpack/{file_name}")
                 .parse()
-                .map_err(|e: crate::types::InvalidValue| bad(e.to_string()))?;
+                .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
             (ArtifactKind::Kpack, Some(install_as), Some(targets))
         } else if file_name.ends_with(".tar.zst") {
             (ArtifactKind::Tree, None, artifact.targets.clone())
@@ -452,10 +452,12 @@ impl Publisher {
         let sha256 = Sha256::of(text.as_bytes());
         let path: RelativePath = Shard::path_for(&shard.name, text.as_bytes())
             .parse()
-            .map_err(|e: crate::types::InvalidValue| PublishError::Artifact {
-                path: PathBuf::from("packages"),
-                message: e.to_string(),
-            })?;
+            .map_err(
+                |e: kpack_repo_index::types::InvalidValue| PublishError::Artifact {
+                    path: PathBuf::from("packages"),
+                    message: e.to_string(),
+                },
+            )?;
         // Named by its hash: whatever is already there is these bytes.
         self.store.create(
             path.as_str(),

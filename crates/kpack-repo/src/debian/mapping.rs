@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::relation::{Alternatives, RelationError};
-use crate::types::{Dependency, PackageName};
+use kpack_repo_index::types::{Dependency, PackageName};
 
 /// Debian package name -> repository package name, for the packages a
 /// manifest set publishes. A virtual package is mapped like any other,

@@ -11,9 +11,9 @@ use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use rocm_kpack::Compression;
 
-use kpack_repo_index::publish::{NewArtifact, PublishError, Publisher, Staged};
+use kpack_repo::publish::{NewArtifact, PublishError, Publisher, Staged};
+use kpack_repo::unpacked::CountingWriter;
 use kpack_repo_index::types::{InvalidValue, Listed};
-use kpack_repo_index::unpacked::CountingWriter;
 
 use super::manifest::{GroupBy, Manifest, Resolved};
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use opendal::{ErrorKind, Operator};
 
 use super::{Body, CacheControl, Created, Etag, StoreError, StoredObject, Versioned};
-use crate::types::Timestamp;
+use kpack_repo_index::types::Timestamp;
 
 /// Files above this size go up as multipart uploads, in parts of it.
 pub const DEFAULT_PART_SIZE: usize = 8 << 20;

@@ -10,7 +10,7 @@
 #      10,000-package repository, and the requests it makes (from the
 #      server's log); goal: a handful of requests, < 1 s
 #
-# Usage: crates/kpack-repo-index/benches/s3.sh
+# Usage: crates/kpack-repo/benches/s3.sh
 # Environment:
 #   BENCH_DIR   work directory (default target/bench-s3; the 1 GiB input and
 #               the 10,000-package repository are kept there between runs)
@@ -45,7 +45,7 @@ fi
 [[ -x $VENV/bin/moto_server ]] || die "no moto_server in $VENV: run ./test.sh once (it makes the venv)"
 
 say "building (release)"
-(cd "$ROOT" && cargo build -q --release -p kpack-repo-index --bin kpack-repo)
+(cd "$ROOT" && cargo build -q --release -p kpack-repo --bin kpack-repo)
 REPO=$ROOT/target/release/kpack-repo
 mkdir -p "$WORK"
 

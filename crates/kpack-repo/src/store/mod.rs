@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use fs_err as fs;
 
-use crate::address::Address;
-use crate::types::Timestamp;
+use kpack_repo_index::address::Address;
+use kpack_repo_index::types::Timestamp;
 
 pub use dir::DirStore;
 pub use s3::{S3Options, S3Store};

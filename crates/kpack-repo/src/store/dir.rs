@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use fs_err as fs;
 
 use super::{Body, Created, Etag, StoreError, StoredObject, Versioned};
-use crate::types::{Sha256, Timestamp};
+use kpack_repo_index::types::{Sha256, Timestamp};
 
 /// A repository directory.
 #[derive(Debug)]

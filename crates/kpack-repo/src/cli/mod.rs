@@ -17,16 +17,17 @@ use clap::{Args, Parser, Subcommand};
 use batch::{build_set, BatchOptions};
 use build::{write_tree, TreeCompression};
 use kpack_gpu::Target;
-use kpack_repo_index::fetch::{Progress, Source};
+use kpack_repo::mirror::{mirror, Scope};
+use kpack_repo::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
+use kpack_repo::source::Source;
+use kpack_repo::store::{S3Options, Store, StoreAddress};
+use kpack_repo::tidy::collect_garbage;
+use kpack_repo::unpacked::verify_unpacked_sizes;
+use kpack_repo::verify::verify_repository_with;
+use kpack_repo_index::fetch::Progress;
 use kpack_repo_index::limits::{self, Limits};
-use kpack_repo_index::mirror::{mirror, Scope};
-use kpack_repo_index::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
 use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
-use kpack_repo_index::store::{S3Options, Store, StoreAddress};
-use kpack_repo_index::tidy::collect_garbage;
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
-use kpack_repo_index::unpacked::verify_unpacked_sizes;
-use kpack_repo_index::verify::verify_repository_with;
 use kpack_repo_index::ByteSize;
 
 /// Builds, signs and checks kpack repositories.

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use crate::fetch::{FetchError, Source};
-use crate::freshness::{Freshness, Stale};
-use crate::limits::Cap;
+use crate::source::{FetchError, Source};
+use kpack_repo_index::freshness::{Freshness, Stale};
+use kpack_repo_index::limits::Cap;
 
-use crate::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
-use crate::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
-use crate::types::{HashingWriter, PackageName, RelativePath, Sha256, Timestamp};
+use kpack_repo_index::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
+use kpack_repo_index::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
+use kpack_repo_index::types::{HashingWriter, PackageName, RelativePath, Sha256, Timestamp};
 
 /// What is wrong with a repository.
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +149,6 @@ pub(crate) fn verified_root(
 /// The exact bytes of a verified root and of its signature (what a mirror
 /// copies).
 #[derive(Debug, Clone)]
-#[cfg_attr(not(feature = "publish"), allow(dead_code))]
 pub(crate) struct RootBytes {
     pub bytes: Vec<u8>,
     pub signature: Vec<u8>,

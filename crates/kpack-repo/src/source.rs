@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Client, ClientError, ClientOptions, Mirror, Progress, Silent};
-use crate::address::Address;
-use crate::limits::{Cap, LimitError, Limits, LowSpeed};
+use kpack_repo_index::address::Address;
+use kpack_repo_index::fetch::{Client, ClientError, ClientOptions, Mirror, Progress, Silent};
+use kpack_repo_index::limits::{Cap, LimitError, Limits, LowSpeed};
 
 /// Why a file cannot be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -29,14 +29,13 @@ pub enum FetchError {
     #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:/// URL, an http(s):// URL or an s3://bucket/prefix")]
     UnsupportedScheme { location: String, scheme: String },
     #[error(transparent)]
-    Address(crate::address::InvalidAddress),
+    Address(kpack_repo_index::address::InvalidAddress),
     /// Reading a bucket; the error names the object.
-    #[cfg(feature = "publish")]
     #[error(transparent)]
     Store(Box<crate::store::StoreError>),
 }
 
-pub use crate::address::url_scheme;
+pub use kpack_repo_index::address::url_scheme;
 
 /// A repository location, and the bounds its reads keep to.
 pub struct Source {
@@ -71,7 +70,6 @@ enum Origin {
 enum Local {
     Dir(PathBuf),
     /// A bucket, read through the S3 API (with credentials).
-    #[cfg(feature = "publish")]
     Store(Box<crate::store::Store>),
 }
 
@@ -122,7 +120,6 @@ impl Source {
 
     /// As [`Source::parse`], and `s3://bucket/prefix` read through the S3
     /// API as `s3` says.
-    #[cfg(feature = "publish")]
     pub fn open(
         location: &str,
         s3: &crate::store::S3Options,
@@ -158,7 +155,6 @@ impl Source {
         match &self.origin {
             Origin::Local(Local::Dir(dir)) => dir.join(relative).display().to_string(),
             Origin::Http { mirror, .. } => mirror.locate(relative).to_string(),
-            #[cfg(feature = "publish")]
             Origin::Local(Local::Store(store)) => store.location(relative),
         }
     }
@@ -254,7 +250,6 @@ impl Local {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(source) => return Err(FetchError::Io(source)),
             },
-            #[cfg(feature = "publish")]
             Local::Store(store) => match store.reader(relative) {
                 Ok(Some(reader)) => reader,
                 Ok(None) => return Ok(None),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use kpack_repo_index::publish::{Publisher, Staged};
+use kpack_repo::publish::{Publisher, Staged};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::PackageName;
@@ -44,7 +44,7 @@ pub enum BatchError {
         source: Box<BuildError>,
     },
     #[error(transparent)]
-    Publish(#[from] kpack_repo_index::publish::PublishError),
+    Publish(#[from] kpack_repo::publish::PublishError),
 }
 
 /// What a batch did.

@@ -1,21 +1,21 @@
 //! Making a mirror: a copy of a repository that clients then read as one
-//! of its [`Mirror`](crate::fetch::Mirror)s. The signed root and every
+//! of its [`Mirror`](kpack_repo_index::fetch::Mirror)s. The signed root and every
 //! shard are copied verbatim (so the mirror verifies with the upstream
 //! key), and only the artifacts chosen packages need for chosen GPU
 //! targets.
 
 use kpack_gpu::Target;
 
-use crate::families::Families;
-use crate::fetch::{FetchError, Source};
-use crate::limits::Cap;
-use crate::schema::{Artifact, RootIndex, SchemaError};
-use crate::sign::PublicKey;
+use crate::source::{FetchError, Source};
 use crate::store::{Body, CacheControl, Created, Store, StoreError};
-use crate::types::{
+use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
+use kpack_repo_index::families::Families;
+use kpack_repo_index::limits::Cap;
+use kpack_repo_index::schema::{Artifact, RootIndex, SchemaError};
+use kpack_repo_index::sign::PublicKey;
+use kpack_repo_index::types::{
     HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
-use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 
 /// Why a mirror cannot be made.
 #[derive(Debug, thiserror::Error)]

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use fs_err as fs;
-use kpack_repo_index::publish::{NewArtifact, NewVersion, Publisher};
+use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
+use kpack_repo::verify::{verify_repository, VerifyError};
 use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
-use kpack_repo_index::verify::{verify_repository, VerifyError};
 use kpack_repo_index::{ArtifactKind, Component, RootIndex, Timestamp};
 
 use crate::common::{archive, build_rocm_rand, host_tree, published_shard, tree};
@@ -34,7 +34,7 @@ impl Fixture {
         self.dir.path().join("repo")
     }
 
-    fn verify(&self) -> Result<kpack_repo_index::verify::VerifyReport, VerifyError> {
+    fn verify(&self) -> Result<kpack_repo::verify::VerifyReport, VerifyError> {
         verify_repository(&self.repo(), &self.public, Timestamp::now(), None)
             .map(|(_, report)| report)
     }

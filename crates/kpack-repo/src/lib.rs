@@ -1,0 +1,19 @@
+//! Publishing kpack repositories, the mirror operator's side: writing them
+//! (`publish`) to directories and S3-compatible buckets (`store`), pruning
+//! and collecting their garbage (`tidy`), checking them as a client would
+//! (`verify`, how far trees unpack in `unpacked`), reading them from any
+//! location (`source`) and copying them (`mirror`), and reading the control
+//! data of the Debian packages manifests are built from (`debian`).
+//!
+//! The index model and everything a client reads with is in
+//! `kpack-repo-index`; the `kpack-repo` binary also packs manifests with the
+//! packer.
+
+pub mod debian;
+pub mod mirror;
+pub mod publish;
+pub mod source;
+pub mod store;
+pub mod tidy;
+pub mod unpacked;
+pub mod verify;
