@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use fs_err as fs;
 use kpack_repo_index::sign::{keygen, sign_root, verify_root, SecretKey};
 use kpack_repo_index::{
-    resolve, PackageEntry, PackageName, RelativePath, RepoInfo, Request, RootIndex, Sha256, Shard,
-    Timestamp,
+    resolve, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo, RootIndex, Sha256,
+    Shard, Timestamp,
 };
 
 const PACKAGES: usize = 10_000;
@@ -154,14 +154,7 @@ fn main() {
                 }
                 shards.insert(next, shard);
             }
-            let chosen = resolve(
-                &shards,
-                &[Request {
-                    name: name(target),
-                    requirement: semver::VersionReq::STAR,
-                }],
-            )
-            .unwrap();
+            let chosen = resolve(&shards, &[Dependency::any(name(target))]).unwrap();
             assert!(chosen.len() >= 4);
             start.elapsed()
         })

@@ -23,7 +23,7 @@ pub mod types;
 pub use bytes::ByteSize;
 pub use families::Families;
 pub use resolve::{
-    resolve, select_artifacts, Explanation, Request, ResolveError, Resolved, Resolver, Selection,
+    resolve, select_artifacts, Explanation, ResolveError, Resolved, Resolver, Selection,
 };
 pub use schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,

@@ -13,7 +13,7 @@ use crate::families::Families;
 use crate::schema::{Artifact, VersionEntry};
 use crate::types::{Component, Listed, RelativePath};
 
-pub use versions::{resolve, Request, ResolveError, Resolved, Resolver};
+pub use versions::{resolve, ResolveError, Resolved, Resolver};
 
 /// Why an artifact was or was not chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]

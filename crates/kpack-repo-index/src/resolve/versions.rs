@@ -14,14 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use semver::{Version, VersionReq};
 
 use crate::schema::{Shard, VersionEntry};
-use crate::types::PackageName;
-
-/// A package asked for, with what it must satisfy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub name: PackageName,
-    pub requirement: VersionReq,
-}
+use crate::types::{Dependency, PackageName};
 
 /// Why requests cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,7 +73,7 @@ fn list_versions(versions: &[Version]) -> String {
 /// without a shard in `shards` is an [`ResolveError::UnknownPackage`].
 pub fn resolve(
     shards: &BTreeMap<PackageName, Shard>,
-    requests: &[Request],
+    requests: &[Dependency],
 ) -> Result<BTreeMap<PackageName, Version>, ResolveError> {
     match Resolver::new(requests).run(shards)? {
         Resolved::Versions(versions) => Ok(versions),
@@ -127,7 +120,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    pub fn new(requests: &[Request]) -> Resolver {
+    pub fn new(requests: &[Dependency]) -> Resolver {
         let mut requirements: BTreeMap<PackageName, BTreeMap<Source, Vec<VersionReq>>> =
             BTreeMap::new();
         for (index, request) in requests.iter().enumerate() {

@@ -1,16 +1,55 @@
-//! Dependencies on other packages: a name and a semver requirement.
+//! Dependencies on other packages, and the packages a user asks for: a
+//! name and a semver requirement.
 
 use std::fmt;
 use std::str::FromStr;
 
 use super::{invalid, InvalidValue, PackageName};
 
-/// A dependency: `"rocm-core >=5.5, <6"` (a name, then a semver
-/// requirement; no requirement means any version).
+/// A dependency, or a package asked for: in an index `"rocm-core >=5.5,
+/// <6"` (a name, then a semver requirement; no requirement means any
+/// version), read by [`FromStr`]; resolution takes the same type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dependency {
     pub name: PackageName,
     pub requirement: semver::VersionReq,
+}
+
+impl Dependency {
+    /// `name`, at any version.
+    pub fn any(name: PackageName) -> Dependency {
+        Dependency {
+            name,
+            requirement: semver::VersionReq::STAR,
+        }
+    }
+
+    /// `name` at exactly `version` (`=1.2.3-rc.1`; build metadata, which
+    /// requirements ignore, left out).
+    pub fn exact(name: PackageName, version: &semver::Version) -> Dependency {
+        Dependency::compared(name, semver::Op::Exact, version)
+    }
+
+    /// `name` at `version` or newer.
+    pub fn at_least(name: PackageName, version: &semver::Version) -> Dependency {
+        Dependency::compared(name, semver::Op::GreaterEq, version)
+    }
+
+    fn compared(name: PackageName, op: semver::Op, version: &semver::Version) -> Dependency {
+        let comparator = semver::Comparator {
+            op,
+            major: version.major,
+            minor: Some(version.minor),
+            patch: Some(version.patch),
+            pre: version.pre.clone(),
+        };
+        Dependency {
+            name,
+            requirement: semver::VersionReq {
+                comparators: vec![comparator],
+            },
+        }
+    }
 }
 
 impl FromStr for Dependency {

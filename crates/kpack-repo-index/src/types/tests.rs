@@ -139,3 +139,15 @@ fn dependencies_parse_name_and_requirement() {
     assert!("rocm-core >= banana".parse::<Dependency>().is_err());
     assert!("Bad>=1".parse::<Dependency>().is_err());
 }
+
+#[test]
+fn exact_and_at_least_are_the_requirements_they_spell() {
+    let name: PackageName = "rocm-rand".parse().unwrap();
+    let version: semver::Version = "5.3.3-rc.1+build.7".parse().unwrap();
+    let exact = Dependency::exact(name.clone(), &version);
+    assert_eq!(exact.requirement, "=5.3.3-rc.1".parse().unwrap());
+    assert_eq!(exact.to_string(), "rocm-rand =5.3.3-rc.1");
+    let at_least = Dependency::at_least(name.clone(), &version);
+    assert_eq!(at_least.requirement, ">=5.3.3-rc.1".parse().unwrap());
+    assert_eq!(Dependency::any(name), "rocm-rand".parse().unwrap());
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
-    resolve, select_artifacts, Explanation, Families, Request, ResolveError, Resolved, Resolver,
+    resolve, select_artifacts, Dependency, Explanation, Families, ResolveError, Resolved, Resolver,
     Shard,
 };
 use kpack_test_support::COMPONENTS_SHARD;
@@ -297,8 +297,8 @@ fn shards(
         .collect()
 }
 
-fn request(name: &str, requirement: &str) -> Request {
-    Request {
+fn request(name: &str, requirement: &str) -> Dependency {
+    Dependency {
         name: name.parse().unwrap(),
         requirement: requirement.parse().unwrap(),
     }

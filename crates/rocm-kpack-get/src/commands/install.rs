@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
 use kpack_repo_index::ResolveError;
-use kpack_repo_index::{ByteSize, Explanation, PackageName, Request};
+use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
 use rocm_kpack_get::install::plan::{check_prefix_roots, make_plan, Plan, PlanError};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
@@ -23,8 +23,8 @@ use crate::progress::{Bars, Lines};
 enum Wanted {
     /// Packages asked for; with `reinstall`, installed again even when
     /// installed as planned.
-    Requests {
-        requests: Vec<Request>,
+    Dependencys {
+        requests: Vec<Dependency>,
         reinstall: bool,
     },
     /// Installed packages to upgrade (all when none are named); with
@@ -47,7 +47,7 @@ pub fn install(
         .collect::<Result<Vec<_>, _>>()?;
     run(
         context,
-        Wanted::Requests {
+        Wanted::Dependencys {
             requests,
             reinstall,
         },
@@ -78,7 +78,7 @@ fn upgrade_requests(
     packages: &[PackageName],
     allow_downgrade: bool,
     prefix: &Path,
-) -> Result<Vec<Request>, Failure> {
+) -> Result<Vec<Dependency>, Failure> {
     if let Some(name) = packages.iter().find(|n| !record.packages.contains_key(*n)) {
         return Err(InstallError::NotInstalled {
             name: name.clone(),
@@ -90,28 +90,11 @@ fn upgrade_requests(
         .packages
         .iter()
         .filter(|(name, _)| packages.is_empty() || packages.contains(name))
-        .map(|(name, installed)| Request {
-            name: name.clone(),
-            requirement: if allow_downgrade {
-                semver::VersionReq::STAR
-            } else {
-                at_least(&installed.version)
-            },
+        .map(|(name, installed)| match allow_downgrade {
+            true => Dependency::any(name.clone()),
+            false => Dependency::at_least(name.clone(), &installed.version),
         })
         .collect())
-}
-
-/// `>=version`, build metadata and all.
-fn at_least(version: &semver::Version) -> semver::VersionReq {
-    semver::VersionReq {
-        comparators: vec![semver::Comparator {
-            op: semver::Op::GreaterEq,
-            major: version.major,
-            minor: Some(version.minor),
-            patch: Some(version.patch),
-            pre: version.pre.clone(),
-        }],
-    }
 }
 
 /// What a plan is made from, besides the requests.
@@ -124,7 +107,7 @@ struct Planning<'a> {
 }
 
 impl Planning<'_> {
-    fn plan(&self, context: &Context, requests: &[Request]) -> Result<Plan, PlanError> {
+    fn plan(&self, context: &Context, requests: &[Dependency]) -> Result<Plan, PlanError> {
         let (client, repos, record) = (self.client, self.repos, self.record);
         make_plan(
             client,
@@ -144,9 +127,9 @@ impl Planning<'_> {
 fn plan_keeping_newer(
     context: &Context,
     planning: &Planning<'_>,
-    mut requests: Vec<Request>,
+    mut requests: Vec<Dependency>,
     upgrading: bool,
-) -> Result<(Plan, Vec<Request>), Failure> {
+) -> Result<(Plan, Vec<Dependency>), Failure> {
     let record = planning.record;
     loop {
         let planned = planning.plan(context, &requests);
@@ -192,7 +175,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades { .. });
     let (requests, reinstall) = match wanted {
-        Wanted::Requests {
+        Wanted::Dependencys {
             requests,
             reinstall,
         } => (requests, reinstall),
@@ -291,24 +274,13 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
 /// `requests`, plus every installed package whose layout is not `layout`
 /// at the version installed: a change of layout rewrites them all.
 fn with_relayout(
-    mut requests: Vec<Request>,
+    mut requests: Vec<Dependency>,
     record: &InstalledRecord,
     layout: Layout,
-) -> Vec<Request> {
+) -> Vec<Dependency> {
     for (name, package) in &record.packages {
         if package.layout != layout && !requests.iter().any(|r| &r.name == name) {
-            requests.push(Request {
-                name: name.clone(),
-                requirement: semver::VersionReq {
-                    comparators: vec![semver::Comparator {
-                        op: semver::Op::Exact,
-                        major: package.version.major,
-                        minor: Some(package.version.minor),
-                        patch: Some(package.version.patch),
-                        pre: package.version.pre.clone(),
-                    }],
-                },
-            });
+            requests.push(Dependency::exact(name.clone(), &package.version));
         }
     }
     requests

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
-use kpack_repo_index::{PackageName, Request};
+use kpack_repo_index::{Dependency, PackageName};
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::{DetectOptions, Detection};
 use rocm_kpack_get::install::lock_holder::LockHolder;
@@ -414,7 +414,7 @@ impl Context {
 }
 
 /// `NAME` or `NAME@REQUIREMENT`; a bare version means exactly it.
-pub fn parse_request(text: &str) -> Result<Request, Failure> {
+pub fn parse_request(text: &str) -> Result<Dependency, Failure> {
     let bad =
         |message: String| Failure::new(Exit::NothingFits, anyhow::anyhow!("{text:?}: {message}"));
     let (name, requirement) = match text.split_once('@') {
@@ -424,14 +424,14 @@ pub fn parse_request(text: &str) -> Result<Request, Failure> {
     let name: PackageName = name
         .parse()
         .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
-    let requirement = if requirement.is_empty() {
-        semver::VersionReq::STAR
-    } else if let Ok(version) = semver::Version::parse(requirement) {
-        semver::VersionReq::parse(&format!("={version}")).map_err(|e| bad(e.to_string()))?
-    } else {
-        semver::VersionReq::parse(requirement).map_err(|e| bad(e.to_string()))?
-    };
-    Ok(Request { name, requirement })
+    if requirement.is_empty() {
+        return Ok(Dependency::any(name));
+    }
+    if let Ok(version) = semver::Version::parse(requirement) {
+        return Ok(Dependency::exact(name, &version));
+    }
+    let requirement = semver::VersionReq::parse(requirement).map_err(|e| bad(e.to_string()))?;
+    Ok(Dependency { name, requirement })
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
-    select_artifacts, Artifact, Explanation, Families, Listed, PackageName, Request, ResolveError,
-    Resolved, Resolver, Shard, VersionEntry,
+    select_artifacts, Artifact, Dependency, Explanation, Families, Listed, PackageName,
+    ResolveError, Resolved, Resolver, Shard, VersionEntry,
 };
 
 use super::record::{InstalledPackage, InstalledRecord};
@@ -137,7 +137,7 @@ impl Plan {
     /// Installs the packages `requests` name again even where they are
     /// installed as planned (`install --reinstall`): files deleted or
     /// changed in the prefix are written anew. Their dependencies are not.
-    pub fn reinstall(&mut self, requests: &[Request]) {
+    pub fn reinstall(&mut self, requests: &[Dependency]) {
         for package in &mut self.packages {
             if requests.iter().any(|r| r.name == package.name) {
                 package.up_to_date = false;
@@ -225,7 +225,7 @@ pub fn make_plan(
     client: &Client,
     cache: &Cache,
     repos: &[Repo],
-    requests: &[Request],
+    requests: &[Dependency],
     gpus: &[Target],
     layout: Layout,
     installed: &InstalledRecord,
