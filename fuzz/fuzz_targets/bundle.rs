@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(bundles) = kpack_packer::bundle::parse_fatbin(data) else {
+    let Ok(bundles) = kpack_binary::bundle::parse_fatbin(data) else {
         return;
     };
     for bundle in &bundles {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use kpack_packer::bundle::build::offload_bundle;
+use kpack_binary::bundle::build::offload_bundle;
 use kpack_test_support::fat::FatLibrary;
 
 pub use kpack_test_support::fat::host_library;

@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let out = PathBuf::from(out);
     fs_err::create_dir_all(&out)?;
-    let source = kpack_packer::bundle::build::big_library_assembly(&out)?;
+    let source = kpack_binary::bundle::build::big_library_assembly(&out)?;
     let library = out.join("libbig.so");
     let status = Command::new("cc")
         .args(["-shared", "-o"])

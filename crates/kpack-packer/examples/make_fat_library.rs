@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
-use kpack_packer::bundle::build::offload_bundle;
-use kpack_packer::elf::FatElf;
+use kpack_binary::bundle::build::offload_bundle;
+use kpack_binary::elf::FatElf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -1,7 +1,7 @@
 //! Splits one fat ELF file: `cargo run -p kpack-packer --example split_elf -- IN OUT`.
 #![allow(clippy::print_stdout)]
 
-use kpack_packer::elf::{split_elf, FatElf};
+use kpack_binary::elf::{split_elf, FatElf};
 use rocm_kpack::Marker;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -15,10 +15,10 @@ use rocm_kpack::{
     ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, Metadata, StoredBlob, Target,
 };
 
-use crate::bundle::{Bundle, CodeBytes};
 use crate::error::{Error, Result};
 use crate::pipeline::{self, MemoryBudget};
 use crate::spool::Spool;
+use kpack_binary::bundle::{Bundle, CodeBytes};
 
 /// Placeholder the runtime expands to each compatible target.
 pub const GFXARCH: &str = "@GFXARCH@";
@@ -429,7 +429,7 @@ fn code_object_error(error: rocm_kpack::Error, binary: &BinaryKey, offset: usize
     match error {
         rocm_kpack::Error::CodeObject(source) => Error::Code {
             binary: binary.clone(),
-            source: crate::bundle::decode_error(source, offset),
+            source: kpack_binary::bundle::decode_error(source, offset),
         },
         error => error.into(),
     }

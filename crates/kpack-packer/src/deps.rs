@@ -25,37 +25,19 @@
 //! The result is one typed report, [`DepsReport`], with a schema version,
 //! which the command line renders as text or JSON.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use rocm_kpack::loader::GFXARCH_PLACEHOLDER;
 use rocm_kpack::{Loader, LoaderConfig, Marker, Target};
 use serde::{Serialize, Serializer};
 
-use crate::elf::SplitElf;
 use crate::error::{Error, Result};
 use crate::tree::KPACK_DIR;
+use kpack_binary::sniff::{read_split_binary, BinaryFormat, SplitBinary};
 
 /// The version of [`DepsReport`]'s form; fields are added, never
 /// repurposed.
 pub const DEPS_SCHEMA: u32 = 1;
-
-/// The binary formats whose split files are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BinaryFormat {
-    Elf,
-}
-
-/// What a split binary says about its device code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitBinary {
-    pub format: BinaryFormat,
-    pub marker: Marker,
-    /// Each wrapper's bundle index, in section order.
-    pub bundles: Vec<u32>,
-}
 
 /// What `kpack-pack deps` reports: every split binary found, in the order
 /// found.
@@ -176,8 +158,8 @@ pub fn find_split_binaries(paths: &[PathBuf]) -> Result<Vec<(PathBuf, SplitBinar
         if metadata.is_dir() {
             walk(path, &mut found)?;
         } else if metadata.is_file() {
-            let split =
-                read_split_binary(path)?.ok_or_else(|| Error::NotSplit { path: path.clone() })?;
+            let split = read_split_binary(path)?
+                .ok_or_else(|| kpack_binary::Error::NotSplit { path: path.clone() })?;
             found.push((path.clone(), split));
         } else {
             return Err(Error::NotAFile { path: path.clone() });
@@ -201,53 +183,6 @@ fn walk(dir: &Path, found: &mut Vec<(PathBuf, SplitBinary)>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The marker and bundle indices of the split binary at `path`; `None`
-/// when it is not one (not ELF, or ELF without a marker). A file with a
-/// marker that cannot be read is an error. PE files are read here when
-/// their reader comes.
-pub fn read_split_binary(path: &Path) -> Result<Option<SplitBinary>> {
-    let mut file = fs_err::File::open(path)?;
-    let mut magic = Vec::with_capacity(4);
-    (&mut file).take(4).read_to_end(&mut magic)?;
-    match magic.as_slice() {
-        b"\x7fELF" => read_split_elf(file.file(), path),
-        _ => Ok(None),
-    }
-}
-
-fn read_split_elf(file: &std::fs::File, path: &Path) -> Result<Option<SplitBinary>> {
-    // SAFETY: read-only and private to this call; like every reader of
-    // mapped files we rely on the file not being truncated meanwhile.
-    let map = unsafe { Mmap::map(file) }.map_err(|source| Error::Map {
-        path: path.to_owned(),
-        source,
-    })?;
-    split_elf_in(&map, path)
-}
-
-/// The marker and bundle indices of the ELF file `data` (read from
-/// `path`, which errors name); `None` when it has no marker. The one
-/// reading of a split ELF binary's needs, for `deps`, `verify` and
-/// kpack-get's `check`.
-pub fn split_elf_in(data: &[u8], path: &Path) -> Result<Option<SplitBinary>> {
-    let split = SplitElf::parse(data).map_err(|source| Error::ReadSplit {
-        path: path.to_owned(),
-        source,
-    })?;
-    let Some(split) = split else {
-        return Ok(None);
-    };
-    let marker = Marker::parse(split.marker_bytes).map_err(|source| Error::Marker {
-        path: path.to_owned(),
-        source: Box::new(source),
-    })?;
-    Ok(Some(SplitBinary {
-        format: BinaryFormat::Elf,
-        marker,
-        bundles: split.wrappers.iter().map(|w| w.bundle).collect(),
-    }))
 }
 
 /// One binary's entry of the report.

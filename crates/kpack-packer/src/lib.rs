@@ -1,25 +1,20 @@
 //! The packer: splits fat binaries, install trees and wheels into host-only
 //! binaries plus per-target kpack archives.
 //!
-//! Fat ELF files and install trees are split (`split`, `tree`): bundles
-//! are parsed (`bundle`), the binary rewritten (`elf`), code objects
+//! Fat ELF files and install trees are split (`split`, `tree`) with the
+//! bundle readers and ELF surgery of `kpack-binary`: code objects are
 //! written to per-processor or per-family archives (`archive`) and signed
 //! (`sign`), on every core within a memory budget (`pipeline`, `spool`);
-//! kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen,
-//! rocFFT) are recognised by path and routed per target into payloads or
-//! archives (`databases`); `verify` checks the result through the runtime's
-//! loader; `deps` lists the archives split binaries need at run time.
-//! Wheels are split into a host wheel and per-processor device wheels
-//! (`wheel`).
+//! kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen, rocFFT),
+//! recognised by path, are routed per target into payloads or archives
+//! (`databases`); `verify` checks the result through the runtime's loader;
+//! `deps` lists the archives split binaries need at run time. Wheels are
+//! split into a host wheel and per-processor device wheels (`wheel`).
 
 pub mod archive;
-pub mod bundle;
 pub mod databases;
 pub mod deps;
-pub mod elf;
 pub mod error;
-pub mod input;
-pub mod materialize;
 pub mod pipeline;
 pub mod sign;
 pub mod split;

@@ -11,9 +11,9 @@ use memmap2::MmapMut;
 use rocm_kpack::{BinaryKey, Marker, Target};
 
 use crate::archive::{Entry, Unit};
-use crate::bundle::BundleKind;
-use crate::elf::{split_elf, FatElf, SplitLayout, SplitPlan};
 use crate::error::{ElfError, Error, Result};
+use kpack_binary::bundle::BundleKind;
+use kpack_binary::elf::{split_elf, FatElf, SplitLayout, SplitPlan};
 
 /// A fat binary ready to split: parsed from its headers (a compressed
 /// bundle only as far as the headers it holds), its marker chosen.
@@ -125,10 +125,11 @@ impl<'a> FatBinary<'a> {
         // SAFETY: the output is a file this call was given to write,
         // private to it until committed; nothing else truncates it while
         // it is mapped.
-        let mut out = unsafe { MmapMut::map_mut(output) }.map_err(|source| Error::Map {
-            path: output_path.to_owned(),
-            source,
-        })?;
+        let mut out =
+            unsafe { MmapMut::map_mut(output) }.map_err(|source| kpack_binary::Error::Map {
+                path: output_path.to_owned(),
+                source,
+            })?;
         let layout = plan.patch(&self.fat, &mut out).map_err(elf_error)?;
         out.flush().map_err(written)?;
         Ok((layout, plan.output_len()))

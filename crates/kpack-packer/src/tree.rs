@@ -15,19 +15,20 @@
 //! leaves nothing behind.
 
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use rocm_kpack::Compression;
 
 use crate::archive::{ArchiveSet, Grouping, Unit, WrittenArchive};
+use crate::databases::pack;
 use crate::databases::payload::{default_payload_dir, write_payloads, DatabasePayload, DeviceFile};
-use crate::databases::{pack, Recognisers, Role};
 use crate::error::{Error, Result};
-use crate::input::MappedFile;
 use crate::pipeline::MemoryBudget;
 use crate::split::FatBinary;
+use kpack_binary::databases::{Recognisers, Role};
+use kpack_binary::input::MappedFile;
+use kpack_binary::sniff::BinaryFormat;
 use kpack_gpu::Owner;
 
 /// The directory holding the archives, at the root of a split tree.
@@ -145,17 +146,6 @@ struct FileResult<'a> {
     binary: Option<FatBinary<'a>>,
 }
 
-/// Whether the file starts like an ELF file (only those are read whole).
-fn looks_like_elf(path: &Path) -> Result<bool> {
-    let mut magic = [0u8; 4];
-    let mut file = fs_err::File::open(path)?;
-    match file.read_exact(&mut magic) {
-        Ok(()) => Ok(magic == *b"\x7fELF"),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The path from the directory of a file at `relative` to the root's
 /// `.kpack/`, with a trailing slash.
 fn kpack_prefix(relative: &Path) -> String {
@@ -167,8 +157,8 @@ fn kpack_prefix(relative: &Path) -> String {
 /// else is copied now.
 fn map_or_copy(input: &Path, output: &Path, relative: &Path) -> Result<Option<MappedFile>> {
     let source = input.join(relative);
-    if looks_like_elf(&source)? {
-        return MappedFile::open(&source).map(Some);
+    if BinaryFormat::of_path(&source)?.is_some() {
+        return Ok(Some(MappedFile::open(&source)?));
     }
     let destination = output.join(relative);
     fs_err::copy(&source, &destination)?;

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
-use crate::bundle::{Bundle, CodeObject};
-use crate::elf::{check_program_headers, FatElf};
 use crate::error::{Error, ProgramHeaderError, Result};
 use crate::tree::KPACK_DIR;
+use kpack_binary::bundle::{Bundle, CodeObject};
+use kpack_binary::elf::{check_program_headers, FatElf};
 
 /// One wrapper that did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub struct VerifyReport {
 
 /// The marker and bundle indices of a split ELF file, if it is one.
 fn split_binary_info(data: &[u8], path: &Path) -> Option<(Marker, Vec<u32>)> {
-    let split = crate::deps::split_elf_in(data, path).ok()??;
+    let split = kpack_binary::sniff::split_binary(data, path).ok()??;
     Some((split.marker, split.bundles))
 }
 

@@ -52,6 +52,10 @@ pub fn kpack_get_exe() -> PathBuf {
     workspace_binary("rocm-kpack-get", "kpack-get")
 }
 
+pub fn kpack_pack_exe() -> PathBuf {
+    workspace_binary("kpack-packer", "kpack-pack")
+}
+
 pub fn kpack_repo_exe() -> PathBuf {
     workspace_binary("kpack-repo", "kpack-repo")
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use kpack_gpu::Target;
 
-use kpack_packer::materialize::{materialize_file, ArchiveSource};
+use kpack_binary::materialize::{materialize_file, ArchiveSource};
 
 use super::shown;
 

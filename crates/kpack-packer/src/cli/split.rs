@@ -7,9 +7,9 @@ use rocm_kpack::Compression;
 
 use super::archive_args::ArchiveArgs;
 use super::{shown, GroupByArg};
+use kpack_binary::input::MappedFile;
 use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
-use kpack_packer::input::MappedFile;
 use kpack_packer::sign::Signer;
 use kpack_packer::split::FatBinary;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions};

@@ -19,7 +19,7 @@ use rocm_kpack::{BinaryKey, Metadata, Target};
 use super::payload::DeviceFile;
 use crate::archive::Entry;
 use crate::error::{Error, Result};
-use crate::input::MappedFile;
+use kpack_binary::input::MappedFile;
 
 /// The TOC key of a database file: `<library>/<target>/<name>`.
 pub fn toc_key(library: &str, target: &Target, name: &str) -> String {
@@ -31,7 +31,7 @@ pub fn toc_key(library: &str, target: &Target, name: &str) -> String {
 pub fn map_files(input: &Path, files: &[DeviceFile]) -> Result<Vec<MappedFile>> {
     files
         .par_iter()
-        .map(|file| MappedFile::open(&input.join(&file.relative)))
+        .map(|file| Ok(MappedFile::open(&input.join(&file.relative))?))
         .collect()
 }
 

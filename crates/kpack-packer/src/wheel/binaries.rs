@@ -11,10 +11,10 @@ use rayon::prelude::*;
 use super::error::WheelError;
 use super::reader::{Checked, Member};
 use crate::archive::{ArchiveSet, Grouping};
-use crate::elf::FATBIN_SECTION;
-use crate::input::MappedFile;
 use crate::split::FatBinary;
 use crate::tree::KPACK_DIR;
+use kpack_binary::elf::FATBIN_SECTION;
+use kpack_binary::input::MappedFile;
 
 /// A fat member's host-only file, spooled.
 #[derive(Debug)]
@@ -175,8 +175,8 @@ impl Splitter<'_> {
     }
 }
 
-fn boxed(error: crate::Error) -> WheelError {
-    WheelError::Packer(Box::new(error))
+fn boxed(error: impl Into<crate::Error>) -> WheelError {
+    WheelError::Packer(Box::new(error.into()))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_binary::sniff::BinaryFormat;
 use kpack_hash::HashingReader;
 use kpack_wheel::{DistName, WheelFilename};
 use rayon::prelude::*;
@@ -290,7 +291,7 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
             Err(e) => return Err(e),
         };
         let chunk = &buffer[..n];
-        if size == 0 && chunk.starts_with(b"\x7fELF") {
+        if size == 0 && BinaryFormat::of_prefix(chunk).is_some() {
             file = Some(std::io::BufWriter::new(fs_err::File::create(spool)?));
         }
         if let Some(file) = &mut file {

@@ -236,8 +236,8 @@ fn split_fails(context: &TestContext, library: &std::path::Path) -> String {
 
 #[test]
 fn a_truncated_compressed_bundle_is_reported_with_the_file() {
-    use kpack_packer::bundle::build::{ccob, offload_bundle};
-    use kpack_packer::bundle::CcobMethod;
+    use kpack_binary::bundle::build::{ccob, offload_bundle};
+    use kpack_binary::bundle::CcobMethod;
     let context = TestContext::new();
     let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &[5u8; 3000])]);
     let whole = ccob(&inner, 3, CcobMethod::Zstd);
@@ -248,7 +248,7 @@ fn a_truncated_compressed_bundle_is_reported_with_the_file() {
 
 #[test]
 fn a_bundle_entry_past_the_section_is_reported_with_the_file() {
-    use kpack_packer::bundle::build::offload_bundle;
+    use kpack_binary::bundle::build::offload_bundle;
     let context = TestContext::new();
     let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
     let library = fat_library(context.path(), &whole[..whole.len() - 100]);
@@ -305,7 +305,7 @@ fn empty_archive(path: &std::path::Path, arch: &str) {
 
 #[test]
 fn a_bundle_with_only_the_host_entry_writes_no_archive() {
-    use kpack_packer::bundle::build::offload_bundle;
+    use kpack_binary::bundle::build::offload_bundle;
     let context = TestContext::new();
     let whole = offload_bundle(&[("host-x86_64-unknown-linux-gnu-", &[])]);
     let library = fat_library(context.path(), &whole);
@@ -322,7 +322,7 @@ fn a_bundle_with_only_the_host_entry_writes_no_archive() {
 
 #[test]
 fn inspect_and_verify_flag_an_archive_without_code_objects() {
-    use kpack_packer::bundle::build::offload_bundle;
+    use kpack_binary::bundle::build::offload_bundle;
     let context = TestContext::new();
     let whole = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx1100", &[9u8; 500])]);
     fat_library(context.path(), &whole);

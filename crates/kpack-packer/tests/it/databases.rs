@@ -12,8 +12,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::common::{FatLibrary, TestContext};
+use kpack_binary::bundle::build::offload_bundle;
 use kpack_gpu::Owner;
-use kpack_packer::bundle::build::offload_bundle;
 use kpack_packer::databases::payload::DatabasePayload;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions, TreeReport};
 use rocm_kpack::{capi, Archive, ErrorCode, Target};

@@ -3,8 +3,8 @@
 
 use std::io::Read;
 
-use kpack_packer::bundle::{BundleKind, CcobMethod};
-use kpack_packer::elf::{ElfKind, FatElf, Machine, PointerSource};
+use kpack_binary::bundle::{BundleKind, CcobMethod};
+use kpack_binary::elf::{ElfKind, FatElf, Machine, PointerSource};
 
 /// `librocrand.so.1.1` out of the Debian package, unpacked by dpkg-deb.
 fn rocrand() -> Vec<u8> {

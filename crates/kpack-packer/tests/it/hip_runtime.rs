@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
+use kpack_binary::elf::FatElf;
 use kpack_gpu::Target;
-use kpack_packer::elf::FatElf;
 use kpack_test_support::offload_bundler;
 use kpack_test_support::real_hip::{self, Registration, HIPF, HIPK};
 

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::*;
+use kpack_binary::elf::{FatElf, WRAPPER_SECTION};
+use kpack_binary::wrapper::{HipWrapper, HIPF_MAGIC};
 use kpack_gpu::Target;
-use kpack_packer::elf::{FatElf, HipWrapper, HIPF_MAGIC, WRAPPER_SECTION};
 use kpack_test_support::chain::describe;
 use kpack_test_support::measure::{run_watched_on_disk, DiskWatch, Measured};
 use kpack_test_support::{zero_bomb_archive, GFX90A_VARIANTS};
@@ -289,7 +290,7 @@ fn jax_libraries_with_compressed_bundles_materialize_uncompressed() {
             assert!(
                 fat.bundles
                     .iter()
-                    .all(|b| b.kind == kpack_packer::bundle::BundleKind::Uncompressed),
+                    .all(|b| b.kind == kpack_binary::bundle::BundleKind::Uncompressed),
                 "{name}"
             );
             assert_eq!(health_warnings(&out), Vec::<String>::new(), "{name}");

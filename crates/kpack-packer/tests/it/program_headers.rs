@@ -21,8 +21,8 @@ use object::read::elf::{FileHeader, SectionHeader};
 use object::{elf, LittleEndian as LE};
 
 use crate::common::*;
-use kpack_packer::bundle::build::offload_bundle;
-use kpack_packer::elf::{check_program_headers, ProgramHeaderRule};
+use kpack_binary::bundle::build::offload_bundle;
+use kpack_binary::elf::{check_program_headers, ProgramHeaderRule};
 use kpack_packer::ElfError;
 
 /// How the binary is linked.

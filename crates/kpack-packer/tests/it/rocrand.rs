@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use crate::common::*;
+use kpack_binary::elf::FatElf;
 use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
-use kpack_packer::elf::FatElf;
 use kpack_packer::split::{split_binary, write_like};
 use rocm_kpack::{Archive, Compression, Target};
 

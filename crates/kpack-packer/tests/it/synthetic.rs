@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
+use kpack_binary::bundle::build::{ccob, offload_bundle};
+use kpack_binary::bundle::CcobMethod;
+use kpack_binary::elf::{check_program_headers, FatElf, PointerSource, ProgramHeaderRule};
 use kpack_packer::archive::{processor_archive_pattern, write_processor_archives};
-use kpack_packer::bundle::build::{ccob, offload_bundle};
-use kpack_packer::bundle::CcobMethod;
-use kpack_packer::elf::{check_program_headers, FatElf, PointerSource, ProgramHeaderRule};
 use kpack_packer::split::{split_binary, write_like};
 use rocm_kpack::Compression;
 
@@ -444,7 +444,7 @@ fn check_aarch64(case: Case) {
         .args(&files));
     let data = fs_err::read(&original).unwrap();
     let fat = FatElf::parse(&data).unwrap().unwrap();
-    assert_eq!(fat.machine, kpack_packer::elf::Machine::Aarch64);
+    assert_eq!(fat.machine, kpack_binary::elf::Machine::Aarch64);
     assert_eq!(fat.page_size, 0x10000);
     assert!(fat
         .wrappers

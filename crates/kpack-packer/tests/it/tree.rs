@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
-use kpack_packer::bundle::build::offload_bundle;
+use kpack_binary::bundle::build::offload_bundle;
 use kpack_packer::tree::{split_tree_with, TreeOptions};
 use rocm_kpack::{Archive, Target};
 
@@ -95,7 +95,7 @@ fn splits_the_rocrand_package_tree() {
         "gfx1030",
     );
     let data = fs_err::read(&library).unwrap();
-    let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
+    let fat = kpack_binary::elf::FatElf::parse(&data).unwrap().unwrap();
     let gfx1030 = Target::parse("gfx1030").unwrap();
     let code_objects = fat.bundles[0].code_objects().unwrap();
     let expected = code_objects.iter().find(|c| c.target == gfx1030).unwrap();

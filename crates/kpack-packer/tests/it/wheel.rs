@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::*;
-use kpack_packer::bundle::build::offload_bundle;
-use kpack_packer::elf::{FatElf, HIPK_MAGIC, MARKER_SECTION, WRAPPER_SECTION, WRAPPER_SIZE};
+use kpack_binary::bundle::build::offload_bundle;
+use kpack_binary::elf::{FatElf, MARKER_SECTION, WRAPPER_SECTION};
+use kpack_binary::wrapper::{HIPK_MAGIC, WRAPPER_SIZE};
 use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 use serde_json::Value;

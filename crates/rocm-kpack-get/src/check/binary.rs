@@ -7,20 +7,16 @@
 //! of them is in the GPU's selection order.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error_line::error_line;
+use kpack_binary::elf::FatElf;
+use kpack_binary::input::MappedFile;
+use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
 use kpack_gpu::Target;
-use kpack_packer::deps::split_elf_in;
-use kpack_packer::elf::FatElf;
-use kpack_packer::input::MappedFile;
 use rocm_kpack::{Loader, Marker};
 
 use super::report::Reason;
-
-/// What every ELF file starts with.
-const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 
 /// How a binary's device code reaches its runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +49,7 @@ pub fn check_binary(
     root: &Path,
     gpus: &[Target],
 ) -> Option<BinaryCheck> {
-    if !starts_with_elf_magic(path) {
+    if !is_binary_file(path) {
         return None;
     }
     let unreadable = |kind: BinaryKind, detail: String| {
@@ -71,8 +67,8 @@ pub fn check_binary(
         Ok(mapped) => mapped,
         Err(error) => return unreadable(BinaryKind::Split, error.to_string()),
     };
-    match split_elf_in(mapped.bytes(), path) {
-        Ok(Some(split)) => {
+    match sniff(mapped.bytes(), path) {
+        Ok(Sniffed::Split(split)) => {
             let bundles: BTreeSet<u32> = split.bundles.iter().copied().collect();
             let split = Split {
                 loader,
@@ -82,33 +78,27 @@ pub fn check_binary(
                 bundles: &bundles,
             };
             let failures = gpus.iter().filter_map(|gpu| split.check(gpu)).collect();
-            return Some(BinaryCheck {
+            Some(BinaryCheck {
                 kind: BinaryKind::Split,
                 failures,
-            });
+            })
         }
-        Ok(None) => {}
-        Err(error) => return unreadable(BinaryKind::Split, error_line(&error)),
-    }
-    match FatElf::parse(mapped.bytes()) {
-        Ok(Some(fat)) => Some(BinaryCheck {
+        Ok(Sniffed::Fat(fat)) => Some(BinaryCheck {
             kind: BinaryKind::Fat,
             failures: gpus.iter().filter_map(|gpu| check_fat(&fat, gpu)).collect(),
         }),
-        Ok(None) => None,
-        Err(error) => unreadable(BinaryKind::Fat, error.to_string()),
+        Ok(Sniffed::Plain | Sniffed::NotBinary) => None,
+        Err(kpack_binary::Error::ReadFat { source, .. }) => {
+            unreadable(BinaryKind::Fat, source.to_string())
+        }
+        Err(error) => unreadable(BinaryKind::Split, error_line(&error)),
     }
 }
 
-/// Whether `path` is a regular file starting with the ELF magic.
-fn starts_with_elf_magic(path: &Path) -> bool {
-    let regular = fs_err::symlink_metadata(path).is_ok_and(|m| m.is_file());
-    let mut magic = [0u8; 4];
-    regular
-        && fs_err::File::open(path)
-            .and_then(|mut file| file.read_exact(&mut magic))
-            .is_ok()
-        && magic == ELF_MAGIC
+/// Whether `path` is a regular file in a binary format.
+fn is_binary_file(path: &Path) -> bool {
+    fs_err::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && BinaryFormat::of_path(path).is_ok_and(|format| format.is_some())
 }
 
 /// The arch list a HIP runtime passes the loader for `gpu`: its target,

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kpack_binary::databases::{Recognisers, Role};
 use kpack_gpu::Target;
-use kpack_packer::databases::{Recognisers, Role};
 use kpack_repo_index::{Artifact, Families, PackageName};
 use rocm_kpack::{Loader, LoaderConfig};
 

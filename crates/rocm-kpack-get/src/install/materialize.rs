@@ -3,12 +3,13 @@
 //! the host tree and the archives in the download cache, and its archives
 //! are left out of the prefix (no runtime reads them then).
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use kpack_binary::materialize::BoundedArchives;
+use kpack_binary::sniff::BinaryFormat;
 use kpack_fs::confined::ConfinedDir;
-use kpack_packer::materialize::BoundedArchives;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
 
 use super::stage::{StageDir, StagedFiles};
@@ -82,13 +83,13 @@ fn materialize_one(
 ) -> Result<Option<(Sha256, u64)>, InstallError> {
     let at = Path::new(path.as_str());
     let shown = stage.prefix.join(path.as_str());
-    let failed = |source: kpack_packer::Error| InstallError::Materialize {
+    let failed = |source: kpack_binary::Error| InstallError::Materialize {
         path: path.clone(),
         source: Box::new(source),
     };
     let input = stage.dir.open_file(at)?;
-    if !is_elf(&input, &shown)?
-        || !kpack_packer::materialize::is_split(&input, &shown).map_err(failed)?
+    if !is_binary(&input, &shown)?
+        || !kpack_binary::materialize::is_split(&input, &shown).map_err(failed)?
     {
         return Ok(None);
     }
@@ -102,7 +103,7 @@ fn materialize_one(
         .mode();
     let temporary = PathBuf::from(format!("fat-{index}"));
     let mut output = scratch.create_file(&temporary, mode & 0o7777)?;
-    kpack_packer::materialize::materialize_into(
+    kpack_binary::materialize::materialize_into(
         &input,
         &shown,
         &output,
@@ -124,16 +125,10 @@ fn materialize_one(
     Ok(Some(hashed))
 }
 
-/// Whether `file` starts with the ELF magic (a cheap test before parsing).
-fn is_elf(file: &std::fs::File, shown: &Path) -> Result<bool, InstallError> {
-    let mut magic = [0u8; 4];
-    let mut reader = file;
-    let read = reader.read(&mut magic).and_then(|n| {
-        reader.seek(SeekFrom::Start(0))?;
-        Ok(n)
-    });
-    match read {
-        Ok(n) => Ok(n == 4 && magic == *b"\x7fELF"),
+/// Whether `file` is in a binary format (a cheap test before parsing).
+fn is_binary(file: &std::fs::File, shown: &Path) -> Result<bool, InstallError> {
+    match BinaryFormat::of_file(file) {
+        Ok(format) => Ok(format.is_some()),
         Err(source) => Err(InstallError::Io(std::io::Error::new(
             source.kind(),
             format!("cannot read {}: {source}", shown.display()),

@@ -92,7 +92,7 @@ pub enum InstallError {
     Materialize {
         path: RelativePath,
         #[source]
-        source: Box<kpack_packer::Error>,
+        source: Box<kpack_binary::Error>,
     },
     #[error("{artifact}: unpacks to more than {limit} bytes, more than the index allows; refused")]
     TooLarge { artifact: RelativePath, limit: u64 },

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use crate::common::gpus::{fake_sysfs, FakeNode, CAPABILITY_SRAMECC};
 use crate::common::{describe, output, success};
-use kpack_packer::elf::FatElf;
+use kpack_binary::elf::FatElf;
 use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo_index::sign::SecretKey;
 use kpack_test_support::context::TestContext;

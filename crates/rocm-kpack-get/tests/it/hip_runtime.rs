@@ -494,10 +494,10 @@ fn the_layout_comes_from_the_flag_the_environment_and_the_configuration_file() {
 /// `None` when it is not fat (a split library).
 fn fat_targets(path: &Path) -> Option<std::collections::BTreeSet<String>> {
     let data = fs_err::read(path).unwrap();
-    if kpack_packer::elf::SplitElf::parse(&data).unwrap().is_some() {
+    if kpack_binary::elf::SplitElf::parse(&data).unwrap().is_some() {
         return None;
     }
-    let fat = kpack_packer::elf::FatElf::parse(&data).unwrap().unwrap();
+    let fat = kpack_binary::elf::FatElf::parse(&data).unwrap().unwrap();
     Some(
         fat.bundles
             .iter()

@@ -17,10 +17,10 @@ use std::process::Command;
 use crate::common::runtimes::{build_runtime_named, FakeRuntime};
 use crate::common::wheels::{build_wheel, WheelSpec};
 use crate::common::{output, success, Env};
-use kpack_packer::elf::{FatElf, SplitElf};
-use kpack_packer::wheel::{split_wheel, WheelOptions};
+use kpack_binary::elf::{FatElf, SplitElf};
+use kpack_test_support::chain::kpack_pack_exe;
 use kpack_test_support::context::TestContext;
-use kpack_test_support::{fixtures, python_venv};
+use kpack_test_support::{fixtures, python_venv, run};
 use kpack_wheel::{Record, RecordHash};
 
 const JAX: &str = "jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl";
@@ -47,12 +47,11 @@ pub(crate) struct Jax {
 impl Jax {
     fn split(dir: &Path) -> Jax {
         let links = dir.join("links");
-        let report = split_wheel(
-            &fixtures().join("pypi").join(JAX),
-            &links,
-            &WheelOptions::new("rocm"),
-        )
-        .unwrap();
+        run(Command::new(kpack_pack_exe())
+            .args(["wheel", "split"])
+            .arg(fixtures().join("pypi").join(JAX))
+            .arg("-o")
+            .arg(&links));
         build_wheel(
             &links,
             &WheelSpec {
@@ -63,7 +62,7 @@ impl Jax {
             },
         );
         Jax {
-            host_files: so_members(&report.host.unwrap()),
+            host_files: so_members(&links.join(JAX)),
             links,
         }
     }

@@ -57,7 +57,7 @@ impl TestContext {
 /// Each bundle's code objects by target, in section order, of the fat ELF
 /// file `data`.
 pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<kpack_gpu::Target, Vec<u8>>> {
-    kpack_packer::elf::FatElf::parse(data)
+    kpack_binary::elf::FatElf::parse(data)
         .expect("a readable ELF file")
         .expect("a fat binary")
         .bundles
@@ -73,7 +73,7 @@ pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<kpack_gpu::
         .collect()
 }
 
-pub use kpack_packer::bundle::build::{big_block, BIG_BUNDLES, BIG_CODE_LEN};
+pub use kpack_binary::bundle::build::{big_block, BIG_BUNDLES, BIG_CODE_LEN};
 
 /// The SHA-256 of the code object of `bundle` for `BIG_TARGETS[target]`.
 pub fn big_code_sha256(bundle: usize, target: usize) -> [u8; 32] {
@@ -87,14 +87,14 @@ pub fn big_code_sha256(bundle: usize, target: usize) -> [u8; 32] {
 }
 
 /// Compiles the shared library `library` of
-/// [`kpack_packer::bundle::build::big_library_assembly`]: 2 GiB of device
+/// [`kpack_binary::bundle::build::big_library_assembly`]: 2 GiB of device
 /// code in compressed bundles, a few megabytes on disk. A constructor
 /// registers every wrapper with the HIP runtime in `standin`.
 pub fn compile_big_library(library: &std::path::Path, standin: &std::path::Path) {
     use std::fmt::Write;
     let dir = library.parent().expect("the library's directory");
     let source =
-        kpack_packer::bundle::build::big_library_assembly(dir).expect("writing the bundles");
+        kpack_binary::bundle::build::big_library_assembly(dir).expect("writing the bundles");
     let mut register = String::new();
     for bundle in 0..BIG_BUNDLES {
         let _ = writeln!(

@@ -7,11 +7,10 @@
 //! binary has been replaced its kept original is what says it is split
 //! and holds its marker.
 
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use kpack_packer::elf::SplitElf;
-use kpack_packer::input::MappedFile;
+use kpack_binary::input::MappedFile;
+use kpack_binary::sniff::{split_binary, BinaryFormat};
 use kpack_wheel::{DistName, Record};
 use rocm_kpack::Marker;
 
@@ -21,9 +20,6 @@ use crate::pip::environment::InstalledDist;
 /// Where a host distribution keeps the originals of the binaries it
 /// replaced, under its `.dist-info`, by their path in the site directory.
 pub const KEPT_DIR: &str = "kpack/host";
-
-/// What every ELF file starts with.
-const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 
 /// An installed host distribution, its RECORD, and its split binaries.
 #[derive(Debug)]
@@ -112,7 +108,7 @@ impl HostBinaries {
         let installed = site.join(relative);
         let kept = self.dist_info.join(KEPT_DIR).join(relative);
         let kept_exists = is_regular_file(&kept)?;
-        if !kept_exists && !starts_with_elf_magic(&installed)? {
+        if !kept_exists && !is_binary_file(&installed)? {
             return Ok(());
         }
         let source = if kept_exists { &kept } else { &installed };
@@ -164,30 +160,27 @@ fn is_regular_file(path: &Path) -> Result<bool, MaterializeError> {
     }
 }
 
-/// Whether `path` is a regular file starting with the ELF magic.
-fn starts_with_elf_magic(path: &Path) -> Result<bool, MaterializeError> {
+/// Whether `path` is a regular file in a binary format.
+fn is_binary_file(path: &Path) -> Result<bool, MaterializeError> {
     if !is_regular_file(path)? {
         return Ok(false);
     }
-    let mut magic = [0u8; 4];
-    let mut file = fs_err::File::open(path).map_err(MaterializeError::Io)?;
-    match file.read_exact(&mut magic) {
-        Ok(()) => Ok(magic == ELF_MAGIC),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(MaterializeError::Io(e)),
-    }
+    let format = BinaryFormat::of_path(path).map_err(MaterializeError::Io)?;
+    Ok(format.is_some())
 }
 
 /// The marker of the split binary at `path`; `None` when it is not one;
 /// why, when it has a marker that cannot be read.
 fn read_marker(path: &Path) -> Result<Option<Marker>, String> {
     let mapped = MappedFile::open(path).map_err(|e| e.to_string())?;
-    let Some(split) = SplitElf::parse(mapped.bytes()).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    Marker::parse(split.marker_bytes)
-        .map(Some)
-        .map_err(|e| format!("its kpack marker cannot be read: {e}"))
+    match split_binary(mapped.bytes(), path) {
+        Ok(split) => Ok(split.map(|split| split.marker)),
+        Err(kpack_binary::Error::ReadSplit { source, .. }) => Err(source.to_string()),
+        Err(kpack_binary::Error::Marker { source, .. }) => {
+            Err(format!("its kpack marker cannot be read: {source}"))
+        }
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 #[cfg(test)]

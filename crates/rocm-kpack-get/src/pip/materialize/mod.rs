@@ -33,7 +33,7 @@ use std::io::{Seek, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use kpack_packer::materialize::{
+use kpack_binary::materialize::{
     materialize_into, open_archives, ArchiveSource, BoundedArchives, Materialized,
 };
 use kpack_wheel::{RecordError, RecordHash};
@@ -64,7 +64,7 @@ pub enum MaterializeError {
     Packer {
         path: PathBuf,
         #[source]
-        source: Box<kpack_packer::Error>,
+        source: Box<kpack_binary::Error>,
     },
     /// The state file cannot be written.
     #[error("cannot write {path}")]
@@ -96,8 +96,8 @@ impl MaterializeError {
             MaterializeError::Write(e) => Some(e.source.kind()),
             MaterializeError::Replace { source, .. } => Some(source.kind()),
             MaterializeError::Packer { source, .. } => match source.as_ref() {
-                kpack_packer::Error::Io(e) => Some(e.kind()),
-                kpack_packer::Error::Write(e) => Some(e.source.kind()),
+                kpack_binary::Error::Io(e) => Some(e.kind()),
+                kpack_binary::Error::Write(e) => Some(e.source.kind()),
                 _ => None,
             },
             _ => None,

@@ -14,7 +14,7 @@ use kpack_gpu::Target;
 
 use crate::error::BundleError;
 
-pub(crate) use ccob::bundle_error as decode_error;
+pub use ccob::bundle_error as decode_error;
 pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
 pub(crate) use offload::write_zeros;
 pub use offload::{OffloadBundleLayout, OFFLOAD_BUNDLE_MAGIC};

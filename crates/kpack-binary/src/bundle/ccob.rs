@@ -244,7 +244,7 @@ impl Decoded<'_> {
 
 /// The bundle error an I/O error of a [`Decoded`] reader carries, or one
 /// that describes it.
-pub(crate) fn bundle_error(error: std::io::Error, offset: usize) -> BundleError {
+pub fn bundle_error(error: std::io::Error, offset: usize) -> BundleError {
     match error.downcast::<BundleError>() {
         Ok(error) => error,
         Err(error) => BundleError::CcobDecompress {

@@ -5,27 +5,25 @@
 
 mod beside;
 mod evict;
+mod file;
 mod materialize;
 mod parse;
+mod pointer;
 mod program_headers;
 mod records;
 mod surgery;
 
+pub use file::{ElfKind, Machine, SectionRange};
 pub use materialize::MaterializePlan;
-pub use parse::{
-    ElfKind, FatElf, Machine, PointerSource, SectionRange, SplitElf, SplitWrapper, Wrapper,
-};
+pub use parse::{FatElf, SplitElf, SplitWrapper, Wrapper};
+pub use pointer::PointerSource;
 pub use program_headers::{check_program_headers, ProgramHeaderRule};
-pub use records::HipWrapper;
-pub use surgery::{split_elf, SplitLayout, SplitPlan, MARKER_SECTION};
+pub use surgery::{split_elf, SplitLayout, SplitPlan};
 
 /// The section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
 /// The section holding the 24-byte wrapper structs.
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
-/// Wrapper magic of a fat binary ("HIPF").
-pub const HIPF_MAGIC: u32 = 0x4849_5046;
-/// Wrapper magic after a split ("HIPK").
-pub const HIPK_MAGIC: u32 = 0x4B50_4948;
-/// Size of one wrapper struct.
-pub const WRAPPER_SIZE: u64 = 24;
+/// The section a split adds, holding the kpack marker the `HIPK`
+/// wrappers point at.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";

@@ -34,16 +34,15 @@ use std::io::{self, Read, Write};
 use super::beside::Beside;
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
 use super::parse::FatElf;
+use super::pointer::{write_wrapper, WrapperSite, WrapperValue};
 use super::program_headers::check_program_headers;
 use super::records::{
-    has_file_data, malformed, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
+    has_file_data, malformed, record_mut, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
-use super::HIPK_MAGIC;
+use super::MARKER_SECTION;
 use crate::bundle::write_zeros;
 use crate::error::ElfError;
-
-/// The marker section's name.
-pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+use crate::wrapper::HIPK_MAGIC;
 
 /// What the surgery did, for summaries and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -736,8 +735,15 @@ fn point_wrappers_at(
         write_wrapper(
             out,
             shdrs,
-            (at, wrapper.pointer),
-            (HIPK_MAGIC, marker_address, wrapper.bundle as u64),
+            WrapperSite {
+                file_offset: at,
+                pointer: wrapper.pointer,
+            },
+            WrapperValue {
+                magic: HIPK_MAGIC,
+                address: marker_address,
+                reserved: wrapper.bundle as u64,
+            },
         )?;
     }
     Ok(())

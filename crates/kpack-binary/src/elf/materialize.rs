@@ -23,13 +23,12 @@ use object::pod;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 
 use super::parse::SplitElf;
+use super::pointer::{write_wrapper, WrapperSite, WrapperValue};
 use super::program_headers::check_program_headers;
-use super::records::{
-    has_file_data, record_mut, write_wrapper, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
-};
-use super::HIPF_MAGIC;
+use super::records::{has_file_data, record_mut, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE};
 use crate::bundle::write_zeros;
 use crate::error::ElfError;
+use crate::wrapper::HIPF_MAGIC;
 
 /// Alignment of `.hip_fatbin` and of every bundle in it, as clang's HIP
 /// toolchain lays them out.
@@ -325,8 +324,15 @@ fn point_wrappers_at_bundles(
         write_wrapper(
             out,
             shdrs,
-            (wrapper.file_offset, wrapper.pointer),
-            (HIPF_MAGIC, fatbin.address + offset, 0),
+            WrapperSite {
+                file_offset: wrapper.file_offset,
+                pointer: wrapper.pointer,
+            },
+            WrapperValue {
+                magic: HIPF_MAGIC,
+                address: fatbin.address + offset,
+                reserved: 0,
+            },
         )?;
     }
     Ok(())

@@ -2,68 +2,17 @@
 //! which bundle, found from the relocation (or plain value) of each
 //! wrapper's pointer field.
 
-use std::collections::HashMap;
-
 use object::elf;
-use object::elf::FileHeader64;
-use object::read::elf::{
-    ElfFile64, ElfSection64, FileHeader, ProgramHeader, Rel, Rela, SectionHeader, Sym, SymbolTable,
-};
-use object::{pod, Endianness, FileKind, Object, ObjectSection};
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::{pod, FileKind, Object, ObjectSection};
 
-use super::records::{malformed, HipWrapper, LE};
-use super::surgery::MARKER_SECTION;
-use super::{FATBIN_SECTION, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_SECTION, WRAPPER_SIZE};
+use super::file::{ElfFile, ElfKind, ElfSection, Machine, SectionRange};
+use super::pointer::{pointer_relocations, pointer_source, read_wrapper, PointerSource};
+use super::records::{malformed, LE};
+use super::{FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
 use crate::bundle::{parse_fatbin, Bundle};
 use crate::error::ElfError;
-
-/// The architectures whose fat binaries can be split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Machine {
-    X86_64,
-    Aarch64,
-}
-
-/// What the ELF file is, which decides how its pointers are relocated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElfKind {
-    /// `ET_DYN`: a shared library or a position-independent executable.
-    Dynamic,
-    /// `ET_EXEC`: loaded at its link address; pointers are plain values.
-    Executable,
-}
-
-/// Where a section is, in memory and in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SectionRange {
-    pub index: usize,
-    pub address: u64,
-    pub offset: u64,
-    pub size: u64,
-}
-
-/// How a wrapper's pointer gets its run-time value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PointerSource {
-    /// A RELA relocation; `symbol` is the dynamic symbol's value, if any.
-    Rela {
-        section: usize,
-        index: usize,
-        r_type: u32,
-        addend: i64,
-        symbol: Option<u64>,
-    },
-    /// A REL relocation; the addend is the value stored in the file.
-    Rel {
-        section: usize,
-        index: usize,
-        r_type: u32,
-    },
-    /// A packed relative relocation; the addend is the value in the file.
-    Relr { section: usize },
-    /// No relocation: the value in the file is the address (`ET_EXEC`).
-    Absolute,
-}
+use crate::wrapper::{HipWrapper, HIPK_MAGIC, WRAPPER_SIZE};
 
 /// One 24-byte wrapper in `.hipFatBinSegment`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,9 +41,6 @@ pub struct FatElf<'a> {
     /// Wrappers in section order.
     pub wrappers: Vec<Wrapper>,
 }
-
-type ElfFile<'a> = ElfFile64<'a, Endianness>;
-type ElfSection<'a, 'file> = ElfSection64<'a, 'file, Endianness>;
 
 impl<'a> FatElf<'a> {
     /// Parses `data`: `Ok(None)` when it is not a 64-bit little-endian ELF
@@ -339,54 +285,6 @@ fn section_data<'a>(section: &ElfSection<'a, '_>, name: &str) -> Result<&'a [u8]
         .map_err(|e| ElfError::Malformed(format!("{name}: {e}")))
 }
 
-/// How the pointer of wrapper `index` at `address` is relocated: by the
-/// relocation found for it, or, in an `ET_EXEC` file, not at all.
-fn pointer_source(
-    relocations: &HashMap<u64, PointerSource>,
-    kind: ElfKind,
-    index: usize,
-    address: u64,
-) -> Result<PointerSource, ElfError> {
-    match relocations.get(&address.wrapping_add(8)) {
-        Some(&source) => Ok(source),
-        None if kind == ElfKind::Executable => Ok(PointerSource::Absolute),
-        None => Err(ElfError::BadWrapper {
-            index,
-            address,
-            message: "its pointer has no relocation in a position-independent file".into(),
-        }),
-    }
-}
-
-/// Checks the magic of wrapper `record` (number `index`, at `address`)
-/// and returns the value its pointer field holds in the file.
-fn read_wrapper(record: &HipWrapper, index: usize, address: u64) -> Result<u64, ElfError> {
-    match record.magic.get(LE) {
-        HIPF_MAGIC => Ok(record.pointer.get(LE)),
-        HIPK_MAGIC => Err(ElfError::AlreadySplit),
-        magic => Err(ElfError::BadWrapper {
-            index,
-            address,
-            message: format!("magic {magic:#010x} is not HIPF"),
-        }),
-    }
-}
-
-impl PointerSource {
-    /// The address the pointer holds at run time, `stored` being the value
-    /// in the file.
-    fn target_address(self, stored: u64) -> u64 {
-        match self {
-            PointerSource::Rela { addend, symbol, .. } => {
-                symbol.unwrap_or(0).wrapping_add(addend as u64)
-            }
-            PointerSource::Rel { .. } | PointerSource::Relr { .. } | PointerSource::Absolute => {
-                stored
-            }
-        }
-    }
-}
-
 /// The bundles of `.hip_fatbin` (at address `fatbin`), found by where they
 /// start.
 struct BundleStarts<'b, 'a> {
@@ -414,94 +312,4 @@ impl BundleStarts<'_, '_> {
                 ),
             })
     }
-}
-
-/// The pointer fields of the wrappers in `.hipFatBinSegment`.
-#[derive(Clone, Copy)]
-struct PointerFields(SectionRange);
-
-impl PointerFields {
-    /// Whether `offset` is the pointer field of a wrapper.
-    fn contains(self, offset: u64) -> bool {
-        let wrappers = self.0;
-        offset >= wrappers.address
-            && offset < wrappers.address.saturating_add(wrappers.size)
-            && (offset - wrappers.address) % WRAPPER_SIZE == 8
-    }
-}
-
-/// Every relocation whose offset is the pointer field of a wrapper, keyed
-/// by that offset.
-fn pointer_relocations(
-    file: &ElfFile<'_>,
-    wrappers: SectionRange,
-) -> Result<HashMap<u64, PointerSource>, ElfError> {
-    let endian = file.endian();
-    let data = file.data();
-    let sections = file.elf_section_table();
-    let fields = PointerFields(wrappers);
-    let mut found = HashMap::new();
-    for (index, section) in sections.enumerate() {
-        let index = index.0;
-        if let Some((relocations, link)) = section.rela(endian, data).map_err(malformed)? {
-            let symbols = sections
-                .symbol_table_by_index(endian, data, link)
-                .map_err(malformed)?;
-            rela_pointers(relocations, &symbols, endian, index, fields, &mut found)?;
-        } else if let Some((relocations, _)) = section.rel(endian, data).map_err(malformed)? {
-            for (i, rel) in relocations.iter().enumerate() {
-                let offset = rel.r_offset(endian);
-                if fields.contains(offset) {
-                    let r_type = rel.r_type(endian).0;
-                    let source = PointerSource::Rel {
-                        section: index,
-                        index: i,
-                        r_type,
-                    };
-                    found.insert(offset, source);
-                }
-            }
-        } else if let Some(relocations) = section.relr(endian, data).map_err(malformed)? {
-            for offset in relocations.filter(|&offset| fields.contains(offset)) {
-                found.insert(offset, PointerSource::Relr { section: index });
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// The wrapper pointers among the RELA relocations of section `section`,
-/// with the value of the symbol each names.
-fn rela_pointers(
-    relocations: &[elf::Rela64<Endianness>],
-    symbols: &SymbolTable<'_, FileHeader64<Endianness>>,
-    endian: Endianness,
-    section: usize,
-    fields: PointerFields,
-    found: &mut HashMap<u64, PointerSource>,
-) -> Result<(), ElfError> {
-    for (index, rela) in relocations.iter().enumerate() {
-        let offset = rela.r_offset(endian);
-        if !fields.contains(offset) {
-            continue;
-        }
-        let symbol = match rela.r_sym(endian, false) {
-            0 => None,
-            symbol => Some(
-                symbols
-                    .symbol(object::SymbolIndex(symbol as usize))
-                    .map_err(malformed)?
-                    .st_value(endian),
-            ),
-        };
-        let source = PointerSource::Rela {
-            section,
-            index,
-            r_type: rela.r_type(endian, false).0,
-            addend: rela.r_addend(endian),
-            symbol,
-        };
-        found.insert(offset, source);
-    }
-    Ok(())
 }

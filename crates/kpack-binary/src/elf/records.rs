@@ -8,7 +8,7 @@ use object::elf::{
     Dyn64, FileHeader64, ProgramHeader64, Rela64, SectionHeader64, Sym64, SHT_NOBITS, SHT_NULL,
 };
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::{pod, LittleEndian, Pod, U32, U64};
+use object::{pod, LittleEndian, Pod};
 
 use crate::error::ElfError;
 
@@ -21,80 +21,6 @@ pub(super) type Shdr = SectionHeader64<LittleEndian>;
 pub(super) type Dyn = Dyn64<LittleEndian>;
 pub(super) type Sym = Sym64<LittleEndian>;
 pub(super) type Rela = Rela64<LittleEndian>;
-
-/// The 24-byte record a HIP fat binary registers a translation unit's
-/// device code with, one per unit in `.hipFatBinSegment` (02-runtime.md):
-/// `HIPF` pointing at an offload bundle in a fat binary, `HIPK` pointing
-/// at the kpack marker, with the bundle index in the low half of
-/// `reserved`, after a split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C)]
-pub struct HipWrapper {
-    pub magic: U32<LittleEndian>,
-    pub version: U32<LittleEndian>,
-    pub pointer: U64<LittleEndian>,
-    pub reserved: U64<LittleEndian>,
-}
-
-// SAFETY: four fields of byte arrays, no padding, any bit pattern valid.
-unsafe impl Pod for HipWrapper {}
-
-impl HipWrapper {
-    /// A wrapper with `magic`, version 1, `pointer` and `reserved`.
-    pub fn new(magic: u32, pointer: u64, reserved: u64) -> HipWrapper {
-        HipWrapper {
-            magic: U32::new(LE, magic),
-            version: U32::new(LE, 1),
-            pointer: U64::new(LE, pointer),
-            reserved: U64::new(LE, reserved),
-        }
-    }
-
-    /// The bundle index a split stores in the low 32 bits of `reserved`.
-    pub fn bundle_index(&self) -> u32 {
-        (self.reserved.get(LE) & u64::from(u32::MAX)) as u32
-    }
-}
-
-/// Writes the wrapper at file offset `at` as `magic` pointing at
-/// `address` with `reserved` (its version kept), and makes its pointer's
-/// relocation (`pointer`, `shdrs` the output's section headers) give that
-/// address at run time: a RELA entry's addend is set; for REL and RELR the
-/// value in the file is the addend, and in an `ET_EXEC` file the address
-/// itself, both written with the record. The relocation keeps its kind.
-pub(super) fn write_wrapper(
-    out: &mut [u8],
-    shdrs: &[Shdr],
-    (at, pointer): (u64, super::parse::PointerSource),
-    (magic, address, reserved): (u32, u64, u64),
-) -> Result<(), ElfError> {
-    let record = record_mut::<HipWrapper>(out, at)?;
-    *record = HipWrapper {
-        magic: U32::new(LE, magic),
-        pointer: U64::new(LE, address),
-        reserved: U64::new(LE, reserved),
-        ..*record
-    };
-    if let super::parse::PointerSource::Rela {
-        section,
-        index,
-        symbol,
-        ..
-    } = pointer
-    {
-        let rela = shdrs
-            .get(section)
-            .ok_or_else(|| ElfError::Malformed(format!("relocation section {section} vanished")))?;
-        section_records_mut::<Rela>(out, rela)?
-            .get_mut(index)
-            .ok_or_else(|| {
-                ElfError::Malformed(format!("relocation {index} of section {section} vanished"))
-            })?
-            .r_addend
-            .set(LE, address.wrapping_sub(symbol.unwrap_or(0)) as i64);
-    }
-    Ok(())
-}
 
 /// A failed read of `object`'s, as a malformed file.
 pub(super) fn malformed(error: object::Error) -> ElfError {

@@ -1,0 +1,22 @@
+//! Binaries carrying GPU device code, read and rewritten as their formats
+//! say: offload bundles and compressed bundles (`bundle`), fat and split
+//! ELF files, the plan that splits one and the plan that makes one fat
+//! again (`elf`), the HIP wrapper record they share with PE (`wrapper`),
+//! what kind of binary a file is (`sniff`), mapped inputs
+//! (`input`), materializing split binaries from kpack archives
+//! (`materialize`), and the kernel database files libraries keep beside
+//! them (`databases`).
+//!
+//! The packer splits with it; kpack-get checks and materializes with it and
+//! never links the packer.
+
+pub mod bundle;
+pub mod databases;
+pub mod elf;
+pub mod error;
+pub mod input;
+pub mod materialize;
+pub mod sniff;
+pub mod wrapper;
+
+pub use error::{BundleError, ElfError, Error, ProgramHeaderError, Result};

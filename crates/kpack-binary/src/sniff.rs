@@ -1,0 +1,128 @@
+//! What kind of binary a file is, from its first bytes ([`BinaryFormat`])
+//! and then its headers ([`sniff`]): not a binary, a plain one, a fat one,
+//! or a split one with its marker. The one reading of a split binary's
+//! needs ([`split_binary`]), for the packer's `deps`, `verify` and trees
+//! and kpack-get's `check` and layouts.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use memmap2::Mmap;
+use rocm_kpack::Marker;
+use serde::Serialize;
+
+use crate::elf::{FatElf, SplitElf};
+use crate::error::{Error, Result};
+
+/// The container formats binaries with device code come in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BinaryFormat {
+    Elf,
+}
+
+/// The ELF magic, `\x7fELF`.
+const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
+
+impl BinaryFormat {
+    /// The format a file starting with `prefix` is in, if any.
+    pub fn of_prefix(prefix: &[u8]) -> Option<BinaryFormat> {
+        prefix.starts_with(&ELF_MAGIC).then_some(BinaryFormat::Elf)
+    }
+
+    /// The format of `file`, from its first bytes (read in place, the
+    /// file's position unchanged); `None` for a file too short to tell.
+    pub fn of_file(file: &std::fs::File) -> std::io::Result<Option<BinaryFormat>> {
+        let mut magic = [0u8; ELF_MAGIC.len()];
+        match file.read_exact_at(&mut magic, 0) {
+            Ok(()) => Ok(BinaryFormat::of_prefix(&magic)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The format of the file at `path`, which must be readable.
+    pub fn of_path(path: &Path) -> std::io::Result<Option<BinaryFormat>> {
+        BinaryFormat::of_file(fs_err::File::open(path)?.file())
+    }
+}
+
+/// What a binary is, read from its headers.
+#[derive(Debug)]
+pub enum Sniffed<'a> {
+    /// Not a binary of a format with device code.
+    NotBinary,
+    /// A binary without device code.
+    Plain,
+    /// A fat binary: its bundles and wrappers.
+    Fat(FatElf<'a>),
+    /// A split binary: its marker and bundle indices.
+    Split(SplitBinary),
+}
+
+/// What the binary `data` (read from `path`, which errors name) is. A
+/// split binary is told apart first: a marker makes it split whatever
+/// else it holds.
+pub fn sniff<'a>(data: &'a [u8], path: &Path) -> Result<Sniffed<'a>> {
+    if BinaryFormat::of_prefix(data).is_none() {
+        return Ok(Sniffed::NotBinary);
+    }
+    if let Some(split) = split_binary(data, path)? {
+        return Ok(Sniffed::Split(split));
+    }
+    match FatElf::parse(data) {
+        Ok(Some(fat)) => Ok(Sniffed::Fat(fat)),
+        Ok(None) => Ok(Sniffed::Plain),
+        Err(source) => Err(Error::ReadFat {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// What a split binary says about its device code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitBinary {
+    pub format: BinaryFormat,
+    pub marker: Marker,
+    /// Each wrapper's bundle index, in section order.
+    pub bundles: Vec<u32>,
+}
+
+/// The marker and bundle indices of the binary `data` (read from `path`,
+/// which errors name); `None` when it has no marker.
+pub fn split_binary(data: &[u8], path: &Path) -> Result<Option<SplitBinary>> {
+    let split = SplitElf::parse(data).map_err(|source| Error::ReadSplit {
+        path: path.to_owned(),
+        source,
+    })?;
+    let Some(split) = split else {
+        return Ok(None);
+    };
+    let marker = Marker::parse(split.marker_bytes).map_err(|source| Error::Marker {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })?;
+    Ok(Some(SplitBinary {
+        format: BinaryFormat::Elf,
+        marker,
+        bundles: split.wrappers.iter().map(|w| w.bundle).collect(),
+    }))
+}
+
+/// The marker and bundle indices of the split binary at `path`; `None`
+/// when it is not one (not a binary, or one without a marker). A file with
+/// a marker that cannot be read is an error.
+pub fn read_split_binary(path: &Path) -> Result<Option<SplitBinary>> {
+    let file = fs_err::File::open(path)?;
+    if BinaryFormat::of_file(file.file())?.is_none() {
+        return Ok(None);
+    }
+    // SAFETY: read-only and private to this call; like every reader of
+    // mapped files we rely on the file not being truncated meanwhile.
+    let map = unsafe { Mmap::map(file.file()) }.map_err(|source| Error::Map {
+        path: path.to_owned(),
+        source,
+    })?;
+    split_binary(&map, path)
+}
