@@ -16,6 +16,8 @@
 //! follows: the same page of the file at the same bias, so the same bytes,
 //! mapped with the same permissions.
 
+use std::ops::Range;
+
 use object::elf::{PT_LOAD, SHF_ALLOC};
 use object::read::elf::{ProgramHeader, SectionHeader};
 
@@ -44,7 +46,8 @@ impl Beside {
     pub fn find(
         phdrs: &[Phdr],
         shdrs: &[Shdr],
-        (len, page): (u64, u64),
+        len: u64,
+        page: u64,
         free: impl Fn(u64, u64) -> bool,
     ) -> Option<Beside> {
         let loads = || {
@@ -64,7 +67,7 @@ impl Beside {
                 && last_section_end(shdrs, segment) == Some(offset)
                 && !file_bytes_used(phdrs, shdrs, offset, end)
                 && free(offset, end)
-                && !pages_taken(phdrs, index, (vaddr, memory_end), page);
+                && !pages_taken(phdrs, index, vaddr..memory_end, page);
             fits.then_some(Beside {
                 after: index,
                 segment: *segment,
@@ -127,8 +130,9 @@ fn file_bytes_used(phdrs: &[Phdr], shdrs: &[Shdr], start: u64, end: u64) -> bool
 }
 
 /// Whether a load segment other than number `own` has memory on the
-/// pages of `[start, end)`.
-fn pages_taken(phdrs: &[Phdr], own: usize, (start, end): (u64, u64), page: u64) -> bool {
+/// pages of `span`.
+fn pages_taken(phdrs: &[Phdr], own: usize, span: Range<u64>, page: u64) -> bool {
+    let Range { start, end } = span;
     let pages = |from: u64, to: u64| (from / page * page, to.div_ceil(page).saturating_mul(page));
     let (first, last) = pages(start, end);
     phdrs

@@ -167,7 +167,7 @@ impl SplitPlan {
             choose_layout(data, &phdrs, &shdrs, &old_names, phoff, table_len)?;
         shift_sections(&mut shdrs, fat, &cut);
         let layout = match layout {
-            Layout::MoveTable => move_table(data, (&phdrs, &mut new_phdrs), &shdrs, fat, &cut)?,
+            Layout::MoveTable => move_table(data, &phdrs, &mut new_phdrs, &shdrs, fat, &cut)?,
             layout => layout,
         };
         let table_len = ((new_phdrs.len() + 1) * size_of::<Phdr>()) as u64;
@@ -229,13 +229,7 @@ impl SplitPlan {
         let marker_address = self.segment.marker_address();
         point_wrappers_at(out, fat, &shdrs, &self.cut, marker_address)?;
         let block = match &self.layout {
-            Layout::Evict(eviction) => evict(
-                out,
-                &mut shdrs,
-                &mut phdrs,
-                eviction,
-                (self.segment.vaddr, self.segment.offset),
-            )?,
+            Layout::Evict(eviction) => evict(out, &mut shdrs, &mut phdrs, eviction, &self.segment)?,
             Layout::InPlace | Layout::Beside(_) | Layout::MoveTable => Vec::new(),
         };
         let (table_offset, table_vaddr) =
@@ -243,15 +237,25 @@ impl SplitPlan {
                 .table_place(self.phoff, &self.first_load, &self.segment);
         let table = program_header_table(&mut phdrs, table_offset, table_vaddr);
         self.segment
-            .write(out, (table_offset, &table), &block, &self.marker)?;
+            .write(out, table_offset, &table, &block, &self.marker)?;
         append_section_headers(
             out,
             &mut shdrs,
-            (self.shstrndx, &self.old_names),
+            self.shstrndx,
+            &self.old_names,
             self.segment.marker_section(self.marker.len()),
-            (self.names_offset, self.shoff),
+            self.names_offset,
+            self.shoff,
         )?;
-        write_table_places(out, (table_offset, phdrs.len()), (self.shoff, shdrs.len()))?;
+        let program_headers = TablePlace {
+            offset: table_offset,
+            count: phdrs.len(),
+        };
+        let section_headers = TablePlace {
+            offset: self.shoff,
+            count: shdrs.len(),
+        };
+        write_table_places(out, program_headers, section_headers)?;
         check_program_headers(out)?;
         Ok(SplitLayout {
             removed: self.cut.removed,
@@ -390,7 +394,8 @@ impl NewSegment {
     fn write(
         &self,
         out: &mut [u8],
-        (table_offset, table): (u64, &[u8]),
+        table_offset: u64,
+        table: &[u8],
         block: &[u8],
         marker: &[u8],
     ) -> Result<(), ElfError> {
@@ -413,8 +418,8 @@ fn shift_sections(shdrs: &mut [Shdr], fat: &FatElf<'_>, cut: &Cut) {
     }
 }
 
-/// Moves the sections in the table's way to the new segment at
-/// `(vaddr, offset)`: references first (in the body, where the tables
+/// Moves the sections in the table's way to the new segment `to`:
+/// references first (in the body, where the tables
 /// still are), then the bytes, which are returned and zeroed where they
 /// were.
 fn evict(
@@ -422,8 +427,9 @@ fn evict(
     shdrs: &mut [Shdr],
     new_phdrs: &mut [Phdr],
     eviction: &Eviction,
-    (vaddr, offset): (u64, u64),
+    to: &NewSegment,
 ) -> Result<Vec<u8>, ElfError> {
+    let (vaddr, offset) = (to.vaddr, to.offset);
     let (Some(delta), Some(file_delta)) = (
         vaddr.checked_sub(eviction.address),
         offset.checked_sub(eviction.start),
@@ -465,12 +471,21 @@ fn program_header_table(phdrs: &mut [Phdr], offset: u64, vaddr: u64) -> Vec<u8> 
     pod::bytes_of_slice(phdrs).to_vec()
 }
 
+/// Where a header table lies in the file, and how many entries it has.
+#[derive(Debug, Clone, Copy)]
+struct TablePlace {
+    offset: u64,
+    count: usize,
+}
+
 /// Points the ELF header at the program and section header tables.
 fn write_table_places(
     out: &mut [u8],
-    (phoff, phnum): (u64, usize),
-    (shoff, shnum): (u64, usize),
+    program_headers: TablePlace,
+    section_headers: TablePlace,
 ) -> Result<(), ElfError> {
+    let (phoff, phnum) = (program_headers.offset, program_headers.count);
+    let (shoff, shnum) = (section_headers.offset, section_headers.count);
     let phnum = u16::try_from(phnum)
         .ok()
         .filter(|&n| n < elf::PN_XNUM)
@@ -631,7 +646,8 @@ fn choose_layout(
 /// once or after GNU strip.
 fn move_table(
     data: &[u8],
-    (phdrs, new_phdrs): (&[Phdr], &mut Vec<Phdr>),
+    phdrs: &[Phdr],
+    new_phdrs: &mut Vec<Phdr>,
     shdrs: &[Shdr],
     fat: &FatElf<'_>,
     cut: &Cut,
@@ -653,7 +669,7 @@ fn move_table(
                 .and_then(|(start, end)| data.get(start..end))
                 .is_some_and(|bytes| bytes.iter().all(|&byte| byte == 0))
     };
-    if let Some(beside) = Beside::find(new_phdrs, shdrs, (len, fat.page_size), free) {
+    if let Some(beside) = Beside::find(new_phdrs, shdrs, len, fat.page_size, free) {
         new_phdrs.insert(beside.after + 1, beside.header(len));
         return Ok(Layout::Beside(beside));
     }
@@ -755,9 +771,11 @@ fn point_wrappers_at(
 fn append_section_headers(
     out: &mut [u8],
     shdrs: &mut Vec<Shdr>,
-    (shstrndx, old_names): (usize, &[u8]),
+    shstrndx: usize,
+    old_names: &[u8],
     mut marker: Shdr,
-    (names_offset, shoff): (u64, u64),
+    names_offset: u64,
+    shoff: u64,
 ) -> Result<(), ElfError> {
     let mut names = old_names.to_vec();
     marker.sh_name.set(LE, names.len() as u32);
