@@ -3,7 +3,6 @@
 //! archives and database payloads in the repository's pool.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fs_err as fs;
 use kpack_gpu::{Level, Owner, Target};
@@ -11,25 +10,29 @@ use kpack_packer::archive::Grouping;
 use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
 use rocm_kpack::Compression;
 
-use kpack_repo::publish::{NewArtifact, PublishError, Publisher, Staged};
-use kpack_repo::unpacked::CountingWriter;
 use kpack_repo_index::types::{InvalidValue, Listed};
 
-use super::manifest::{GroupBy, Manifest, Resolved};
+use crate::debian::{dpkg_deb, DpkgError};
+use crate::manifest::{GroupBy, Manifest, ManifestError, Resolved};
+use crate::publish::{NewArtifact, PublishError, Publisher, Staged};
+use crate::unpacked::CountingWriter;
 
 /// Why a manifest cannot be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    #[error("{}: {message}", path.display())]
-    Manifest { path: PathBuf, message: String },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Dpkg(#[from] DpkgError),
+    /// A database payload whose component is not a component name.
+    #[error("{}: {error}", path.display())]
+    Component { path: PathBuf, error: InvalidValue },
     /// A file-system call failed; the error names the path.
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("cannot make a working directory")]
     WorkDir(#[source] std::io::Error),
-    #[error("cannot run dpkg-deb")]
-    Dpkg(#[source] std::io::Error),
     /// Packing a file or directory into a tree artifact (tar and zstd's
     /// errors need not name it).
     #[error("cannot pack {} into a tree", path.display())]
@@ -99,32 +102,6 @@ fn unpack(resolved: &Resolved, work: &Path) -> Result<PathBuf, BuildError> {
     Ok(prefix)
 }
 
-/// Runs `dpkg-deb OPTION DEB [DIR]`; its standard output. A failure
-/// names the package and what could not be done (`what`).
-pub fn dpkg_deb(
-    option: &str,
-    deb: &Path,
-    dir: Option<&Path>,
-    what: &str,
-) -> Result<Vec<u8>, BuildError> {
-    let output = Command::new("dpkg-deb")
-        .arg(option)
-        .arg(deb)
-        .args(dir)
-        .output()
-        .map_err(BuildError::Dpkg)?;
-    if !output.status.success() {
-        return Err(BuildError::Manifest {
-            path: deb.to_owned(),
-            message: format!(
-                "dpkg-deb cannot {what}: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        });
-    }
-    Ok(output.stdout)
-}
-
 /// The artifacts of a split: the host tree, each archive, and each
 /// database payload packed as a tree (`<name>-<processor>-<component>`),
 /// listed for its processor.
@@ -159,14 +136,13 @@ fn pack_artifacts(
             package.name, payload.owner, payload.component
         ));
         let unpacked_size = write_tree(&payload.dir, &file, TreeCompression::Databases)?;
-        let component =
-            payload
-                .component
-                .parse()
-                .map_err(|e: InvalidValue| BuildError::Manifest {
-                    path: payload.dir.clone(),
-                    message: e.to_string(),
-                })?;
+        let component = payload
+            .component
+            .parse()
+            .map_err(|error| BuildError::Component {
+                path: payload.dir.clone(),
+                error,
+            })?;
         let (targets, owner) = payload_owner(&payload.owner);
         artifacts.push(NewArtifact {
             owner,

@@ -4,12 +4,16 @@
 //! (`verify`, how far trees unpack in `unpacked`), reading them from any
 //! location (`source`) and copying them (`mirror`), and reading the control
 //! data of the Debian packages manifests are built from (`debian`).
+//! Package manifests (`manifest`) name Debian packages and how to lay them
+//! out; `build` unpacks them, splits the tree with the packer and stages
+//! the artifacts.
 //!
 //! The index model and everything a client reads with is in
-//! `kpack-repo-index`; the `kpack-repo` binary also packs manifests with the
-//! packer.
+//! `kpack-repo-index`.
 
+pub mod build;
 pub mod debian;
+pub mod manifest;
 pub mod mirror;
 pub mod publish;
 pub mod source;

@@ -10,11 +10,63 @@ use std::path::{Path, PathBuf};
 use fs_err as fs;
 use serde::Deserialize;
 
-use kpack_repo::debian::{Control, NameTable};
-use kpack_repo::publish::NewVersion;
 use kpack_repo_index::types::{Dependency, PackageName};
 
-use super::build::{dpkg_deb, BuildError};
+use crate::debian::{
+    dpkg_deb, Control, ControlError, DpkgError, NameTable, RelationError, VersionError,
+};
+use crate::publish::NewVersion;
+
+/// What is wrong with a manifest, or with the packages it names; each
+/// names the file at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// A file-system call failed; the error names the path.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{}: {}", path.display(), error.to_string().trim_end())]
+    Toml {
+        path: PathBuf,
+        error: toml::de::Error,
+    },
+    #[error("{}: pack.level: {level} is not a zstd level (1-22)", path.display())]
+    Level { path: PathBuf, level: i32 },
+    #[error("{}: source.map: {part:?} must be a relative path without ..", path.display())]
+    MapPath { path: PathBuf, part: String },
+    #[error("{}: no manifests (*.toml) here", path.display())]
+    NoManifests { path: PathBuf },
+    #[error("{}: {} is {package}, which {NAME_TABLE} maps to {ours}, not {name}", path.display(), deb.display())]
+    MappedElsewhere {
+        path: PathBuf,
+        deb: PathBuf,
+        package: String,
+        ours: PackageName,
+        name: PackageName,
+    },
+    #[error("{}: {error}", deb.display())]
+    Control { deb: PathBuf, error: ControlError },
+    #[error("{}: control field Depends: {error}", deb.display())]
+    Depends { deb: PathBuf, error: RelationError },
+    #[error("{}: its package's version: {error}", path.display())]
+    Version { path: PathBuf, error: VersionError },
+    #[error("{}: no version: state one or name a .deb", path.display())]
+    NoVersion { path: PathBuf },
+    #[error("{}: source.debian: {pattern:?}: {error}", path.display())]
+    Pattern {
+        path: PathBuf,
+        pattern: String,
+        error: glob::PatternError,
+    },
+    #[error("{}: source.debian: no file in {} matches {pattern:?}", path.display(), sources.display())]
+    NoMatch {
+        path: PathBuf,
+        sources: PathBuf,
+        pattern: String,
+    },
+    #[error(transparent)]
+    Dpkg(#[from] DpkgError),
+}
 
 /// The name table's file in a manifest set's directory.
 pub const NAME_TABLE: &str = "names.toml";
@@ -133,27 +185,24 @@ pub struct Resolved {
 }
 
 impl Manifest {
-    pub fn load(path: &Path) -> Result<Manifest, BuildError> {
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let text = fs::read_to_string(path)?;
-        let manifest: Manifest = toml::from_str(&text).map_err(|e| BuildError::Manifest {
+        let manifest: Manifest = toml::from_str(&text).map_err(|error| ManifestError::Toml {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            error,
         })?;
         if !(1..=22).contains(&manifest.pack.level) {
-            return Err(BuildError::Manifest {
+            return Err(ManifestError::Level {
                 path: path.to_owned(),
-                message: format!(
-                    "pack.level: {} is not a zstd level (1-22)",
-                    manifest.pack.level
-                ),
+                level: manifest.pack.level,
             });
         }
         for (from, to) in &manifest.source.map {
             for part in [from, to] {
                 if part.split('/').any(|p| p == "..") || part.starts_with('/') {
-                    return Err(BuildError::Manifest {
+                    return Err(ManifestError::MapPath {
                         path: path.to_owned(),
-                        message: format!("source.map: {part:?} must be a relative path without .."),
+                        part: part.clone(),
                     });
                 }
             }
@@ -163,22 +212,22 @@ impl Manifest {
 }
 
 /// The name table of the manifest set in `dir`, empty when it has none.
-pub fn load_name_table(dir: &Path) -> Result<NameTable, BuildError> {
+pub fn load_name_table(dir: &Path) -> Result<NameTable, ManifestError> {
     let path = dir.join(NAME_TABLE);
     if !path.exists() {
         return Ok(NameTable::default());
     }
     let text = fs::read_to_string(&path)?;
-    let file: NameTableFile = toml::from_str(&text).map_err(|e| BuildError::Manifest {
+    let file: NameTableFile = toml::from_str(&text).map_err(|error| ManifestError::Toml {
         path: path.clone(),
-        message: e.to_string().trim_end().to_owned(),
+        error,
     })?;
     Ok(NameTable(file.debian))
 }
 
 /// The manifests `paths` name: files as given, and every `*.toml` of a
 /// directory but its name table, sorted.
-pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BuildError> {
+pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> {
     let mut files = Vec::new();
     for path in paths {
         if !path.is_dir() {
@@ -193,10 +242,7 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BuildError> {
                 && p.file_name().is_some_and(|n| n != NAME_TABLE)
         });
         if found.is_empty() {
-            return Err(BuildError::Manifest {
-                path: path.clone(),
-                message: "no manifests (*.toml) here".into(),
-            });
+            return Err(ManifestError::NoManifests { path: path.clone() });
         }
         found.sort();
         files.extend(found);
@@ -207,15 +253,11 @@ pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BuildError> {
 /// Loads the manifest at `path` and settles it against the packages in
 /// `sources` (the manifest's directory when `None`), with the name table
 /// of the manifest's set.
-pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, BuildError> {
+pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, ManifestError> {
     let manifest = Manifest::load(path)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let table = load_name_table(dir)?;
     let sources = sources.unwrap_or(dir);
-    let bad = |message: String| BuildError::Manifest {
-        path: path.to_owned(),
-        message,
-    };
     let mut debs = Vec::new();
     for pattern in manifest.source.debian.all() {
         debs.extend(find_debs(path, sources, pattern)?);
@@ -227,18 +269,23 @@ pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, BuildErr
     for (deb, control) in &debs {
         let package = control.package().map_err(|e| control_error(deb, e))?;
         if let Some(ours) = table.0.get(package).filter(|ours| *ours != name) {
-            return Err(bad(format!(
-                "{} is {package}, which {NAME_TABLE} maps to {ours}, not {name}",
-                deb.display()
-            )));
+            return Err(ManifestError::MappedElsewhere {
+                path: path.to_owned(),
+                deb: deb.clone(),
+                package: package.to_owned(),
+                ours: ours.clone(),
+                name: name.clone(),
+            });
         }
         let version = control.version().map_err(|e| control_error(deb, e))?;
         first_version.get_or_insert(version);
         let depends = control.depends().map_err(|e| control_error(deb, e))?;
-        let debian = table.map(&depends).map_err(|e| BuildError::Manifest {
-            path: deb.clone(),
-            message: format!("control field Depends: {e}"),
-        })?;
+        let debian = table
+            .map(&depends)
+            .map_err(|error| ManifestError::Depends {
+                deb: deb.clone(),
+                error,
+            })?;
         for dependency in debian.depends {
             // The packages of one manifest need not depend on each other.
             if &dependency.name != name && !mapped.contains(&dependency) {
@@ -253,10 +300,15 @@ pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, BuildErr
     }
     let version = match (&manifest.package.version, first_version) {
         (Some(version), _) => version.clone(),
-        (None, Some(debian)) => debian
-            .to_semver()
-            .map_err(|e| bad(format!("its package's version: {e}")))?,
-        (None, None) => return Err(bad("no version: state one or name a .deb".into())),
+        (None, Some(debian)) => debian.to_semver().map_err(|error| ManifestError::Version {
+            path: path.to_owned(),
+            error,
+        })?,
+        (None, None) => {
+            return Err(ManifestError::NoVersion {
+                path: path.to_owned(),
+            })
+        }
     };
     let new = NewVersion {
         depends: manifest.package.depends.clone().unwrap_or(mapped),
@@ -272,10 +324,10 @@ pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, BuildErr
     })
 }
 
-fn control_error(deb: &Path, error: impl std::fmt::Display) -> BuildError {
-    BuildError::Manifest {
-        path: deb.to_owned(),
-        message: error.to_string(),
+fn control_error(deb: &Path, error: ControlError) -> ManifestError {
+    ManifestError::Control {
+        deb: deb.to_owned(),
+        error,
     }
 }
 
@@ -285,10 +337,11 @@ fn find_debs(
     manifest: &Path,
     sources: &Path,
     pattern: &str,
-) -> Result<Vec<(PathBuf, Control)>, BuildError> {
-    let glob = glob::Pattern::new(pattern).map_err(|e| BuildError::Manifest {
+) -> Result<Vec<(PathBuf, Control)>, ManifestError> {
+    let glob = glob::Pattern::new(pattern).map_err(|error| ManifestError::Pattern {
         path: manifest.to_owned(),
-        message: format!("source.debian: {pattern:?}: {e}"),
+        pattern: pattern.to_owned(),
+        error,
     })?;
     let mut names: Vec<String> = fs::read_dir(sources)?
         .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -302,10 +355,7 @@ fn find_debs(
         let package = control.package().map_err(|e| control_error(&deb, e))?;
         let version = control
             .version()
-            .and_then(|v| {
-                v.to_semver()
-                    .map_err(kpack_repo::debian::ControlError::Version)
-            })
+            .and_then(|v| v.to_semver().map_err(ControlError::Version))
             .map_err(|e| control_error(&deb, e))?;
         let newer = newest.get(package).is_none_or(|(_, _, v)| version > *v);
         if newer {
@@ -313,19 +363,17 @@ fn find_debs(
         }
     }
     if newest.is_empty() {
-        return Err(BuildError::Manifest {
+        return Err(ManifestError::NoMatch {
             path: manifest.to_owned(),
-            message: format!(
-                "source.debian: no file in {} matches {pattern:?}",
-                sources.display()
-            ),
+            sources: sources.to_owned(),
+            pattern: pattern.to_owned(),
         });
     }
     Ok(newest.into_values().map(|(deb, c, _)| (deb, c)).collect())
 }
 
 /// A `.deb`'s control data, as `dpkg-deb -f` prints it.
-fn read_control(deb: &Path) -> Result<Control, BuildError> {
+fn read_control(deb: &Path) -> Result<Control, ManifestError> {
     let stdout = dpkg_deb("-f", deb, None, "read its control data")?;
     Control::parse(&String::from_utf8_lossy(&stdout)).map_err(|e| control_error(deb, e))
 }

@@ -15,8 +15,8 @@ use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::PackageName;
 use kpack_repo_index::ByteSize;
 
-use super::build::{build, BuildError};
-use super::manifest::Resolved;
+use kpack_repo::build::{build, BuildError};
+use kpack_repo::manifest::Resolved;
 
 /// Why a manifest set cannot be published.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,6 @@
 #![allow(clippy::print_stdout)]
 
 mod batch;
-mod build;
-mod manifest;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -15,8 +13,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use batch::{build_set, BatchOptions};
-use build::{write_tree, TreeCompression};
 use kpack_gpu::Target;
+use kpack_repo::build::{write_tree, TreeCompression};
+use kpack_repo::manifest;
 use kpack_repo::mirror::{mirror, Scope};
 use kpack_repo::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
 use kpack_repo::source::Source;
