@@ -6,21 +6,10 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
-
-use super::report::{Finding, Remedy};
+use super::report::{Finding, FixCommand, Remedy};
 
 /// The program the commands run.
 pub const PROGRAM: &str = "kpack-get";
-
-/// A command that fixes findings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FixCommand {
-    /// For a shell: each argument quoted where it needs to be.
-    pub command: String,
-    /// The program and its arguments, as a process runs them.
-    pub argv: Vec<String>,
-}
 
 impl FixCommand {
     fn new(argv: Vec<String>) -> FixCommand {

@@ -16,10 +16,10 @@ pub mod prefix;
 pub mod report;
 
 pub use environment::EnvironmentCheck;
-pub use fix::{FixCommand, Invocation};
+pub use fix::Invocation;
 pub use index::{KeptIndex, Published};
 pub use prefix::PrefixCheck;
-pub use report::{CheckReport, Finding, Reason, Remedy, SCHEMA};
+pub use report::{CheckReport, Finding, FixCommand, Reason, Remedy, SCHEMA};
 
 use crate::pip::materialize::MaterializeError;
 use crate::pip::PipError;

@@ -8,7 +8,14 @@ use std::path::PathBuf;
 use kpack_gpu::Target;
 use serde::Serialize;
 
-use super::fix::FixCommand;
+/// A command that fixes findings (made in `fix`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FixCommand {
+    /// For a shell: each argument quoted where it needs to be.
+    pub command: String,
+    /// The program and its arguments, as a process runs them.
+    pub argv: Vec<String>,
+}
 
 /// The report's format version, `schema` in JSON; fields are added, never
 /// repurposed.
