@@ -6,7 +6,7 @@ use std::io::Write;
 
 use md5::{Digest, Md5};
 
-use super::{CcobMethod, OFFLOAD_BUNDLE_MAGIC};
+use super::{ccob, offload, CcobHeader, CcobMethod};
 
 /// An uncompressed bundle of `(triple, bytes)` entries, with a host entry
 /// first as clang writes it.
@@ -15,18 +15,14 @@ pub fn offload_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let all: Vec<(&str, &[u8])> = std::iter::once((host, &[][..]))
         .chain(entries.iter().copied())
         .collect();
-    let header_len: usize = 32 + all.iter().map(|(t, _)| 24 + t.len()).sum::<usize>();
-    let mut out = OFFLOAD_BUNDLE_MAGIC.to_vec();
-    out.extend_from_slice(&(all.len() as u64).to_le_bytes());
-    let mut data_at = header_len;
-    for (triple, bytes) in &all {
+    let mut data_at = offload::header_len(all.iter().map(|&(triple, _)| triple));
+    let mut table = Vec::with_capacity(all.len());
+    for &(triple, bytes) in &all {
         let offset = if bytes.is_empty() { 0 } else { data_at };
-        out.extend_from_slice(&(offset as u64).to_le_bytes());
-        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
-        out.extend_from_slice(triple.as_bytes());
-        data_at += bytes.len();
+        table.push((triple, offset, bytes.len() as u64));
+        data_at += bytes.len() as u64;
     }
+    let mut out = offload::encode_header(&table);
     for (_, bytes) in &all {
         out.extend_from_slice(bytes);
     }
@@ -62,34 +58,17 @@ pub fn ccob_streamed(
         },
     };
     write_inner(&mut tee).expect("writing to a Vec");
-    let digest = tee.md5.finalize();
-    let hash = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
+    let hash = ccob::low_64(&tee.md5.finalize().into());
     let payload = match tee.encoder {
         Encoder::Zstd(encoder) => encoder.finish(),
         Encoder::Zlib(encoder) => encoder.finish(),
     }
     .expect("writing to a Vec");
-    let method_id: u16 = match method {
-        CcobMethod::Zlib => 0,
-        CcobMethod::Zstd => 1,
-    };
-    let mut out = b"CCOB".to_vec();
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&method_id.to_le_bytes());
-    match version {
-        1 => {
-            out.extend_from_slice(&(inner_len as u32).to_le_bytes());
-        }
-        2 => {
-            out.extend_from_slice(&((24 + payload.len()) as u32).to_le_bytes());
-            out.extend_from_slice(&(inner_len as u32).to_le_bytes());
-        }
-        _ => {
-            out.extend_from_slice(&((32 + payload.len()) as u64).to_le_bytes());
-            out.extend_from_slice(&inner_len.to_le_bytes());
-        }
-    }
-    out.extend_from_slice(&hash.to_le_bytes());
+    let header = CcobHeader::new(version, method, inner_len, hash, payload.len() as u64);
+    let mut out = Vec::with_capacity(header.header_len() + payload.len());
+    header
+        .write(&mut out)
+        .expect("a header of version 1, 2 or 3 that holds its sizes");
     out.extend_from_slice(&payload);
     out
 }

@@ -14,14 +14,16 @@
 //! the low 64 bits (first 8 bytes, little-endian) of the MD5 of the
 //! uncompressed bytes.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use md5::{Digest, Md5};
+use object::pod::{bytes_of, from_bytes};
+use object::{LittleEndian, Pod, U16, U32, U64};
 
 use crate::error::BundleError;
 
 /// The first bytes of a compressed bundle.
-pub(super) const CCOB_MAGIC: &[u8] = b"CCOB";
+pub(super) const CCOB_MAGIC: &[u8; 4] = b"CCOB";
 
 /// The payload's compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,95 @@ pub enum CcobMethod {
     Zlib,
     Zstd,
 }
+
+impl CcobMethod {
+    /// The method a header's `method` field names; `None` for unknown ones.
+    pub fn from_id(id: u16) -> Option<CcobMethod> {
+        match id {
+            0 => Some(CcobMethod::Zlib),
+            1 => Some(CcobMethod::Zstd),
+            _ => None,
+        }
+    }
+
+    /// The header's `method` field for this method.
+    pub fn id(self) -> u16 {
+        match self {
+            CcobMethod::Zlib => 0,
+            CcobMethod::Zstd => 1,
+        }
+    }
+}
+
+/// The start every compressed bundle header shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct CcobPrefix {
+    pub magic: [u8; 4],
+    pub version: U16<LittleEndian>,
+    pub method: U16<LittleEndian>,
+}
+
+// SAFETY: a byte array and two fields of bytes, no padding, any bit
+// pattern valid.
+unsafe impl Pod for CcobPrefix {}
+
+impl CcobPrefix {
+    /// The prefix of a header of `version` whose payload `method` compresses.
+    pub fn new(version: u16, method: CcobMethod) -> CcobPrefix {
+        CcobPrefix {
+            magic: *CCOB_MAGIC,
+            version: U16::new(LittleEndian, version),
+            method: U16::new(LittleEndian, method.id()),
+        }
+    }
+}
+
+/// A version 1 header: no total size, the payload is one compressed
+/// stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct CcobHeaderV1 {
+    pub prefix: CcobPrefix,
+    pub uncompressed_size: U32<LittleEndian>,
+    pub hash: U64<LittleEndian>,
+}
+
+/// A version 2 header: 32-bit sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct CcobHeaderV2 {
+    pub prefix: CcobPrefix,
+    pub total_size: U32<LittleEndian>,
+    pub uncompressed_size: U32<LittleEndian>,
+    pub hash: U64<LittleEndian>,
+}
+
+/// A version 3 header: 64-bit sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct CcobHeaderV3 {
+    pub prefix: CcobPrefix,
+    pub total_size: U64<LittleEndian>,
+    pub uncompressed_size: U64<LittleEndian>,
+    pub hash: U64<LittleEndian>,
+}
+
+// SAFETY: the prefix and fields of byte arrays, all of alignment 1, so no
+// padding; any bit pattern valid.
+unsafe impl Pod for CcobHeaderV1 {}
+// SAFETY: as for `CcobHeaderV1`.
+unsafe impl Pod for CcobHeaderV2 {}
+// SAFETY: as for `CcobHeaderV1`.
+unsafe impl Pod for CcobHeaderV3 {}
+
+// The sizes 03-packer.md gives.
+const _: () = assert!(
+    std::mem::size_of::<CcobPrefix>() == 8
+        && std::mem::size_of::<CcobHeaderV1>() == 20
+        && std::mem::size_of::<CcobHeaderV2>() == 24
+        && std::mem::size_of::<CcobHeaderV3>() == 32
+);
 
 /// A parsed CCOB header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,35 +133,71 @@ pub struct CcobHeader {
 }
 
 impl CcobHeader {
+    /// The header of a bundle of `version` whose `payload_len` bytes
+    /// `method` compresses from `uncompressed_size` bytes hashing to
+    /// `hash`; versions 2 and 3 record the total size.
+    pub fn new(
+        version: u16,
+        method: CcobMethod,
+        uncompressed_size: u64,
+        hash: u64,
+        payload_len: u64,
+    ) -> CcobHeader {
+        let mut header = CcobHeader {
+            version,
+            method,
+            total_size: None,
+            uncompressed_size,
+            hash,
+        };
+        if version != 1 {
+            header.total_size = Some((header.header_len() as u64).saturating_add(payload_len));
+        }
+        header
+    }
+
     /// Size of the header in bytes.
     pub fn header_len(&self) -> usize {
         match self.version {
-            1 => 20,
-            2 => 24,
-            _ => 32,
+            1 => std::mem::size_of::<CcobHeaderV1>(),
+            2 => std::mem::size_of::<CcobHeaderV2>(),
+            _ => std::mem::size_of::<CcobHeaderV3>(),
         }
     }
 
     /// Parses the header at the start of `bytes` (at `offset` in the section).
     pub fn parse(bytes: &[u8], offset: usize) -> Result<CcobHeader, BundleError> {
         let truncated = || BundleError::TruncatedHeader { offset };
-        let field = |at: usize, len: usize| -> Result<u64, BundleError> {
-            let slice = bytes.get(at..at + len).ok_or_else(truncated)?;
-            Ok(slice
-                .iter()
-                .rev()
-                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
-        };
-        let version = field(4, 2)? as u16;
-        let method = match field(6, 2)? as u16 {
-            0 => CcobMethod::Zlib,
-            1 => CcobMethod::Zstd,
-            method => return Err(BundleError::UnknownCcobMethod { offset, method }),
-        };
+        let (prefix, _) = from_bytes::<CcobPrefix>(bytes).map_err(|()| truncated())?;
+        let version = prefix.version.get(LittleEndian);
+        let method = prefix.method.get(LittleEndian);
+        let method =
+            CcobMethod::from_id(method).ok_or(BundleError::UnknownCcobMethod { offset, method })?;
         let (total_size, uncompressed_size, hash) = match version {
-            1 => (None, field(8, 4)?, field(12, 8)?),
-            2 => (Some(field(8, 4)?), field(12, 4)?, field(16, 8)?),
-            3 => (Some(field(8, 8)?), field(16, 8)?, field(24, 8)?),
+            1 => {
+                let (v1, _) = from_bytes::<CcobHeaderV1>(bytes).map_err(|()| truncated())?;
+                (
+                    None,
+                    u64::from(v1.uncompressed_size.get(LittleEndian)),
+                    v1.hash.get(LittleEndian),
+                )
+            }
+            2 => {
+                let (v2, _) = from_bytes::<CcobHeaderV2>(bytes).map_err(|()| truncated())?;
+                (
+                    Some(u64::from(v2.total_size.get(LittleEndian))),
+                    u64::from(v2.uncompressed_size.get(LittleEndian)),
+                    v2.hash.get(LittleEndian),
+                )
+            }
+            3 => {
+                let (v3, _) = from_bytes::<CcobHeaderV3>(bytes).map_err(|()| truncated())?;
+                (
+                    Some(v3.total_size.get(LittleEndian)),
+                    v3.uncompressed_size.get(LittleEndian),
+                    v3.hash.get(LittleEndian),
+                )
+            }
             version => return Err(BundleError::UnsupportedCcobVersion { offset, version }),
         };
         Ok(CcobHeader {
@@ -81,14 +208,66 @@ impl CcobHeader {
             hash,
         })
     }
+
+    /// Writes the header as its version's record: what [`CcobHeader::parse`]
+    /// reads back. An `InvalidInput` error when the version is not 1, 2 or
+    /// 3, or the header does not fit it: a total size in version 1, none in
+    /// 2 or 3, or a size over 32 bits in 1 or 2.
+    pub fn write<W: Write + ?Sized>(&self, out: &mut W) -> std::io::Result<()> {
+        let prefix = CcobPrefix::new(self.version, self.method);
+        let hash = U64::new(LittleEndian, self.hash);
+        let unfit = |what: &str| {
+            let version = self.version;
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("a version {version} compressed bundle header cannot hold {what}"),
+            )
+        };
+        let u32_field = |value: u64, what: &str| {
+            u32::try_from(value)
+                .map(|value| U32::new(LittleEndian, value))
+                .map_err(|_| unfit(&format!("{what} {value}")))
+        };
+        let uncompressed_size = self.uncompressed_size;
+        match (self.version, self.total_size) {
+            (1, None) => out.write_all(bytes_of(&CcobHeaderV1 {
+                prefix,
+                uncompressed_size: u32_field(uncompressed_size, "uncompressed size")?,
+                hash,
+            })),
+            (2, Some(total_size)) => out.write_all(bytes_of(&CcobHeaderV2 {
+                prefix,
+                total_size: u32_field(total_size, "total size")?,
+                uncompressed_size: u32_field(uncompressed_size, "uncompressed size")?,
+                hash,
+            })),
+            (3, Some(total_size)) => out.write_all(bytes_of(&CcobHeaderV3 {
+                prefix,
+                total_size: U64::new(LittleEndian, total_size),
+                uncompressed_size: U64::new(LittleEndian, uncompressed_size),
+                hash,
+            })),
+            (1, Some(_)) => Err(unfit("a total size")),
+            (2 | 3, None) => Err(unfit("no total size")),
+            (version, _) => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("compressed bundle version {version} is not supported (1, 2 and 3 are)"),
+            )),
+        }
+    }
+}
+
+/// The low 64 bits (first 8 bytes, little-endian) of an MD5 digest, as
+/// clang stores them.
+pub(super) fn low_64(digest: &[u8; 16]) -> u64 {
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(low)
 }
 
 /// The low 64 bits of the MD5 of `data`, as clang stores them.
 pub fn ccob_hash(data: &[u8]) -> u64 {
-    let digest = Md5::digest(data);
-    let mut low = [0u8; 8];
-    low.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(low)
+    low_64(&Md5::digest(data).into())
 }
 
 /// A compressed bundle located: its header and payload.
@@ -227,10 +406,7 @@ impl Decoded<'_> {
                 actual: self.count,
             });
         }
-        let digest = self.md5.finalize();
-        let mut low = [0u8; 8];
-        low.copy_from_slice(&digest[..8]);
-        let actual = u64::from_le_bytes(low);
+        let actual = low_64(&self.md5.finalize().into());
         if actual != self.header.hash {
             return Err(BundleError::CcobHash {
                 offset: self.offset,

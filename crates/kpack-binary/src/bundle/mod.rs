@@ -15,9 +15,13 @@ use kpack_gpu::Target;
 use crate::error::BundleError;
 
 pub use ccob::bundle_error as decode_error;
-pub use ccob::{ccob_hash, CcobHeader, CcobMethod};
+pub use ccob::{
+    ccob_hash, CcobHeader, CcobHeaderV1, CcobHeaderV2, CcobHeaderV3, CcobMethod, CcobPrefix,
+};
 pub(crate) use offload::write_zeros;
-pub use offload::{OffloadBundleLayout, OFFLOAD_BUNDLE_MAGIC};
+pub use offload::{
+    OffloadBundleHeader, OffloadBundleLayout, OffloadEntryHeader, OFFLOAD_BUNDLE_MAGIC,
+};
 
 /// One device code object out of a bundle.
 #[derive(Debug, Clone)]

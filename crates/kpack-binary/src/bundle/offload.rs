@@ -13,12 +13,93 @@
 use std::io::{Read, Write};
 
 use kpack_gpu::Target;
+use object::pod::{bytes_of, bytes_of_mut};
+use object::{LittleEndian, Pod, U64};
 
 use super::CodeObjectInfo;
 use crate::error::BundleError;
 
 /// The first bytes of an uncompressed offload bundle.
-pub const OFFLOAD_BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+pub const OFFLOAD_BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
+
+/// The fixed start of an offload bundle: the magic and how many entries
+/// follow it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct OffloadBundleHeader {
+    pub magic: [u8; 24],
+    pub entry_count: U64<LittleEndian>,
+}
+
+// SAFETY: a byte array and a field of bytes, no padding, any bit pattern
+// valid.
+unsafe impl Pod for OffloadBundleHeader {}
+
+impl OffloadBundleHeader {
+    /// The header of a bundle of `entry_count` entries.
+    pub fn new(entry_count: u64) -> OffloadBundleHeader {
+        OffloadBundleHeader {
+            magic: *OFFLOAD_BUNDLE_MAGIC,
+            entry_count: U64::new(LittleEndian, entry_count),
+        }
+    }
+}
+
+/// One entry's header; the entry's triple, `triple_len` bytes, follows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct OffloadEntryHeader {
+    /// Where the entry's code object starts, from the bundle's start.
+    pub offset: U64<LittleEndian>,
+    pub size: U64<LittleEndian>,
+    pub triple_len: U64<LittleEndian>,
+}
+
+// SAFETY: three fields of byte arrays, no padding, any bit pattern valid.
+unsafe impl Pod for OffloadEntryHeader {}
+
+impl OffloadEntryHeader {
+    /// The header of an entry of `size` bytes at `offset` whose triple has
+    /// `triple_len` bytes.
+    pub fn new(offset: u64, size: u64, triple_len: u64) -> OffloadEntryHeader {
+        OffloadEntryHeader {
+            offset: U64::new(LittleEndian, offset),
+            size: U64::new(LittleEndian, size),
+            triple_len: U64::new(LittleEndian, triple_len),
+        }
+    }
+}
+
+/// Size of [`OffloadBundleHeader`].
+const BUNDLE_HEADER_SIZE: u64 = std::mem::size_of::<OffloadBundleHeader>() as u64;
+/// Size of [`OffloadEntryHeader`].
+const ENTRY_HEADER_SIZE: u64 = std::mem::size_of::<OffloadEntryHeader>() as u64;
+
+// The sizes 03-packer.md gives.
+const _: () = assert!(BUNDLE_HEADER_SIZE == 32 && ENTRY_HEADER_SIZE == 24);
+
+/// Bytes a bundle's header takes, the fixed start and every entry's header
+/// and triple, for entries with these triples.
+pub(super) fn header_len<'a>(triples: impl Iterator<Item = &'a str>) -> u64 {
+    BUNDLE_HEADER_SIZE
+        + triples
+            .map(|triple| ENTRY_HEADER_SIZE + triple.len() as u64)
+            .sum::<u64>()
+}
+
+/// A bundle's header for entries `(triple, offset, size)`, in order: the
+/// fixed start, then each entry's header and triple.
+pub(super) fn encode_header(entries: &[(&str, u64, u64)]) -> Vec<u8> {
+    let triples = entries.iter().map(|&(triple, _, _)| triple);
+    let mut header = Vec::with_capacity(header_len(triples) as usize);
+    header.extend_from_slice(bytes_of(&OffloadBundleHeader::new(entries.len() as u64)));
+    for &(triple, offset, size) in entries {
+        let entry = OffloadEntryHeader::new(offset, size, triple.len() as u64);
+        header.extend_from_slice(bytes_of(&entry));
+        header.extend_from_slice(triple.as_bytes());
+    }
+    header
+}
 
 /// Where everything of an uncompressed offload bundle goes, as clang's HIP
 /// toolchain writes one: the `host` entry first (no bytes, at the first
@@ -43,13 +124,9 @@ impl OffloadBundleLayout {
         entries: impl ExactSizeIterator<Item = (&'a str, u64)> + Clone,
         align: u64,
     ) -> OffloadBundleLayout {
-        let header_len = OFFLOAD_BUNDLE_MAGIC.len()
-            + 8
-            + std::iter::once(host.len())
-                .chain(entries.clone().map(|(triple, _)| triple.len()))
-                .map(|len| 24 + len)
-                .sum::<usize>();
-        let first = (header_len as u64).div_ceil(align) * align;
+        let header_len =
+            header_len(std::iter::once(host).chain(entries.clone().map(|(triple, _)| triple)));
+        let first = header_len.div_ceil(align) * align;
         let mut placed = Vec::with_capacity(entries.len());
         let mut at = first;
         let mut len = first;
@@ -58,21 +135,15 @@ impl OffloadBundleLayout {
             len = at + size;
             at = len.div_ceil(align) * align;
         }
-        let mut header = OFFLOAD_BUNDLE_MAGIC.to_vec();
-        header.extend_from_slice(&(entries.len() as u64 + 1).to_le_bytes());
-        let table = std::iter::once((host, first, 0u64)).chain(
-            entries
-                .zip(&placed)
-                .map(|((triple, _), &(offset, size))| (triple, offset, size)),
-        );
-        for (triple, offset, size) in table {
-            header.extend_from_slice(&offset.to_le_bytes());
-            header.extend_from_slice(&size.to_le_bytes());
-            header.extend_from_slice(&(triple.len() as u64).to_le_bytes());
-            header.extend_from_slice(triple.as_bytes());
-        }
+        let table: Vec<(&str, u64, u64)> = std::iter::once((host, first, 0u64))
+            .chain(
+                entries
+                    .zip(&placed)
+                    .map(|((triple, _), &(offset, size))| (triple, offset, size)),
+            )
+            .collect();
         OffloadBundleLayout {
-            header,
+            header: encode_header(&table),
             entries: placed,
             len,
         }
@@ -144,35 +215,42 @@ pub(super) fn read_header(
         std::io::ErrorKind::UnexpectedEof => BundleError::TruncatedHeader { offset },
         _ => super::ccob::bundle_error(error, offset),
     };
-    let u64_field = |reader: &mut dyn Read| -> Result<u64, BundleError> {
-        let mut field = [0u8; 8];
-        reader.read_exact(&mut field).map_err(truncated)?;
-        Ok(u64::from_le_bytes(field))
-    };
-    let mut magic = [0u8; 24];
-    reader.read_exact(&mut magic).map_err(truncated)?;
-    if magic[..] != *OFFLOAD_BUNDLE_MAGIC {
+    // The magic is checked before the count is read, so data that is not
+    // a bundle is told apart from a truncated one.
+    let mut header = OffloadBundleHeader::default();
+    reader.read_exact(&mut header.magic).map_err(truncated)?;
+    if header.magic != *OFFLOAD_BUNDLE_MAGIC {
         return Err(BundleError::UnknownData {
             offset,
-            found: magic[..8].to_vec(),
+            found: header.magic[..8].to_vec(),
         });
     }
-    let count = u64_field(reader)?;
-    // Each entry needs at least 24 header bytes.
-    if count > limit / 24 {
+    reader
+        .read_exact(bytes_of_mut(&mut header.entry_count))
+        .map_err(truncated)?;
+    let count = header.entry_count.get(LittleEndian);
+    // Each entry needs at least its header's bytes.
+    if count > limit / ENTRY_HEADER_SIZE {
         return Err(BundleError::TruncatedHeader { offset });
     }
-    let mut header_end = (OFFLOAD_BUNDLE_MAGIC.len() + 8) as u64;
+    let mut header_end = BUNDLE_HEADER_SIZE;
     let mut raw = Vec::with_capacity(count as usize);
     for index in 0..count as usize {
-        let (entry_offset, size, triple_len) =
-            (u64_field(reader)?, u64_field(reader)?, u64_field(reader)?);
-        if triple_len > MAX_TRIPLE || header_end + 24 + triple_len > limit {
+        let mut entry = OffloadEntryHeader::default();
+        reader
+            .read_exact(bytes_of_mut(&mut entry))
+            .map_err(truncated)?;
+        let (entry_offset, size, triple_len) = (
+            entry.offset.get(LittleEndian),
+            entry.size.get(LittleEndian),
+            entry.triple_len.get(LittleEndian),
+        );
+        if triple_len > MAX_TRIPLE || header_end + ENTRY_HEADER_SIZE + triple_len > limit {
             return Err(BundleError::TruncatedHeader { offset });
         }
         let mut triple = vec![0u8; triple_len as usize];
         reader.read_exact(&mut triple).map_err(truncated)?;
-        header_end += 24 + triple_len;
+        header_end += ENTRY_HEADER_SIZE + triple_len;
         raw.push((index, entry_offset, size, triple));
     }
     let mut end = header_end;

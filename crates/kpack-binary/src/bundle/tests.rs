@@ -90,11 +90,20 @@ fn decompresses_every_ccob_version_and_method() {
     }
 }
 
+/// Rewrites the header of the compressed bundle `bundle` with `change`.
+fn change_ccob_header(bundle: &mut [u8], change: impl FnOnce(&mut CcobHeader)) {
+    let mut header = CcobHeader::parse(bundle, 0).unwrap();
+    change(&mut header);
+    header
+        .write(&mut &mut bundle[..header.header_len()])
+        .unwrap();
+}
+
 #[test]
 fn rejects_a_ccob_whose_hash_does_not_match() {
     let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 500))]);
     let mut bundle = ccob(&inner, 3, CcobMethod::Zstd);
-    bundle[24] ^= 1;
+    change_ccob_header(&mut bundle, |header| header.hash ^= 1);
     // Its headers read; its code objects, once read, do not pass.
     assert_eq!(parse_fatbin(&bundle).unwrap().len(), 1);
     assert!(matches!(
@@ -127,7 +136,7 @@ fn rejects_a_truncated_ccob() {
 fn rejects_a_ccob_claiming_more_than_it_holds() {
     let inner = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 500))]);
     let mut bundle = ccob(&inner, 3, CcobMethod::Zstd);
-    bundle[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+    change_ccob_header(&mut bundle, |header| header.uncompressed_size = u64::MAX);
     assert!(matches!(
         read_all(&bundle),
         Err(BundleError::CcobSize { .. })
@@ -199,4 +208,137 @@ fn a_code_object_of_another_size_than_planned_is_an_error_not_a_bundle() {
         .unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
     assert!(error.to_string().contains("99 bytes, not 100"), "{error}");
+}
+
+#[test]
+fn ccob_headers_are_written_as_03_packer_lays_them_out() {
+    let hash = 0x0807_0605_0403_0201;
+    let prefix = |version: u8| [b'C', b'C', b'O', b'B', version, 0, 1, 0];
+    let cases: [(u16, &[u8]); 3] = [
+        (1, &[0x10, 0x32, 0, 0]),
+        (2, &[0x30, 0, 0, 0, 0x10, 0x32, 0, 0]),
+        (
+            3,
+            &[0x38, 0, 0, 0, 0, 0, 0, 0, 0x10, 0x32, 0, 0, 0, 0, 0, 0],
+        ),
+    ];
+    for (version, sizes) in cases {
+        let header = CcobHeader::new(version, CcobMethod::Zstd, 0x3210, hash, 24);
+        let mut expected = prefix(version as u8).to_vec();
+        expected.extend_from_slice(sizes);
+        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let mut written = Vec::new();
+        header.write(&mut written).unwrap();
+        assert_eq!(written, expected, "v{version}");
+        assert_eq!(written.len(), header.header_len(), "v{version}");
+        assert_eq!(
+            CcobHeader::parse(&written, 0).unwrap(),
+            header,
+            "v{version}"
+        );
+    }
+}
+
+#[test]
+fn a_ccob_header_its_version_cannot_hold_is_not_written() {
+    let fits = CcobHeader::new(2, CcobMethod::Zlib, 100, 0, 50);
+    let unwritable = [
+        CcobHeader {
+            uncompressed_size: 1 << 32,
+            ..fits
+        },
+        CcobHeader {
+            total_size: Some(1 << 32),
+            ..fits
+        },
+        CcobHeader {
+            total_size: None,
+            ..fits
+        },
+        CcobHeader { version: 1, ..fits },
+        CcobHeader { version: 4, ..fits },
+    ];
+    for header in unwritable {
+        let mut out = Vec::new();
+        let error = header.write(&mut out).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{header:?}");
+        assert!(out.is_empty(), "{header:?}");
+    }
+}
+
+#[test]
+fn offload_bundle_records_are_written_as_03_packer_lays_them_out() {
+    let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx942", &co("X", 5))]);
+    let host = b"host-x86_64-unknown-linux-gnu-";
+    let triple = b"hipv4-amdgcn-amd-amdhsa--gfx942";
+    let mut expected = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    expected.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+    // The host entry: no bytes, at offset 0.
+    expected.extend_from_slice(&[0; 16]);
+    expected.extend_from_slice(&[host.len() as u8, 0, 0, 0, 0, 0, 0, 0]);
+    expected.extend_from_slice(host);
+    let code_at = (expected.len() + 24 + triple.len()) as u8;
+    expected.extend_from_slice(&[code_at, 0, 0, 0, 0, 0, 0, 0]);
+    expected.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0]);
+    expected.extend_from_slice(&[triple.len() as u8, 0, 0, 0, 0, 0, 0, 0]);
+    expected.extend_from_slice(triple);
+    expected.extend_from_slice(&co("X", 5));
+    assert_eq!(bundle, expected);
+}
+
+/// A member of the jax wheel fixture, whose libraries hold CCOB v3 bundles.
+fn jax(name: &str) -> Vec<u8> {
+    use std::io::Read as _;
+    let wheel = kpack_test_support::fixtures()
+        .join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl");
+    let mut archive = zip::ZipArchive::new(fs_err::File::open(wheel).unwrap()).unwrap();
+    let mut member = archive
+        .by_name(&format!("jax_rocm7_plugin/{name}"))
+        .unwrap();
+    let mut data = Vec::new();
+    member.read_to_end(&mut data).unwrap();
+    data
+}
+
+/// Reads the offload bundle header at the start of `bytes` through its
+/// records and writes it again; returns how many bytes it took.
+fn rewrite_offload_header(bytes: &[u8]) -> usize {
+    use object::pod::from_bytes;
+    use object::LittleEndian as LE;
+    let (header, mut rest) = from_bytes::<OffloadBundleHeader>(bytes).unwrap();
+    assert_eq!(&header.magic, OFFLOAD_BUNDLE_MAGIC);
+    let mut table = Vec::new();
+    for _ in 0..header.entry_count.get(LE) {
+        let (entry, after) = from_bytes::<OffloadEntryHeader>(rest).unwrap();
+        let (triple, after) = after.split_at(entry.triple_len.get(LE) as usize);
+        let triple = std::str::from_utf8(triple).unwrap();
+        table.push((triple, entry.offset.get(LE), entry.size.get(LE)));
+        rest = after;
+    }
+    let written = offload::encode_header(&table);
+    let len = bytes.len() - rest.len();
+    assert_eq!(written, bytes[..len]);
+    len
+}
+
+#[test]
+fn real_bundles_read_and_write_through_the_records_unchanged() {
+    let data = jax("_prng.so");
+    let elf = crate::elf::FatElf::parse(&data).unwrap().unwrap();
+    assert!(!elf.bundles.is_empty());
+    for bundle in &elf.bundles {
+        let bytes = bundle.bytes();
+        let header = CcobHeader::parse(bytes, bundle.offset).unwrap();
+        assert_eq!(header.version, 3);
+        assert_eq!(header.total_size, Some(bytes.len() as u64));
+        let mut written = Vec::new();
+        header.write(&mut written).unwrap();
+        assert_eq!(written, bytes[..header.header_len()]);
+        let located = ccob::Located::find(bytes, bundle.offset).unwrap();
+        let mut inner = Vec::new();
+        std::io::Read::read_to_end(&mut located.decode(bundle.offset).unwrap(), &mut inner)
+            .unwrap();
+        let header_len = rewrite_offload_header(&inner);
+        assert!(bundle.entries.iter().all(|e| e.offset >= header_len as u64));
+    }
 }
