@@ -9,6 +9,17 @@
 //! 64          blob region (layout depends on the compression scheme)
 //! toc_offset  one MessagePack map, up to the end of the file
 //! ```
+//!
+//! The blob region of scheme `zstd-per-kernel`:
+//!
+//! ```text
+//! u32 frame_count
+//! frame_count times: u32 frame_size, then frame_size bytes (one zstd frame)
+//! ```
+//!
+//! Each record is a `#[repr(C)]` struct of little-endian fields held as
+//! bytes ([`U32Le`]), so its size is its size on disk; its
+//! `to_bytes` and `from_bytes` are the only places it meets raw bytes.
 
 use std::fmt;
 
@@ -147,6 +158,87 @@ impl fmt::Display for Scheme {
     }
 }
 
+/// A little-endian `u32` as the archive stores it: the one place such
+/// fields are turned into bytes and back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct U32Le([u8; 4]);
+
+impl U32Le {
+    pub const fn new(value: u32) -> U32Le {
+        U32Le(value.to_le_bytes())
+    }
+
+    pub const fn get(self) -> u32 {
+        u32::from_le_bytes(self.0)
+    }
+}
+
+/// The start of a `zstd-per-kernel` blob region: how many frames follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ZstdRegionHeader {
+    pub frame_count: U32Le,
+}
+
+/// Size of [`ZstdRegionHeader`].
+pub const ZSTD_REGION_HEADER_SIZE: u64 = std::mem::size_of::<ZstdRegionHeader>() as u64;
+
+impl ZstdRegionHeader {
+    pub fn new(frame_count: u32) -> ZstdRegionHeader {
+        ZstdRegionHeader {
+            frame_count: U32Le::new(frame_count),
+        }
+    }
+
+    /// The record's bytes.
+    pub fn to_bytes(self) -> [u8; ZSTD_REGION_HEADER_SIZE as usize] {
+        self.frame_count.0
+    }
+
+    /// The record at the start of `bytes`; `None` when they are fewer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<ZstdRegionHeader> {
+        let (frame_count, _) = bytes.split_first_chunk()?;
+        Some(ZstdRegionHeader {
+            frame_count: U32Le(*frame_count),
+        })
+    }
+}
+
+/// What comes before each zstd frame of the region: the frame's size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct FramePrefix {
+    pub frame_size: U32Le,
+}
+
+/// Size of [`FramePrefix`].
+pub const FRAME_PREFIX_SIZE: u64 = std::mem::size_of::<FramePrefix>() as u64;
+
+impl FramePrefix {
+    pub fn new(frame_size: u32) -> FramePrefix {
+        FramePrefix {
+            frame_size: U32Le::new(frame_size),
+        }
+    }
+
+    /// The record's bytes.
+    pub fn to_bytes(self) -> [u8; FRAME_PREFIX_SIZE as usize] {
+        self.frame_size.0
+    }
+
+    /// The record at the start of `bytes`; `None` when they are fewer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<FramePrefix> {
+        let (frame_size, _) = bytes.split_first_chunk()?;
+        Some(FramePrefix {
+            frame_size: U32Le(*frame_size),
+        })
+    }
+}
+
+// The sizes 01-archive-format.md gives.
+const _: () = assert!(ZSTD_REGION_HEADER_SIZE == 4 && FRAME_PREFIX_SIZE == 4);
+
 /// Encodes the fixed header for an archive whose TOC starts at `toc_offset`.
 pub fn encode_header(toc_offset: u64) -> [u8; HEADER_SIZE] {
     let mut header = [0u8; HEADER_SIZE];
@@ -191,6 +283,39 @@ mod tests {
         assert_eq!(raw.version, 1);
         assert_eq!(raw.toc_offset, 570);
         assert!(header[16..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn zstd_framing_records_are_little_endian_u32s() {
+        let header = ZstdRegionHeader::new(0x0403_0201);
+        assert_eq!(header.to_bytes(), [1, 2, 3, 4]);
+        assert_eq!(ZstdRegionHeader::from_bytes(&[1, 2, 3, 4, 9]), Some(header));
+        assert_eq!(ZstdRegionHeader::from_bytes(&[1, 2, 3]), None);
+        let prefix = FramePrefix::new(0x0807_0605);
+        assert_eq!(prefix.to_bytes(), [5, 6, 7, 8]);
+        assert_eq!(FramePrefix::from_bytes(&[5, 6, 7, 8]), Some(prefix));
+        assert_eq!(FramePrefix::from_bytes(&[]), None);
+    }
+
+    #[test]
+    fn the_reference_zstd_archive_is_framed_as_the_records_say() {
+        let path = kpack_test_support::fixtures().join("reference/test_zstd.kpack");
+        let bytes = fs_err::read(path).unwrap();
+        let toc_offset = RawHeader::decode(&bytes).unwrap().toc_offset;
+        let region = &bytes[HEADER_SIZE..];
+        let header = ZstdRegionHeader::from_bytes(region).unwrap();
+        assert_eq!(header.frame_count.get(), 3);
+        assert_eq!(header.to_bytes(), region[..4]);
+        let mut at = HEADER_SIZE + ZSTD_REGION_HEADER_SIZE as usize;
+        for _ in 0..header.frame_count.get() {
+            let prefix = FramePrefix::from_bytes(&bytes[at..]).unwrap();
+            assert_eq!(prefix.to_bytes(), bytes[at..at + 4]);
+            at += FRAME_PREFIX_SIZE as usize;
+            // A zstd frame's magic number.
+            assert_eq!(bytes[at..at + 4], [0x28, 0xb5, 0x2f, 0xfd]);
+            at += prefix.frame_size.get() as usize;
+        }
+        assert_eq!(at as u64, toc_offset);
     }
 
     #[test]

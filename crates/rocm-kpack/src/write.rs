@@ -13,8 +13,9 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_header, key, Metadata, Scheme, BLOB_REGION_OFFSET, DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO,
-    HEADER_SIZE, TOC_FORMAT_VERSION,
+    encode_header, key, FramePrefix, Metadata, Scheme, ZstdRegionHeader, BLOB_REGION_OFFSET,
+    DEFAULT_ZSTD_LEVEL, ENTRY_TYPE_HSACO, FRAME_PREFIX_SIZE, HEADER_SIZE, TOC_FORMAT_VERSION,
+    ZSTD_REGION_HEADER_SIZE,
 };
 use kpack_gpu::target::Target;
 
@@ -470,8 +471,9 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         out.write_all(&encode_header(0)).map_err(io)?;
         let mut position = HEADER_SIZE as u64;
         if options.compression.scheme() == Scheme::ZstdPerKernel {
-            out.write_all(&0u32.to_le_bytes()).map_err(io)?;
-            position += 4;
+            out.write_all(&ZstdRegionHeader::new(0).to_bytes())
+                .map_err(io)?;
+            position += ZSTD_REGION_HEADER_SIZE;
         }
         Ok(ArchiveWriter {
             out,
@@ -636,12 +638,12 @@ impl<W: Write + Seek> ArchiveWriter<W> {
                     Error::InvalidInput("a compressed code object is 4 GiB or larger".into())
                 })?;
                 self.out
-                    .write_all(&size.to_le_bytes())
+                    .write_all(&FramePrefix::new(size).to_bytes())
                     .map_err(|source| Error::Write {
                         what: "the blob region",
                         source,
                     })?;
-                self.position += 4;
+                self.position += FRAME_PREFIX_SIZE;
                 self.frame_count += 1;
                 self.frame_count as usize - 1
             }
@@ -713,9 +715,10 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         self.out
             .write_all(&encode_header(self.position))
             .map_err(io("the archive header"))?;
+        // The blob region follows the header: its frame count is next.
         if self.options.compression.scheme() == Scheme::ZstdPerKernel {
             self.out
-                .write_all(&self.frame_count.to_le_bytes())
+                .write_all(&ZstdRegionHeader::new(self.frame_count).to_bytes())
                 .map_err(io("the frame count"))?;
         }
         self.out.seek(SeekFrom::End(0)).map_err(io("the archive"))?;

@@ -13,7 +13,8 @@ use memmap2::{Advice, Mmap, UncheckedAdvice};
 
 use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
 use crate::format::{
-    Metadata, RawHeader, Scheme, BLOB_REGION_OFFSET, MAGIC, MIN_HEADER_BYTES, VERSION,
+    FramePrefix, Metadata, RawHeader, Scheme, ZstdRegionHeader, BLOB_REGION_OFFSET,
+    FRAME_PREFIX_SIZE, MAGIC, MIN_HEADER_BYTES, VERSION, ZSTD_REGION_HEADER_SIZE,
 };
 use kpack_gpu::target::Target;
 
@@ -651,7 +652,9 @@ fn zstd_region_end(
     let region_end = region_offset.checked_add(region_size);
     match region_end {
         Some(end)
-            if region_offset >= BLOB_REGION_OFFSET && end <= toc_offset && region_size >= 4 =>
+            if region_offset >= BLOB_REGION_OFFSET
+                && end <= toc_offset
+                && region_size >= ZSTD_REGION_HEADER_SIZE =>
         {
             Ok(end)
         }
@@ -667,28 +670,29 @@ fn zstd_region_end(
     }
 }
 
-/// The frames of the region, each after its 4-byte size, and where the
-/// last one ends.
+/// The frames of the region, each after its prefix, and where the last
+/// one ends.
 fn read_frames(
     map: &Mmap,
     region_offset: u64,
     region_end: u64,
 ) -> Result<(Vec<BlobRange>, u64), RangeError> {
-    let read_u32 = |at: u64| -> Option<u32> {
-        let at = at as usize;
-        Some(u32::from_le_bytes(map.get(at..at + 4)?.try_into().ok()?))
-    };
-    let frame_count = read_u32(region_offset).unwrap_or_default();
+    let bytes_at = |at: u64| map.get(at as usize..).unwrap_or_default();
+    let frame_count = ZstdRegionHeader::from_bytes(bytes_at(region_offset))
+        .map(|header| header.frame_count.get())
+        .unwrap_or_default();
     let region_size = region_end - region_offset;
-    let mut frames = Vec::with_capacity((frame_count as usize).min((region_size / 4) as usize));
-    let mut at = region_offset + 4;
+    // Each frame takes at least its prefix.
+    let most = region_size / FRAME_PREFIX_SIZE;
+    let mut frames = Vec::with_capacity((frame_count as usize).min(most as usize));
+    let mut at = region_offset + ZSTD_REGION_HEADER_SIZE;
     for index in 0..frame_count {
-        let size = if at + 4 <= region_end {
-            read_u32(at)
+        let size = if at + FRAME_PREFIX_SIZE <= region_end {
+            FramePrefix::from_bytes(bytes_at(at)).map(|prefix| prefix.frame_size.get())
         } else {
             None
         };
-        let start = at + 4;
+        let start = at + FRAME_PREFIX_SIZE;
         let end = size.map(|size| start + u64::from(size));
         match end {
             Some(end) if end <= region_end => {
@@ -704,7 +708,7 @@ fn read_frames(
                     outside(
                         format!("zstd frame {index}"),
                         start,
-                        end.unwrap_or(start + 4),
+                        end.unwrap_or(start + FRAME_PREFIX_SIZE),
                         region_end,
                     ),
                 ))
