@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Each record is a `#[repr(C)]` struct of little-endian fields held as
-//! bytes ([`U32Le`]), so its size is its size on disk; its
+//! bytes ([`U32Le`], [`U64Le`]), so its size is its size on disk; its
 //! `to_bytes` and `from_bytes` are the only places it meets raw bytes.
 
 use std::fmt;
@@ -29,8 +29,9 @@ pub const MAGIC: [u8; 4] = *b"KPAK";
 pub const VERSION: u32 = 1;
 /// Size of the fixed header; the blob region starts right after it.
 pub const HEADER_SIZE: usize = 64;
-/// Bytes a reader needs to see magic, version and `toc_offset`.
-pub const MIN_HEADER_BYTES: usize = 16;
+/// Bytes a reader needs to see magic, version and `toc_offset`: a
+/// [`RawHeader`].
+pub const MIN_HEADER_BYTES: usize = std::mem::size_of::<RawHeader>();
 /// Absolute offset of the blob region.
 pub const BLOB_REGION_OFFSET: u64 = HEADER_SIZE as u64;
 /// The `format_version` value stored in the TOC.
@@ -174,6 +175,79 @@ impl U32Le {
     }
 }
 
+/// A little-endian `u64` as the archive stores it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct U64Le([u8; 8]);
+
+impl U64Le {
+    pub const fn new(value: u64) -> U64Le {
+        U64Le(value.to_le_bytes())
+    }
+
+    pub const fn get(self) -> u64 {
+        u64::from_le_bytes(self.0)
+    }
+}
+
+/// The header fields a reader needs, the first [`MIN_HEADER_BYTES`] of the
+/// fixed header; zero bytes pad it to [`HEADER_SIZE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct RawHeader {
+    pub magic: [u8; 4],
+    pub version: U32Le,
+    pub toc_offset: U64Le,
+}
+
+impl RawHeader {
+    /// The header of this crate's version for a TOC at `toc_offset`.
+    pub fn new(toc_offset: u64) -> RawHeader {
+        RawHeader {
+            magic: MAGIC,
+            version: U32Le::new(VERSION),
+            toc_offset: U64Le::new(toc_offset),
+        }
+    }
+
+    /// The record's bytes, its fields in order.
+    pub fn to_bytes(self) -> [u8; MIN_HEADER_BYTES] {
+        let fields = self
+            .magic
+            .into_iter()
+            .chain(self.version.0)
+            .chain(self.toc_offset.0);
+        let mut bytes = [0; MIN_HEADER_BYTES];
+        for (byte, field) in bytes.iter_mut().zip(fields) {
+            *byte = field;
+        }
+        bytes
+    }
+
+    /// The record at the start of `bytes`, without any validation; `None`
+    /// when they are fewer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<RawHeader> {
+        let (magic, rest) = bytes.split_first_chunk()?;
+        let (version, rest) = rest.split_first_chunk()?;
+        let (toc_offset, _) = rest.split_first_chunk()?;
+        Some(RawHeader {
+            magic: *magic,
+            version: U32Le(*version),
+            toc_offset: U64Le(*toc_offset),
+        })
+    }
+}
+
+/// The fixed header of an archive whose TOC starts at `toc_offset`: its
+/// fields, then zero bytes.
+pub fn encode_header(toc_offset: u64) -> [u8; HEADER_SIZE] {
+    let mut header = [0u8; HEADER_SIZE];
+    for (byte, field) in header.iter_mut().zip(RawHeader::new(toc_offset).to_bytes()) {
+        *byte = field;
+    }
+    header
+}
+
 /// The start of a `zstd-per-kernel` blob region: how many frames follow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -237,39 +311,12 @@ impl FramePrefix {
 }
 
 // The sizes 01-archive-format.md gives.
-const _: () = assert!(ZSTD_REGION_HEADER_SIZE == 4 && FRAME_PREFIX_SIZE == 4);
-
-/// Encodes the fixed header for an archive whose TOC starts at `toc_offset`.
-pub fn encode_header(toc_offset: u64) -> [u8; HEADER_SIZE] {
-    let mut header = [0u8; HEADER_SIZE];
-    header[0..4].copy_from_slice(&MAGIC);
-    header[4..8].copy_from_slice(&VERSION.to_le_bytes());
-    header[8..16].copy_from_slice(&toc_offset.to_le_bytes());
-    header
-}
-
-/// The header fields a reader needs, decoded without any validation beyond
-/// the length (which the caller guarantees is at least [`MIN_HEADER_BYTES`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawHeader {
-    pub magic: [u8; 4],
-    pub version: u32,
-    pub toc_offset: u64,
-}
-
-impl RawHeader {
-    /// Decodes the first 16 bytes; `None` when fewer are given.
-    pub fn decode(bytes: &[u8]) -> Option<RawHeader> {
-        let magic: [u8; 4] = bytes.get(0..4)?.try_into().ok()?;
-        let version = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
-        let toc_offset = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
-        Some(RawHeader {
-            magic,
-            version,
-            toc_offset,
-        })
-    }
-}
+const _: () = assert!(
+    MIN_HEADER_BYTES == 16
+        && MIN_HEADER_BYTES <= HEADER_SIZE
+        && ZSTD_REGION_HEADER_SIZE == 4
+        && FRAME_PREFIX_SIZE == 4
+);
 
 #[cfg(test)]
 mod tests {
@@ -278,11 +325,24 @@ mod tests {
     #[test]
     fn header_round_trips() {
         let header = encode_header(570);
-        let raw = RawHeader::decode(&header).unwrap();
+        let raw = RawHeader::from_bytes(&header).unwrap();
         assert_eq!(raw.magic, MAGIC);
-        assert_eq!(raw.version, 1);
-        assert_eq!(raw.toc_offset, 570);
+        assert_eq!(raw.version.get(), 1);
+        assert_eq!(raw.toc_offset.get(), 570);
+        assert_eq!(header[..16], *b"KPAK\x01\0\0\0\x3a\x02\0\0\0\0\0\0");
         assert!(header[16..].iter().all(|&b| b == 0));
+        assert_eq!(RawHeader::from_bytes(&header[..15]), None);
+    }
+
+    #[test]
+    fn reference_headers_read_and_write_through_the_record_unchanged() {
+        for (name, toc_offset) in [("test_noop.kpack", 570), ("test_zstd.kpack", 198)] {
+            let path = kpack_test_support::fixtures().join("reference").join(name);
+            let bytes = fs_err::read(path).unwrap();
+            let header = RawHeader::from_bytes(&bytes).unwrap();
+            assert_eq!(header, RawHeader::new(toc_offset), "{name}");
+            assert_eq!(encode_header(toc_offset), bytes[..HEADER_SIZE], "{name}");
+        }
     }
 
     #[test]
@@ -301,7 +361,7 @@ mod tests {
     fn the_reference_zstd_archive_is_framed_as_the_records_say() {
         let path = kpack_test_support::fixtures().join("reference/test_zstd.kpack");
         let bytes = fs_err::read(path).unwrap();
-        let toc_offset = RawHeader::decode(&bytes).unwrap().toc_offset;
+        let toc_offset = RawHeader::from_bytes(&bytes).unwrap().toc_offset.get();
         let region = &bytes[HEADER_SIZE..];
         let header = ZstdRegionHeader::from_bytes(region).unwrap();
         assert_eq!(header.frame_count.get(), 3);

@@ -555,20 +555,24 @@ fn blob_ranges(blobs: &[toc::BlobEntry], toc_offset: u64) -> Result<Vec<BlobRang
 /// Checks the fixed header (magic, version, where the TOC starts) and
 /// returns the TOC's offset.
 fn check_header(map: &[u8]) -> std::result::Result<u64, (u64, FormatProblem)> {
+    use std::mem::offset_of;
     let file_len = map.len() as u64;
-    let header = RawHeader::decode(map).ok_or((0, FormatProblem::TooShort { len: file_len }))?;
+    let header =
+        RawHeader::from_bytes(map).ok_or((0, FormatProblem::TooShort { len: file_len }))?;
     if header.magic != MAGIC {
         let found = header.magic;
-        return Err((0, FormatProblem::BadMagic { found }));
+        let at = offset_of!(RawHeader, magic) as u64;
+        return Err((at, FormatProblem::BadMagic { found }));
     }
-    if header.version != VERSION {
-        let version = header.version;
-        return Err((4, FormatProblem::UnsupportedVersion { version }));
+    let version = header.version.get();
+    if version != VERSION {
+        let at = offset_of!(RawHeader, version) as u64;
+        return Err((at, FormatProblem::UnsupportedVersion { version }));
     }
-    let toc_offset = header.toc_offset;
+    let toc_offset = header.toc_offset.get();
     if toc_offset < BLOB_REGION_OFFSET || toc_offset >= file_len {
         return Err((
-            8,
+            offset_of!(RawHeader, toc_offset) as u64,
             FormatProblem::TocOffsetOutOfRange {
                 toc_offset,
                 file_len,
