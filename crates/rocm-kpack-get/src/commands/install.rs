@@ -4,12 +4,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kpack_gpu::Target;
-use kpack_repo_index::fetch::{Client, Progress, Wanted as Download};
+use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
 use rocm_kpack_get::install::plan::{check_prefix_roots, make_plan, Plan, PlanError};
 use rocm_kpack_get::install::record::InstalledRecord;
-use rocm_kpack_get::install::{InstallError, PackageInstall, ReadyArtifact};
+use rocm_kpack_get::install::InstallError;
 use rocm_kpack_get::layout::Layout;
 use rocm_kpack_get::repo::Repo;
 use serde_json::json;
@@ -211,13 +211,10 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     if reinstall {
         plan.reinstall(&requests);
     }
-    show_plan(context, &repos, &plan, dry_run);
+    show_plan(context, &plan, dry_run);
     let runtime = super::layout::show(context, &search, &decision, false);
     let Some(lock) = lock else {
-        printer.json(&with_runtime(
-            plan_json(context, &repos, &plan, false),
-            &runtime,
-        ));
+        printer.json(&with_runtime(plan_json(context, &plan, false), &runtime));
         return Ok(());
     };
     if plan.pending().next().is_none() {
@@ -225,17 +222,14 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             "nothing to do: already installed in {}",
             prefix.root().display()
         ));
-        printer.json(&with_runtime(
-            plan_json(context, &repos, &plan, true),
-            &runtime,
-        ));
+        printer.json(&with_runtime(plan_json(context, &plan, true), &runtime));
         return Ok(());
     }
     let cached = plan
         .size()
         .saturating_sub(plan.download_size(&context.cache));
-    download(context, &client, &repos, &plan)?;
-    let applied = prefix.apply(&lock, &package_installs(context, &repos, &plan), &[])?;
+    download(context, &client, &plan)?;
+    let applied = prefix.apply(&lock, &plan.installs(&context.cache), &[])?;
     for package in plan.pending() {
         let verb = match &package.installed {
             Some(old) if *old > package.version => "downgraded",
@@ -264,10 +258,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             describe_targets(&plan.gpus)
         ));
     }
-    printer.json(&with_runtime(
-        plan_json(context, &repos, &plan, true),
-        &runtime,
-    ));
+    printer.json(&with_runtime(plan_json(context, &plan, true), &runtime));
     Ok(())
 }
 
@@ -334,24 +325,8 @@ fn choose_gpus(
 
 /// Fetches the chosen artifacts of the pending packages into the cache,
 /// with bars on a terminal and lines otherwise.
-fn download(
-    context: &Context,
-    client: &Client,
-    repos: &[Repo],
-    plan: &Plan,
-) -> Result<(), Failure> {
-    let downloads: Vec<Download> = plan
-        .pending()
-        .flat_map(|package| {
-            let mirrors: Arc<[_]> = Arc::from(repos[package.repo].config.mirrors.as_slice());
-            package.chosen.iter().map(move |artifact| Download {
-                path: artifact.path.clone(),
-                sha256: artifact.sha256,
-                size: artifact.size,
-                mirrors: mirrors.clone(),
-            })
-        })
-        .collect();
+fn download(context: &Context, client: &Client, plan: &Plan) -> Result<(), Failure> {
+    let downloads = plan.downloads();
     let printer = &context.printer;
     let bars = printer
         .bars
@@ -367,37 +342,6 @@ fn download(
     Ok(fetched?)
 }
 
-/// The pending packages with their artifacts, now in the cache.
-fn package_installs(context: &Context, repos: &[Repo], plan: &Plan) -> Vec<PackageInstall> {
-    plan.pending()
-        .map(|package| PackageInstall {
-            name: package.name.clone(),
-            version: package.version.clone(),
-            repo: repos[package.repo].config.name.clone(),
-            repo_version: repos[package.repo].root.repo.version,
-            targets: plan.gpus.clone(),
-            layout: plan.layout,
-            artifacts: package
-                .chosen
-                .iter()
-                .map(|artifact| ReadyArtifact {
-                    kind: artifact.kind,
-                    path: artifact.path.clone(),
-                    install_as: artifact.install_as.clone(),
-                    targets: artifact.targets.clone(),
-                    owner: artifact.owner.clone(),
-                    component: artifact.component().cloned(),
-                    sha256: artifact.sha256,
-                    size: artifact.size,
-                    unpack_limit: artifact.unpack_limit(),
-                    unpack_declared: artifact.unpacked_size.is_some(),
-                    blob: context.cache.blob(&artifact.sha256),
-                })
-                .collect(),
-        })
-        .collect()
-}
-
 fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
     let mut targets: Vec<Target> = record
         .packages
@@ -410,7 +354,7 @@ fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
 }
 
 /// Each package, each chosen artifact with its size, and the totals.
-fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
+fn show_plan(context: &Context, plan: &Plan, dry_run: bool) {
     let printer = &context.printer;
     for package in &plan.packages {
         if package.up_to_date {
@@ -424,7 +368,7 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
             "{} {} from {}: {}",
             package.name,
             package.version,
-            repos[package.repo].config.name,
+            package.repo.name,
             saving(package.size(), package.full_size)
         ));
         for artifact in &package.chosen {
@@ -455,7 +399,7 @@ fn show_plan(context: &Context, repos: &[Repo], plan: &Plan, dry_run: bool) {
     }
 }
 
-fn plan_json(context: &Context, repos: &[Repo], plan: &Plan, done: bool) -> serde_json::Value {
+fn plan_json(context: &Context, plan: &Plan, done: bool) -> serde_json::Value {
     json!({
         "prefix": context.settings.prefix,
         "gpus": plan.gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -466,7 +410,7 @@ fn plan_json(context: &Context, repos: &[Repo], plan: &Plan, done: bool) -> serd
         "packages": plan.packages.iter().map(|p| json!({
             "name": p.name.as_str(),
             "version": p.version.to_string(),
-            "repo": repos[p.repo].config.name,
+            "repo": p.repo.name,
             "installed": p.installed.as_ref().map(ToString::to_string),
             "up_to_date": p.up_to_date,
             "size": p.size(),

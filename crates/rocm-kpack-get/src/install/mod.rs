@@ -19,7 +19,9 @@ use std::fs::File;
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError, EntryKind};
 use kpack_gpu::Target;
-use kpack_repo_index::{ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256};
+use kpack_repo_index::{
+    Artifact, ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256,
+};
 
 use crate::layout::Layout;
 use commit::{Journal, PrefixPaths};
@@ -220,6 +222,25 @@ pub struct ReadyArtifact {
     /// the ratio allowed to a shard written before that existed.
     pub unpack_declared: bool,
     pub blob: PathBuf,
+}
+
+impl ReadyArtifact {
+    /// `artifact`, its verified bytes in `blob`.
+    pub fn new(artifact: &Artifact, blob: PathBuf) -> ReadyArtifact {
+        ReadyArtifact {
+            kind: artifact.kind,
+            path: artifact.path.clone(),
+            install_as: artifact.install_as.clone(),
+            targets: artifact.targets.clone(),
+            owner: artifact.owner.clone(),
+            component: artifact.component().cloned(),
+            sha256: artifact.sha256,
+            size: artifact.size,
+            unpack_limit: artifact.unpack_limit(),
+            unpack_declared: artifact.unpacked_size.is_some(),
+            blob,
+        }
+    }
 }
 
 /// What a committed change did.
@@ -811,14 +832,7 @@ fn installed(
         artifacts: package
             .artifacts
             .iter()
-            .map(|a| InstalledArtifact {
-                path: a.path.clone(),
-                sha256: a.sha256,
-                size: a.size,
-                targets: a.targets.clone(),
-                owner: a.owner.clone(),
-                component: a.component.clone(),
-            })
+            .map(InstalledArtifact::from)
             .collect(),
         dirs,
         files: files.into_values().collect(),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
@@ -13,10 +13,10 @@ use kpack_repo_index::{
 };
 
 use super::record::{InstalledPackage, InstalledRecord};
+use super::{PackageInstall, ReadyArtifact};
 use crate::layout::Layout;
 use crate::repo::{Repo, RepoError};
-use kpack_repo_index::fetch::Cache;
-use kpack_repo_index::fetch::Client;
+use kpack_repo_index::fetch::{Cache, Client, Mirror, Wanted};
 
 /// Why no plan can be made.
 #[derive(Debug, thiserror::Error)]
@@ -77,13 +77,32 @@ pub fn check_prefix_roots(
     Ok(warnings)
 }
 
+/// The repository a planned package comes from, as far as installing it
+/// needs: its name, the version of the root read, and its mirrors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub name: String,
+    pub root_version: u64,
+    pub mirrors: Arc<[Mirror]>,
+}
+
+impl From<&Repo> for Origin {
+    fn from(repo: &Repo) -> Origin {
+        Origin {
+            name: repo.config.name.clone(),
+            root_version: repo.root.repo.version,
+            mirrors: Arc::from(repo.config.mirrors.as_slice()),
+        }
+    }
+}
+
 /// One package version to install, with what was chosen and why.
 #[derive(Debug, Clone)]
 pub struct PlannedPackage {
     pub name: PackageName,
     pub version: semver::Version,
-    /// Index into the repositories the plan was made from.
-    pub repo: usize,
+    /// The repository it comes from.
+    pub repo: Origin,
     pub chosen: Vec<Artifact>,
     pub explanations: Vec<Explanation>,
     /// Every artifact of the version: what a fat install would download.
@@ -132,6 +151,41 @@ impl Plan {
     /// The packages that are not installed as planned yet.
     pub fn pending(&self) -> impl Iterator<Item = &PlannedPackage> {
         self.packages.iter().filter(|p| !p.up_to_date)
+    }
+
+    /// The chosen artifacts of the pending packages, each from its
+    /// repository's mirrors.
+    pub fn downloads(&self) -> Vec<Wanted> {
+        self.pending()
+            .flat_map(|package| {
+                package.chosen.iter().map(|artifact| Wanted {
+                    path: artifact.path.clone(),
+                    sha256: artifact.sha256,
+                    size: artifact.size,
+                    mirrors: package.repo.mirrors.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The pending packages as installs of their artifacts, which are in
+    /// `cache` once [`Plan::downloads`] are fetched.
+    pub fn installs(&self, cache: &Cache) -> Vec<PackageInstall> {
+        self.pending()
+            .map(|package| PackageInstall {
+                name: package.name.clone(),
+                version: package.version.clone(),
+                repo: package.repo.name.clone(),
+                repo_version: package.repo.root_version,
+                targets: self.gpus.clone(),
+                layout: self.layout,
+                artifacts: package
+                    .chosen
+                    .iter()
+                    .map(|artifact| ReadyArtifact::new(artifact, cache.blob(&artifact.sha256)))
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Installs the packages `requests` name again even where they are
@@ -247,17 +301,24 @@ pub fn make_plan(
     };
     let mut packages = Vec::new();
     for (name, version) in versions {
-        let repo = shards.origin.get(&name).copied().unwrap_or(0);
-        let Some(entry) = shards
-            .shards
-            .get(&name)
-            .and_then(|s| s.versions.iter().find(|v| v.version == version))
-        else {
+        // Every version resolved is of a shard fetched, from a repository.
+        let found = shards.shards.get(&name).zip(shards.origin.get(&name));
+        let Some((entry, repo)) = found.and_then(|(shard, &index)| {
+            let entry = shard.versions.iter().find(|v| v.version == version)?;
+            Some((entry, repos.get(index)?))
+        }) else {
             continue;
         };
-        let families = &repos[repo].families;
         let goal = Goal { gpus, layout };
-        packages.push(plan_package(name, entry, repo, families, goal, installed)?);
+        let origin = Origin::from(repo);
+        packages.push(plan_package(
+            name,
+            entry,
+            origin,
+            &repo.families,
+            goal,
+            installed,
+        )?);
     }
     Ok(Plan {
         packages,
@@ -300,7 +361,7 @@ impl Goal<'_> {
 fn plan_package(
     name: PackageName,
     entry: &VersionEntry,
-    repo: usize,
+    repo: Origin,
     families: &Families,
     goal: Goal<'_>,
     installed: &InstalledRecord,
@@ -344,7 +405,11 @@ mod tests {
         let planned = plan_package(
             shard.name.clone(),
             &shard.versions[0],
-            0,
+            Origin {
+                name: "test".to_owned(),
+                root_version: 1,
+                mirrors: Arc::from([]),
+            },
             &Families::builtin(),
             Goal {
                 gpus: &gpus,

@@ -9,7 +9,7 @@ use kpack_gpu::Target;
 use kpack_repo_index::{Component, Listed, PackageName, RelativePath, Sha256};
 use serde::{Deserialize, Serialize};
 
-use super::InstallError;
+use super::{InstallError, ReadyArtifact};
 use crate::layout::Layout;
 
 /// The record's format version; a newer one is refused, not misread.
@@ -65,6 +65,19 @@ pub struct InstalledArtifact {
     /// for a host artifact, and in records written before components.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component: Option<Component>,
+}
+
+impl From<&ReadyArtifact> for InstalledArtifact {
+    fn from(artifact: &ReadyArtifact) -> InstalledArtifact {
+        InstalledArtifact {
+            path: artifact.path.clone(),
+            sha256: artifact.sha256,
+            size: artifact.size,
+            targets: artifact.targets.clone(),
+            owner: artifact.owner.clone(),
+            component: artifact.component.clone(),
+        }
+    }
 }
 
 /// A file or symbolic link in the prefix, by relative path.
