@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::hip_runtime::RuntimeSearch;
+use crate::detect::hip_runtime::{RuntimeSearch, SearchRoots, Searcher};
 
 /// The layout asked for (`--layout`, `layout =` in the configuration).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -40,6 +40,20 @@ pub struct LayoutDecision {
     pub layout: Layout,
     /// For people: `the HIP runtime found follows kpack markers`.
     pub reason: String,
+}
+
+/// The layout for a library installed now into a prefix, and the runtime
+/// search that decides it: the one such a library, with no run path of its
+/// own, would make (`LD_LIBRARY_PATH`, `$ROCM_PATH/lib`, `/opt/rocm/lib`,
+/// the loader's cache, the default directories). Before an install nothing
+/// of the package is unpacked, so its own run paths are not known.
+pub fn decide_for_new_library(
+    choice: LayoutChoice,
+    roots: &SearchRoots,
+) -> (RuntimeSearch, LayoutDecision) {
+    let search = Searcher::new(roots).for_new_library();
+    let decision = decide(choice, &[&search]);
+    (search, decision)
 }
 
 /// The layout for `choice`, given the runtimes the installed libraries

@@ -6,11 +6,13 @@ mod cli;
 mod commands;
 mod printer;
 mod progress;
+mod runtime_report;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use rocm_kpack_get::config::{LimitSettings, Overrides, RepoConfig, Settings};
+use rocm_kpack_get::detect::choice::TargetChoice;
 
 use cli::{CacheCommand, Cli, Command, PipCommand};
 use commands::{Context, Failure};
@@ -91,7 +93,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         },
         layout: global.layout.map(Into::into),
     })?;
-    let context = Context::new(global, settings, printer);
+    let targets = match &cli.command {
+        Command::Pip { .. } => TargetChoice::for_python(&global.target),
+        _ => TargetChoice::for_prefix(&global.target),
+    };
+    let context = Context::new(&global, settings, printer, targets);
     match cli.command {
         Command::Detect => commands::detect::detect(&context),
         Command::Update => commands::update::update(&context),

@@ -3,7 +3,9 @@
 
 use std::io::{IsTerminal, Write};
 
-use kpack_repo_index::ByteSize;
+use kpack_gpu::Owner;
+use kpack_repo_index::{Artifact, ArtifactKind, ByteSize, Component, Listed, RelativePath};
+use serde::Serialize;
 
 /// How much to say, and in what form.
 #[derive(Debug, Clone, Copy)]
@@ -52,13 +54,6 @@ impl Printer {
         write_err(&format!("warning: {}", text.as_ref()));
     }
 
-    /// The machine-readable result, with --json.
-    pub fn json(&self, value: &serde_json::Value) {
-        if self.json {
-            write_out(&serde_json::to_string_pretty(value).unwrap_or_default());
-        }
-    }
-
     /// A command's typed report, with --json.
     pub fn report(&self, report: &impl serde::Serialize) {
         if self.json {
@@ -94,18 +89,36 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
     format!("{:>10}  {}{device}", ByteSize(artifact.size), artifact.path)
 }
 
-/// An artifact for `--json`: path, kind, size, hash, targets, owner,
+/// The format version of every report's JSON (`schema`): fields are
+/// added, never repurposed. Report fields are declared in the order the
+/// JSON has always listed them, by name, `schema` first.
+pub const SCHEMA: u32 = 1;
+
+/// An artifact in a report: path, kind, size, hash, targets, owner,
 /// component.
-pub fn artifact_json(artifact: &kpack_repo_index::Artifact) -> serde_json::Value {
-    serde_json::json!({
-        "path": artifact.path.as_str(),
-        "kind": artifact.kind,
-        "size": artifact.size,
-        "sha256": artifact.sha256.to_string(),
-        "targets": artifact.targets,
-        "owner": artifact.owner,
-        "component": artifact.component(),
-    })
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactReport<'a> {
+    pub component: Option<&'a Component>,
+    pub kind: ArtifactKind,
+    pub owner: &'a Option<Owner>,
+    pub path: &'a RelativePath,
+    pub sha256: String,
+    pub size: u64,
+    pub targets: &'a Option<Vec<Listed>>,
+}
+
+impl<'a> From<&'a Artifact> for ArtifactReport<'a> {
+    fn from(artifact: &'a Artifact) -> ArtifactReport<'a> {
+        ArtifactReport {
+            component: artifact.component(),
+            kind: artifact.kind,
+            owner: &artifact.owner,
+            path: &artifact.path,
+            sha256: artifact.sha256.to_string(),
+            size: artifact.size,
+            targets: &artifact.targets,
+        }
+    }
 }
 
 /// "downloads 2.1 MiB of 9.8 MiB: 79% saved".

@@ -18,6 +18,7 @@
 //! stand in for each other, and a root that names another repository than
 //! the first one seen is refused.
 
+mod refresh;
 mod versions;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use kpack_repo_index::{Families, PackageName, RootIndex, Shard, Timestamp};
 use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, Mirror};
+pub use refresh::{Opened, Refresh};
 use versions::Versions;
 
 /// What is wrong with a repository or its local state.

@@ -1,9 +1,18 @@
 //! `cache clean`: empty the download cache.
 
-use serde_json::json;
+use kpack_repo_index::ByteSize;
+use serde::Serialize;
 
 use super::{Context, Exit, Failure};
-use kpack_repo_index::ByteSize;
+use crate::printer::SCHEMA;
+
+/// What `cache clean` removed.
+#[derive(Debug, Serialize)]
+struct CleanReport {
+    schema: u32,
+    bytes: u64,
+    files: u64,
+}
 
 pub fn clean(context: &Context) -> Result<(), Failure> {
     let report = context.cache.clean().map_err(|e| {
@@ -18,8 +27,10 @@ pub fn clean(context: &Context) -> Result<(), Failure> {
         ByteSize(report.bytes),
         context.cache.root().display()
     ));
-    context
-        .printer
-        .json(&json!({ "files": report.files, "bytes": report.bytes }));
+    context.printer.report(&CleanReport {
+        schema: SCHEMA,
+        bytes: report.bytes,
+        files: report.files,
+    });
     Ok(())
 }

@@ -9,7 +9,7 @@ use rocm_kpack_get::install::record::InstalledRecord;
 use super::{Context, Exit, Failure};
 
 pub fn check(context: &Context) -> Result<(), Failure> {
-    let (gpus, _) = context.gpus()?;
+    let gpus = context.gpus()?.targets;
     let prefix = context.prefix(false)?;
     let installed = prefix.root().join(".kpack").is_dir();
     // Read-only, like `verify`: nothing in the prefix is written.
@@ -49,20 +49,7 @@ pub fn check(context: &Context) -> Result<(), Failure> {
 /// What a fix command repeats of this command line: the prefix, the
 /// configuration and repositories, and the GPUs, when given.
 pub fn invocation(context: &Context) -> Invocation {
-    let global = &context.global;
-    let mut args = Vec::new();
-    if let Some(prefix) = &global.prefix {
-        args.extend(["--prefix".to_owned(), prefix.display().to_string()]);
-    }
-    if let Some(config) = &global.config {
-        args.extend(["--config".to_owned(), config.display().to_string()]);
-    }
-    for repo in &global.repos {
-        args.extend(["--repo".to_owned(), repo.clone()]);
-    }
-    if let (false, Some(key)) = (global.repos.is_empty(), &global.key) {
-        args.extend(["--key".to_owned(), key.clone()]);
-    }
+    let mut args = context.repeated.clone();
     args.extend(target_args(context));
     Invocation {
         global: args,
@@ -72,17 +59,11 @@ pub fn invocation(context: &Context) -> Invocation {
 
 /// `--target T,...` when GPU targets were given (flag or `KPACK_GET_TARGETS`).
 pub fn target_args(context: &Context) -> Vec<String> {
-    let targets: Vec<&str> = context
-        .global
-        .target
-        .iter()
-        .map(|t| t.trim())
-        .filter(|t| !t.is_empty())
-        .collect();
-    if targets.is_empty() {
+    let given = context.targets.given();
+    if given.is_empty() {
         return Vec::new();
     }
-    vec!["--target".to_owned(), targets.join(",")]
+    vec!["--target".to_owned(), given.join(",")]
 }
 
 /// Prints `report` (as text, or as JSON with --json); fails with exit 9

@@ -4,22 +4,49 @@
 
 use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, PackageName};
-use rocm_kpack_get::detect::Detection;
+use rocm_kpack_get::detect::{Detection, Gpu};
+use rocm_kpack_get::layout::decide_for_new_library;
 use rocm_kpack_get::repo::Repo;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Context, Failure};
-use crate::printer::Printer;
+use crate::printer::{Printer, SCHEMA};
+use crate::runtime_report::{show, RuntimeReport};
+
+/// The GPUs found, the runtime and layout, and what the GPUs would select.
+#[derive(Debug, Serialize)]
+struct DetectReport<'a> {
+    schema: u32,
+    gpus: &'a [Gpu],
+    #[serde(flatten)]
+    runtime: RuntimeReport,
+    notes: &'a [String],
+    selections: Vec<Selection>,
+    warnings: &'a [String],
+}
+
+/// What the GPUs would select from a package's newest version.
+#[derive(Debug, Serialize)]
+struct Selection {
+    artifacts: Vec<String>,
+    no_device_code: Vec<String>,
+    package: String,
+    repo: String,
+    size: u64,
+    version: String,
+}
 
 /// How many packages `detect` looks into (each needs its shard).
 const PACKAGES_SHOWN: usize = 20;
 
 pub fn detect(context: &Context) -> Result<(), Failure> {
     let printer = &context.printer;
-    let (targets, detection) = context.gpus()?;
+    let chosen = context.gpus()?;
+    let (targets, detection) = (chosen.targets, chosen.detection);
     print_gpus(printer, &detection);
-    let (search, decision) = super::layout::search_for_new_library(context);
-    let runtime = super::layout::show(context, &search, &decision, true);
+    let settings = &context.settings;
+    let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
+    let runtime = show(printer, &search, &decision, true);
     // What these GPUs would select; a repository that cannot be read is
     // reported, not fatal: detection works without any.
     let mut selections = Vec::new();
@@ -47,14 +74,14 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
             Err(failure) => printer.warn(format!("{:#}", failure.error)),
         }
     }
-    printer.json(&json!({
-        "gpus": detection.gpus,
-        "notes": detection.notes,
-        "warnings": detection.warnings,
-        "selections": selections,
-        "hip_runtime": runtime["hip_runtime"],
-        "layout": runtime["layout"],
-    }));
+    printer.report(&DetectReport {
+        schema: SCHEMA,
+        gpus: &detection.gpus,
+        runtime,
+        notes: &detection.notes,
+        selections,
+        warnings: &detection.warnings,
+    });
     Ok(())
 }
 
@@ -103,7 +130,7 @@ fn package_selection(
     repo: &Repo,
     name: &PackageName,
     targets: &[Target],
-) -> Option<serde_json::Value> {
+) -> Option<Selection> {
     let shard = match repo.shard(client, &context.cache, name) {
         Ok(shard) => shard?,
         Err(error) => {
@@ -145,12 +172,12 @@ fn package_selection(
         "{}/{name} {}: {text}",
         repo.config.name, entry.version
     ));
-    Some(json!({
-        "repo": repo.config.name,
-        "package": name.as_str(),
-        "version": entry.version.to_string(),
-        "artifacts": device,
-        "no_device_code": unserved,
-        "size": selection.size(),
-    }))
+    Some(Selection {
+        artifacts: device,
+        no_device_code: unserved,
+        package: name.as_str().to_owned(),
+        repo: repo.config.name.clone(),
+        size: selection.size(),
+        version: entry.version.to_string(),
+    })
 }

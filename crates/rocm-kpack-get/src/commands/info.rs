@@ -4,16 +4,41 @@
 use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, RelativePath, Shard, VersionEntry};
 use rocm_kpack_get::repo::Repo;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
-use crate::printer::{artifact_json, artifact_line};
+use crate::printer::{artifact_line, ArtifactReport, SCHEMA};
+
+/// A package version, its artifacts, and which this machine would get.
+#[derive(Debug, Serialize)]
+struct InfoReport<'a> {
+    schema: u32,
+    artifacts: Vec<InfoArtifact<'a>>,
+    depends: Vec<String>,
+    gpus: Vec<String>,
+    name: &'a str,
+    repo: &'a str,
+    summary: String,
+    #[serde(rename = "system-requires")]
+    system_requires: &'a [String],
+    version: String,
+    versions: Vec<String>,
+    why: Vec<String>,
+}
+
+/// An artifact, and whether it is chosen for this machine.
+#[derive(Debug, Serialize)]
+struct InfoArtifact<'a> {
+    chosen: bool,
+    #[serde(flatten)]
+    artifact: ArtifactReport<'a>,
+}
 
 pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
     let request = parse_request(package)?;
     let client = context.client()?;
     let repos = context.repos(&client)?;
-    let (gpus, _) = context.gpus()?;
+    let gpus = context.gpus()?.targets;
     for repo in &repos {
         let Some(shard) = repo.shard(&client, &context.cache, &request.name)? else {
             continue;
@@ -82,20 +107,25 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
     for explanation in &selection.explanations {
         printer.detail(format!("  why: {explanation}"));
     }
-    printer.json(&json!({
-        "name": shard.name.as_str(),
-        "version": entry.version.to_string(),
-        "repo": repo.config.name,
-        "summary": summary,
-        "versions": versions,
-        "depends": entry.depends.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "system-requires": entry.system_requires,
-        "gpus": gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "artifacts": entry.artifacts.iter().map(|a| {
-            let mut artifact = artifact_json(a);
-            artifact["chosen"] = chosen(&a.path).into();
-            artifact
-        }).collect::<Vec<_>>(),
-        "why": selection.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    }));
+    let artifacts = entry.artifacts.iter().map(|a| InfoArtifact {
+        chosen: chosen(&a.path),
+        artifact: ArtifactReport::from(a),
+    });
+    printer.report(&InfoReport {
+        schema: SCHEMA,
+        artifacts: artifacts.collect(),
+        depends: entry.depends.iter().map(ToString::to_string).collect(),
+        gpus: gpus.iter().map(ToString::to_string).collect(),
+        name: shard.name.as_str(),
+        repo: &repo.config.name,
+        summary,
+        system_requires: &entry.system_requires,
+        version: entry.version.to_string(),
+        versions,
+        why: selection
+            .explanations
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    });
 }

@@ -7,23 +7,26 @@ use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
-use rocm_kpack_get::install::plan::{check_prefix_roots, make_plan, Plan, PlanError};
+use rocm_kpack_get::install::plan::{
+    check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
+};
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::InstallError;
-use rocm_kpack_get::layout::Layout;
+use rocm_kpack_get::layout::{decide_for_new_library, Layout};
 use rocm_kpack_get::repo::Repo;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{parse_request, Context, Failure};
-use crate::printer::{artifact_json, artifact_line, fetched, saving};
+use crate::printer::{artifact_line, fetched, saving, ArtifactReport, SCHEMA};
 use crate::progress::{Bars, Lines};
+use crate::runtime_report::{show, RuntimeReport};
 
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.
 enum Wanted {
     /// Packages asked for; with `reinstall`, installed again even when
     /// installed as planned.
-    Dependencys {
+    Requests {
         requests: Vec<Dependency>,
         reinstall: bool,
     },
@@ -47,7 +50,7 @@ pub fn install(
         .collect::<Result<Vec<_>, _>>()?;
     run(
         context,
-        Wanted::Dependencys {
+        Wanted::Requests {
             requests,
             reinstall,
         },
@@ -175,7 +178,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades { .. });
     let (requests, reinstall) = match wanted {
-        Wanted::Dependencys {
+        Wanted::Requests {
             requests,
             reinstall,
         } => (requests, reinstall),
@@ -189,7 +192,10 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     };
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
-        printer.json(&json!({ "packages": [] }));
+        printer.report(&NothingInstalled {
+            schema: SCHEMA,
+            packages: Vec::new(),
+        });
         return Ok(());
     }
     let client = context.client()?;
@@ -198,7 +204,8 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         printer.warn(warning);
     }
     let gpus = choose_gpus(context, &record, upgrading)?;
-    let (search, decision) = super::layout::search_for_new_library(context);
+    let settings = &context.settings;
+    let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
     let requests = with_relayout(requests, &record, decision.layout);
     let planning = Planning {
         client: &client,
@@ -211,10 +218,13 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     if reinstall {
         plan.reinstall(&requests);
     }
-    show_plan(context, &plan, dry_run);
-    let runtime = super::layout::show(context, &search, &decision, false);
+    // What is not in the cache yet, measured once, before anything is fetched.
+    let download_size = plan.download_size(&context.cache);
+    show_plan(context, &plan, dry_run.then_some(download_size));
+    let runtime = show(printer, &search, &decision, false);
+    let report = InstallReport::new(context, &plan, dry_run.then_some(download_size), runtime);
     let Some(lock) = lock else {
-        printer.json(&with_runtime(plan_json(context, &plan, false), &runtime));
+        printer.report(&report);
         return Ok(());
     };
     if plan.pending().next().is_none() {
@@ -222,13 +232,11 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             "nothing to do: already installed in {}",
             prefix.root().display()
         ));
-        printer.json(&with_runtime(plan_json(context, &plan, true), &runtime));
+        printer.report(&report);
         return Ok(());
     }
-    let cached = plan
-        .size()
-        .saturating_sub(plan.download_size(&context.cache));
-    download(context, &client, &plan)?;
+    let cached = plan.size().saturating_sub(download_size);
+    download(context, &client, &plan, download_size)?;
     let applied = prefix.apply(&lock, &plan.installs(&context.cache), &[])?;
     for package in plan.pending() {
         let verb = match &package.installed {
@@ -258,7 +266,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
             describe_targets(&plan.gpus)
         ));
     }
-    printer.json(&with_runtime(plan_json(context, &plan, true), &runtime));
+    printer.report(&report);
     Ok(())
 }
 
@@ -285,14 +293,6 @@ fn describe_targets(gpus: &[Target]) -> String {
     }
 }
 
-/// `json` with the runtime found and the layout's fields added.
-fn with_runtime(mut json: serde_json::Value, runtime: &serde_json::Value) -> serde_json::Value {
-    if let (Some(json), Some(runtime)) = (json.as_object_mut(), runtime.as_object()) {
-        json.extend(runtime.clone());
-    }
-    json
-}
-
 /// The GPUs to install for: those detected (or given), else, when
 /// upgrading, the targets the packages were installed for; none is said.
 fn choose_gpus(
@@ -300,37 +300,35 @@ fn choose_gpus(
     record: &InstalledRecord,
     upgrading: bool,
 ) -> Result<Vec<Target>, Failure> {
-    let (gpus, detection) = context.gpus()?;
-    let gpus = if gpus.is_empty() && upgrading {
-        recorded_targets(record)
-    } else {
-        gpus
-    };
-    if gpus.is_empty() {
+    let mut chosen = context.gpus()?;
+    if upgrading {
+        chosen = chosen.or_recorded(record);
+    }
+    let notes = &chosen.detection.notes;
+    if chosen.targets.is_empty() {
         context.printer.warn(format!(
             "no GPU found ({}): installing host parts only; --target chooses GPU targets",
-            if detection.notes.is_empty() {
+            if notes.is_empty() {
                 "no source reported one".to_owned()
             } else {
-                detection.notes.join("; ")
+                notes.join("; ")
             }
         ));
     } else {
-        context
-            .printer
-            .detail(format!("GPUs: {}", kpack_gpu::target::join_targets(&gpus)));
+        context.printer.detail(format!(
+            "GPUs: {}",
+            kpack_gpu::target::join_targets(&chosen.targets)
+        ));
     }
-    Ok(gpus)
+    Ok(chosen.targets)
 }
 
 /// Fetches the chosen artifacts of the pending packages into the cache,
 /// with bars on a terminal and lines otherwise.
-fn download(context: &Context, client: &Client, plan: &Plan) -> Result<(), Failure> {
+fn download(context: &Context, client: &Client, plan: &Plan, size: u64) -> Result<(), Failure> {
     let downloads = plan.downloads();
     let printer = &context.printer;
-    let bars = printer
-        .bars
-        .then(|| Arc::new(Bars::new(plan.download_size(&context.cache))));
+    let bars = printer.bars.then(|| Arc::new(Bars::new(size)));
     let progress: Arc<dyn Progress> = match &bars {
         Some(bars) => bars.clone(),
         None => Arc::new(Lines::new(*printer)),
@@ -342,19 +340,9 @@ fn download(context: &Context, client: &Client, plan: &Plan) -> Result<(), Failu
     Ok(fetched?)
 }
 
-fn recorded_targets(record: &InstalledRecord) -> Vec<Target> {
-    let mut targets: Vec<Target> = record
-        .packages
-        .values()
-        .flat_map(|p| p.targets.iter().cloned())
-        .collect();
-    targets.sort();
-    targets.dedup();
-    targets
-}
-
-/// Each package, each chosen artifact with its size, and the totals.
-fn show_plan(context: &Context, plan: &Plan, dry_run: bool) {
+/// Each package, each chosen artifact with its size, and for a dry run
+/// the totals, `download_size` of them not cached.
+fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
     let printer = &context.printer;
     for package in &plan.packages {
         if package.up_to_date {
@@ -390,33 +378,90 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: bool) {
             }
         }
     }
-    if dry_run {
+    if let Some(download_size) = dry_run {
         printer.line(format!(
             "would download {} (downloads {})",
-            ByteSize(plan.download_size(&context.cache)),
+            ByteSize(download_size),
             saving(plan.size(), plan.full_size())
         ));
     }
 }
 
-fn plan_json(context: &Context, plan: &Plan, done: bool) -> serde_json::Value {
-    json!({
-        "prefix": context.settings.prefix,
-        "gpus": plan.gpus.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "done": done,
-        "size": plan.size(),
-        "full_size": plan.full_size(),
-        "download_size": if done { serde_json::Value::Null } else { plan.download_size(&context.cache).into() },
-        "packages": plan.packages.iter().map(|p| json!({
-            "name": p.name.as_str(),
-            "version": p.version.to_string(),
-            "repo": p.repo.name,
-            "installed": p.installed.as_ref().map(ToString::to_string),
-            "up_to_date": p.up_to_date,
-            "size": p.size(),
-            "full_size": p.full_size,
-            "artifacts": p.chosen.iter().map(artifact_json).collect::<Vec<_>>(),
-            "why": p.explanations.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
+/// An install's plan, and what it did.
+#[derive(Debug, Serialize)]
+struct InstallReport<'a> {
+    schema: u32,
+    done: bool,
+    /// Of the chosen artifacts, the bytes not cached; none once installed.
+    download_size: Option<u64>,
+    full_size: u64,
+    gpus: Vec<String>,
+    #[serde(flatten)]
+    runtime: RuntimeReport,
+    packages: Vec<PackageReport<'a>>,
+    prefix: &'a Path,
+    size: u64,
+}
+
+/// A package of the plan, the artifacts chosen and why.
+#[derive(Debug, Serialize)]
+struct PackageReport<'a> {
+    artifacts: Vec<ArtifactReport<'a>>,
+    full_size: u64,
+    installed: Option<String>,
+    name: &'a str,
+    repo: &'a str,
+    size: u64,
+    up_to_date: bool,
+    version: String,
+    why: Vec<String>,
+}
+
+/// Nothing to upgrade: nothing is installed.
+#[derive(Debug, Serialize)]
+struct NothingInstalled<'a> {
+    schema: u32,
+    packages: Vec<PackageReport<'a>>,
+}
+
+impl<'a> InstallReport<'a> {
+    /// `plan`, its download size for a dry run (`None` when it is done).
+    fn new(
+        context: &'a Context,
+        plan: &'a Plan,
+        download_size: Option<u64>,
+        runtime: RuntimeReport,
+    ) -> InstallReport<'a> {
+        InstallReport {
+            schema: SCHEMA,
+            done: download_size.is_none(),
+            download_size,
+            full_size: plan.full_size(),
+            gpus: plan.gpus.iter().map(ToString::to_string).collect(),
+            runtime,
+            packages: plan.packages.iter().map(PackageReport::from).collect(),
+            prefix: &context.settings.prefix,
+            size: plan.size(),
+        }
+    }
+}
+
+impl<'a> From<&'a PlannedPackage> for PackageReport<'a> {
+    fn from(package: &'a PlannedPackage) -> PackageReport<'a> {
+        PackageReport {
+            artifacts: package.chosen.iter().map(ArtifactReport::from).collect(),
+            full_size: package.full_size,
+            installed: package.installed.as_ref().map(ToString::to_string),
+            name: package.name.as_str(),
+            repo: &package.repo.name,
+            size: package.size(),
+            up_to_date: package.up_to_date,
+            version: package.version.to_string(),
+            why: package
+                .explanations
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        }
+    }
 }

@@ -1,9 +1,34 @@
 //! `list`: what is installed in the prefix.
 
-use kpack_repo_index::ByteSize;
-use serde_json::json;
+use std::path::Path;
+
+use kpack_gpu::Target;
+use kpack_repo_index::{ByteSize, PackageName, RelativePath};
+use rocm_kpack_get::layout::Layout;
+use serde::Serialize;
 
 use super::{Context, Failure};
+use crate::printer::SCHEMA;
+
+/// What is installed in a prefix.
+#[derive(Debug, Serialize)]
+struct ListReport<'a> {
+    schema: u32,
+    packages: Vec<Listed<'a>>,
+    prefix: &'a Path,
+}
+
+/// An installed package.
+#[derive(Debug, Serialize)]
+struct Listed<'a> {
+    artifacts: Vec<&'a RelativePath>,
+    files: usize,
+    layout: Layout,
+    name: &'a PackageName,
+    repo: &'a str,
+    targets: &'a [Target],
+    version: String,
+}
 
 pub fn list(context: &Context) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
@@ -32,17 +57,19 @@ pub fn list(context: &Context) -> Result<(), Failure> {
             package.layout
         ));
     }
-    context.printer.json(&json!({
-        "prefix": prefix.root(),
-        "packages": record.packages.iter().map(|(name, p)| json!({
-            "name": name,
-            "version": p.version.to_string(),
-            "repo": p.repo,
-            "targets": p.targets,
-            "layout": p.layout,
-            "files": p.files.len(),
-            "artifacts": p.artifacts.iter().map(|a| a.path.clone()).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    }));
+    let packages = record.packages.iter().map(|(name, p)| Listed {
+        artifacts: p.artifacts.iter().map(|a| &a.path).collect(),
+        files: p.files.len(),
+        layout: p.layout,
+        name,
+        repo: &p.repo,
+        targets: &p.targets,
+        version: p.version.to_string(),
+    });
+    context.printer.report(&ListReport {
+        schema: SCHEMA,
+        packages: packages.collect(),
+        prefix: prefix.root(),
+    });
     Ok(())
 }

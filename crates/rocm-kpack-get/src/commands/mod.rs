@@ -7,7 +7,6 @@ pub mod check;
 pub mod detect;
 pub mod info;
 pub mod install;
-pub mod layout;
 pub mod list;
 pub mod pip;
 pub mod remove;
@@ -16,18 +15,18 @@ pub mod update;
 pub mod verify;
 
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::Duration;
 
-use kpack_gpu::Target;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
 use kpack_repo_index::{Dependency, PackageName};
 use rocm_kpack_get::config::{ConfigError, Settings};
-use rocm_kpack_get::detect::{DetectOptions, Detection};
+use rocm_kpack_get::detect::choice::{ChosenTargets, TargetChoice, TargetChoiceError};
+use rocm_kpack_get::detect::DetectOptions;
 use rocm_kpack_get::install::lock_holder::LockHolder;
 use rocm_kpack_get::install::plan::PlanError;
 use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock};
-use rocm_kpack_get::repo::{Repo, RepoError, RepoStore, Trust};
+use rocm_kpack_get::repo::{Refresh, Repo, RepoError, RepoStore, Trust};
 
 use crate::cli::GlobalArgs;
 use crate::printer::Printer;
@@ -203,162 +202,114 @@ fn waiting_note(prefix: &Prefix, holder: Option<LockHolder>) -> String {
     )
 }
 
+impl From<TargetChoiceError> for Failure {
+    fn from(error: TargetChoiceError) -> Failure {
+        Failure::new(Exit::NothingFits, error)
+    }
+}
+
 impl From<ConfigError> for Failure {
     fn from(error: ConfigError) -> Failure {
         Failure::new(Exit::Config, error)
     }
 }
 
-/// What every command starts from.
+/// What every command starts from: the settings, resolved once from the
+/// configuration, the environment and the flags.
 #[derive(Debug)]
 pub struct Context {
     pub settings: Settings,
     pub printer: Printer,
-    pub global: GlobalArgs,
+    /// How the client reaches mirrors (`--offline`, timeouts, attempts).
+    pub network: ClientOptions,
+    /// When a stored root index is fetched again.
+    pub refresh: Refresh,
     pub trust: Trust,
+    /// How GPUs are looked for, and which targets are taken.
+    pub detect: DetectOptions,
+    pub targets: TargetChoice,
+    /// Whether to wait for another kpack-get's lock on the prefix.
+    pub wait: bool,
+    /// What a fix command repeats of this command line: the prefix, the
+    /// configuration and the repositories given.
+    pub repeated: Vec<String>,
     pub cache: Cache,
     pub store: RepoStore,
 }
 
 impl Context {
-    pub fn new(global: GlobalArgs, settings: Settings, printer: Printer) -> Context {
-        let trust = Trust {
-            allow_rollback: global.allow_rollback,
-            allow_expired: global.allow_expired,
+    /// Resolves the flags once; `targets` is the choice of GPU targets the
+    /// command makes (for a prefix, or for a Python environment).
+    pub fn new(
+        global: &GlobalArgs,
+        settings: Settings,
+        printer: Printer,
+        targets: TargetChoice,
+    ) -> Context {
+        let mut network = ClientOptions {
+            concurrency: settings.concurrency,
+            offline: global.offline,
+            limits: settings.limits,
+            ..ClientOptions::default()
         };
+        if let Some(timeout) = global.read_timeout {
+            network.read_timeout = timeout;
+        }
+        if let Some(attempts) = global.attempts {
+            network.attempts = attempts.max(1);
+        }
         Context {
+            refresh: Refresh {
+                offline: global.offline,
+                max_age: Duration::from_secs(settings.max_index_age),
+            },
+            trust: Trust {
+                allow_rollback: global.allow_rollback,
+                allow_expired: global.allow_expired,
+            },
+            detect: detect_options(global),
+            wait: !global.no_wait,
+            repeated: repeated(global),
             cache: Cache::new(&settings.cache_dir),
             store: RepoStore::new(&settings.state_dir),
+            network,
+            targets,
             settings,
             printer,
-            global,
-            trust,
         }
     }
 
     pub fn client(&self) -> Result<Client, Failure> {
-        let mut options = ClientOptions {
-            concurrency: self.settings.concurrency,
-            offline: self.global.offline,
-            limits: self.settings.limits,
-            ..ClientOptions::default()
-        };
-        if let Some(timeout) = self.global.read_timeout {
-            options.read_timeout = timeout;
-        }
-        if let Some(attempts) = self.global.attempts {
-            options.attempts = attempts.max(1);
-        }
-        Ok(Client::new(options)?)
+        Ok(Client::new(self.network.clone())?)
     }
 
-    /// The configured repositories, their roots read from the state
-    /// directory, fetched first when never fetched or older than the
-    /// configured age (unless --offline).
+    /// The configured repositories, each fetched again first when the
+    /// store's refresh policy says so, their warnings shown.
     pub fn repos(&self, client: &Client) -> Result<Vec<Repo>, Failure> {
         if self.settings.repos.is_empty() {
-            let place = self
-                .settings
-                .config_path
-                .clone()
-                .or_else(|| {
-                    rocm_kpack_get::config::xdg_dir("XDG_CONFIG_HOME", ".config")
-                        .map(|d| d.join("kpack-get/config.toml"))
-                })
-                .unwrap_or_else(|| PathBuf::from("/etc/kpack-get/config.toml"));
-            return Err(
-                Failure::new(Exit::Config, anyhow::anyhow!("no repository configured")).hint(
-                    format!(
-                "add a [[repo]] with name, mirrors and key to {}, or pass --repo URL --key KEY",
-                place.display()
-            ),
-                ),
-            );
+            return Err(no_repository(&self.settings));
         }
         let mut repos = Vec::new();
         for config in &self.settings.repos {
-            let mut warnings = Vec::new();
-            let stored = self.store.load(config, self.trust, &mut warnings);
-            let fresh = |repo: &Repo| {
-                SystemTime::now()
-                    .duration_since(repo.fetched)
-                    .map(|age| age.as_secs() < self.settings.max_index_age)
-                    .unwrap_or(true)
-            };
-            let repo = match stored {
-                Ok(Some(repo)) if self.global.offline || fresh(&repo) => repo,
-                Ok(Some(repo)) => match self.store.update(client, config, self.trust) {
-                    Ok(updated) => {
-                        warnings.extend(updated.warnings);
-                        updated.repo
-                    }
-                    Err(error) if !error.is_verification() => {
-                        self.printer
-                            .warn(format!("{error}; using the index fetched before"));
-                        repo
-                    }
-                    Err(error) => return Err(error.into()),
-                },
-                Ok(None) | Err(RepoError::Expired { .. }) if !self.global.offline => {
-                    let updated = self.store.update(client, config, self.trust)?;
-                    warnings.extend(updated.warnings);
-                    updated.repo
-                }
-                Ok(None) => {
-                    return Err(RepoError::NotUpdated {
-                        repo: config.name.clone(),
-                    }
-                    .into())
-                }
-                Err(error) => return Err(error.into()),
-            };
-            for warning in warnings {
+            let opened = self.store.open(client, config, self.trust, self.refresh)?;
+            for warning in opened.warnings {
                 self.printer.warn(warning);
             }
-            repos.push(repo);
+            repos.push(opened.repo);
         }
         Ok(repos)
     }
 
-    pub fn detect_options(&self) -> Result<DetectOptions, Failure> {
-        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kpack-get"));
-        let mut options = DetectOptions::new(exe);
-        options.overrides = self.override_targets()?;
-        options.hsa_library = self.global.hsa_library.clone();
-        options.hsa_enabled = !self.global.no_hsa;
-        if let Some(timeout) = self.global.hsa_timeout {
-            options.hsa_timeout = timeout;
-        }
-        if let Some(root) = &self.global.sysfs_root {
-            options.sysfs_root = root.clone();
-        }
-        if let Some(pci_ids) = &self.global.pci_ids {
-            options.pci_ids = vec![pci_ids.clone()];
-        }
-        Ok(options)
-    }
-
-    fn override_targets(&self) -> Result<Vec<Target>, Failure> {
-        self.global
-            .target
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-            .map(|s| Target::parse(s).map_err(|e| Failure::new(Exit::NothingFits, e)))
-            .collect()
-    }
-
-    /// The GPUs to install for, with the detection's notes shown.
-    pub fn gpus(&self) -> Result<(Vec<Target>, Detection), Failure> {
-        let options = self.detect_options()?;
-        let detection = rocm_kpack_get::detect::detect(&options);
-        for warning in &detection.warnings {
+    /// The GPU targets to install for, with the detection's notes shown.
+    pub fn gpus(&self) -> Result<ChosenTargets, Failure> {
+        let chosen = self.targets.choose(&self.detect)?;
+        for warning in &chosen.detection.warnings {
             self.printer.warn(warning);
         }
-        for note in &detection.notes {
+        for note in &chosen.detection.notes {
             self.printer.detail(format!("detect: {note}"));
         }
-        Ok((detection.targets(), detection))
+        Ok(chosen)
     }
 
     pub fn prefix(&self, create: bool) -> Result<Prefix, Failure> {
@@ -369,7 +320,7 @@ impl Context {
     /// (`list`, `verify`): nothing in the prefix is written, and a change an
     /// interrupted run left is reported, not completed.
     pub fn read_lock(&self, prefix: &Prefix) -> Result<Option<PrefixReadLock>, Failure> {
-        let lock = prefix.read_lock(!self.global.no_wait, |holder| {
+        let lock = prefix.read_lock(self.wait, |holder| {
             self.printer.note(waiting_note(prefix, holder))
         })?;
         if let Some(id) = prefix.pending_change()? {
@@ -384,7 +335,7 @@ impl Context {
 
     /// Takes the prefix's lock and finishes what an interrupted run left.
     pub fn lock(&self, prefix: &Prefix) -> Result<PrefixLock, Failure> {
-        let lock = prefix.lock(!self.global.no_wait, |holder| {
+        let lock = prefix.lock(self.wait, |holder| {
             self.printer.note(waiting_note(prefix, holder))
         })?;
         let Some(recovered) = prefix.recover(&lock)? else {
@@ -411,6 +362,59 @@ impl Context {
         }
         Ok(lock)
     }
+}
+
+/// The failure when no repository is configured, saying where to add one.
+fn no_repository(settings: &Settings) -> Failure {
+    let place = settings
+        .config_path
+        .clone()
+        .or_else(|| {
+            rocm_kpack_get::config::xdg_dir("XDG_CONFIG_HOME", ".config")
+                .map(|d| d.join("kpack-get/config.toml"))
+        })
+        .unwrap_or_else(|| PathBuf::from("/etc/kpack-get/config.toml"));
+    Failure::new(Exit::Config, anyhow::anyhow!("no repository configured")).hint(format!(
+        "add a [[repo]] with name, mirrors and key to {}, or pass --repo URL --key KEY",
+        place.display()
+    ))
+}
+
+/// How to look for GPUs: the HSA library and probe, sysfs, PCI ids.
+fn detect_options(global: &GlobalArgs) -> DetectOptions {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kpack-get"));
+    let mut options = DetectOptions::new(exe);
+    options.hsa_library = global.hsa_library.clone();
+    options.hsa_enabled = !global.no_hsa;
+    if let Some(timeout) = global.hsa_timeout {
+        options.hsa_timeout = timeout;
+    }
+    if let Some(root) = &global.sysfs_root {
+        options.sysfs_root = root.clone();
+    }
+    if let Some(pci_ids) = &global.pci_ids {
+        options.pci_ids = vec![pci_ids.clone()];
+    }
+    options
+}
+
+/// The flags a fix command repeats: the prefix, the configuration and
+/// the repositories, when given.
+fn repeated(global: &GlobalArgs) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(prefix) = &global.prefix {
+        args.extend(["--prefix".to_owned(), prefix.display().to_string()]);
+    }
+    if let Some(config) = &global.config {
+        args.extend(["--config".to_owned(), config.display().to_string()]);
+    }
+    for repo in &global.repos {
+        args.extend(["--repo".to_owned(), repo.clone()]);
+    }
+    if let (false, Some(key)) = (global.repos.is_empty(), &global.key) {
+        args.extend(["--key".to_owned(), key.clone()]);
+    }
+    args
 }
 
 /// `NAME` or `NAME@REQUIREMENT`; a bare version means exactly it.

@@ -1,12 +1,22 @@
 //! `remove`: take packages and exactly their files out of the prefix.
 
-use serde_json::json;
-
 use kpack_repo_index::PackageName;
 use rocm_kpack_get::install::record::InstalledPackage;
 use rocm_kpack_get::install::InstallError;
+use serde::Serialize;
 
 use super::{Context, Failure};
+use crate::printer::SCHEMA;
+
+/// The packages removed (or that would be), and the files.
+#[derive(Debug, Serialize)]
+struct RemoveReport<'a> {
+    schema: u32,
+    done: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files_removed: Option<usize>,
+    remove: &'a [PackageName],
+}
 
 pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
@@ -37,9 +47,12 @@ pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Res
                 package.files.len()
             ));
         }
-        context
-            .printer
-            .json(&json!({ "remove": packages, "done": false }));
+        context.printer.report(&RemoveReport {
+            schema: SCHEMA,
+            done: false,
+            files_removed: None,
+            remove: packages,
+        });
         return Ok(());
     }
     let lock = match lock {
@@ -57,10 +70,11 @@ pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Res
         applied.files_removed,
         prefix.root().display()
     ));
-    context.printer.json(&json!({
-        "remove": packages,
-        "done": true,
-        "files_removed": applied.files_removed,
-    }));
+    context.printer.report(&RemoveReport {
+        schema: SCHEMA,
+        done: true,
+        files_removed: Some(applied.files_removed),
+        remove: packages,
+    });
     Ok(())
 }

@@ -1,8 +1,28 @@
 //! `update`: fetch and verify every configured repository's root index.
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Context, Failure};
+use crate::printer::SCHEMA;
+
+/// The repositories updated.
+#[derive(Debug, Serialize)]
+struct UpdateReport {
+    schema: u32,
+    repos: Vec<RepoUpdate>,
+}
+
+/// One repository's root as fetched, and the version seen before.
+#[derive(Debug, Serialize)]
+struct RepoUpdate {
+    expires: String,
+    name: String,
+    packages: usize,
+    previous: Option<u64>,
+    repo: String,
+    url: String,
+    version: u64,
+}
 
 pub fn update(context: &Context) -> Result<(), Failure> {
     let client = context.client()?;
@@ -30,16 +50,19 @@ pub fn update(context: &Context) -> Result<(), Failure> {
             root.repo.expires,
             updated.url
         ));
-        results.push(json!({
-            "repo": config.name,
-            "name": root.repo.name.as_str(),
-            "version": root.repo.version,
-            "previous": updated.previous,
-            "packages": root.packages.len(),
-            "expires": root.repo.expires.to_string(),
-            "url": updated.url,
-        }));
+        results.push(RepoUpdate {
+            expires: root.repo.expires.to_string(),
+            name: root.repo.name.as_str().to_owned(),
+            packages: root.packages.len(),
+            previous: updated.previous,
+            repo: config.name.clone(),
+            url: updated.url,
+            version: root.repo.version,
+        });
     }
-    context.printer.json(&json!({ "repos": results }));
+    context.printer.report(&UpdateReport {
+        schema: SCHEMA,
+        repos: results,
+    });
     Ok(())
 }

@@ -1,8 +1,37 @@
 //! `verify`: re-hash installed files against the install record.
 
-use serde_json::json;
+use kpack_repo_index::{PackageName, RelativePath};
+use rocm_kpack_get::install::Mismatch;
+use serde::Serialize;
 
 use super::{Context, Exit, Failure};
+use crate::printer::SCHEMA;
+
+/// How many installed files were checked, and those that differ.
+#[derive(Debug, Serialize)]
+struct VerifyReport<'a> {
+    schema: u32,
+    checked: usize,
+    mismatches: Vec<MismatchReport<'a>>,
+}
+
+/// A file that differs from the record, and how.
+#[derive(Debug, Serialize)]
+struct MismatchReport<'a> {
+    package: &'a PackageName,
+    path: &'a RelativePath,
+    problem: String,
+}
+
+impl<'a> From<&'a Mismatch> for MismatchReport<'a> {
+    fn from(mismatch: &'a Mismatch) -> MismatchReport<'a> {
+        MismatchReport {
+            package: &mismatch.package,
+            path: &mismatch.path,
+            problem: mismatch.problem.to_string(),
+        }
+    }
+}
 
 pub fn verify(context: &Context) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
@@ -10,9 +39,11 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
         context
             .printer
             .line(format!("nothing installed in {}", prefix.root().display()));
-        context
-            .printer
-            .json(&json!({ "checked": 0, "mismatches": [] }));
+        context.printer.report(&VerifyReport {
+            schema: SCHEMA,
+            checked: 0,
+            mismatches: Vec::new(),
+        });
         return Ok(());
     }
     // Read-only, like `list`: nothing in the prefix is written.
@@ -24,12 +55,11 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
             mismatch.path, mismatch.problem, mismatch.package
         ));
     }
-    context.printer.json(&json!({
-        "checked": checked,
-        "mismatches": mismatches.iter().map(|m| json!({
-            "package": m.package, "path": m.path, "problem": m.problem.to_string(),
-        })).collect::<Vec<_>>(),
-    }));
+    context.printer.report(&VerifyReport {
+        schema: SCHEMA,
+        checked,
+        mismatches: mismatches.iter().map(MismatchReport::from).collect(),
+    });
     if mismatches.is_empty() {
         context.printer.line(format!(
             "{checked} installed files match the record in {}",

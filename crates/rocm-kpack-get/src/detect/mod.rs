@@ -11,6 +11,7 @@
 //! [`hip_runtime`] finds the HIP runtime installed libraries would load,
 //! which decides how they are installed ([`crate::layout`]).
 
+pub mod choice;
 pub mod gfx_override;
 pub mod hip_runtime;
 pub mod hsa;
@@ -42,22 +43,23 @@ pub enum GpuSource {
     Sysfs,
 }
 
-/// A GPU found (or named by the user).
+/// A GPU found (or named by the user). Fields in the order its JSON has
+/// always listed them, by name.
 #[derive(Debug, Clone, Serialize)]
 pub struct Gpu {
-    /// Its target, with the feature modes the source knows.
-    #[serde(serialize_with = "serialize_display")]
-    pub target: Target,
-    /// The product name, when a source knows it.
-    pub product: Option<String>,
-    /// Where the target came from.
-    pub source: GpuSource,
     /// Which agent or node it is: `hsa agent 0`, `sysfs node 1`, `override`.
     pub id: String,
     /// Set when an `HSA_OVERRIDE_GFX_VERSION` variable makes the runtime
     /// run this GPU as `target` rather than as the chip it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overridden: Option<TargetOverride>,
+    /// The product name, when a source knows it.
+    pub product: Option<String>,
+    /// Where the target came from.
+    pub source: GpuSource,
+    /// Its target, with the feature modes the source knows.
+    #[serde(serialize_with = "serialize_display")]
+    pub target: Target,
 }
 
 /// The chip's own target and the variable that replaced it.
@@ -66,10 +68,10 @@ pub struct TargetOverride {
     /// What the kernel driver says the chip is.
     #[serde(serialize_with = "serialize_display")]
     pub chip: Target,
-    /// `HSA_OVERRIDE_GFX_VERSION` or `HSA_OVERRIDE_GFX_VERSION_<node>`.
-    pub variable: String,
     /// Its value (`10.3.0`).
     pub value: String,
+    /// `HSA_OVERRIDE_GFX_VERSION` or `HSA_OVERRIDE_GFX_VERSION_<node>`.
+    pub variable: String,
 }
 
 fn serialize_display<S: Serializer>(target: &Target, serializer: S) -> Result<S::Ok, S::Error> {

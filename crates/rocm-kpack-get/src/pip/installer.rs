@@ -9,6 +9,25 @@ use std::process::{Command, Output};
 use super::environment::PythonEnvironment;
 use super::PipError;
 
+/// The arguments passed on to the installer as given, and what kpack-get
+/// itself reads from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallerArgs {
+    pub args: Vec<String>,
+    /// `--no-deps`: the installer leaves out what an extra requires,
+    /// device distributions included.
+    pub no_deps: bool,
+}
+
+impl InstallerArgs {
+    pub fn new(args: &[String]) -> InstallerArgs {
+        InstallerArgs {
+            args: args.to_vec(),
+            no_deps: args.iter().any(|a| a == "--no-deps"),
+        }
+    }
+}
+
 /// How packages get installed into an environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Installer {

@@ -21,6 +21,9 @@ pub struct Requirement {
     pub rest: String,
     /// For a wheel file given by path, the file.
     pub path: Option<PathBuf>,
+    /// For a variant wheel staged under its plain name, the file or URL it
+    /// came from: people are shown that, not the temporary copy.
+    pub origin: Option<String>,
 }
 
 fn invalid(text: &str, reason: impl Into<String>) -> PipError {
@@ -61,6 +64,7 @@ impl Requirement {
             extras,
             rest: rest.trim().to_owned(),
             path: None,
+            origin: None,
         })
     }
 
@@ -77,20 +81,36 @@ impl Requirement {
             extras: Vec::new(),
             rest: format!("@ {}", file_url(&absolute)),
             path: Some(absolute),
+            origin: None,
         })
     }
 
-    /// A requirement for a local wheel file under the same name and extras.
-    pub fn for_file(&self, file: &Path) -> Requirement {
+    /// A requirement for a local wheel file under the same name and extras,
+    /// staged there from `origin`.
+    pub fn for_file(&self, file: &Path, origin: String) -> Requirement {
         Requirement {
             rest: format!("@ {}", file_url(file)),
             path: Some(file.to_owned()),
+            origin: Some(origin),
             ..self.clone()
         }
     }
 
     /// The requirement text with these extras added to its own.
     pub fn with_extras(&self, added: &[ExtraName]) -> String {
+        self.written(added, &self.rest)
+    }
+
+    /// As [`Requirement::with_extras`], for people: a staged variant by
+    /// where it came from.
+    pub fn shown_with_extras(&self, added: &[ExtraName]) -> String {
+        match &self.origin {
+            Some(origin) => self.written(added, &format!("@ {origin}")),
+            None => self.with_extras(added),
+        }
+    }
+
+    fn written(&self, added: &[ExtraName], rest: &str) -> String {
         let mut extras = self.extras.clone();
         for extra in added {
             let present = extras
@@ -108,8 +128,8 @@ impl Requirement {
         } else {
             format!("[{}]", extras.join(","))
         };
-        let space = if self.rest.starts_with('@') { " " } else { "" };
-        format!("{}{list}{space}{}", self.name, self.rest)
+        let space = if rest.starts_with('@') { " " } else { "" };
+        format!("{}{list}{space}{rest}", self.name)
     }
 }
 

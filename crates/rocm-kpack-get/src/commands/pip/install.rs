@@ -6,30 +6,94 @@
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
-use rocm_kpack_get::pip::installer::{resolver, Installer};
+use rocm_kpack_get::pip::installer::{resolver, Installer, InstallerArgs};
 use rocm_kpack_get::pip::links::{sources, Fetcher, LinkedFile};
-use rocm_kpack_get::pip::requirement::{file_url, Requirement};
+use rocm_kpack_get::pip::requirement::Requirement;
 use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
 use rocm_kpack_get::pip::PipError;
-use serde_json::json;
+use serde::Serialize;
 
-use super::layout::lay_out;
-use super::resolve::{resolve_requirements, Resolved};
-use super::sync::sync_environment;
-use super::{environment, machine, Machine};
+use super::layout::{lay_out, LayoutReport};
+use super::resolve::{resolve_requirements, Resolved, ResolvedReport};
+use super::sync::{sync_environment, SyncOutcome, SyncReport};
+use super::{environment, machine, Machine, MachineReport};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Exit, Failure};
+use crate::printer::SCHEMA;
 use crate::progress::Lines;
 
 /// A variant wheel chosen for a requirement.
+#[derive(Debug, Serialize)]
 struct Chosen {
-    name: String,
-    label: String,
     /// The file or URL it came from.
+    #[serde(rename = "file")]
     source: String,
-    /// The `file://` URL of its copy under the plain name, which the
-    /// installer is given.
-    staged: String,
+    label: String,
+    name: String,
+}
+
+/// What the installer was given, and a sync after it when one was needed.
+enum Installed {
+    /// Requirements resolved with their extras.
+    Resolved {
+        resolved: Vec<Resolved>,
+        sync: Option<SyncOutcome>,
+    },
+    /// Requirements as given, without pip to resolve them.
+    AsGiven {
+        texts: Vec<String>,
+        sync: Option<SyncOutcome>,
+    },
+}
+
+/// `requirements` in `pip install`'s report: the resolved requirements,
+/// or with a sync after them both.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum InstalledReport<'a> {
+    Resolved(Vec<ResolvedReport<'a>>),
+    WithSync {
+        requirements: Vec<ResolvedReport<'a>>,
+        sync: SyncReport<'a>,
+    },
+    AsGiven {
+        requirements: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sync: Option<SyncReport<'a>>,
+    },
+}
+
+impl Installed {
+    fn report(&self) -> InstalledReport<'_> {
+        match self {
+            Installed::Resolved { resolved, sync } => {
+                let requirements = resolved.iter().map(Resolved::report).collect();
+                match sync {
+                    Some(sync) => InstalledReport::WithSync {
+                        requirements,
+                        sync: sync.report(),
+                    },
+                    None => InstalledReport::Resolved(requirements),
+                }
+            }
+            Installed::AsGiven { texts, sync } => InstalledReport::AsGiven {
+                requirements: texts,
+                sync: sync.as_ref().map(SyncOutcome::report),
+            },
+        }
+    }
+}
+
+/// `pip install`'s report.
+#[derive(Debug, Serialize)]
+struct InstallReport<'a> {
+    schema: u32,
+    dry_run: bool,
+    installer: String,
+    layout: Option<LayoutReport>,
+    machine: MachineReport,
+    requirements: InstalledReport<'a>,
+    variants: &'a [Chosen],
 }
 
 /// Replaces requirements that have variant wheels in the installer's
@@ -72,15 +136,15 @@ fn choose_variants(
                 context
                     .printer
                     .line(format!("{name}: variant {label} ({})", wheel.link.filename));
-                *requirement = requirement.for_file(&file);
+                let source = match &wheel.link.location {
+                    LinkedFile::File(path) => path.display().to_string(),
+                    LinkedFile::Url(url) => url.to_string(),
+                };
+                *requirement = requirement.for_file(&file, source.clone());
                 chosen.push(Chosen {
                     name,
                     label,
-                    staged: file_url(&file),
-                    source: match &wheel.link.location {
-                        LinkedFile::File(path) => path.display().to_string(),
-                        LinkedFile::Url(url) => url.to_string(),
-                    },
+                    source,
                 });
             }
         }
@@ -96,38 +160,28 @@ struct Job<'a> {
     machine: &'a Machine,
     options: &'a PipOptions,
     dry_run: bool,
-    args: &'a [String],
-    variants: &'a [Chosen],
+    args: &'a InstallerArgs,
 }
 
 impl Job<'_> {
-    /// The requirements given to the installer as the user reads them: a
-    /// chosen variant by where it came from, not by its temporary copy.
-    fn shown(&self, texts: &[String]) -> String {
-        let mut shown = texts.join(" ");
-        for variant in self.variants {
-            shown = shown.replace(&variant.staged, &variant.source);
-        }
-        shown
-    }
-
     /// Installs requirements resolved with their extras by pip's report.
     fn install_resolved(
         &self,
         pip: std::process::Command,
         requirements: &[Requirement],
-    ) -> Result<serde_json::Value, Failure> {
+    ) -> Result<Installed, Failure> {
         let resolved = resolve_requirements(
             self.context,
             pip,
             self.machine,
             requirements,
             self.options.all_targets,
-            self.args,
+            &self.args.args,
         )?;
         let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
+        let shown: Vec<String> = resolved.iter().map(Resolved::shown).collect();
         if !self.dry_run {
-            let output = self.installer.install(&texts, self.args)?;
+            let output = self.installer.install(&texts, &self.args.args)?;
             for line in String::from_utf8_lossy(&output.stdout).lines() {
                 self.context.printer.detail(line);
             }
@@ -139,58 +193,60 @@ impl Job<'_> {
         };
         self.context.printer.line(format!(
             "{verb} {} with {}",
-            self.shown(&texts),
+            shown.join(" "),
             self.installer.describe()
         ));
-        let resolved = json!(resolved.iter().map(Resolved::json).collect::<Vec<_>>());
         // `--no-deps` leaves an extra's requirements out, device
         // distributions included: bring those in as a sync does.
-        if !self.dry_run && self.args.iter().any(|a| a == "--no-deps") {
-            return Ok(json!({ "requirements": resolved, "sync": self.sync()? }));
-        }
-        Ok(resolved)
+        let sync = match !self.dry_run && self.args.no_deps {
+            true => Some(self.sync()?),
+            false => None,
+        };
+        Ok(Installed::Resolved { resolved, sync })
     }
 
     /// Installs the device distributions the environment lacks, as `sync`.
-    fn sync(&self) -> Result<serde_json::Value, Failure> {
+    fn sync(&self) -> Result<SyncOutcome, Failure> {
         let outcome = sync_environment(
             self.context,
             self.env,
             self.machine,
             self.options.all_targets,
             false,
-            self.args,
+            &self.args.args,
         )?;
-        Ok(outcome.json())
+        Ok(outcome)
     }
 
     /// Without pip anywhere to resolve with: installs the requirements as
     /// given, then what a sync finds missing in the environment.
-    fn install_then_sync(
-        &self,
-        requirements: &[Requirement],
-    ) -> Result<serde_json::Value, Failure> {
+    fn install_then_sync(&self, requirements: &[Requirement]) -> Result<Installed, Failure> {
         let printer = &self.context.printer;
         printer.note(
             "no pip to learn extras from (neither the environment's nor a python3 on PATH): \
              installing as given, then the device extras of what is installed",
         );
         let texts: Vec<String> = requirements.iter().map(|r| r.with_extras(&[])).collect();
+        let shown: Vec<String> = requirements
+            .iter()
+            .map(|r| r.shown_with_extras(&[]))
+            .collect();
         if self.dry_run {
             printer.line(format!(
                 "would install {} with {}, then the device extras it offers",
-                self.shown(&texts),
+                shown.join(" "),
                 self.installer.describe()
             ));
-            return Ok(json!({ "requirements": texts }));
+            return Ok(Installed::AsGiven { texts, sync: None });
         }
-        self.installer.install(&texts, self.args)?;
+        self.installer.install(&texts, &self.args.args)?;
         printer.line(format!(
             "installed {} with {}",
-            self.shown(&texts),
+            shown.join(" "),
             self.installer.describe()
         ));
-        Ok(json!({ "requirements": texts, "sync": self.sync()? }))
+        let sync = Some(self.sync()?);
+        Ok(Installed::AsGiven { texts, sync })
     }
 }
 
@@ -222,6 +278,7 @@ pub fn install(
         args,
         staging.path(),
     )?;
+    let args = InstallerArgs::new(args);
     let job = Job {
         context,
         env: &env,
@@ -229,8 +286,7 @@ pub fn install(
         machine: &machine,
         options,
         dry_run,
-        args,
-        variants: &variants,
+        args: &args,
     };
     let installed = match resolver(&env) {
         Ok(pip) => job.install_resolved(pip, &requirements)?,
@@ -243,15 +299,14 @@ pub fn install(
     } else {
         lay_out(context, &env, &machine.targets, false)?
     };
-    context.printer.json(&json!({
-        "machine": machine.json(),
-        "dry_run": dry_run,
-        "installer": installer.describe(),
-        "requirements": installed,
-        "layout": layout,
-        "variants": variants.iter().map(|v| json!({
-            "name": v.name, "label": v.label, "file": v.source,
-        })).collect::<Vec<_>>(),
-    }));
+    context.printer.report(&InstallReport {
+        schema: SCHEMA,
+        dry_run,
+        installer: installer.describe(),
+        layout,
+        machine: machine.report(),
+        requirements: installed.report(),
+        variants: &variants,
+    });
     Ok(())
 }

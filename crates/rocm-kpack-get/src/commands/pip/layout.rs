@@ -6,17 +6,20 @@
 //! materialized for the machine's targets, or its host-only original put
 //! back, to match.
 
+use std::path::PathBuf;
+
 use kpack_gpu::Target;
 use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
-use rocm_kpack_get::layout::{decide, LayoutDecision};
+use rocm_kpack_get::layout::{decide, Layout, LayoutChoice, LayoutDecision};
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::device_extras;
 use rocm_kpack_get::pip::materialize::{
     Action, BinaryPlan, HostBinaries, HostOnlyReason, HostPlan, Wanted,
 };
-use serde_json::json;
+use serde::Serialize;
 
 use crate::commands::{Context, Failure};
+use crate::runtime_report::{show, HipRuntimeReport};
 
 /// Finds the environment's split binaries, decides their layout, says
 /// what was found and decided, and (unless `dry_run`) makes every binary
@@ -27,7 +30,7 @@ pub fn lay_out(
     env: &PythonEnvironment,
     targets: &[Target],
     dry_run: bool,
-) -> Result<Option<serde_json::Value>, Failure> {
+) -> Result<Option<LayoutReport>, Failure> {
     let printer = &context.printer;
     let mut hosts = Vec::new();
     for dist in env.installed()? {
@@ -55,7 +58,7 @@ pub fn lay_out(
         ));
     }
     let (search, decision) = decide_for(context, &hosts);
-    let shown = super::super::layout::show(context, &search, &decision, false);
+    let shown = show(printer, &search, &decision, false);
     let mut binaries = Vec::new();
     let mut changed = 0;
     for host in hosts {
@@ -66,7 +69,7 @@ pub fn lay_out(
         for binary in &plan.binaries {
             changed += usize::from(binary.action != Action::Unchanged);
             report(context, &plan, binary, dry_run);
-            binaries.push(binary_json(&plan, binary));
+            binaries.push(BinaryReport::new(&plan, binary));
         }
     }
     if changed == 0 {
@@ -75,13 +78,13 @@ pub fn lay_out(
             binaries.len()
         ));
     }
-    Ok(Some(json!({
-        "hip_runtime": shown["hip_runtime"],
-        "choice": decision.choice,
-        "layout": decision.layout,
-        "reason": decision.reason,
-        "binaries": binaries,
-    })))
+    Ok(Some(LayoutReport {
+        binaries,
+        choice: decision.choice,
+        hip_runtime: shown.hip_runtime,
+        layout: decision.layout,
+        reason: decision.reason,
+    }))
 }
 
 /// The layout for every split binary of `hosts`, and the search that
@@ -179,22 +182,48 @@ fn counted(count: usize, noun: &str) -> String {
     format!("{count} {noun}{plural}")
 }
 
-fn binary_json(plan: &HostPlan, binary: &BinaryPlan) -> serde_json::Value {
-    let (wanted, targets) = match &binary.wanted {
-        Wanted::Fat { targets, .. } => ("fat", targets.clone()),
-        Wanted::HostOnly(_) => ("host-only", Vec::new()),
-    };
-    json!({
-        "dist": plan.host.name.as_str(),
-        "path": binary.binary.path,
-        "file": binary.binary.installed,
-        "wanted": wanted,
-        "targets": targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "action": match binary.action {
-            Action::Unchanged => "unchanged",
-            Action::Materialize => "materialize",
-            Action::Restore => "restore",
-        },
-        "code_objects": binary.materialized.as_ref().map(|m| m.code_objects),
-    })
+/// The environment's split binaries, their layout, and why.
+#[derive(Debug, Serialize)]
+pub struct LayoutReport {
+    binaries: Vec<BinaryReport>,
+    choice: LayoutChoice,
+    hip_runtime: HipRuntimeReport,
+    layout: Layout,
+    reason: String,
+}
+
+/// What a split binary should hold, and what was done to it.
+#[derive(Debug, Serialize)]
+struct BinaryReport {
+    action: &'static str,
+    code_objects: Option<usize>,
+    dist: String,
+    file: PathBuf,
+    path: String,
+    targets: Vec<String>,
+    wanted: &'static str,
+}
+
+impl BinaryReport {
+    fn new(plan: &HostPlan, binary: &BinaryPlan) -> BinaryReport {
+        let (wanted, targets) = match &binary.wanted {
+            Wanted::Fat { targets, .. } => {
+                ("fat", targets.iter().map(ToString::to_string).collect())
+            }
+            Wanted::HostOnly(_) => ("host-only", Vec::new()),
+        };
+        BinaryReport {
+            action: match binary.action {
+                Action::Unchanged => "unchanged",
+                Action::Materialize => "materialize",
+                Action::Restore => "restore",
+            },
+            code_objects: binary.materialized.as_ref().map(|m| m.code_objects),
+            dist: plan.host.name.as_str().to_owned(),
+            file: binary.binary.installed.clone(),
+            path: binary.binary.path.to_string(),
+            targets,
+            wanted,
+        }
+    }
 }

@@ -13,18 +13,15 @@ use std::path::Path;
 use kpack_gpu::Target;
 use kpack_wheel::variants::{amd, SupportedProperties};
 use kpack_wheel::ExtraName;
+use rocm_kpack_get::detect::choice::{TargetSource, DISABLE_VARIABLE};
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::discrete_first;
 use rocm_kpack_get::pip::materialize::MaterializeError;
 use rocm_kpack_get::pip::PipError;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Context, Exit, Failure};
-
-/// rocm-bootstrap's list of targets to use instead of detecting.
-pub const FORCE_VARIABLE: &str = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH";
-/// rocm-bootstrap's switch turning detection off.
-pub const DISABLE_VARIABLE: &str = "ROCM_BOOTSTRAP_DISABLE_DETECTION";
+use crate::printer::SCHEMA;
 
 impl From<PipError> for Failure {
     fn from(error: PipError) -> Failure {
@@ -77,9 +74,7 @@ impl From<MaterializeError> for Failure {
 #[derive(Debug, Clone)]
 pub struct Machine {
     pub targets: Vec<Target>,
-    /// `--target`, `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, `detection`, or
-    /// `ROCM_BOOTSTRAP_DISABLE_DETECTION`.
-    pub source: &'static str,
+    pub source: TargetSource,
 }
 
 impl Machine {
@@ -94,7 +89,7 @@ impl Machine {
     pub fn note_without_gpu(&self, context: &Context) {
         if self.targets.is_empty() {
             let why = match self.source {
-                DISABLE_VARIABLE => format!("GPU detection is off ({DISABLE_VARIABLE})"),
+                TargetSource::Disabled => format!("GPU detection is off ({DISABLE_VARIABLE})"),
                 _ => "no GPU found".to_owned(),
             };
             context.printer.note(format!(
@@ -103,59 +98,37 @@ impl Machine {
         }
     }
 
-    pub fn json(&self) -> serde_json::Value {
-        json!({
-            "targets": self.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "source": self.source,
-        })
+    /// The machine in a report.
+    pub fn report(&self) -> MachineReport {
+        MachineReport {
+            source: self.source,
+            targets: self.targets.iter().map(ToString::to_string).collect(),
+        }
     }
 }
 
-fn truthy(value: &str) -> bool {
-    !matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "" | "0" | "false" | "no" | "off"
-    )
+/// The machine's targets in a report, and where they came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineReport {
+    pub source: TargetSource,
+    pub targets: Vec<String>,
 }
 
-/// The machine's GPUs: `--target` (or `KPACK_GET_TARGETS`), else
-/// `ROCM_BOOTSTRAP_FORCE_GFX_ARCH`, else none when
-/// `ROCM_BOOTSTRAP_DISABLE_DETECTION` is set, else detection.
+/// `pip variant-properties`'s document (printed with or without --json).
+#[derive(Debug, Serialize)]
+struct PropertiesReport {
+    schema: u32,
+    machine: MachineReport,
+    properties: Vec<String>,
+}
+
+/// The machine's GPUs, discrete first, as the settings choose them for a
+/// Python environment.
 pub fn machine(context: &Context) -> Result<Machine, Failure> {
-    let given = context.global.target.iter().any(|t| !t.trim().is_empty());
-    if !given {
-        if let Some(forced) = std::env::var(FORCE_VARIABLE)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-        {
-            let targets = forced
-                .split([',', ';', ' '])
-                .filter(|t| !t.is_empty())
-                .map(|t| {
-                    Target::parse(t).map_err(|e| {
-                        Failure::new(
-                            Exit::NothingFits,
-                            anyhow::Error::new(e).context(format!("{FORCE_VARIABLE}={forced}")),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Machine {
-                targets: discrete_first(targets),
-                source: FORCE_VARIABLE,
-            });
-        }
-        if std::env::var(DISABLE_VARIABLE).is_ok_and(|v| truthy(&v)) {
-            return Ok(Machine {
-                targets: Vec::new(),
-                source: DISABLE_VARIABLE,
-            });
-        }
-    }
-    let (targets, _) = context.gpus()?;
+    let chosen = context.gpus()?;
     Ok(Machine {
-        targets: discrete_first(targets),
-        source: if given { "--target" } else { "detection" },
+        targets: discrete_first(chosen.targets),
+        source: chosen.source,
     })
 }
 
@@ -191,12 +164,13 @@ pub fn variant_properties(context: &Context) -> Result<(), Failure> {
         .iter()
         .map(ToString::to_string)
         .collect();
-    let document = json!({
-        "properties": properties,
-        "machine": machine.json(),
-    });
+    let document = PropertiesReport {
+        schema: SCHEMA,
+        machine: machine.report(),
+        properties,
+    };
     if context.printer.json {
-        context.printer.json(&document);
+        context.printer.report(&document);
     } else {
         context
             .printer

@@ -7,11 +7,12 @@ use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::resolver;
 use rocm_kpack_get::pip::report;
 use rocm_kpack_get::pip::requirement::Requirement;
-use serde_json::json;
+use serde::Serialize;
 
-use super::{environment, machine, unmatched_warning, Machine};
+use super::{environment, machine, unmatched_warning, Machine, MachineReport};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Failure};
+use crate::printer::SCHEMA;
 
 /// A requirement with the extras chosen for it.
 #[derive(Debug, Clone)]
@@ -33,17 +34,43 @@ impl Resolved {
         self.requirement.with_extras(&self.extras)
     }
 
-    pub fn json(&self) -> serde_json::Value {
-        json!({
-            "requirement": self.requirement.text,
-            "name": self.requirement.name.as_str(),
-            "version": self.version,
-            "offered": self.offered.iter().map(ExtraName::as_str).collect::<Vec<_>>(),
-            "extras": self.extras.iter().map(ExtraName::as_str).collect::<Vec<_>>(),
-            "dependency": self.dependency,
-            "resolved": self.text(),
-        })
+    /// The requirement text for people (a staged variant by its origin).
+    pub fn shown(&self) -> String {
+        self.requirement.shown_with_extras(&self.extras)
     }
+
+    /// The requirement in a report.
+    pub fn report(&self) -> ResolvedReport<'_> {
+        ResolvedReport {
+            dependency: self.dependency,
+            extras: self.extras.iter().map(ExtraName::as_str).collect(),
+            name: self.requirement.name.as_str(),
+            offered: self.offered.iter().map(ExtraName::as_str).collect(),
+            requirement: &self.requirement.text,
+            resolved: self.text(),
+            version: &self.version,
+        }
+    }
+}
+
+/// A requirement resolved, with its extras, in a report.
+#[derive(Debug, Serialize)]
+pub struct ResolvedReport<'a> {
+    dependency: bool,
+    extras: Vec<&'a str>,
+    name: &'a str,
+    offered: Vec<&'a str>,
+    requirement: &'a str,
+    resolved: String,
+    version: &'a Option<String>,
+}
+
+/// `pip resolve`'s report.
+#[derive(Debug, Serialize)]
+struct ResolveReport<'a> {
+    schema: u32,
+    machine: MachineReport,
+    requirements: Vec<ResolvedReport<'a>>,
 }
 
 /// Resolves requirements and chooses each one's extras, warning for every
@@ -126,9 +153,10 @@ pub fn resolve(
     for entry in &resolved {
         context.printer.line(entry.text());
     }
-    context.printer.json(&json!({
-        "machine": machine.json(),
-        "requirements": resolved.iter().map(Resolved::json).collect::<Vec<_>>(),
-    }));
+    context.printer.report(&ResolveReport {
+        schema: SCHEMA,
+        machine: machine.report(),
+        requirements: resolved.iter().map(Resolved::report).collect(),
+    });
     Ok(())
 }

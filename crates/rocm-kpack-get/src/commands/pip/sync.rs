@@ -20,12 +20,13 @@ use kpack_wheel::{DistName, ExtraName, RequiresDist};
 use rocm_kpack_get::pip::environment::{is_installed, InstalledDist, PythonEnvironment};
 use rocm_kpack_get::pip::extras::{choose, device_extras};
 use rocm_kpack_get::pip::installer::Installer;
-use serde_json::json;
+use serde::Serialize;
 
-use super::layout::lay_out;
-use super::{environment, machine, unmatched_warning, Machine};
+use super::layout::{lay_out, LayoutReport};
+use super::{environment, machine, unmatched_warning, Machine, MachineReport};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Failure};
+use crate::printer::SCHEMA;
 
 /// A host distribution's device extra whose distributions are not all installed.
 #[derive(Debug, Clone)]
@@ -104,20 +105,69 @@ impl SyncOutcome {
             .collect()
     }
 
-    pub fn json(&self) -> serde_json::Value {
-        json!({
-            "dry_run": self.dry_run,
-            "installer": self.installer,
-            "with_device_extras": self.hosts,
-            "installed": if self.dry_run { Vec::new() } else { self.requirements() },
-            "missing": self.missing.iter().map(|m| json!({
-                "host": m.host.as_str(),
-                "version": m.version,
-                "extra": m.extra.as_str(),
-                "dists": m.dists.iter().map(DistName::as_str).collect::<Vec<_>>(),
-                "requirements": m.requirements,
-            })).collect::<Vec<_>>(),
-        })
+    /// What was installed (nothing in a dry run).
+    fn installed(&self) -> Vec<String> {
+        if self.dry_run {
+            Vec::new()
+        } else {
+            self.requirements()
+        }
+    }
+
+    /// The sync in a report, as a step of another command.
+    pub fn report(&self) -> SyncReport<'_> {
+        SyncReport {
+            dry_run: self.dry_run,
+            installed: self.installed(),
+            installer: &self.installer,
+            missing: self.missing.iter().map(MissingReport::from).collect(),
+            with_device_extras: self.hosts,
+        }
+    }
+}
+
+/// A sync in a report.
+#[derive(Debug, Serialize)]
+pub struct SyncReport<'a> {
+    dry_run: bool,
+    installed: Vec<String>,
+    installer: &'a Option<String>,
+    missing: Vec<MissingReport<'a>>,
+    with_device_extras: usize,
+}
+
+/// `pip sync`'s report: the sync, the machine, the layout.
+#[derive(Debug, Serialize)]
+struct SyncCommandReport<'a> {
+    schema: u32,
+    dry_run: bool,
+    installed: Vec<String>,
+    installer: &'a Option<String>,
+    layout: Option<LayoutReport>,
+    machine: MachineReport,
+    missing: Vec<MissingReport<'a>>,
+    with_device_extras: usize,
+}
+
+/// A host's device extra that lacks distributions.
+#[derive(Debug, Serialize)]
+struct MissingReport<'a> {
+    dists: Vec<&'a str>,
+    extra: &'a str,
+    host: &'a str,
+    requirements: &'a [String],
+    version: &'a str,
+}
+
+impl<'a> From<&'a Missing> for MissingReport<'a> {
+    fn from(missing: &'a Missing) -> MissingReport<'a> {
+        MissingReport {
+            dists: missing.dists.iter().map(DistName::as_str).collect(),
+            extra: missing.extra.as_str(),
+            host: missing.host.as_str(),
+            requirements: &missing.requirements,
+            version: &missing.version,
+        }
     }
 }
 
@@ -188,9 +238,16 @@ pub fn sync(
     let env = environment(options.python.as_deref())?;
     let outcome = sync_environment(context, &env, &machine, options.all_targets, dry_run, args)?;
     let layout = lay_out(context, &env, &machine.targets, dry_run)?;
-    let mut document = outcome.json();
-    document["machine"] = machine.json();
-    document["layout"] = layout.unwrap_or_default();
-    context.printer.json(&document);
+    let sync = outcome.report();
+    context.printer.report(&SyncCommandReport {
+        schema: SCHEMA,
+        dry_run: sync.dry_run,
+        installed: sync.installed,
+        installer: sync.installer,
+        layout,
+        machine: machine.report(),
+        missing: sync.missing,
+        with_device_extras: sync.with_device_extras,
+    });
     Ok(())
 }

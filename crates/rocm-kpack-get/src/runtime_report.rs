@@ -1,35 +1,59 @@
-//! What `detect` and `install --dry-run` say about the HIP runtime found
-//! and the layout that follows from it.
+//! What `detect`, `install` and the `pip` commands say about the HIP
+//! runtime found and the layout that follows from it.
 
-use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
-use rocm_kpack_get::layout::{decide, Layout, LayoutChoice, LayoutDecision};
-use serde_json::json;
+use std::path::PathBuf;
 
-use super::Context;
+use rocm_kpack_get::detect::hip_runtime::{Evidence, FoundIn, RuntimeSearch};
+use rocm_kpack_get::layout::{Layout, LayoutChoice, LayoutDecision};
+use serde::Serialize;
 
-/// The runtime a library installed now into the prefix, with no run path
-/// of its own, would load: `LD_LIBRARY_PATH`, `$ROCM_PATH/lib`,
-/// `/opt/rocm/lib`, the loader's cache, the default directories.
-///
-/// Before an install nothing of the package is unpacked (a dry run reads
-/// no host tree), so its libraries' own run paths are not known; the search
-/// is the one they would make without any.
-pub fn search_for_new_library(context: &Context) -> (RuntimeSearch, LayoutDecision) {
-    let search = Searcher::new(&context.settings.runtime_search).for_new_library();
-    let decision = decide(context.settings.layout, &[&search]);
-    (search, decision)
+use crate::printer::Printer;
+
+/// The runtime found and the layout, in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeReport {
+    pub hip_runtime: HipRuntimeReport,
+    pub layout: LayoutDecision,
+}
+
+/// The HIP runtime found (all but `kpack_aware`, `notes` and a null
+/// `path` left out when none was), and the search's notes.
+#[derive(Debug, Clone, Serialize)]
+pub struct HipRuntimeReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Vec<Evidence>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_in: Option<FoundIn>,
+    pub kpack_aware: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub notes: Vec<String>,
+    pub path: Option<PathBuf>,
+}
+
+impl From<&RuntimeSearch> for HipRuntimeReport {
+    fn from(search: &RuntimeSearch) -> HipRuntimeReport {
+        let runtime = search.runtime.as_ref();
+        HipRuntimeReport {
+            evidence: runtime.map(|r| r.evidence.clone()),
+            found_in: runtime.map(|r| r.found_in),
+            kpack_aware: runtime.is_some_and(|r| r.kpack_aware()),
+            name: runtime.map(|r| r.name.clone()),
+            notes: search.notes.clone(),
+            path: runtime.map(|r| r.path.clone()),
+        }
+    }
 }
 
 /// Prints the runtime found and the layout (notes with -v unless
 /// `notes_shown`), warns when a forced `kpack` layout will not load, and
-/// returns both for `--json`.
+/// returns both for a report.
 pub fn show(
-    context: &Context,
+    printer: &Printer,
     search: &RuntimeSearch,
     decision: &LayoutDecision,
     notes_shown: bool,
-) -> serde_json::Value {
-    let printer = &context.printer;
+) -> RuntimeReport {
     match &search.runtime {
         Some(runtime) => {
             let evidence: Vec<String> = runtime.evidence.iter().map(ToString::to_string).collect();
@@ -72,26 +96,8 @@ pub fn show(
              kernels of installed libraries will fail to launch under it",
         );
     }
-    json!({
-        "hip_runtime": runtime_json(search),
-        "layout": decision,
-    })
-}
-
-fn runtime_json(search: &RuntimeSearch) -> serde_json::Value {
-    match &search.runtime {
-        Some(runtime) => json!({
-            "path": runtime.path,
-            "name": runtime.name,
-            "found_in": runtime.found_in,
-            "kpack_aware": runtime.kpack_aware(),
-            "evidence": runtime.evidence,
-            "notes": search.notes,
-        }),
-        None => json!({
-            "path": null,
-            "kpack_aware": false,
-            "notes": search.notes,
-        }),
+    RuntimeReport {
+        hip_runtime: HipRuntimeReport::from(search),
+        layout: decision.clone(),
     }
 }
