@@ -5,7 +5,8 @@
 //! a prefix's layout from the HIP runtime its libraries would load
 //! (`layout`, `detect::hip_runtime`), and pick the device extras and wheel
 //! variants Python environments need (`pip`), and check that what a prefix
-//! or Python environment holds serves every GPU (`check`).
+//! or Python environment holds serves every GPU (`check`); what they say
+//! for people goes through [`output::Output`].
 //!
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
@@ -16,5 +17,7 @@ pub mod detect;
 pub mod error_line;
 pub mod install;
 pub mod layout;
+pub mod output;
 pub mod pip;
 pub mod repo;
+pub mod runtime_report;

@@ -6,7 +6,6 @@ mod cli;
 mod commands;
 mod printer;
 mod progress;
-mod runtime_report;
 
 use std::process::ExitCode;
 
@@ -58,7 +57,7 @@ fn run_pip(context: &Context, command: PipCommand) -> Result<(), Failure> {
             dry_run,
             installer_args,
         } => pip::sync::sync(context, &options, dry_run, &installer_args),
-        PipCommand::VariantProperties => pip::variant_properties(context),
+        PipCommand::VariantProperties => pip::variant_properties::variant_properties(context),
         PipCommand::Check { options } => pip::check::check(context, &options),
     }
 }

@@ -62,6 +62,25 @@ impl Printer {
     }
 }
 
+/// The library's steps say what they find and do through the printer.
+impl rocm_kpack_get::output::Output for Printer {
+    fn line(&self, text: &str) {
+        Printer::line(self, text);
+    }
+
+    fn detail(&self, text: &str) {
+        Printer::detail(self, text);
+    }
+
+    fn note(&self, text: &str) {
+        Printer::note(self, text);
+    }
+
+    fn warn(&self, text: &str) {
+        Printer::warn(self, text);
+    }
+}
+
 /// Writes a line to stdout; a closed pipe (`| head`) ends quietly.
 fn write_out(text: &str) {
     let mut out = std::io::stdout().lock();

@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use rocm_kpack_get::detect::hip_runtime::{Evidence, FoundIn, RuntimeSearch};
-use rocm_kpack_get::layout::{Layout, LayoutChoice, LayoutDecision};
 use serde::Serialize;
 
-use crate::printer::Printer;
+use crate::detect::hip_runtime::{Evidence, FoundIn, RuntimeSearch};
+use crate::layout::{Layout, LayoutChoice, LayoutDecision};
+use crate::output::Output;
 
 /// The runtime found and the layout, in a report.
 #[derive(Debug, Clone, Serialize)]
@@ -45,11 +45,11 @@ impl From<&RuntimeSearch> for HipRuntimeReport {
     }
 }
 
-/// Prints the runtime found and the layout (notes with -v unless
+/// Says on `output` the runtime found and the layout (notes with -v unless
 /// `notes_shown`), warns when a forced `kpack` layout will not load, and
 /// returns both for a report.
 pub fn show(
-    printer: &Printer,
+    output: &dyn Output,
     search: &RuntimeSearch,
     decision: &LayoutDecision,
     notes_shown: bool,
@@ -62,26 +62,26 @@ pub fn show(
                 (false, true) => "not kpack-aware: nothing in it follows kpack markers".to_owned(),
                 (false, false) => format!("not kpack-aware: {}", evidence.join(", ")),
             };
-            printer.line(format!(
+            output.line(&format!(
                 "HIP runtime: {} (found in {}), {verdict}",
                 runtime.path.display(),
                 runtime.found_in
             ));
         }
-        None => printer.line("HIP runtime: none found"),
+        None => output.line("HIP runtime: none found"),
     }
     for note in &search.notes {
         if notes_shown {
-            printer.line(format!("  {note}"));
+            output.line(&format!("  {note}"));
         } else {
-            printer.detail(format!("hip runtime: {note}"));
+            output.detail(&format!("hip runtime: {note}"));
         }
     }
     let source = match decision.choice {
         LayoutChoice::Auto => "auto",
         LayoutChoice::Kpack | LayoutChoice::Fat => "asked for",
     };
-    printer.line(format!(
+    output.line(&format!(
         "layout: {} ({source}{})",
         decision.layout,
         match decision.choice {
@@ -91,7 +91,7 @@ pub fn show(
     ));
     let unaware = search.runtime.as_ref().is_some_and(|r| !r.kpack_aware());
     if decision.layout == Layout::Kpack && unaware {
-        printer.warn(
+        output.warn(
             "the layout is kpack, but the HIP runtime found does not follow kpack markers: \
              kernels of installed libraries will fail to launch under it",
         );

@@ -16,7 +16,7 @@ use super::fix::Invocation;
 use super::report::{CheckReport, Checked, Finding, Place, Reason, Remedy};
 use super::CheckError;
 use crate::pip::environment::{is_installed, InstalledDist, PythonEnvironment};
-use crate::pip::extras::{choose, device_extras, ALL};
+use crate::pip::extras::{choose, device_extras, join_extras, ALL};
 use crate::pip::materialize::HostBinaries;
 
 /// A Python environment to check, and for which GPUs.
@@ -217,12 +217,4 @@ impl Host<'_> {
             None => format!("{} (not installed)", requirement.without_marker()),
         }
     }
-}
-
-fn join_extras(extras: &[ExtraName]) -> String {
-    extras
-        .iter()
-        .map(ExtraName::as_str)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use kpack_gpu::Target;
 use serde::Serialize;
 
+use crate::output::Output;
+
 /// A command that fixes findings (made in `fix`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FixCommand {
@@ -184,6 +186,68 @@ impl CheckReport {
             .filter(|gpu| !gpu.served)
             .map(|gpu| gpu.target.clone())
             .collect()
+    }
+
+    /// The report for people, on `output`: what was checked, each GPU
+    /// with the findings that keep it from being served, the notes, and
+    /// the fix.
+    pub fn render_text(&self, output: &dyn Output) {
+        output.line(&self.checked.to_string());
+        if self.gpus.is_empty() {
+            output.line("no GPU found: nothing to serve (--target names GPUs to check for)");
+        }
+        for gpu in &self.gpus {
+            let verdict = if gpu.served { "served" } else { "not served" };
+            output.line(&format!("{}: {verdict}", gpu.target));
+            for finding in self.findings.iter().filter(|f| f.gpu == gpu.target) {
+                let path = match &finding.path {
+                    Some(path) => format!("{path}: "),
+                    None => String::new(),
+                };
+                output.line(&format!(
+                    "  {} {}: {path}{}: {}",
+                    finding.package, finding.version, finding.reason, finding.detail
+                ));
+            }
+        }
+        for note in &self.notes {
+            output.note(note);
+        }
+        match &self.fix {
+            Some(fix) => output.line(&format!("fix: {}", fix.command)),
+            None if !self.served => {
+                output.line("fix: no kpack-get command fixes this (see the findings above)")
+            }
+            None => {}
+        }
+    }
+}
+
+/// `checked PLACE: N packages, N split binaries, N fat binaries`.
+impl fmt::Display for Checked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let (place, what) = match &self.place {
+            Place::Prefix { path } => (
+                path.display().to_string(),
+                count(self.packages, "package", "packages"),
+            ),
+            Place::Python { python, .. } => (
+                format!("the environment of {}", python.display()),
+                count(
+                    self.packages,
+                    "distribution with device extras",
+                    "distributions with device extras",
+                ),
+            ),
+        };
+        write!(
+            f,
+            "checked {place}: {what}, {}, {}",
+            count(self.split_binaries, "split binary", "split binaries"),
+            count(self.fat_binaries, "fat binary", "fat binaries")
+        )
     }
 }
 

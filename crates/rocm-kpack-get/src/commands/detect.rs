@@ -7,11 +7,11 @@ use kpack_repo_index::{select_artifacts, PackageName};
 use rocm_kpack_get::detect::{Detection, Gpu};
 use rocm_kpack_get::layout::decide_for_new_library;
 use rocm_kpack_get::repo::Repo;
+use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
 use super::{Context, Failure};
 use crate::printer::{Printer, SCHEMA};
-use crate::runtime_report::{show, RuntimeReport};
 
 /// The GPUs found, the runtime and layout, and what the GPUs would select.
 #[derive(Debug, Serialize)]

@@ -14,12 +14,12 @@ use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::InstallError;
 use rocm_kpack_get::layout::{decide_for_new_library, Layout};
 use rocm_kpack_get::repo::Repo;
+use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
 use super::{parse_request, Context, Failure};
 use crate::printer::{artifact_line, fetched, saving, ArtifactReport, SCHEMA};
 use crate::progress::{Bars, Lines};
-use crate::runtime_report::{show, RuntimeReport};
 
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.

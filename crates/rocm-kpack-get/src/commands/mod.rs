@@ -17,9 +17,11 @@ pub mod verify;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kpack_gpu::target::join_targets;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
 use kpack_repo_index::{Dependency, PackageName};
+use rocm_kpack_get::check::CheckReport;
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::choice::{ChosenTargets, TargetChoice, TargetChoiceError};
 use rocm_kpack_get::detect::DetectOptions;
@@ -65,6 +67,20 @@ impl Failure {
     pub fn hint(mut self, hint: impl Into<String>) -> Failure {
         self.hint = Some(hint.into());
         self
+    }
+
+    /// Exit 9 when `report` finds a GPU not served.
+    pub fn unless_served(report: &CheckReport) -> Result<(), Failure> {
+        if report.served {
+            return Ok(());
+        }
+        Err(Failure::new(
+            Exit::NotServed,
+            anyhow::anyhow!(
+                "the installed device code does not serve {}",
+                join_targets(&report.unserved())
+            ),
+        ))
     }
 
     fn maybe_hint(self, hint: Option<&str>) -> Failure {
@@ -310,6 +326,16 @@ impl Context {
             self.printer.detail(format!("detect: {note}"));
         }
         Ok(chosen)
+    }
+
+    /// `--target T,...` when GPU targets were given (flag or
+    /// `KPACK_GET_TARGETS`), for a fix command to repeat.
+    pub fn target_args(&self) -> Vec<String> {
+        let given = self.targets.given();
+        if given.is_empty() {
+            return Vec::new();
+        }
+        vec!["--target".to_owned(), given.join(",")]
     }
 
     pub fn prefix(&self, create: bool) -> Result<Prefix, Failure> {

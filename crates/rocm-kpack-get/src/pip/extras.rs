@@ -114,6 +114,23 @@ pub fn choose(provided: &[ExtraName], targets: &[Target], all_targets: bool) -> 
     choice
 }
 
+/// Joins extras for people: `device-gfx1100, device-all`.
+pub fn join_extras(extras: &[ExtraName]) -> String {
+    extras
+        .iter()
+        .map(ExtraName::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The warning for a distribution with no device code for a GPU.
+pub fn unmatched_warning(dist: &str, target: &Target, offered: &[ExtraName]) -> String {
+    format!(
+        "{dist} has no device code for {target}: it offers {} (--all-targets takes device-all)",
+        join_extras(offered)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

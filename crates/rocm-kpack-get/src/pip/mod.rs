@@ -3,17 +3,22 @@
 //! ([`environment`]), the resolver's report of candidates' extras
 //! ([`report`]), the environment's installer ([`installer`]), requirement
 //! text ([`requirement`]), where installers find files ([`links`]),
-//! choosing variant wheels ([`variants`]), and the host distributions'
-//! split binaries laid out for the environment's HIP runtime
-//! ([`materialize`]).
+//! choosing variant wheels ([`variants`]), requirements resolved with
+//! their extras ([`resolution`]), the device distributions an environment
+//! lacks installed ([`sync`]), and the host distributions' split binaries
+//! laid out for the environment's HIP runtime ([`layout`], with
+//! [`materialize`]).
 
 pub mod environment;
 pub mod extras;
 pub mod installer;
+pub mod layout;
 pub mod links;
 pub mod materialize;
 pub mod report;
 pub mod requirement;
+pub mod resolution;
+pub mod sync;
 pub mod variants;
 
 use std::path::PathBuf;

@@ -4,7 +4,6 @@ use rocm_kpack_get::check::{CheckError, EnvironmentCheck, Invocation};
 
 use super::{environment, machine};
 use crate::cli::PipOptions;
-use crate::commands::check::{render, target_args};
 use crate::commands::{Context, Failure};
 
 impl From<CheckError> for Failure {
@@ -21,7 +20,7 @@ pub fn check(context: &Context, options: &PipOptions) -> Result<(), Failure> {
     let env = environment(options.python.as_deref())?;
     // `pip sync` reads no repository: only the GPUs and the environment.
     let invocation = Invocation {
-        global: target_args(context),
+        global: context.target_args(),
         python: options.python.clone(),
         all_targets: options.all_targets,
     };
@@ -32,5 +31,7 @@ pub fn check(context: &Context, options: &PipOptions) -> Result<(), Failure> {
         invocation: &invocation,
     }
     .run()?;
-    render(context, &report)
+    context.printer.report(&report);
+    report.render_text(&context.printer);
+    Failure::unless_served(&report)
 }

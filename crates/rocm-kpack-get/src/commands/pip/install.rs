@@ -2,20 +2,20 @@
 //! installer's sources (find-links directories and pages, package indexes),
 //! requirements resolved with their device extras, then the environment's
 //! installer (pip, or uv where there is no pip); then the split binaries
-//! laid out for the environment's HIP runtime, as `sync` does.
+//! laid out for the environment's HIP runtime, the steps `sync` runs too.
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::installer::{resolver, Installer, InstallerArgs};
+use rocm_kpack_get::pip::layout::{lay_out, LayoutReport};
 use rocm_kpack_get::pip::links::{sources, Fetcher, LinkedFile};
 use rocm_kpack_get::pip::requirement::Requirement;
+use rocm_kpack_get::pip::resolution::{resolve_requirements, Resolved, ResolvedReport};
+use rocm_kpack_get::pip::sync::{sync_environment, SyncOutcome, SyncReport};
 use rocm_kpack_get::pip::variants::{materialise, select, Selection, VariantSources};
 use rocm_kpack_get::pip::PipError;
 use serde::Serialize;
 
-use super::layout::{lay_out, LayoutReport};
-use super::resolve::{resolve_requirements, Resolved, ResolvedReport};
-use super::sync::{sync_environment, SyncOutcome, SyncReport};
 use super::{environment, machine, Machine, MachineReport};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Exit, Failure};
@@ -171,12 +171,12 @@ impl Job<'_> {
         requirements: &[Requirement],
     ) -> Result<Installed, Failure> {
         let resolved = resolve_requirements(
-            self.context,
             pip,
-            self.machine,
+            &self.machine.targets,
             requirements,
             self.options.all_targets,
             &self.args.args,
+            &self.context.printer,
         )?;
         let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
         let shown: Vec<String> = resolved.iter().map(Resolved::shown).collect();
@@ -208,12 +208,12 @@ impl Job<'_> {
     /// Installs the device distributions the environment lacks, as `sync`.
     fn sync(&self) -> Result<SyncOutcome, Failure> {
         let outcome = sync_environment(
-            self.context,
             self.env,
-            self.machine,
+            &self.machine.targets,
             self.options.all_targets,
             false,
             &self.args.args,
+            &self.context.printer,
         )?;
         Ok(outcome)
     }
@@ -297,7 +297,8 @@ pub fn install(
     let layout = if dry_run {
         None
     } else {
-        lay_out(context, &env, &machine.targets, false)?
+        let printer = &context.printer;
+        lay_out(&env, &context.settings, &machine.targets, false, printer)?
     };
     context.printer.report(&InstallReport {
         schema: SCHEMA,

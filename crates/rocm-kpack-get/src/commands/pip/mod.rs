@@ -1,27 +1,27 @@
 //! `pip ...`: device extras and wheel variants for Python environments
-//! (06-python.md). What the subcommands share: the machine's GPUs (with
-//! rocm-bootstrap's variables honoured), the environment, and failures.
+//! (06-python.md), one module per subcommand. What they share: the
+//! machine's GPUs (with rocm-bootstrap's variables honoured), the
+//! environment, and failures.
 
 pub mod check;
 pub mod install;
-pub mod layout;
 pub mod resolve;
 pub mod sync;
+pub mod variant_properties;
 
 use std::path::Path;
 
 use kpack_gpu::Target;
 use kpack_wheel::variants::{amd, SupportedProperties};
-use kpack_wheel::ExtraName;
 use rocm_kpack_get::detect::choice::{TargetSource, DISABLE_VARIABLE};
 use rocm_kpack_get::pip::environment::PythonEnvironment;
 use rocm_kpack_get::pip::extras::discrete_first;
+use rocm_kpack_get::pip::layout::LayoutError;
 use rocm_kpack_get::pip::materialize::MaterializeError;
 use rocm_kpack_get::pip::PipError;
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};
-use crate::printer::SCHEMA;
 
 impl From<PipError> for Failure {
     fn from(error: PipError) -> Failure {
@@ -70,6 +70,15 @@ impl From<MaterializeError> for Failure {
     }
 }
 
+impl From<LayoutError> for Failure {
+    fn from(error: LayoutError) -> Failure {
+        match error {
+            LayoutError::Pip(error) => error.into(),
+            LayoutError::Materialize(error) => error.into(),
+        }
+    }
+}
+
 /// The GPUs to choose for, discrete first, and where they came from.
 #[derive(Debug, Clone)]
 pub struct Machine {
@@ -114,14 +123,6 @@ pub struct MachineReport {
     pub targets: Vec<String>,
 }
 
-/// `pip variant-properties`'s document (printed with or without --json).
-#[derive(Debug, Serialize)]
-struct PropertiesReport {
-    schema: u32,
-    machine: MachineReport,
-    properties: Vec<String>,
-}
-
 /// The machine's GPUs, discrete first, as the settings choose them for a
 /// Python environment.
 pub fn machine(context: &Context) -> Result<Machine, Failure> {
@@ -136,45 +137,4 @@ pub fn machine(context: &Context) -> Result<Machine, Failure> {
 pub fn environment(python: Option<&Path>) -> Result<PythonEnvironment, Failure> {
     let python = PythonEnvironment::default_python(python);
     Ok(PythonEnvironment::query(&python)?)
-}
-
-/// Joins extras for people: `device-gfx1100, device-all`.
-pub fn join_extras(extras: &[ExtraName]) -> String {
-    extras
-        .iter()
-        .map(ExtraName::as_str)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The warning for a distribution with no device code for a GPU.
-pub fn unmatched_warning(dist: &str, target: &Target, offered: &[ExtraName]) -> String {
-    format!(
-        "{dist} has no device code for {target}: it offers {} (--all-targets takes device-all)",
-        join_extras(offered)
-    )
-}
-
-/// `pip variant-properties`: the supported properties, as JSON.
-pub fn variant_properties(context: &Context) -> Result<(), Failure> {
-    let machine = machine(context)?;
-    let properties: Vec<String> = machine
-        .supported()?
-        .properties()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let document = PropertiesReport {
-        schema: SCHEMA,
-        machine: machine.report(),
-        properties,
-    };
-    if context.printer.json {
-        context.printer.report(&document);
-    } else {
-        context
-            .printer
-            .line(serde_json::to_string_pretty(&document).unwrap_or_default());
-    }
-    Ok(())
 }

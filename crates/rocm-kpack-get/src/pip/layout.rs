@@ -1,5 +1,5 @@
-//! The layout of an environment's split binaries, after `pip sync` and
-//! `pip install` (08-hip-runtimes.md, "Python environments"): one decision
+//! The layout of an environment's split binaries, the step after `pip
+//! sync` and `pip install` (08-hip-runtimes.md, "Python environments"): one decision
 //! for the environment, from the HIP runtime each split binary of a host
 //! distribution would run under (its own run paths first, where TheRock's
 //! `_rocm_sdk_core/lib` is, then the system), and every binary
@@ -9,47 +9,48 @@
 use std::path::PathBuf;
 
 use kpack_gpu::Target;
-use rocm_kpack_get::detect::hip_runtime::{RuntimeSearch, Searcher};
-use rocm_kpack_get::layout::{decide, Layout, LayoutChoice, LayoutDecision};
-use rocm_kpack_get::pip::environment::PythonEnvironment;
-use rocm_kpack_get::pip::extras::device_extras;
-use rocm_kpack_get::pip::materialize::{
-    Action, BinaryPlan, HostBinaries, HostOnlyReason, HostPlan, Wanted,
-};
 use serde::Serialize;
 
-use crate::commands::{Context, Failure};
+use super::environment::PythonEnvironment;
+use super::extras::device_extras;
+use super::materialize::{
+    Action, BinaryPlan, HostBinaries, HostOnlyReason, HostPlan, MaterializeError, Wanted,
+};
+use super::PipError;
+use crate::config::Settings;
+use crate::detect::hip_runtime::{RuntimeSearch, Searcher};
+use crate::layout::{decide, Layout, LayoutChoice, LayoutDecision};
+use crate::output::Output;
 use crate::runtime_report::{show, HipRuntimeReport};
 
+/// Why an environment's split binaries cannot be laid out.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// Its distributions cannot be read.
+    #[error(transparent)]
+    Pip(#[from] PipError),
+    /// A binary cannot be read, materialized or put back.
+    #[error(transparent)]
+    Materialize(#[from] MaterializeError),
+}
+
 /// Finds the environment's split binaries, decides their layout, says
-/// what was found and decided, and (unless `dry_run`) makes every binary
-/// hold what it should. `None` when no host distribution has split
-/// binaries (nothing is said then).
+/// on `output` what was found and decided, and (unless `dry_run`) makes
+/// every binary hold what it should. `None` when no host distribution
+/// has split binaries (nothing is said then).
 pub fn lay_out(
-    context: &Context,
     env: &PythonEnvironment,
+    settings: &Settings,
     targets: &[Target],
     dry_run: bool,
-) -> Result<Option<LayoutReport>, Failure> {
-    let printer = &context.printer;
-    let mut hosts = Vec::new();
-    for dist in env.installed()? {
-        if device_extras(&dist.metadata.provides_extra).is_empty() {
-            continue;
-        }
-        let host = HostBinaries::find(&dist)?;
-        for line in &host.skipped {
-            printer.warn(format!("{}: {line}", host.name));
-        }
-        if !host.binaries.is_empty() {
-            hosts.push(host);
-        }
-    }
+    output: &dyn Output,
+) -> Result<Option<LayoutReport>, LayoutError> {
+    let hosts = host_binaries(env, output)?;
     if hosts.is_empty() {
         return Ok(None);
     }
     for (site, resolved) in env.site_dirs_outside() {
-        printer.note(format!(
+        output.note(&format!(
             "{} leads to {}, outside the environment {}: its binaries are laid out there, \
              where pip and uv install its packages",
             site.display(),
@@ -57,8 +58,8 @@ pub fn lay_out(
             env.prefix.display()
         ));
     }
-    let (search, decision) = decide_for(context, &hosts);
-    let shown = show(printer, &search, &decision, false);
+    let (search, decision) = decide_for(settings, &hosts);
+    let shown = show(output, &search, &decision, false);
     let mut binaries = Vec::new();
     let mut changed = 0;
     for host in hosts {
@@ -68,12 +69,12 @@ pub fn lay_out(
         }
         for binary in &plan.binaries {
             changed += usize::from(binary.action != Action::Unchanged);
-            report(context, &plan, binary, dry_run);
+            report(output, &plan, binary, dry_run);
             binaries.push(BinaryReport::new(&plan, binary));
         }
     }
     if changed == 0 {
-        printer.line(format!(
+        output.line(&format!(
             "split binaries: nothing to change ({})",
             binaries.len()
         ));
@@ -87,10 +88,32 @@ pub fn lay_out(
     }))
 }
 
+/// The host distributions (those offering device extras) that have split
+/// binaries, warning on `output` about what cannot be looked into.
+fn host_binaries(
+    env: &PythonEnvironment,
+    output: &dyn Output,
+) -> Result<Vec<HostBinaries>, LayoutError> {
+    let mut hosts = Vec::new();
+    for dist in env.installed()? {
+        if device_extras(&dist.metadata.provides_extra).is_empty() {
+            continue;
+        }
+        let host = HostBinaries::find(&dist)?;
+        for line in &host.skipped {
+            output.warn(&format!("{}: {line}", host.name));
+        }
+        if !host.binaries.is_empty() {
+            hosts.push(host);
+        }
+    }
+    Ok(hosts)
+}
+
 /// The layout for every split binary of `hosts`, and the search that
 /// decided it: the first that found no kpack-aware runtime, else the first.
-fn decide_for(context: &Context, hosts: &[HostBinaries]) -> (RuntimeSearch, LayoutDecision) {
-    let searcher = Searcher::new(&context.settings.runtime_search);
+fn decide_for(settings: &Settings, hosts: &[HostBinaries]) -> (RuntimeSearch, LayoutDecision) {
+    let searcher = Searcher::new(&settings.runtime_search);
     let searches: Vec<RuntimeSearch> = hosts
         .iter()
         .flat_map(|host| &host.binaries)
@@ -103,10 +126,7 @@ fn decide_for(context: &Context, hosts: &[HostBinaries]) -> (RuntimeSearch, Layo
                 })
         })
         .collect();
-    let decision = decide(
-        context.settings.layout,
-        &searches.iter().collect::<Vec<_>>(),
-    );
+    let decision = decide(settings.layout, &searches.iter().collect::<Vec<_>>());
     let deciding = searches
         .iter()
         .find(|s| !s.runtime.as_ref().is_some_and(|r| r.kpack_aware()))
@@ -117,7 +137,7 @@ fn decide_for(context: &Context, hosts: &[HostBinaries]) -> (RuntimeSearch, Layo
 }
 
 /// Says what was (or would be) done to one binary.
-fn report(context: &Context, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool) {
+fn report(output: &dyn Output, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool) {
     let name = &plan.host.name;
     let path = &binary.binary.path;
     let targets = |targets: &[Target]| {
@@ -133,15 +153,11 @@ fn report(context: &Context, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool
     };
     let line = match (binary.action, &binary.wanted) {
         (Action::Unchanged, Wanted::Fat { targets: t, .. }) => {
-            context
-                .printer
-                .detail(format!("{name}: {path} is already fat for {}", targets(t)));
+            output.detail(&format!("{name}: {path} is already fat for {}", targets(t)));
             return;
         }
         (Action::Unchanged, Wanted::HostOnly(_)) => {
-            context
-                .printer
-                .detail(format!("{name}: {path} is host-only"));
+            output.detail(&format!("{name}: {path} is host-only"));
             return;
         }
         (Action::Materialize, Wanted::Fat { targets: t, .. }) => {
@@ -173,7 +189,7 @@ fn report(context: &Context, plan: &HostPlan, binary: &BinaryPlan, dry_run: bool
         }
         (_, Wanted::Fat { .. }) => return,
     };
-    context.printer.line(line);
+    output.line(&line);
 }
 
 /// `1 wrapper`, `2 wrappers`.
