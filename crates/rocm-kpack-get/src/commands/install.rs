@@ -7,12 +7,13 @@ use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
+use rocm_kpack_get::detect::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::install::plan::{
     check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
 };
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::InstallError;
-use rocm_kpack_get::layout::{decide_for_new_library, Layout};
+use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
 use rocm_kpack_get::repo::Repo;
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
@@ -36,6 +37,30 @@ enum Wanted {
         names: Vec<PackageName>,
         allow_downgrade: bool,
     },
+}
+
+impl Wanted {
+    /// The requests to plan, read from `record`, and whether to install
+    /// them again even when installed as planned.
+    fn requests(
+        self,
+        record: &InstalledRecord,
+        prefix: &Path,
+    ) -> Result<(Vec<Dependency>, bool), Failure> {
+        Ok(match self {
+            Wanted::Requests {
+                requests,
+                reinstall,
+            } => (requests, reinstall),
+            Wanted::Upgrades {
+                names,
+                allow_downgrade,
+            } => (
+                upgrade_requests(record, &names, allow_downgrade, prefix)?,
+                false,
+            ),
+        })
+    }
 }
 
 pub fn install(
@@ -166,6 +191,8 @@ fn plan_keeping_newer(
     }
 }
 
+/// Installs (or upgrades) what is `wanted`: the requests read under the
+/// prefix's lock, a plan shown, then downloaded, staged and committed.
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
     let printer = &context.printer;
     let prefix = context.prefix(!dry_run)?;
@@ -177,19 +204,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     };
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades { .. });
-    let (requests, reinstall) = match wanted {
-        Wanted::Requests {
-            requests,
-            reinstall,
-        } => (requests, reinstall),
-        Wanted::Upgrades {
-            names,
-            allow_downgrade,
-        } => (
-            upgrade_requests(&record, &names, allow_downgrade, prefix.root())?,
-            false,
-        ),
-    };
+    let (requests, reinstall) = wanted.requests(&record, prefix.root())?;
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
         printer.report(&NothingInstalled {
@@ -199,30 +214,13 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         return Ok(());
     }
     let client = context.client()?;
-    let repos = context.repos(&client)?;
-    for warning in check_prefix_roots(&repos, &record, context.trust.allow_rollback)? {
-        printer.warn(warning);
-    }
-    let gpus = choose_gpus(context, &record, upgrading)?;
-    let settings = &context.settings;
-    let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
-    let requests = with_relayout(requests, &record, decision.layout);
-    let planning = Planning {
-        client: &client,
-        repos: &repos,
-        gpus: &gpus,
-        layout: decision.layout,
-        record: &record,
-    };
-    let (mut plan, requests) = plan_keeping_newer(context, &planning, requests, upgrading)?;
-    if reinstall {
-        plan.reinstall(&requests);
-    }
+    let planned = plan(context, &client, &record, requests, reinstall, upgrading)?;
+    let plan = &planned.plan;
     // What is not in the cache yet, measured once, before anything is fetched.
     let download_size = plan.download_size(&context.cache);
-    show_plan(context, &plan, dry_run.then_some(download_size));
-    let runtime = show(printer, &search, &decision, false);
-    let report = InstallReport::new(context, &plan, dry_run.then_some(download_size), runtime);
+    show_plan(context, plan, dry_run.then_some(download_size));
+    let runtime = show(printer, &planned.search, &planned.decision, false);
+    let report = InstallReport::new(context, plan, dry_run.then_some(download_size), runtime);
     let Some(lock) = lock else {
         printer.report(&report);
         return Ok(());
@@ -236,20 +234,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         return Ok(());
     }
     let cached = plan.size().saturating_sub(download_size);
-    download(context, &client, &plan, download_size)?;
+    download(context, &client, plan, download_size)?;
     let applied = prefix.apply(&lock, &plan.installs(&context.cache), &[])?;
-    for package in plan.pending() {
-        let verb = match &package.installed {
-            Some(old) if *old > package.version => "downgraded",
-            _ if upgrading => "upgraded",
-            _ => "installed",
-        };
-        let from = match &package.installed {
-            Some(old) if *old != package.version => format!(" (was {old})"),
-            _ => String::new(),
-        };
-        printer.line(format!("{verb} {} {}{from}", package.name, package.version));
-    }
+    show_installed(context, plan, upgrading);
     printer.line(format!(
         "{} files into {}; {}",
         applied.files_added,
@@ -268,6 +255,67 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     }
     printer.report(&report);
     Ok(())
+}
+
+/// A plan, and the runtime search and layout decision it was made for.
+struct Planned {
+    plan: Plan,
+    search: RuntimeSearch,
+    decision: LayoutDecision,
+}
+
+/// Plans `requests` for the GPUs and the layout a new library would get,
+/// after checking the repositories' roots against the prefix's record.
+fn plan(
+    context: &Context,
+    client: &Client,
+    record: &InstalledRecord,
+    requests: Vec<Dependency>,
+    reinstall: bool,
+    upgrading: bool,
+) -> Result<Planned, Failure> {
+    let repos = context.repos(client)?;
+    for warning in check_prefix_roots(&repos, record, context.trust.allow_rollback)? {
+        context.printer.warn(warning);
+    }
+    let gpus = choose_gpus(context, record, upgrading)?;
+    let settings = &context.settings;
+    let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
+    let requests = with_relayout(requests, record, decision.layout);
+    let planning = Planning {
+        client,
+        repos: &repos,
+        gpus: &gpus,
+        layout: decision.layout,
+        record,
+    };
+    let (mut plan, requests) = plan_keeping_newer(context, &planning, requests, upgrading)?;
+    if reinstall {
+        plan.reinstall(&requests);
+    }
+    Ok(Planned {
+        plan,
+        search,
+        decision,
+    })
+}
+
+/// Each package installed, upgraded or downgraded, and from which version.
+fn show_installed(context: &Context, plan: &Plan, upgrading: bool) {
+    for package in plan.pending() {
+        let verb = match &package.installed {
+            Some(old) if *old > package.version => "downgraded",
+            _ if upgrading => "upgraded",
+            _ => "installed",
+        };
+        let from = match &package.installed {
+            Some(old) if *old != package.version => format!(" (was {old})"),
+            _ => String::new(),
+        };
+        context
+            .printer
+            .line(format!("{verb} {} {}{from}", package.name, package.version));
+    }
 }
 
 /// `requests`, plus every installed package whose layout is not `layout`
