@@ -97,15 +97,7 @@ pub fn write_err(text: &str) {
 /// it serves and its component (`[gfx1100] tensile`), or the sub-family or
 /// family that owns it (`[owner gfx11] aotriton`).
 pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
-    let device = match (&artifact.owner, &artifact.targets, artifact.component()) {
-        (Some(owner), _, Some(component)) => format!(" [owner {owner}] {component}"),
-        (None, Some(targets), Some(component)) => format!(
-            " [{}] {component}",
-            kpack_repo_index::resolve::join_listed(targets)
-        ),
-        _ => String::new(),
-    };
-    format!("{:>10}  {}{device}", ByteSize(artifact.size), artifact.path)
+    ArtifactReport::from(artifact).line()
 }
 
 /// The format version of every report's JSON (`schema`): fields are
@@ -124,6 +116,21 @@ pub struct ArtifactReport<'a> {
     pub sha256: String,
     pub size: u64,
     pub targets: &'a Option<Vec<Listed>>,
+}
+
+impl ArtifactReport<'_> {
+    /// The artifact for a listing (see [`artifact_line`]).
+    pub fn line(&self) -> String {
+        let device = match (self.owner, self.targets, self.component) {
+            (Some(owner), _, Some(component)) => format!(" [owner {owner}] {component}"),
+            (None, Some(targets), Some(component)) => format!(
+                " [{}] {component}",
+                kpack_repo_index::resolve::join_listed(targets)
+            ),
+            _ => String::new(),
+        };
+        format!("{:>10}  {}{device}", ByteSize(self.size), self.path)
+    }
 }
 
 impl<'a> From<&'a Artifact> for ArtifactReport<'a> {

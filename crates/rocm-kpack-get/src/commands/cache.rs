@@ -1,17 +1,34 @@
 //! `cache clean`: empty the download cache.
 
+use std::path::Path;
+
 use kpack_repo_index::ByteSize;
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};
-use crate::printer::SCHEMA;
+use crate::printer::{Printer, SCHEMA};
 
 /// What `cache clean` removed.
 #[derive(Debug, Serialize)]
-struct CleanReport {
+struct CleanReport<'a> {
     schema: u32,
     bytes: u64,
     files: u64,
+    /// The cache's directory.
+    #[serde(skip)]
+    root: &'a Path,
+}
+
+impl CleanReport<'_> {
+    /// What was removed, and from where.
+    fn render_text(&self, printer: &Printer) {
+        printer.line(format!(
+            "removed {} files ({}) from {}",
+            self.files,
+            ByteSize(self.bytes),
+            self.root.display()
+        ));
+    }
 }
 
 pub fn clean(context: &Context) -> Result<(), Failure> {
@@ -21,16 +38,13 @@ pub fn clean(context: &Context) -> Result<(), Failure> {
             anyhow::Error::new(e).context(format!("cleaning {}", context.cache.root().display())),
         )
     })?;
-    context.printer.line(format!(
-        "removed {} files ({}) from {}",
-        report.files,
-        ByteSize(report.bytes),
-        context.cache.root().display()
-    ));
-    context.printer.report(&CleanReport {
+    let report = CleanReport {
         schema: SCHEMA,
         bytes: report.bytes,
         files: report.files,
-    });
+        root: context.cache.root(),
+    };
+    report.render_text(&context.printer);
+    context.printer.report(&report);
     Ok(())
 }

@@ -7,7 +7,7 @@ use rocm_kpack_get::repo::Repo;
 use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
-use crate::printer::{artifact_line, ArtifactReport, SCHEMA};
+use crate::printer::{ArtifactReport, Printer, SCHEMA};
 
 /// A package version, its artifacts, and which this machine would get.
 #[derive(Debug, Serialize)]
@@ -24,6 +24,43 @@ struct InfoReport<'a> {
     version: String,
     versions: Vec<String>,
     why: Vec<String>,
+}
+
+impl InfoReport<'_> {
+    /// The package version, its versions and dependencies, and each
+    /// artifact, marked when chosen; why, with -v.
+    fn render_text(&self, printer: &Printer) {
+        let heading = format!("{} {} ({})", self.name, self.version, self.repo);
+        printer.line(match self.summary.as_str() {
+            "" => heading,
+            summary => format!("{heading}: {summary}"),
+        });
+        printer.line(format!("versions: {}", self.versions.join(", ")));
+        if !self.depends.is_empty() {
+            printer.line(format!("depends: {}", self.depends.join(", ")));
+        }
+        if !self.system_requires.is_empty() {
+            printer.line(format!(
+                "system requires (not installed by kpack-get): {}",
+                self.system_requires.join(", ")
+            ));
+        }
+        printer.line(format!(
+            "artifacts (* = chosen for {}):",
+            if self.gpus.is_empty() {
+                "this machine: no GPU found, host parts only".to_owned()
+            } else {
+                self.gpus.join(", ")
+            }
+        ));
+        for artifact in &self.artifacts {
+            let mark = if artifact.chosen { "*" } else { " " };
+            printer.line(format!("{mark} {}", artifact.artifact.line()));
+        }
+        for explanation in &self.why {
+            printer.detail(format!("  why: {explanation}"));
+        }
+    }
 }
 
 /// An artifact, and whether it is chosen for this machine.
@@ -75,43 +112,11 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
     let versions: Vec<String> = versions.iter().map(ToString::to_string).collect();
     let selection = select_artifacts(entry, gpus, &repo.families);
     let chosen = |path: &RelativePath| selection.artifacts.iter().any(|a| &a.path == path);
-    let printer = &context.printer;
-    let heading = format!("{} {} ({})", shard.name, entry.version, repo.config.name);
-    printer.line(match summary.as_str() {
-        "" => heading,
-        _ => format!("{heading}: {summary}"),
-    });
-    printer.line(format!("versions: {}", versions.join(", ")));
-    if !entry.depends.is_empty() {
-        let depends: Vec<String> = entry.depends.iter().map(ToString::to_string).collect();
-        printer.line(format!("depends: {}", depends.join(", ")));
-    }
-    if !entry.system_requires.is_empty() {
-        printer.line(format!(
-            "system requires (not installed by kpack-get): {}",
-            entry.system_requires.join(", ")
-        ));
-    }
-    printer.line(format!(
-        "artifacts (* = chosen for {}):",
-        if gpus.is_empty() {
-            "this machine: no GPU found, host parts only".to_owned()
-        } else {
-            kpack_gpu::target::join_targets(gpus)
-        }
-    ));
-    for artifact in &entry.artifacts {
-        let mark = if chosen(&artifact.path) { "*" } else { " " };
-        printer.line(format!("{mark} {}", artifact_line(artifact)));
-    }
-    for explanation in &selection.explanations {
-        printer.detail(format!("  why: {explanation}"));
-    }
     let artifacts = entry.artifacts.iter().map(|a| InfoArtifact {
         chosen: chosen(&a.path),
         artifact: ArtifactReport::from(a),
     });
-    printer.report(&InfoReport {
+    let report = InfoReport {
         schema: SCHEMA,
         artifacts: artifacts.collect(),
         depends: entry.depends.iter().map(ToString::to_string).collect(),
@@ -127,5 +132,7 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
             .iter()
             .map(ToString::to_string)
             .collect(),
-    });
+    };
+    report.render_text(&context.printer);
+    context.printer.report(&report);
 }

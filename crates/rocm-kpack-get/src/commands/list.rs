@@ -8,7 +8,7 @@ use rocm_kpack_get::layout::Layout;
 use serde::Serialize;
 
 use super::{Context, Failure};
-use crate::printer::SCHEMA;
+use crate::printer::{Printer, SCHEMA};
 
 /// What is installed in a prefix.
 #[derive(Debug, Serialize)]
@@ -26,8 +26,36 @@ struct Listed<'a> {
     layout: Layout,
     name: &'a PackageName,
     repo: &'a str,
+    /// The installed files' bytes, for people.
+    #[serde(skip)]
+    size: u64,
     targets: &'a [Target],
     version: String,
+}
+
+impl ListReport<'_> {
+    /// A line per package, or that nothing is installed.
+    fn render_text(&self, printer: &Printer) {
+        if self.packages.is_empty() {
+            printer.line(format!("nothing installed in {}", self.prefix.display()));
+        }
+        for package in &self.packages {
+            printer.line(format!(
+                "{} {} ({}, {} files, {}; for {}; layout {})",
+                package.name,
+                package.version,
+                package.repo,
+                package.files,
+                ByteSize(package.size),
+                if package.targets.is_empty() {
+                    "no GPU: host parts only".to_owned()
+                } else {
+                    kpack_gpu::target::join_targets(package.targets)
+                },
+                package.layout
+            ));
+        }
+    }
 }
 
 pub fn list(context: &Context) -> Result<(), Failure> {
@@ -36,40 +64,22 @@ pub fn list(context: &Context) -> Result<(), Failure> {
     // record is read, and writes nothing (a root-owned prefix lists).
     let _lock = context.read_lock(&prefix)?;
     let record = prefix.record()?;
-    if record.packages.is_empty() {
-        context
-            .printer
-            .line(format!("nothing installed in {}", prefix.root().display()));
-    }
-    for (name, package) in &record.packages {
-        let size: u64 = package.files.iter().filter_map(|f| f.size).sum();
-        context.printer.line(format!(
-            "{name} {} ({}, {} files, {}; for {}; layout {})",
-            package.version,
-            package.repo,
-            package.files.len(),
-            ByteSize(size),
-            if package.targets.is_empty() {
-                "no GPU: host parts only".to_owned()
-            } else {
-                kpack_gpu::target::join_targets(&package.targets)
-            },
-            package.layout
-        ));
-    }
     let packages = record.packages.iter().map(|(name, p)| Listed {
         artifacts: p.artifacts.iter().map(|a| &a.path).collect(),
         files: p.files.len(),
         layout: p.layout,
         name,
         repo: &p.repo,
+        size: p.files.iter().filter_map(|f| f.size).sum(),
         targets: &p.targets,
         version: p.version.to_string(),
     });
-    context.printer.report(&ListReport {
+    let report = ListReport {
         schema: SCHEMA,
         packages: packages.collect(),
         prefix: prefix.root(),
-    });
+    };
+    report.render_text(&context.printer);
+    context.printer.report(&report);
     Ok(())
 }

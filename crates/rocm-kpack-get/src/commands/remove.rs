@@ -1,12 +1,14 @@
 //! `remove`: take packages and exactly their files out of the prefix.
 
+use std::path::Path;
+
 use kpack_repo_index::PackageName;
 use rocm_kpack_get::install::record::InstalledPackage;
 use rocm_kpack_get::install::InstallError;
 use serde::Serialize;
 
 use super::{Context, Failure};
-use crate::printer::SCHEMA;
+use crate::printer::{Printer, SCHEMA};
 
 /// The packages removed (or that would be), and the files.
 #[derive(Debug, Serialize)]
@@ -16,6 +18,34 @@ struct RemoveReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     files_removed: Option<usize>,
     remove: &'a [PackageName],
+    /// The packages as installed.
+    #[serde(skip)]
+    installed: &'a [(&'a PackageName, &'a InstalledPackage)],
+    /// The prefix they are removed from.
+    #[serde(skip)]
+    prefix: &'a Path,
+}
+
+impl RemoveReport<'_> {
+    /// Each package removed (or that would be), and how many files went.
+    fn render_text(&self, printer: &Printer) {
+        for (name, package) in self.installed {
+            printer.line(match self.done {
+                true => format!("removed {name} {}", package.version),
+                false => format!(
+                    "would remove {name} {} ({} files)",
+                    package.version,
+                    package.files.len()
+                ),
+            });
+        }
+        if let Some(files) = self.files_removed {
+            printer.line(format!(
+                "{files} files removed from {}",
+                self.prefix.display()
+            ));
+        }
+    }
 }
 
 pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Result<(), Failure> {
@@ -39,42 +69,25 @@ pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Res
             }),
         })
         .collect::<Result<Vec<(&PackageName, &InstalledPackage)>, _>>()?;
-    if dry_run {
-        for (name, package) in &installed {
-            context.printer.line(format!(
-                "would remove {name} {} ({} files)",
-                package.version,
-                package.files.len()
-            ));
-        }
-        context.printer.report(&RemoveReport {
-            schema: SCHEMA,
-            done: false,
-            files_removed: None,
-            remove: packages,
-        });
-        return Ok(());
-    }
-    let lock = match lock {
-        Some(lock) => lock,
-        None => context.lock(&prefix)?,
-    };
-    let applied = prefix.apply(&lock, &[], packages)?;
-    for (name, package) in &installed {
-        context
-            .printer
-            .line(format!("removed {name} {}", package.version));
-    }
-    context.printer.line(format!(
-        "{} files removed from {}",
-        applied.files_removed,
-        prefix.root().display()
-    ));
-    context.printer.report(&RemoveReport {
+    let mut report = RemoveReport {
         schema: SCHEMA,
-        done: true,
-        files_removed: Some(applied.files_removed),
+        done: false,
+        files_removed: None,
         remove: packages,
-    });
+        installed: &installed,
+        prefix: prefix.root(),
+    };
+    // Taken now when there was nothing to recover; a dry run takes none.
+    let lock = match lock {
+        None if !dry_run => Some(context.lock(&prefix)?),
+        lock => lock,
+    };
+    if let Some(lock) = &lock {
+        let applied = prefix.apply(lock, &[], packages)?;
+        report.done = true;
+        report.files_removed = Some(applied.files_removed);
+    }
+    report.render_text(&context.printer);
+    context.printer.report(&report);
     Ok(())
 }

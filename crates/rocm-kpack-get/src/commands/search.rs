@@ -3,13 +3,31 @@
 use serde::Serialize;
 
 use super::{Context, Failure};
-use crate::printer::SCHEMA;
+use crate::printer::{Printer, SCHEMA};
 
 /// The packages found.
 #[derive(Debug, Serialize)]
 struct SearchReport<'a> {
     schema: u32,
     packages: Vec<Found<'a>>,
+    /// The text searched for.
+    #[serde(skip)]
+    text: &'a str,
+}
+
+impl SearchReport<'_> {
+    /// A line per package found, or that none matches.
+    fn render_text(&self, printer: &Printer) {
+        for found in &self.packages {
+            printer.line(format!(
+                "{} {} ({}): {}",
+                found.name, found.latest, found.repo, found.summary
+            ));
+        }
+        if self.packages.is_empty() {
+            printer.line(format!("no package matches {:?}", self.text));
+        }
+    }
 }
 
 /// A package whose name or summary holds the text.
@@ -29,10 +47,6 @@ pub fn search(context: &Context, text: &str) -> Result<(), Failure> {
     for repo in &repos {
         for (name, entry) in &repo.root.packages {
             if name.as_str().contains(&needle) || entry.summary.to_lowercase().contains(&needle) {
-                context.printer.line(format!(
-                    "{name} {} ({}): {}",
-                    entry.latest, repo.config.name, entry.summary
-                ));
                 found.push(Found {
                     latest: entry.latest.to_string(),
                     name: name.as_str(),
@@ -42,12 +56,12 @@ pub fn search(context: &Context, text: &str) -> Result<(), Failure> {
             }
         }
     }
-    if found.is_empty() {
-        context.printer.line(format!("no package matches {text:?}"));
-    }
-    context.printer.report(&SearchReport {
+    let report = SearchReport {
         schema: SCHEMA,
         packages: found,
-    });
+        text,
+    };
+    report.render_text(&context.printer);
+    context.printer.report(&report);
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! `verify`: re-hash installed files against the install record.
 
+use std::path::Path;
+
 use kpack_repo_index::{PackageName, RelativePath};
 use rocm_kpack_get::install::Mismatch;
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};
-use crate::printer::SCHEMA;
+use crate::printer::{Printer, SCHEMA};
 
 /// How many installed files were checked, and those that differ.
 #[derive(Debug, Serialize)]
@@ -13,6 +15,35 @@ struct VerifyReport<'a> {
     schema: u32,
     checked: usize,
     mismatches: Vec<MismatchReport<'a>>,
+    /// The prefix verified.
+    #[serde(skip)]
+    prefix: &'a Path,
+    /// Whether anything is installed there.
+    #[serde(skip)]
+    installed: bool,
+}
+
+impl VerifyReport<'_> {
+    /// A warning per file that differs; when none does, that all match.
+    fn render_text(&self, printer: &Printer) {
+        let prefix = self.prefix.display();
+        if !self.installed {
+            printer.line(format!("nothing installed in {prefix}"));
+            return;
+        }
+        for mismatch in &self.mismatches {
+            printer.warn(format!(
+                "{}: {} ({})",
+                mismatch.path, mismatch.problem, mismatch.package
+            ));
+        }
+        if self.mismatches.is_empty() {
+            printer.line(format!(
+                "{} installed files match the record in {prefix}",
+                self.checked
+            ));
+        }
+    }
 }
 
 /// A file that differs from the record, and how.
@@ -36,35 +67,30 @@ impl<'a> From<&'a Mismatch> for MismatchReport<'a> {
 pub fn verify(context: &Context) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
     if !prefix.root().join(".kpack").is_dir() {
-        context
-            .printer
-            .line(format!("nothing installed in {}", prefix.root().display()));
-        context.printer.report(&VerifyReport {
+        let report = VerifyReport {
             schema: SCHEMA,
             checked: 0,
             mismatches: Vec::new(),
-        });
+            prefix: prefix.root(),
+            installed: false,
+        };
+        report.render_text(&context.printer);
+        context.printer.report(&report);
         return Ok(());
     }
     // Read-only, like `list`: nothing in the prefix is written.
     let _lock = context.read_lock(&prefix)?;
     let (checked, mismatches) = prefix.verify()?;
-    for mismatch in &mismatches {
-        context.printer.warn(format!(
-            "{}: {} ({})",
-            mismatch.path, mismatch.problem, mismatch.package
-        ));
-    }
-    context.printer.report(&VerifyReport {
+    let report = VerifyReport {
         schema: SCHEMA,
         checked,
         mismatches: mismatches.iter().map(MismatchReport::from).collect(),
-    });
+        prefix: prefix.root(),
+        installed: true,
+    };
+    report.render_text(&context.printer);
+    context.printer.report(&report);
     if mismatches.is_empty() {
-        context.printer.line(format!(
-            "{checked} installed files match the record in {}",
-            prefix.root().display()
-        ));
         return Ok(());
     }
     let mut packages: Vec<&str> = mismatches.iter().map(|m| m.package.as_str()).collect();

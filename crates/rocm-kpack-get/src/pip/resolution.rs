@@ -73,7 +73,8 @@ pub struct ResolvedReport<'a> {
     name: &'a str,
     offered: Vec<&'a str>,
     requirement: &'a str,
-    resolved: String,
+    /// The requirement text to install, with its extras.
+    pub resolved: String,
     version: &'a Option<String>,
 }
 

@@ -41,13 +41,14 @@ pub fn resolve(
         args,
         &context.printer,
     )?;
-    for entry in &resolved {
-        context.printer.line(entry.text());
-    }
-    context.printer.report(&ResolveReport {
+    let report = ResolveReport {
         schema: SCHEMA,
         machine: machine.report(),
         requirements: resolved.iter().map(Resolved::report).collect(),
-    });
+    };
+    for requirement in &report.requirements {
+        context.printer.line(&requirement.resolved);
+    }
+    context.printer.report(&report);
     Ok(())
 }
