@@ -56,8 +56,8 @@ pub enum Error {
         first: PathBuf,
         second: PathBuf,
     },
-    #[error("{}: {message}", path.display())]
-    Sign { path: PathBuf, message: String },
+    #[error(transparent)]
+    Sign(#[from] kpack_sign::SigningError),
     #[error(transparent)]
     Runtime(#[from] rocm_kpack::Error),
     #[error(transparent)]

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use fs_err as fs;
-use kpack_repo_index::sign::{keygen, sign_root, verify_root, SecretKey};
+use kpack_repo_index::sign::{sign_root, verify_root};
 use kpack_repo_index::{
     resolve, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo, RootIndex, Sha256,
     Shard, Timestamp,
 };
+use kpack_sign::{keygen, SecretKey};
 
 const PACKAGES: usize = 10_000;
 const VERSIONS: usize = 20;
@@ -103,9 +104,7 @@ fn main() {
     let text = root.to_toml().unwrap();
     keygen(&dir.path().join("k.key"), &dir.path().join("k.pub"), None).unwrap();
     let key = SecretKey::load(&dir.path().join("k.key"), None).unwrap();
-    let public =
-        kpack_repo_index::sign::PublicKey::load(dir.path().join("k.pub").to_str().unwrap())
-            .unwrap();
+    let public = kpack_sign::PublicKey::load(dir.path().join("k.pub").to_str().unwrap()).unwrap();
     let signature = sign_root(&key, text.as_bytes()).unwrap();
     fs::write(dir.path().join("index.toml"), &text).unwrap();
     fs::write(dir.path().join("index.toml.minisig"), &signature).unwrap();

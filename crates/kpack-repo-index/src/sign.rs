@@ -1,28 +1,20 @@
-//! minisign keys and signatures for repositories: the root index is signed
-//! with a trusted comment carrying the repository's name, version and
-//! expiry, and verified before it is parsed (verify the exact bytes, then
-//! read them). Files interoperate with the stock `minisign` tool.
+//! A repository's signed root: it is signed with a trusted comment
+//! carrying the repository's name, version and expiry, and verified before
+//! it is parsed (verify the exact bytes, then read them). Keys, signing and
+//! verifying themselves are `kpack-sign`'s.
 
-use std::io::{Cursor, Write};
-use std::path::{Path, PathBuf};
-
-use fs_err as fs;
-use fs_err::os::unix::fs::OpenOptionsExt;
-use minisign::{KeyPair, PublicKeyBox, SignatureBox};
+use kpack_sign::{BadSignature, PublicKey, SecretKey, SigningError};
 
 use crate::schema::{RootIndex, SchemaError};
 
-/// Why a key or a signature cannot be used.
+/// Why a root cannot be signed or its signature does not hold.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SignError {
-    #[error("{}: {message}", path.display())]
-    Key { path: PathBuf, message: String },
-    /// A file-system call failed; the error names the path.
     #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error("{file}: bad signature: {message}")]
-    BadSignature { file: String, message: String },
+    BadSignature(#[from] BadSignature),
+    #[error("{file}: bad signature: the index is not UTF-8")]
+    NotUtf8 { file: String },
     #[error("{file}: the signature's trusted comment {found:?} does not describe this index ({expected:?})")]
     CommentMismatch {
         file: String,
@@ -32,129 +24,7 @@ pub enum SignError {
     #[error(transparent)]
     Schema(#[from] SchemaError),
     #[error(transparent)]
-    SecretKey(#[from] kpack_sign::KeyError),
-}
-
-/// A secret key, unlocked.
-pub struct SecretKey(minisign::SecretKey);
-
-impl std::fmt::Debug for SecretKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretKey { .. }")
-    }
-}
-
-/// A public key.
-#[derive(Debug, Clone)]
-pub struct PublicKey(minisign::PublicKey);
-
-fn key_error(path: &Path, message: impl std::fmt::Display) -> SignError {
-    SignError::Key {
-        path: path.to_owned(),
-        message: message.to_string(),
-    }
-}
-
-/// Makes a key pair: the secret key encrypted with `password`, or stored
-/// unencrypted when it is `None` (for CI). Existing files are not
-/// overwritten.
-pub fn keygen(
-    secret: &Path,
-    public: &Path,
-    password: Option<String>,
-) -> Result<PublicKey, SignError> {
-    for path in [secret, public] {
-        if path.exists() {
-            return Err(key_error(path, "already exists; not overwriting a key"));
-        }
-    }
-    let pair = match password {
-        Some(password) => KeyPair::generate_encrypted_keypair(Some(password)),
-        None => KeyPair::generate_unencrypted_keypair(),
-    }
-    .map_err(|e| key_error(secret, e))?;
-    let secret_text = pair
-        .sk
-        .to_box(Some("kpack-repo secret key"))
-        .map_err(|e| key_error(secret, e))?
-        .to_string();
-    let public_text = pair
-        .pk
-        .to_box()
-        .map_err(|e| key_error(public, e))?
-        .to_string();
-    write_new(secret, &secret_text, 0o600)?;
-    write_new(public, &public_text, 0o644)?;
-    Ok(PublicKey(pair.pk))
-}
-
-fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), SignError> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)?;
-    Ok(file.write_all(text.as_bytes())?)
-}
-
-impl SecretKey {
-    /// Loads a secret key file; `password` unlocks an encrypted one.
-    pub fn load(path: &Path, password: Option<String>) -> Result<SecretKey, SignError> {
-        Ok(SecretKey(kpack_sign::load_secret_key(path, password)?))
-    }
-
-    /// Signs `data` (prehashed, as minisign does by default) with a trusted
-    /// comment; returns the `.minisig` text.
-    pub fn sign(&self, data: &[u8], trusted_comment: &str) -> Result<String, SignError> {
-        minisign::sign(
-            None,
-            &self.0,
-            Cursor::new(data),
-            Some(trusted_comment),
-            None,
-        )
-        .map(|signature| signature.into_string())
-        .map_err(|e| SignError::BadSignature {
-            file: "(signing)".into(),
-            message: e.to_string(),
-        })
-    }
-}
-
-impl PublicKey {
-    /// Loads a public key file (or takes the key itself: `RWQ...`).
-    pub fn load(path_or_key: &str) -> Result<PublicKey, SignError> {
-        let path = Path::new(path_or_key);
-        if path.exists() {
-            let text = fs::read_to_string(path)?;
-            let boxed = PublicKeyBox::from_string(&text).map_err(|e| key_error(path, e))?;
-            return boxed
-                .into_public_key()
-                .map(PublicKey)
-                .map_err(|e| key_error(path, e));
-        }
-        minisign::PublicKey::from_base64(path_or_key.trim())
-            .map(PublicKey)
-            .map_err(|e| key_error(path, format!("neither a key file nor a key: {e}")))
-    }
-
-    /// The key itself (`RWQ...`, as `minisign -P` takes it): what client
-    /// state is kept under, whatever file it was loaded from.
-    pub fn to_base64(&self) -> String {
-        self.0.to_base64()
-    }
-
-    /// Verifies a signature over `data`; returns its trusted comment.
-    pub fn verify(&self, file: &str, data: &[u8], signature: &str) -> Result<String, SignError> {
-        let bad = |message: String| SignError::BadSignature {
-            file: file.to_owned(),
-            message,
-        };
-        let signature = SignatureBox::from_string(signature).map_err(|e| bad(e.to_string()))?;
-        minisign::verify(&self.0, &signature, Cursor::new(data), true, false, false)
-            .map_err(|e| bad(e.to_string()))?;
-        signature.trusted_comment().map_err(|e| bad(e.to_string()))
-    }
+    Signing(#[from] SigningError),
 }
 
 /// The trusted comment a root's signature carries.
@@ -168,7 +38,7 @@ pub fn root_comment(root: &RootIndex) -> String {
 /// Signs the root index's exact bytes.
 pub fn sign_root(key: &SecretKey, bytes: &[u8]) -> Result<String, SignError> {
     let root = RootIndex::parse("index.toml", &String::from_utf8_lossy(bytes))?;
-    key.sign(bytes, &root_comment(&root))
+    Ok(key.sign("index.toml", bytes, &root_comment(&root))?)
 }
 
 /// Verifies the root's signature over its exact bytes, then parses them and
@@ -181,9 +51,8 @@ pub fn verify_root(
     signature: &str,
 ) -> Result<RootIndex, SignError> {
     let comment = key.verify(file, bytes, signature)?;
-    let text = std::str::from_utf8(bytes).map_err(|_| SignError::BadSignature {
+    let text = std::str::from_utf8(bytes).map_err(|_| SignError::NotUtf8 {
         file: file.to_owned(),
-        message: "the index is not UTF-8".into(),
     })?;
     let root = RootIndex::parse(file, text)?;
     let expected = root_comment(&root);

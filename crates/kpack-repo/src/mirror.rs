@@ -12,10 +12,10 @@ use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
 use kpack_repo_index::families::Families;
 use kpack_repo_index::limits::Cap;
 use kpack_repo_index::schema::{Artifact, RootIndex, SchemaError};
-use kpack_repo_index::sign::PublicKey;
 use kpack_repo_index::types::{
     HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
+use kpack_sign::PublicKey;
 
 /// Why a mirror cannot be made.
 #[derive(Debug, thiserror::Error)]

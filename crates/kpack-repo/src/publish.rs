@@ -17,10 +17,11 @@ use kpack_repo_index::schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
     FORMAT,
 };
-use kpack_repo_index::sign::{sign_root, SecretKey, SignError};
+use kpack_repo_index::sign::{sign_root, SignError};
 use kpack_repo_index::types::{
     Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
+use kpack_sign::SecretKey;
 
 /// How long a published root stays valid unless told otherwise.
 pub const DEFAULT_VALIDITY_DAYS: i64 = 30;

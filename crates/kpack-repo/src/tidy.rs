@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::publish::{PublishError, Publisher};
 use crate::store::{Store, StoredObject};
 use kpack_repo_index::schema::RootIndex;
-use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::{PackageName, Timestamp};
+use kpack_sign::SecretKey;
 
 /// The default grace period of `gc`: a day.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 60 * 60);

@@ -9,8 +9,9 @@ use kpack_repo_index::freshness::{Freshness, Stale};
 use kpack_repo_index::limits::Cap;
 
 use kpack_repo_index::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
-use kpack_repo_index::sign::{read_signed_root, PublicKey, RootReadError, SignError, SignedRoot};
+use kpack_repo_index::sign::{read_signed_root, RootReadError, SignError, SignedRoot};
 use kpack_repo_index::types::{HashingWriter, PackageName, RelativePath, Sha256, Timestamp};
+use kpack_sign::PublicKey;
 
 /// What is wrong with a repository.
 #[derive(Debug, thiserror::Error)]

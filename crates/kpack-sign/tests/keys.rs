@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use ct_codecs::{Base64, Decoder, Encoder};
 use fs_err as fs;
-use kpack_sign::{load_secret_key, KeyProblem};
+use kpack_sign::{KeyProblem, SecretKey};
 use kpack_test_support::tool;
 
 /// A key pair made by the stock tool: `-W` for an unencrypted secret key,
@@ -56,21 +56,13 @@ const PUBLIC_HALF: usize = 94;
 fn a_stock_unencrypted_key_signs_what_the_stock_tool_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let (public, secret) = stock_keypair(dir.path(), None);
-    let key = load_secret_key(&secret, None).unwrap();
+    let key = SecretKey::load(&secret, None).unwrap();
     // A password is ignored for a key that has none.
-    load_secret_key(&secret, Some("unused".into())).unwrap();
+    SecretKey::load(&secret, Some("unused".into())).unwrap();
 
     let data = dir.path().join("data");
     fs::write(&data, b"published bytes").unwrap();
-    let signature = minisign::sign(
-        None,
-        &key,
-        fs::File::open(&data).unwrap(),
-        Some("file:data"),
-        None,
-    )
-    .unwrap();
-    fs::write(dir.path().join("data.minisig"), signature.into_string()).unwrap();
+    key.sign_file(&data, "file:data").unwrap();
     let verified = tool("minisign")
         .arg("-Vm")
         .arg(&data)
@@ -92,7 +84,7 @@ fn a_stock_unencrypted_key_with_a_damaged_half_is_refused() {
         let (public, secret) = stock_keypair(dir.path(), None);
         fs::remove_file(public).unwrap();
         flip_key_byte(&secret, offset);
-        let error = load_secret_key(&secret, None).unwrap_err();
+        let error = SecretKey::load(&secret, None).unwrap_err();
         assert!(
             matches!(error.problem, KeyProblem::Mismatched),
             "offset {offset}: {error}"
@@ -106,7 +98,7 @@ fn a_key_id_that_differs_from_the_public_key_beside_it_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (public, secret) = stock_keypair(dir.path(), None);
     flip_key_byte(&secret, KEY_ID);
-    let error = load_secret_key(&secret, None).unwrap_err();
+    let error = SecretKey::load(&secret, None).unwrap_err();
     assert!(
         matches!(&error.problem, KeyProblem::NotThePublicKey(path) if *path == public),
         "{error}"
@@ -118,14 +110,14 @@ fn a_key_id_that_differs_from_the_public_key_beside_it_is_refused() {
 fn a_stock_encrypted_key_needs_its_password() {
     let dir = tempfile::tempdir().unwrap();
     let (_, secret) = stock_keypair(dir.path(), Some("correct horse"));
-    let error = load_secret_key(&secret, None).unwrap_err();
+    let error = SecretKey::load(&secret, None).unwrap_err();
     assert!(
         matches!(error.problem, KeyProblem::NeedsPassword),
         "{error}"
     );
-    let error = load_secret_key(&secret, Some("wrong".into())).unwrap_err();
+    let error = SecretKey::load(&secret, Some("wrong".into())).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Minisign(_)), "{error}");
-    load_secret_key(&secret, Some("correct horse".into())).unwrap();
+    SecretKey::load(&secret, Some("correct horse".into())).unwrap();
 }
 
 #[test]
@@ -134,11 +126,11 @@ fn a_checksummed_unencrypted_key_loads_and_a_wrong_checksum_is_refused() {
     let secret = dir.path().join("crate.key");
     let pair = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
     fs::write(&secret, pair.sk.to_box(None).unwrap().to_string()).unwrap();
-    load_secret_key(&secret, None).unwrap();
+    SecretKey::load(&secret, None).unwrap();
 
     // Checksum set but wrong: not the stock tool's layout, so corrupted.
     flip_key_byte(&secret, 158 - 1);
-    let error = load_secret_key(&secret, None).unwrap_err();
+    let error = SecretKey::load(&secret, None).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Minisign(_)), "{error}");
 }
 
@@ -147,9 +139,9 @@ fn garbage_is_not_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("garbage.key");
     fs::write(&secret, "untrusted comment: x\nnot base64 at all!\n").unwrap();
-    let error = load_secret_key(&secret, None).unwrap_err();
+    let error = SecretKey::load(&secret, None).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Malformed(_)), "{error}");
-    let error = load_secret_key(&dir.path().join("missing.key"), None).unwrap_err();
+    let error = SecretKey::load(&dir.path().join("missing.key"), None).unwrap_err();
     assert!(matches!(error.problem, KeyProblem::Read(_)), "{error}");
     // The cause names the file, the message does not repeat it.
     let cause = std::error::Error::source(&error).unwrap().to_string();

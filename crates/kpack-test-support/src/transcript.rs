@@ -26,12 +26,7 @@ pub fn transcript(output: &Output, masks: &[(&str, &str)]) -> String {
 /// then each cause on a `caused by:` line, each `(text, placeholder)` of
 /// `masks` replaced and key ids masked.
 pub fn error_chain(error: &dyn Error, masks: &[(&str, &str)]) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(&format!("\n  caused by: {next}"));
-        cause = next.source();
-    }
+    let mut text = kpack_error::messages(error).join("\n  caused by: ");
     for (from, to) in masks {
         text = text.replace(from, to);
     }

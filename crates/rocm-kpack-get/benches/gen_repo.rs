@@ -30,11 +30,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use kpack_repo::publish::Publisher;
-use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::{
     Artifact, ArtifactKind, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo,
     RootIndex, Sha256, Shard, Timestamp, VersionEntry,
 };
+use kpack_sign::SecretKey;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 
 /// Size of each code object in a generated archive.

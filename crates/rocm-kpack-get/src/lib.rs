@@ -14,7 +14,6 @@
 pub mod check;
 pub mod config;
 pub mod detect;
-pub mod error_line;
 pub mod install;
 pub mod layout;
 pub mod output;

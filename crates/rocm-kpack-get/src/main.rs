@@ -15,7 +15,7 @@ use rocm_kpack_get::detect::choice::TargetChoice;
 
 use cli::{CacheCommand, Cli, Command, PipCommand};
 use commands::{Context, Failure};
-use printer::{write_err, Printer};
+use printer::Printer;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -26,14 +26,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            write_err(&format!("error: {}", failure.error));
-            for cause in failure.error.chain().skip(1) {
-                write_err(&format!("  caused by: {cause}"));
-            }
-            if let Some(hint) = &failure.hint {
-                write_err(&format!("hint: {hint}"));
-            }
-            ExitCode::from(failure.code as u8)
+            kpack_cli::fail(&*failure.error, failure.hint.as_deref(), failure.code as u8)
         }
     }
 }

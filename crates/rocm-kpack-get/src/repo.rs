@@ -25,10 +25,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use kpack_repo_index::freshness::{Freshness, Stale};
-use kpack_repo_index::sign::{
-    read_signed_root, verify_root, PublicKey, RootReadError, SignError, SignedRoot,
-};
+use kpack_repo_index::sign::{read_signed_root, verify_root, RootReadError, SignError, SignedRoot};
 use kpack_repo_index::{Families, PackageName, RootIndex, Shard, Timestamp};
+use kpack_sign::PublicKey;
 
 use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
@@ -44,7 +43,7 @@ pub enum RepoError {
     Key {
         repo: String,
         #[source]
-        source: Box<SignError>,
+        source: Box<kpack_sign::PublicKeyError>,
     },
     #[error("repository {repo}: {url}: the root index's signature does not verify with the configured key")]
     Signature {

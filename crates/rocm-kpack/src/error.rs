@@ -284,23 +284,6 @@ fn display_available(available: &[(PathBuf, Vec<Target>)]) -> String {
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error and its causes on one line (`error: cause: cause`), for the
-/// loader's debug log: messages never repeat their cause themselves.
-#[derive(Debug, Clone, Copy)]
-pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Report<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(error) = cause {
-            write!(f, ": {error}")?;
-            cause = error.source();
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,7 +295,7 @@ mod tests {
             source: Target::parse("gfx90a:bogus").unwrap_err(),
         };
         let cause = Target::parse("gfx90a:bogus").unwrap_err().to_string();
-        let report = Report(&error).to_string();
+        let report = kpack_error::one_line(&error);
         assert_eq!(report, format!("arch 0: bad target: {cause}"));
         assert_eq!(report.matches(&cause).count(), 1);
     }

@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use rocm_kpack::Compression;
 
 use kpack_packer::pipeline::MemoryBudget;
-use kpack_packer::sign::Signer;
+use kpack_sign::SecretKey;
 
 /// How archives store code objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,10 +61,10 @@ impl ArchiveArgs {
 
     /// The signing key, loaded before any work so that a bad key fails
     /// fast.
-    pub fn signer(&self) -> anyhow::Result<Option<Signer>> {
+    pub fn signer(&self) -> anyhow::Result<Option<SecretKey>> {
         self.sign
             .as_deref()
-            .map(|key| Signer::from_file(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
+            .map(|key| SecretKey::load(key, std::env::var("KPACK_SIGN_PASSWORD").ok()))
             .transpose()
             .map_err(Into::into)
     }

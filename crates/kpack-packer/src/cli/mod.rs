@@ -91,13 +91,7 @@ pub fn main() -> ExitCode {
             eprintln!("warning: {error}");
             ExitCode::from(3)
         }
-        Err(error) => {
-            eprintln!("error: {error}");
-            for cause in error.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
-            ExitCode::FAILURE
-        }
+        Err(error) => kpack_cli::fail(&*error, None, kpack_cli::FAILURE),
     }
 }
 

@@ -10,9 +10,10 @@ use super::{shown, GroupByArg};
 use kpack_binary::input::MappedFile;
 use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
-use kpack_packer::sign::Signer;
+use kpack_packer::sign::sign_archive;
 use kpack_packer::split::FatBinary;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions};
+use kpack_sign::SecretKey;
 
 #[derive(Debug, clap::Args)]
 pub struct SplitArgs {
@@ -45,10 +46,10 @@ pub struct SplitArgs {
     group_by: GroupByArg,
 }
 
-fn sign_all(signer: Option<&Signer>, archives: &[WrittenArchive]) -> anyhow::Result<()> {
+fn sign_all(signer: Option<&SecretKey>, archives: &[WrittenArchive]) -> anyhow::Result<()> {
     if let Some(signer) = signer {
         for archive in archives {
-            let signature = signer.sign_file(&archive.path)?;
+            let signature = sign_archive(signer, &archive.path)?;
             println!("  signed {}", shown(&signature));
         }
     }
@@ -112,7 +113,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
 fn run_tree(
     args: &SplitArgs,
     compression: Compression,
-    signer: Option<&Signer>,
+    signer: Option<&SecretKey>,
 ) -> anyhow::Result<()> {
     let options = TreeOptions {
         grouping: args.group_by.into(),

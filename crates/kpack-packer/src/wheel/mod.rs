@@ -31,9 +31,9 @@ use rocm_kpack::Compression;
 
 use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::pipeline::MemoryBudget;
-use crate::sign::Signer;
 use crate::tree::KPACK_DIR;
 use binaries::{find_fat, top_level_package, Splitter};
+use kpack_sign::SecretKey;
 use output::{Additions, DeviceSpec, HostContent};
 use reader::InputWheel;
 use writer::zip_time;
@@ -50,7 +50,7 @@ pub struct WheelOptions {
     /// Zip timestamps (`SOURCE_DATE_EPOCH`); `None`: 1980-01-01.
     pub source_date_epoch: Option<i64>,
     /// Signs every archive (`<archive>.minisig` beside it in its wheel).
-    pub signer: Option<Signer>,
+    pub signer: Option<SecretKey>,
     /// Also write a PEP 825 variant wheel per processor and the release's
     /// `{name}-{version}-variants.json`.
     pub variants: bool,
@@ -195,9 +195,8 @@ fn finish_archives(
     let mut archives = BTreeMap::new();
     for archive in written {
         if let Some(signer) = &options.signer {
-            signer
-                .sign_file(&archive.path)
-                .map_err(|e| WheelError::Packer(Box::new(e)))?;
+            crate::sign::sign_archive(signer, &archive.path)
+                .map_err(|e| WheelError::Packer(Box::new(e.into())))?;
         }
         let processor = archive
             .targets

@@ -5,10 +5,9 @@ use std::path::Path;
 use std::process::Stdio;
 
 use fs_err as fs;
-use kpack_repo_index::sign::{
-    keygen, root_comment, sign_root, verify_root, PublicKey, SecretKey, SignError,
-};
+use kpack_repo_index::sign::{root_comment, sign_root, verify_root, SignError};
 use kpack_repo_index::RootIndex;
+use kpack_sign::{keygen, PublicKey, SecretKey};
 
 const ROOT: &str = r#"format = 1
 
@@ -80,6 +79,7 @@ fn our_signatures_verify_with_the_stock_tool_and_catch_tampering() {
     // A signature whose comment describes another root.
     let moved = key
         .sign(
+            "index.toml",
             ROOT.as_bytes(),
             "repo:rocm version:41 expires:2026-12-21T10:00:00Z",
         )

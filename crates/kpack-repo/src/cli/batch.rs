@@ -11,9 +11,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kpack_repo::publish::{Publisher, Staged};
 use kpack_repo_index::schema::RootIndex;
-use kpack_repo_index::sign::SecretKey;
 use kpack_repo_index::types::PackageName;
 use kpack_repo_index::ByteSize;
+use kpack_sign::SecretKey;
 
 use kpack_repo::build::{build, BuildError};
 use kpack_repo::manifest::Resolved;

@@ -25,9 +25,9 @@ use kpack_repo::unpacked::verify_unpacked_sizes;
 use kpack_repo::verify::verify_repository_with;
 use kpack_repo_index::fetch::Progress;
 use kpack_repo_index::limits::{self, Limits};
-use kpack_repo_index::sign::{keygen, PublicKey, SecretKey};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
 use kpack_repo_index::ByteSize;
+use kpack_sign::{keygen, PublicKey, SecretKey};
 
 /// Builds, signs and checks kpack repositories.
 #[derive(Debug, Parser)]
@@ -324,13 +324,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command, &cli.storage) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            for cause in error.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
-            ExitCode::FAILURE
-        }
+        Err(error) => kpack_cli::fail(&*error, None, kpack_cli::FAILURE),
     }
 }
 

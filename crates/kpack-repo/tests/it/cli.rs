@@ -373,7 +373,7 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         component: None,
         unpacked_size: None,
     };
-    let key = kpack_repo_index::sign::SecretKey::load(&context.secret_key(), None).unwrap();
+    let key = kpack_sign::SecretKey::load(&context.secret_key(), None).unwrap();
     Publisher::open(&context.repo)
         .unwrap()
         .add(

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use fs_err as fs;
 use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
 use kpack_repo::verify::{verify_repository, VerifyError};
-use kpack_repo_index::sign::{keygen, sign_root, PublicKey, SecretKey};
+use kpack_repo_index::sign::sign_root;
 use kpack_repo_index::{ArtifactKind, Component, RootIndex, Timestamp};
+use kpack_sign::{keygen, PublicKey, SecretKey};
 
 use crate::common::{archive, build_rocm_rand, host_tree, published_shard, tree};
 use kpack_test_support::run;
@@ -65,7 +66,7 @@ impl Fixture {
         fs::write(self.repo().join("index.toml"), text).unwrap();
         let signature = self
             .key
-            .sign(text.as_bytes(), "repo:rocm version:1")
+            .sign("index.toml", text.as_bytes(), "repo:rocm version:1")
             .unwrap();
         fs::write(self.repo().join("index.toml.minisig"), signature).unwrap();
     }

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error_line::error_line;
+use kpack_error::one_line;
 use kpack_binary::elf::FatElf;
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
@@ -91,7 +91,7 @@ pub fn check_binary(
         Err(kpack_binary::Error::ReadFat { source, .. }) => {
             unreadable(BinaryKind::Fat, source.to_string())
         }
-        Err(error) => unreadable(BinaryKind::Split, error_line(&error)),
+        Err(error) => unreadable(BinaryKind::Split, one_line(&error)),
     }
 }
 
@@ -178,7 +178,7 @@ fn classify(error: &rocm_kpack::Error, root: &Path) -> (Reason, String) {
                 )
             ),
         ),
-        other => (Reason::Unreadable, error_line(other)),
+        other => (Reason::Unreadable, one_line(other)),
     }
 }
 

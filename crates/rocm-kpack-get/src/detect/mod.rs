@@ -297,7 +297,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     ) {
         Ok(agents) => agents,
         Err(error) => {
-            notes.push(format!("hsa: {}", crate::error_line::error_line(&error)));
+            notes.push(format!("hsa: {}", kpack_error::one_line(&error)));
             return Vec::new();
         }
     };

@@ -444,7 +444,7 @@ impl Prefix {
                         None => recovered.discarded.push(id),
                         Some(error) => recovered
                             .moved_aside
-                            .push((id, crate::error_line::error_line(&error))),
+                            .push((id, kpack_error::one_line(&error))),
                     }
                 }
                 let _ = meta.remove_dir(Path::new(commit::STAGING));

@@ -13,7 +13,7 @@ use crate::common::gpus::{fake_sysfs, FakeNode, CAPABILITY_SRAMECC};
 use crate::common::{describe, output, success};
 use kpack_binary::elf::FatElf;
 use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
-use kpack_repo_index::sign::SecretKey;
+use kpack_sign::SecretKey;
 use kpack_test_support::context::TestContext;
 use kpack_test_support::python_venv;
 use kpack_test_support::venv::with_python_tools;

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{pool_gets, snapshot, success, Env, RocrandRepo};
 use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
-use kpack_repo_index::sign::{keygen, SecretKey};
 use kpack_repo_index::Component;
+use kpack_sign::{keygen, SecretKey};
 use kpack_test_support::context::TestContext;
 use rocm_kpack::{ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 use rocm_kpack_get::install::record::InstalledRecord;

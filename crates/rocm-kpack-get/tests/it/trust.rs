@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::server::{Fault, TestServer};
 use crate::common::{copy_dir, describe, kpack_repo_exe, output, stderr, success, Env};
-use kpack_repo_index::sign::{sign_root, SecretKey};
+use kpack_repo_index::sign::sign_root;
 use kpack_repo_index::{RootIndex, Timestamp};
+use kpack_sign::SecretKey;
 use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";

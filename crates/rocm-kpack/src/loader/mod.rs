@@ -17,8 +17,9 @@ pub use config::{
 };
 pub use marker::{Marker, GFXARCH_PLACEHOLDER, MAX_MARKER_SIZE};
 
-use crate::error::{Error, Report, Result};
+use crate::error::{Error, Result};
 use crate::read::{Archive, Kernel};
+use kpack_error::OneLine;
 use kpack_gpu::target::{join_targets, Target};
 
 /// The candidates of one request and what became of each: not tried yet,
@@ -184,7 +185,7 @@ impl Loader {
                 available,
             }
         };
-        self.log(|| Report(&error).to_string());
+        self.log(|| OneLine(&error).to_string());
         Err(error)
     }
 
@@ -235,7 +236,7 @@ impl Loader {
                             misses.push((path.clone(), target.clone()));
                         }
                         Err(error) => {
-                            self.log(|| format!("lookup failed: {}", Report(&error)));
+                            self.log(|| format!("lookup failed: {}", OneLine(&error)));
                             return Err(error);
                         }
                     }
@@ -348,7 +349,7 @@ impl Loader {
                     Error::Open(source) if source.kind() == std::io::ErrorKind::NotFound => {
                         format!("{}: not found", path.display())
                     }
-                    _ => Report(&error).to_string(),
+                    _ => OneLine(&error).to_string(),
                 });
                 None
             }

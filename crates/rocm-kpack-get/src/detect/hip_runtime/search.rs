@@ -132,10 +132,7 @@ impl<'a> Searcher<'a> {
                 LdCache::default()
             }
             Err(error) => {
-                notes.push(format!(
-                    "skipped: {}",
-                    crate::error_line::error_line(&error)
-                ));
+                notes.push(format!("skipped: {}", kpack_error::one_line(&error)));
                 LdCache::default()
             }
         };
@@ -269,10 +266,7 @@ fn inspect(
             evidence,
         }),
         Err(error) => {
-            notes.push(format!(
-                "skipped: {}",
-                crate::error_line::error_line(&error)
-            ));
+            notes.push(format!("skipped: {}", kpack_error::one_line(&error)));
             None
         }
     }

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use kpack_repo_index::sign::{sign_root, SecretKey};
+use kpack_repo_index::sign::sign_root;
+use kpack_sign::SecretKey;
 use sha2::Digest;
 
 pub use kpack_test_support::zero_bomb;
