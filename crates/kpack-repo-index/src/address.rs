@@ -1,6 +1,6 @@
 //! Where a repository is, as an operator or a user writes it: the one
 //! parser of repository addresses, so `kpack-repo` and `kpack-get` accept
-//! and refuse the same strings.
+//! and refuse the same strings, each refusal a [`Refusal`].
 //!
 //! A `file://` URL must name an absolute directory (`file:///srv/rocm`):
 //! in `file://rocm/stable`, RFC 8089 reads `rocm` as a host, so guessing a
@@ -21,12 +21,50 @@ pub enum Address {
     S3 { bucket: String, prefix: String },
 }
 
+/// Why text names no repository, or none of the kind a use takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    #[error("is empty")]
+    Empty,
+    #[error(
+        "a file:// URL names an absolute directory (file:///srv/rocm); write a relative \
+         directory as a plain path"
+    )]
+    RelativeFileUrl,
+    #[error("not a valid URL")]
+    InvalidUrl,
+    #[error("names no host")]
+    NoHost,
+    #[error("a repository's URL has no query or fragment")]
+    QueryOrFragment,
+    #[error("no bucket (s3://bucket/prefix)")]
+    NoBucket,
+    #[error("the prefix has . or .. parts")]
+    DotSegments,
+    #[error(
+        "a {0}:// URL; a repository is a directory, a file:/// URL, an http(s):// URL or an \
+         s3://bucket/prefix"
+    )]
+    Scheme(String),
+    /// A mirror is read over HTTP or from a directory.
+    #[error(
+        "an s3:// URL; a mirror is an http(s):// URL (a bucket's HTTP URL), a file:/// URL or \
+         a directory"
+    )]
+    S3Mirror,
+    /// A store is written as a directory or a bucket.
+    #[error("an http(s):// URL; kpack-repo writes to a directory or an s3://bucket/prefix")]
+    HttpStore,
+}
+
 /// An address that names no repository, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?}: {reason}")]
+#[error("{text:?}: {refusal}")]
 pub struct InvalidAddress {
     pub text: String,
-    pub reason: String,
+    #[source]
+    pub refusal: Refusal,
 }
 
 /// The scheme of a URL (`s3` of `s3://bucket/prefix`), or `None` for a
@@ -44,61 +82,63 @@ impl Address {
     /// A path, a `file:///` URL, an `http(s)://` URL or an
     /// `s3://bucket/prefix`; anything else is refused, naming why.
     pub fn parse(text: &str) -> Result<Address, InvalidAddress> {
-        let invalid = |reason: &str| InvalidAddress {
+        Address::parse_refusing(text).map_err(|refusal| InvalidAddress {
             text: text.to_owned(),
-            reason: reason.to_owned(),
-        };
+            refusal,
+        })
+    }
+
+    fn parse_refusing(text: &str) -> Result<Address, Refusal> {
         if text.is_empty() {
-            return Err(invalid("is empty"));
+            return Err(Refusal::Empty);
         }
         match url_scheme(text) {
             None => Ok(Address::Dir(PathBuf::from(text))),
             Some("file") => {
                 let path = &text["file://".len()..];
                 if !Path::new(path).is_absolute() {
-                    return Err(invalid(
-                        "a file:// URL names an absolute directory (file:///srv/rocm); \
-                         write a relative directory as a plain path",
-                    ));
+                    return Err(Refusal::RelativeFileUrl);
                 }
                 Ok(Address::Dir(PathBuf::from(path)))
             }
-            Some("http" | "https") => {
-                let url = reqwest::Url::parse(text).map_err(|_| invalid("not a valid URL"))?;
-                if url.host().is_none() {
-                    return Err(invalid("names no host"));
-                }
-                if url.query().is_some() || url.fragment().is_some() {
-                    return Err(invalid("a repository's URL has no query or fragment"));
-                }
-                let base = if text.ends_with('/') {
-                    text.to_owned()
-                } else {
-                    format!("{text}/")
-                };
-                Ok(Address::Http(base))
-            }
-            Some("s3") => {
-                let rest = &text["s3://".len()..];
-                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-                if bucket.is_empty() {
-                    return Err(invalid("no bucket (s3://bucket/prefix)"));
-                }
-                let prefix = prefix.trim_matches('/');
-                if prefix.split('/').any(|part| part == ".." || part == ".") {
-                    return Err(invalid("the prefix has . or .. parts"));
-                }
-                Ok(Address::S3 {
-                    bucket: bucket.to_owned(),
-                    prefix: prefix.to_owned(),
-                })
-            }
-            Some(scheme) => Err(invalid(&format!(
-                "a {scheme}:// URL; a repository is a directory, a file:/// URL, an \
-                 http(s):// URL or an s3://bucket/prefix"
-            ))),
+            Some("http" | "https") => parse_http(text),
+            Some("s3") => parse_s3(&text["s3://".len()..]),
+            Some(scheme) => Err(Refusal::Scheme(scheme.to_owned())),
         }
     }
+}
+
+/// An `http(s)://` base URL with a host and neither query nor fragment.
+fn parse_http(text: &str) -> Result<Address, Refusal> {
+    let url = reqwest::Url::parse(text).map_err(|_| Refusal::InvalidUrl)?;
+    if url.host().is_none() {
+        return Err(Refusal::NoHost);
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Refusal::QueryOrFragment);
+    }
+    let base = if text.ends_with('/') {
+        text.to_owned()
+    } else {
+        format!("{text}/")
+    };
+    Ok(Address::Http(base))
+}
+
+/// `bucket/prefix` of an `s3://` URL.
+fn parse_s3(rest: &str) -> Result<Address, Refusal> {
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(Refusal::NoBucket);
+    }
+    let prefix = prefix.trim_matches('/');
+    if prefix.split('/').any(|part| part == ".." || part == ".") {
+        return Err(Refusal::DotSegments);
+    }
+    Ok(Address::S3 {
+        bucket: bucket.to_owned(),
+        prefix: prefix.to_owned(),
+    })
 }
 
 impl fmt::Display for Address {
@@ -109,6 +149,14 @@ impl fmt::Display for Address {
             Address::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
             Address::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
         }
+    }
+}
+
+impl std::str::FromStr for Address {
+    type Err = InvalidAddress;
+
+    fn from_str(text: &str) -> Result<Address, InvalidAddress> {
+        Address::parse(text)
     }
 }
 
@@ -144,21 +192,21 @@ mod tests {
     #[test]
     fn a_relative_file_url_is_refused_with_the_plain_path_to_use() {
         let error = Address::parse("file://relative/dir").unwrap_err();
-        assert!(error.reason.contains("plain path"), "{error}");
+        assert_eq!(error.refusal, Refusal::RelativeFileUrl);
+        assert!(error.to_string().contains("plain path"), "{error}");
     }
 
     #[test]
     fn unusable_addresses_say_why() {
-        for (text, why) in [
-            ("", "is empty"),
-            ("gs://bucket/x", "a gs:// URL"),
-            ("http://", "not a valid URL"),
-            ("https://repo.example/rocm?x=1", "no query or fragment"),
-            ("s3://", "no bucket"),
-            ("s3://b/../x", ". or .. parts"),
+        for (text, refusal) in [
+            ("", Refusal::Empty),
+            ("gs://bucket/x", Refusal::Scheme("gs".into())),
+            ("http://", Refusal::InvalidUrl),
+            ("https://repo.example/rocm?x=1", Refusal::QueryOrFragment),
+            ("s3://", Refusal::NoBucket),
+            ("s3://b/../x", Refusal::DotSegments),
         ] {
-            let error = Address::parse(text).unwrap_err();
-            assert!(error.reason.contains(why), "{text}: {error}");
+            assert_eq!(Address::parse(text).unwrap_err().refusal, refusal, "{text}");
         }
     }
 }

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use fs_err as fs;
 
-use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreAddress, StoreError};
+use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreError};
+use kpack_repo_index::address::Address;
 use kpack_repo_index::schema::{
     Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
     FORMAT,
@@ -155,16 +156,13 @@ pub struct NewArtifact {
 impl Publisher {
     /// Opens (creating if needed) the repository directory `root`.
     pub fn open(root: &Path) -> Result<Publisher, PublishError> {
-        Publisher::open_at(
-            &StoreAddress::Dir(root.to_owned()),
-            &PublishOptions::default(),
-        )
+        Publisher::open_at(&Address::Dir(root.to_owned()), &PublishOptions::default())
     }
 
     /// Opens the repository at `location`; for a bucket, first checks that
     /// it honours conditional writes (unless `options` say not to).
     pub fn open_at(
-        location: &StoreAddress,
+        location: &Address,
         options: &PublishOptions,
     ) -> Result<Publisher, PublishError> {
         let store = Store::open(location, &options.s3)?;

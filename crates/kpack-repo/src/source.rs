@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kpack_repo_index::address::Address;
+use kpack_repo_index::address::{Address, Refusal};
 use kpack_repo_index::fetch::{Client, ClientError, ClientOptions, Mirror, Progress, Silent};
 use kpack_repo_index::limits::{Cap, LimitError, Limits, LowSpeed};
 
@@ -26,8 +26,13 @@ pub enum FetchError {
     NotFound { location: String },
     #[error("{location}: {limit}")]
     Limit { location: String, limit: LimitError },
-    #[error("{location}: a {scheme}:// URL; a repository is a directory, a file:/// URL, an http(s):// URL or an s3://bucket/prefix")]
-    UnsupportedScheme { location: String, scheme: String },
+    /// An address this source cannot read (a bucket without S3 options).
+    #[error("{location}: {refusal}")]
+    Refused {
+        location: String,
+        #[source]
+        refusal: Refusal,
+    },
     #[error(transparent)]
     Address(kpack_repo_index::address::InvalidAddress),
     /// Reading a bucket; the error names the object.
@@ -91,13 +96,13 @@ impl Source {
                 .map_err(FetchError::Client)?;
                 Origin::Http {
                     client: Box::new(client),
-                    mirror: Mirror::Http(base),
+                    mirror: Mirror::http(base),
                 }
             }
             Address::S3 { .. } => {
-                return Err(FetchError::UnsupportedScheme {
+                return Err(FetchError::Refused {
                     location: location.to_owned(),
-                    scheme: "s3".to_owned(),
+                    refusal: Refusal::Scheme("s3".to_owned()),
                 })
             }
         };
@@ -125,11 +130,11 @@ impl Source {
         s3: &crate::store::S3Options,
         limits: Limits,
     ) -> Result<Source, FetchError> {
-        use crate::store::{Store, StoreAddress};
+        use crate::store::{store_address, Store};
         if url_scheme(location) != Some("s3") {
             return Source::parse(location, limits);
         }
-        let store = StoreAddress::parse(location)
+        let store = store_address(location)
             .and_then(|parsed| Store::open(&parsed, s3))
             .map_err(|e| FetchError::Store(Box::new(e)))?;
         Ok(Source::new(

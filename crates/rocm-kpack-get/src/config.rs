@@ -472,7 +472,7 @@ mod tests {
         assert_eq!(repo.name, "rocm");
         assert_eq!(
             repo.mirrors,
-            [Mirror::Http("http://127.0.0.1:8000/r/".into())]
+            [Mirror::http("http://127.0.0.1:8000/r/".into())]
         );
         let repo = RepoConfig::from_flag("http://127.0.0.1:8000/r", "RWQ").unwrap();
         assert_eq!(repo.name, "default");

@@ -1,27 +1,20 @@
-//! A mirror of a repository, parsed once from the configuration: a base
-//! URL served over HTTP(S), or a directory on this machine.
+//! A mirror of a repository, parsed once from the configuration: an
+//! [`Address`] served over HTTP(S) or a directory on this machine (never
+//! a bucket's S3 API).
 
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::address::Address;
+use crate::address::{Address, InvalidAddress, Refusal};
 
-/// Where a repository is served.
+/// Where a repository is served: an address that is not `s3://`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mirror {
-    /// An `http://` or `https://` base URL, kept with a trailing `/`.
-    Http(String),
-    /// A directory, given as a path or a `file://` URL.
-    Directory(PathBuf),
-}
+pub struct Mirror(Address);
 
 /// Why a mirror's address cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("mirror {text:?}: {reason}")]
-pub struct InvalidMirror {
-    pub text: String,
-    pub reason: String,
-}
+#[error("mirror {0}")]
+pub struct InvalidMirror(#[source] pub InvalidAddress);
 
 /// Where one file is on one mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,26 +25,33 @@ pub enum MirrorFile {
 
 impl Mirror {
     pub fn parse(text: &str) -> Result<Mirror, InvalidMirror> {
-        let invalid = |reason: String| InvalidMirror {
-            text: text.to_owned(),
-            reason,
-        };
-        match Address::parse(text).map_err(|e| invalid(e.reason))? {
-            Address::Http(base) => Ok(Mirror::Http(base)),
-            Address::Dir(path) => Ok(Mirror::Directory(path)),
-            Address::S3 { .. } => Err(invalid(
-                "an s3:// URL; a mirror is an http(s):// URL (a bucket's HTTP URL), a file:/// \
-                 URL or a directory"
-                    .into(),
-            )),
+        match Address::parse(text).map_err(InvalidMirror)? {
+            Address::S3 { .. } => Err(InvalidMirror(InvalidAddress {
+                text: text.to_owned(),
+                refusal: Refusal::S3Mirror,
+            })),
+            address => Ok(Mirror(address)),
         }
+    }
+
+    /// The mirror at an `http(s)://` base URL already parsed, ending in `/`.
+    pub fn http(base: String) -> Mirror {
+        Mirror(Address::Http(base))
+    }
+
+    /// The mirror's address.
+    pub fn address(&self) -> &Address {
+        &self.0
     }
 
     /// Where `path` (relative to the repository's root) is on this mirror.
     pub fn locate(&self, path: &str) -> MirrorFile {
-        match self {
-            Mirror::Http(base) => MirrorFile::Url(format!("{base}{path}")),
-            Mirror::Directory(dir) => MirrorFile::File(dir.join(path)),
+        match &self.0 {
+            Address::Http(base) => MirrorFile::Url(format!("{base}{path}")),
+            Address::Dir(dir) => MirrorFile::File(dir.join(path)),
+            // Never a mirror (`parse` refuses it); named by its URL, which
+            // no fetch reaches.
+            bucket @ Address::S3 { .. } => MirrorFile::Url(format!("{bucket}/{path}")),
         }
     }
 }
@@ -67,10 +67,7 @@ impl fmt::Display for MirrorFile {
 
 impl fmt::Display for Mirror {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Mirror::Http(base) => f.write_str(base),
-            Mirror::Directory(dir) => write!(f, "{}", dir.display()),
-        }
+        self.0.fmt(f)
     }
 }
 
@@ -113,8 +110,8 @@ mod tests {
             );
         }
         assert_eq!(
-            Mirror::parse("mirror").unwrap(),
-            Mirror::Directory("mirror".into())
+            Mirror::parse("mirror").unwrap().address(),
+            &Address::Dir("mirror".into())
         );
     }
 

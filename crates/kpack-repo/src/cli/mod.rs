@@ -19,10 +19,11 @@ use kpack_repo::manifest;
 use kpack_repo::mirror::{mirror, Scope};
 use kpack_repo::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
 use kpack_repo::source::Source;
-use kpack_repo::store::{S3Options, Store, StoreAddress};
+use kpack_repo::store::{store_address, S3Options, Store, StoreError};
 use kpack_repo::tidy::collect_garbage;
 use kpack_repo::unpacked::verify_unpacked_sizes;
 use kpack_repo::verify::verify_repository_with;
+use kpack_repo_index::address::Address;
 use kpack_repo_index::fetch::Progress;
 use kpack_repo_index::limits::{self, Limits};
 use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
@@ -65,7 +66,7 @@ impl StorageArgs {
         }
     }
 
-    fn open(&self, location: &StoreAddress) -> anyhow::Result<Publisher> {
+    fn open(&self, location: &Address) -> anyhow::Result<Publisher> {
         let options = PublishOptions {
             s3: self.s3(),
             check_conditional_writes: !self.no_conditional_writes,
@@ -120,7 +121,7 @@ struct KeygenArgs {
 struct AddArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     package: PackageName,
     version: semver::Version,
     /// Artifacts: .kpack archives, .tar.zst trees, or directories (packed
@@ -154,7 +155,7 @@ struct AddArgs {
 struct BuildArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     /// Manifests, and directories of manifests (a manifest set).
     #[arg(required = true)]
     manifests: Vec<PathBuf>,
@@ -176,7 +177,7 @@ struct BuildArgs {
 struct IndexArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     #[arg(long)]
     key: Option<PathBuf>,
 }
@@ -185,7 +186,7 @@ struct IndexArgs {
 struct PruneArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     /// How many versions of each package to keep, newest first (versions
     /// a kept one depends on exactly stay too).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -198,7 +199,7 @@ struct PruneArgs {
 struct GcArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     /// How old an unpinned file must be to go, and how long a root stays
     /// readable after a newer one replaced it: `90s`, `30m`, `24h`, `7d`.
     #[arg(long, value_name = "AGE", default_value = "24h", value_parser = age)]
@@ -230,7 +231,7 @@ fn age(text: &str) -> Result<Duration, String> {
 struct SignArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    repo: StoreAddress,
+    repo: Address,
     #[arg(long)]
     key: PathBuf,
 }
@@ -300,7 +301,7 @@ struct MirrorArgs {
     upstream: String,
     /// The mirror: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
-    dest: StoreAddress,
+    dest: Address,
     /// The upstream's public key file, or the key itself.
     #[arg(long)]
     pubkey: String,
@@ -356,8 +357,8 @@ fn group_owner(text: &str) -> Result<kpack_gpu::Owner, String> {
 
 /// A repository to write: a path or `s3://bucket/prefix`, never another URL
 /// that would become a directory named after its scheme.
-fn repository(text: &str) -> Result<StoreAddress, String> {
-    StoreAddress::parse(text).map_err(|e| e.to_string())
+fn repository(text: &str) -> Result<Address, StoreError> {
+    store_address(text)
 }
 
 fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result<()> {

@@ -7,11 +7,11 @@ mod dir;
 mod s3;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fs_err as fs;
 
-use kpack_repo_index::address::Address;
+use kpack_repo_index::address::{Address, Refusal};
 use kpack_repo_index::types::Timestamp;
 
 pub use dir::DirStore;
@@ -33,8 +33,12 @@ pub enum StoreError {
         location: String,
         error: opendal::Error,
     },
-    #[error("{url}: not a repository location: {message}")]
-    BadLocation { url: String, message: String },
+    #[error("{url}: not a repository location: {refusal}")]
+    BadLocation {
+        url: String,
+        #[source]
+        refusal: Refusal,
+    },
     #[error(
         "{location}: the store ignores conditional writes (a second create-only write of a \
          probe key succeeded), so concurrent publishers could lose updates; pass \
@@ -69,42 +73,17 @@ fn describe(error: &opendal::Error) -> String {
     text
 }
 
-/// A repository's place: a directory or `s3://bucket/prefix`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreAddress {
-    Dir(PathBuf),
-    S3 { bucket: String, prefix: String },
-}
-
-impl StoreAddress {
-    /// A path, a `file://` URL or an `s3://bucket/prefix` URL; other URLs
-    /// are refused (never a directory named after the scheme).
-    pub fn parse(text: &str) -> Result<StoreAddress, StoreError> {
-        let bad = |message: String| StoreError::BadLocation {
-            url: text.to_owned(),
-            message,
-        };
-        match Address::parse(text).map_err(|e| bad(e.reason))? {
-            Address::Dir(path) => Ok(StoreAddress::Dir(path)),
-            Address::S3 { bucket, prefix } => Ok(StoreAddress::S3 { bucket, prefix }),
-            Address::Http(_) => Err(bad(
-                "an http(s):// URL; kpack-repo writes to a directory or an s3://bucket/prefix"
-                    .into(),
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for StoreAddress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let address = match self {
-            StoreAddress::Dir(path) => Address::Dir(path.clone()),
-            StoreAddress::S3 { bucket, prefix } => Address::S3 {
-                bucket: bucket.clone(),
-                prefix: prefix.clone(),
-            },
-        };
-        address.fmt(f)
+/// `text` as a place a store can be: a directory or `s3://bucket/prefix`,
+/// parsed by [`Address::parse`]; an `http(s)://` URL is refused (never a
+/// directory named after the scheme).
+pub fn store_address(text: &str) -> Result<Address, StoreError> {
+    let refused = |refusal| StoreError::BadLocation {
+        url: text.to_owned(),
+        refusal,
+    };
+    match Address::parse(text).map_err(|e| refused(e.refusal))? {
+        Address::Http(_) => Err(refused(Refusal::HttpStore)),
+        address => Ok(address),
     }
 }
 
@@ -172,12 +151,16 @@ pub enum Store {
 
 impl Store {
     /// Opens the store at `location` (a directory is created if needed).
-    pub fn open(location: &StoreAddress, options: &S3Options) -> Result<Store, StoreError> {
+    pub fn open(location: &Address, options: &S3Options) -> Result<Store, StoreError> {
         match location {
-            StoreAddress::Dir(path) => Ok(Store::Dir(DirStore::open(path)?)),
-            StoreAddress::S3 { bucket, prefix } => {
+            Address::Dir(path) => Ok(Store::Dir(DirStore::open(path)?)),
+            Address::S3 { bucket, prefix } => {
                 Ok(Store::S3(Box::new(S3Store::open(bucket, prefix, options)?)))
             }
+            Address::Http(_) => Err(StoreError::BadLocation {
+                url: location.to_string(),
+                refusal: Refusal::HttpStore,
+            }),
         }
     }
 
@@ -308,21 +291,19 @@ mod tests {
     #[test]
     fn locations_are_directories_or_buckets_never_http() {
         assert_eq!(
-            StoreAddress::parse("file:///srv/repo").unwrap(),
-            StoreAddress::Dir("/srv/repo".into())
+            store_address("file:///srv/repo").unwrap(),
+            Address::Dir("/srv/repo".into())
         );
         assert_eq!(
-            StoreAddress::parse("s3://bucket/a/b/").unwrap().to_string(),
+            store_address("s3://bucket/a/b/").unwrap().to_string(),
             "s3://bucket/a/b"
         );
-        let error = StoreAddress::parse("https://host/r")
-            .unwrap_err()
-            .to_string();
+        let error = store_address("https://host/r").unwrap_err().to_string();
         assert!(
             error.contains("an http(s):// URL; kpack-repo writes to"),
             "{error}"
         );
-        let error = StoreAddress::parse("s3://b/../x").unwrap_err().to_string();
+        let error = store_address("s3://b/../x").unwrap_err().to_string();
         assert!(error.contains(". or .. parts"), "{error}");
     }
 }

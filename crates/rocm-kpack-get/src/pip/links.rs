@@ -294,7 +294,7 @@ fn split_url(url: &Url) -> (Mirror, String) {
     let cut = text[..path_end]
         .rfind('/')
         .map_or(path_end, |slash| slash + 1);
-    (Mirror::Http(text[..cut].to_owned()), text[cut..].to_owned())
+    (Mirror::http(text[..cut].to_owned()), text[cut..].to_owned())
 }
 
 fn dir_links(dir: &Path) -> Result<Vec<Link>, PipError> {
