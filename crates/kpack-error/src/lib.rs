@@ -17,7 +17,7 @@ pub fn messages(error: &dyn Error) -> Vec<String> {
     let mut cause = error.source();
     while let Some(next) = cause {
         let text = next.to_string();
-        if !messages.iter().any(|said| said.contains(&text)) {
+        if !messages.iter().any(|said| said.contains(text.trim_end())) {
             messages.push(text);
         }
         cause = next.source();

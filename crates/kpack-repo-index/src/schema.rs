@@ -227,8 +227,13 @@ impl Artifact {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SchemaError {
-    #[error("{file}: {message}")]
-    Parse { file: String, message: String },
+    /// toml's message names the key and the line.
+    #[error("{file}: {}", source.to_string().trim_end())]
+    Parse {
+        file: String,
+        #[source]
+        source: toml::de::Error,
+    },
     #[error(
         "{file}: format {found} is newer than this program understands (it reads format {FORMAT})"
     )]
@@ -257,10 +262,9 @@ fn to_toml_text<T: Serialize>(file: &str, value: &T) -> Result<String, SchemaErr
 }
 
 fn parse_toml<T: for<'de> Deserialize<'de>>(file: &str, text: &str) -> Result<T, SchemaError> {
-    toml::from_str(text).map_err(|e| SchemaError::Parse {
+    toml::from_str(text).map_err(|source| SchemaError::Parse {
         file: file.to_owned(),
-        // toml's message names the key and the line.
-        message: e.to_string().trim_end().to_owned(),
+        source,
     })
 }
 

@@ -197,7 +197,7 @@ impl Source {
         };
         let deadline = Instant::now() + self.limits.index_timeout;
         let mut bytes = Vec::new();
-        let found = self.copy_local(local, relative, &mut bytes, (cap, Some(deadline)))?;
+        let found = self.copy_local(local, relative, &mut bytes, cap, Some(deadline))?;
         Ok(found.then_some(bytes))
     }
 
@@ -211,7 +211,7 @@ impl Source {
         cap: Cap,
     ) -> Result<bool, FetchError> {
         match &self.origin {
-            Origin::Local(local) => self.copy_local(local, relative, out, (cap, None)),
+            Origin::Local(local) => self.copy_local(local, relative, out, cap, None),
             Origin::Http { client, mirror } => {
                 let mirrors = std::slice::from_ref(mirror);
                 let progress = self.progress.as_ref();
@@ -229,7 +229,8 @@ impl Source {
         local: &Local,
         relative: &str,
         out: &mut dyn Write,
-        (cap, deadline): (Cap, Option<Instant>),
+        cap: Cap,
+        deadline: Option<Instant>,
     ) -> Result<bool, FetchError> {
         let Some(reader) = local.reader(relative)? else {
             return Ok(false);

@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use kpack_repo_index::freshness::{Freshness, Stale};
 use kpack_repo_index::sign::{read_signed_root, verify_root, RootReadError, SignError, SignedRoot};
-use kpack_repo_index::{Families, PackageName, RootIndex, Shard, Timestamp};
+use kpack_repo_index::{Families, PackageName, RootIndex, SchemaError, Shard, Timestamp};
 use kpack_sign::PublicKey;
 
 use crate::config::RepoConfig;
@@ -75,18 +75,37 @@ pub enum RepoError {
     },
     #[error("repository {repo}: no index yet; run `kpack-get update` without --offline")]
     NotUpdated { repo: String },
+    /// No mirror served a good root; each mirror's failure, in order.
+    #[error("repository {repo}: every mirror failed:{}", list_errors(errors))]
+    EveryMirror {
+        repo: String,
+        errors: Vec<RepoError>,
+    },
     #[error(transparent)]
     Fetch(#[from] ClientError),
     #[error(transparent)]
     State(std::io::Error),
     #[error("{path}: {message}")]
     BadState { path: PathBuf, message: String },
-    #[error("repository {repo}: shard of {package}: {message}")]
+    #[error("repository {repo}: shard of {package}: {problem}")]
     Shard {
         repo: String,
         package: PackageName,
-        message: String,
+        #[source]
+        problem: ShardProblem,
     },
+}
+
+/// What is wrong with a package's shard.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShardProblem {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    Schema(Box<SchemaError>),
+    #[error("holds package {0}")]
+    OtherPackage(PackageName),
 }
 
 impl RepoError {
@@ -99,9 +118,18 @@ impl RepoError {
             | RepoError::Expired { .. }
             | RepoError::Shard { .. } => true,
             RepoError::Fetch(error) => error.is_integrity(),
+            RepoError::EveryMirror { errors, .. } => errors.iter().any(RepoError::is_verification),
             _ => false,
         }
     }
+}
+
+/// Each error on a line of its own, with its causes.
+fn list_errors(errors: &[RepoError]) -> String {
+    errors
+        .iter()
+        .map(|error| format!("\n  {}", kpack_error::one_line(error)))
+        .collect()
 }
 
 /// Explicit exceptions to the client-side protections, reported loudly.
@@ -223,7 +251,8 @@ impl RepoStore {
     }
 
     /// Fetches, verifies and stores `config`'s root from the first mirror
-    /// that offers a good one.
+    /// that offers a good one, failing over as every fetch does; when none
+    /// does, every mirror's failure is reported.
     pub fn update(
         &self,
         client: &Client,
@@ -231,18 +260,10 @@ impl RepoStore {
         trust: Trust,
     ) -> Result<Updated, RepoError> {
         let key = load_key(config)?;
-        let mut first_error = None;
-        for mirror in &config.mirrors {
-            match self.fetch_root(client, config, &key, mirror, trust) {
-                Ok(updated) => return Ok(updated),
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        Err(first_error.unwrap_or(RepoError::NotUpdated {
-            repo: config.name.clone(),
-        }))
+        let attempt = |mirror: &Mirror| self.fetch_root(client, config, &key, mirror, trust);
+        client
+            .first_mirror(&config.mirrors, attempt)
+            .map_err(|failures| no_mirror_served(config, failures))
     }
 
     fn fetch_root(
@@ -369,6 +390,42 @@ fn check_seen(
     }
 }
 
+/// Why no mirror of `config` gave a good root: one mirror's failure as it
+/// is; mirrors that each failed to serve the files, as one fetch failure
+/// naming every mirror (as every other fetch reports it); any other
+/// failures, every mirror's listed.
+fn no_mirror_served(config: &RepoConfig, failures: Vec<(&Mirror, RepoError)>) -> RepoError {
+    let mut errors: Vec<RepoError> = failures.into_iter().map(|(_, error)| error).collect();
+    if errors.len() <= 1 {
+        return errors.pop().unwrap_or(RepoError::NotUpdated {
+            repo: config.name.clone(),
+        });
+    }
+    let fetches: Option<Vec<_>> = errors
+        .iter()
+        .map(|error| match error {
+            RepoError::Fetch(ClientError::AllMirrorsFailed { path, .. }) => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    match fetches.and_then(|paths| paths.into_iter().next()) {
+        Some(path) => RepoError::Fetch(ClientError::AllMirrorsFailed {
+            path,
+            failures: errors
+                .into_iter()
+                .flat_map(|error| match error {
+                    RepoError::Fetch(ClientError::AllMirrorsFailed { failures, .. }) => failures,
+                    _ => Vec::new(),
+                })
+                .collect(),
+        }),
+        None => RepoError::EveryMirror {
+            repo: config.name.clone(),
+            errors,
+        },
+    }
+}
+
 fn load_key(config: &RepoConfig) -> Result<PublicKey, RepoError> {
     PublicKey::load(&config.key).map_err(|source| RepoError::Key {
         repo: config.name.clone(),
@@ -430,10 +487,10 @@ impl Repo {
             return Ok(None);
         };
         let path = entry.shard_path(name);
-        let bad = |message: String| RepoError::Shard {
+        let bad = |problem| RepoError::Shard {
             repo: self.config.name.clone(),
             package: name.clone(),
-            message,
+            problem,
         };
         let bytes = match cache.shard(&entry.sha256) {
             Some(bytes) => bytes,
@@ -450,10 +507,11 @@ impl Repo {
                 bytes
             }
         };
-        let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".into()))?;
-        let shard = Shard::parse(path.as_str(), text).map_err(|e| bad(e.to_string()))?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| bad(ShardProblem::NotUtf8))?;
+        let shard = Shard::parse(path.as_str(), text)
+            .map_err(|e| bad(ShardProblem::Schema(Box::new(e))))?;
         if &shard.name != name {
-            return Err(bad(format!("holds package {}", shard.name)));
+            return Err(bad(ShardProblem::OtherPackage(shard.name)));
         }
         Ok(Some(shard))
     }

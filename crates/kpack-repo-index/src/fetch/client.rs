@@ -9,8 +9,9 @@ use std::time::Duration;
 use crate::limits::{Cap, Limits};
 use crate::{RelativePath, Sha256};
 
-use super::transfer::{self, Small};
-use super::{Cache, Mirror, Progress, Silent};
+use super::failover::Walk;
+use super::transfer::{self, Small, Transfer};
+use super::{AttemptError, Cache, Mirror, Progress, Silent};
 
 /// Why files could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -32,15 +33,17 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot start the HTTP client: {message}")]
-    Setup { message: String },
+    #[error("cannot start the HTTP client: {0}")]
+    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot start the HTTP client: a download task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// One mirror's last failure for a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct MirrorFailure {
     pub url: String,
-    pub error: String,
+    pub error: AttemptError,
     /// The mirror served bytes that do not match the index's pin.
     pub integrity: bool,
     /// The mirror does not have the file.
@@ -49,7 +52,7 @@ pub struct MirrorFailure {
 
 impl MirrorFailure {
     /// A failure whose URL is filled in when its mirror is given up.
-    pub(super) fn new(error: String, integrity: bool, missing: bool) -> MirrorFailure {
+    pub(super) fn new(error: AttemptError, integrity: bool, missing: bool) -> MirrorFailure {
         MirrorFailure {
             url: String::new(),
             error,
@@ -136,20 +139,20 @@ pub struct Client {
 
 impl Client {
     pub fn new(options: ClientOptions) -> Result<Client, ClientError> {
-        let setup = |message: String| ClientError::Setup { message };
+        let setup = |error: Box<dyn std::error::Error + Send + Sync>| ClientError::Setup(error);
         // The ring provider, installed once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| setup(e.to_string()))?;
+            .map_err(|e| setup(Box::new(e)))?;
         let http = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .read_timeout(options.read_timeout)
             .user_agent(concat!("kpack-get/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| setup(e.to_string()))?;
+            .map_err(|e| setup(Box::new(e)))?;
         Ok(Client {
             runtime,
             http,
@@ -234,14 +237,37 @@ impl Client {
                 path: path.to_owned(),
             });
         }
-        self.runtime.block_on(transfer::fetch_stream(
-            &self.http,
-            &self.options,
-            (mirrors, path),
-            cap,
-            out,
+        let transfer = self.transfer(progress);
+        self.runtime
+            .block_on(transfer.stream(mirrors, path, cap, out))
+    }
+
+    /// What every transfer of this client shares.
+    fn transfer<'a>(&'a self, progress: &'a dyn Progress) -> Transfer<'a> {
+        Transfer {
+            http: &self.http,
+            options: &self.options,
             progress,
-        ))
+        }
+    }
+
+    /// Runs `attempt` on each of `mirrors` in turn until one succeeds, in
+    /// the order every fetch fails over in (the attempt's own fetches
+    /// retry); when none does, every mirror's failure, in that order.
+    pub fn first_mirror<'m, T, E>(
+        &self,
+        mirrors: &'m [Mirror],
+        mut attempt: impl FnMut(&Mirror) -> Result<T, E>,
+    ) -> Result<T, Vec<(&'m Mirror, E)>> {
+        let mut walk = Walk::new(mirrors);
+        while let Some(mirror) = walk.current() {
+            match attempt(mirror) {
+                Ok(value) => return Ok(value),
+                Err(error) => walk.failed(error),
+            }
+            walk.give_up(|_, error| error);
+        }
+        Err(walk.into_failures())
     }
 
     fn fetch_small(
@@ -256,13 +282,8 @@ impl Client {
                 path: path.to_owned(),
             });
         }
-        self.runtime.block_on(transfer::fetch_small(
-            &self.http,
-            &self.options,
-            (mirrors, path),
-            small,
-            progress,
-        ))
+        let transfer = self.transfer(progress);
+        self.runtime.block_on(transfer.small(mirrors, path, small))
     }
 
     /// Every file of `wanted` into `cache`, at most `concurrency` at once;

@@ -5,11 +5,14 @@
 
 pub mod cache;
 mod client;
+mod failover;
+mod failure;
 mod mirror;
 pub mod progress;
 mod transfer;
 
 pub use cache::{Cache, CleanReport};
 pub use client::{Client, ClientError, ClientOptions, MirrorFailure, Wanted};
+pub use failure::AttemptError;
 pub use mirror::{InvalidMirror, Mirror, MirrorFile};
 pub use progress::{Progress, Silent};

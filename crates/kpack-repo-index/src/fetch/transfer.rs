@@ -1,7 +1,7 @@
-//! Fetching one file: the one retry and failover loop over mirrors, and
-//! the attempts it runs (a small file into memory, a pinned file into the
-//! cache with resume and a streaming hash), each saying what its failure
-//! means (retry here, try the next mirror, or stop).
+//! Fetching one file through the one failover over mirrors
+//! ([`Failover`]): the attempts it runs (a small file into memory, a file
+//! streamed into a writer, a pinned file into the cache with resume and a
+//! streaming hash), each saying what its failure means.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -10,141 +10,19 @@ use std::sync::Arc;
 use fs_err::File;
 use tokio::task::JoinSet;
 
-use super::{
-    Cache, ClientError, ClientOptions, Mirror, MirrorFailure, MirrorFile, Progress, Wanted,
-};
-use crate::limits::{Cap, LimitError, Limits, LowSpeed};
+use super::failover::Failover;
+use super::failure::{AttemptError, Failure};
+use super::{Cache, ClientError, ClientOptions, Mirror, MirrorFile, Progress, Wanted};
+use crate::limits::{Cap, LimitError, LowSpeed};
 use crate::{HashingWriter, Sha256};
 
-/// What became of one attempt.
-enum Failure {
-    /// Worth trying again on the same mirror (connection, timeout, 5xx).
-    Retry(String),
-    /// This mirror cannot serve the file (wrong bytes, refused).
-    NextMirror { error: String, integrity: bool },
-    /// This mirror does not have the file.
-    Missing(String),
-    /// Nothing else will help (local disk).
-    Fatal(ClientError),
-}
-
-impl From<std::io::Error> for Failure {
-    /// A local file-system error: no mirror can help with it.
-    fn from(error: std::io::Error) -> Failure {
-        Failure::Fatal(ClientError::Cache(error))
-    }
-}
-
-/// The one retry and failover policy: each mirror in order, retried with
-/// backoff while its failures say a retry may help; when every mirror has
-/// failed, the error lists each one's last failure.
-///
-/// ```text
-/// while let Some(location) = failover.next().await {
-///     match attempt(location).await { Ok(v) => return Ok(v), Err(f) => failover.failed(f)? }
-/// }
-/// Err(failover.into_error())
-/// ```
-struct Failover<'a> {
-    options: &'a ClientOptions,
-    mirrors: &'a [Mirror],
-    path: &'a str,
-    progress: &'a dyn Progress,
-    /// The mirror being tried, and the attempts made on it.
-    mirror: usize,
-    attempts: u32,
-    /// The last failure on the mirror being tried, with no URL yet.
-    last: Option<MirrorFailure>,
-    failures: Vec<MirrorFailure>,
-}
-
-impl<'a> Failover<'a> {
-    fn new(
-        options: &'a ClientOptions,
-        mirrors: &'a [Mirror],
-        path: &'a str,
-        progress: &'a dyn Progress,
-    ) -> Failover<'a> {
-        Failover {
-            options,
-            mirrors,
-            path,
-            progress,
-            mirror: 0,
-            attempts: 0,
-            last: None,
-            failures: Vec::new(),
-        }
-    }
-
-    fn allowed(&self) -> u32 {
-        self.options.attempts.max(1)
-    }
-
-    /// Where to try next (after the backoff a retry waits); `None` once
-    /// every mirror has failed.
-    async fn next(&mut self) -> Option<MirrorFile> {
-        loop {
-            let mirror = self.mirrors.get(self.mirror)?;
-            if self.attempts < self.allowed() {
-                if self.attempts > 0 {
-                    let delay = self.options.backoff * 2u32.pow(self.attempts - 1);
-                    tokio::time::sleep(delay).await;
-                }
-                self.attempts += 1;
-                return Some(mirror.locate(self.path));
-            }
-            self.give_up_on_mirror(mirror);
-        }
-    }
-
-    /// Takes an attempt's failure: a fatal one ends the fetch.
-    fn failed(&mut self, failure: Failure) -> Result<(), ClientError> {
-        match failure {
-            Failure::Fatal(error) => return Err(error),
-            Failure::Retry(error) => {
-                if self.attempts < self.allowed() {
-                    if let Some(mirror) = self.mirrors.get(self.mirror) {
-                        let location = mirror.locate(self.path);
-                        self.progress
-                            .note(&format!("{location}: {error}; retrying"));
-                    }
-                }
-                self.last = Some(MirrorFailure::new(error, false, false));
-            }
-            Failure::NextMirror { error, integrity } => {
-                self.last = Some(MirrorFailure::new(error, integrity, false));
-                self.attempts = self.allowed();
-            }
-            Failure::Missing(error) => {
-                self.last = Some(MirrorFailure::new(error, false, true));
-                self.attempts = self.allowed();
-            }
-        }
-        Ok(())
-    }
-
-    fn give_up_on_mirror(&mut self, mirror: &Mirror) {
-        if let Some(mut failure) = self.last.take() {
-            let location = mirror.locate(self.path);
-            if self.mirror + 1 < self.mirrors.len() {
-                let error = &failure.error;
-                self.progress
-                    .note(&format!("{location}: {error}; trying the next mirror"));
-            }
-            failure.url = location.to_string();
-            self.failures.push(failure);
-        }
-        self.mirror += 1;
-        self.attempts = 0;
-    }
-
-    fn into_error(self) -> ClientError {
-        ClientError::AllMirrorsFailed {
-            path: self.path.to_owned(),
-            failures: self.failures,
-        }
-    }
+/// What every transfer of a client shares: its HTTP client, its options
+/// and where retries and progress are told.
+#[derive(Clone, Copy)]
+pub(super) struct Transfer<'a> {
+    pub http: &'a reqwest::Client,
+    pub options: &'a ClientOptions,
+    pub progress: &'a dyn Progress,
 }
 
 /// How a small file is read: the digest it must have, its cap, and the
@@ -167,48 +45,121 @@ impl Small<'_> {
     }
 }
 
-/// A small file, into memory, from the first mirror that has it, read up
-/// to its cap; with a pin, only bytes with that hash are taken.
-pub(super) async fn fetch_small(
-    http: &reqwest::Client,
-    options: &ClientOptions,
-    (mirrors, path): (&[Mirror], &str),
-    small: Small<'_>,
-    progress: &dyn Progress,
-) -> Result<Vec<u8>, ClientError> {
-    let mut failover = Failover::new(options, mirrors, path, progress);
-    while let Some(location) = failover.next().await {
-        match read_small(http, &options.limits, &location, small).await {
-            Ok(bytes) => return Ok(bytes),
-            Err(failure) => failover.failed(failure)?,
+impl Transfer<'_> {
+    /// A small file, into memory, from the first mirror that has it, read
+    /// up to its cap; with a pin, only bytes with that hash are taken.
+    pub async fn small(
+        self,
+        mirrors: &[Mirror],
+        path: &str,
+        small: Small<'_>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let mut failover = Failover::new(self.options, mirrors, path, self.progress);
+        while let Some(location) = failover.next().await {
+            match self.read_small(&location, small).await {
+                Ok(bytes) => return Ok(bytes),
+                Err(failure) => failover.failed(failure)?,
+            }
+        }
+        Err(failover.into_error())
+    }
+
+    /// One attempt at a small file; with a pin, other bytes are refused.
+    async fn read_small(self, location: &MirrorFile, small: Small<'_>) -> Result<Vec<u8>, Failure> {
+        let limits = &self.options.limits;
+        let bytes = match location {
+            MirrorFile::Url(url) => {
+                let deadline = tokio::time::Instant::now() + limits.index_timeout;
+                let get = self.get_small(url, small);
+                tokio::time::timeout_at(deadline, get)
+                    .await
+                    .unwrap_or_else(|_| Err(too_slow(LimitError::Deadline(limits.index_timeout))))?
+            }
+            MirrorFile::File(file) => read_file_small(file, small.cap)?,
+        };
+        match small.pin {
+            Some(pin) if Sha256::of(&bytes) != pin => {
+                Err(Failure::integrity(AttemptError::WrongHash {
+                    actual: Sha256::of(&bytes),
+                    pinned: pin,
+                    discarded: false,
+                }))
+            }
+            _ => Ok(bytes),
         }
     }
-    Err(failover.into_error())
-}
 
-/// One attempt at a small file; with a pin, other bytes are refused.
-async fn read_small(
-    http: &reqwest::Client,
-    limits: &Limits,
-    location: &MirrorFile,
-    Small { pin, cap, accept }: Small<'_>,
-) -> Result<Vec<u8>, Failure> {
-    let bytes = match location {
-        MirrorFile::Url(url) => {
-            let deadline = tokio::time::Instant::now() + limits.index_timeout;
-            let get = get_small(http, limits, url, (cap, accept));
-            tokio::time::timeout_at(deadline, get)
-                .await
-                .unwrap_or_else(|_| Err(too_slow(LimitError::Deadline(limits.index_timeout))))?
+    /// GET of a small file (asking for the media types `small` names),
+    /// refused as soon as it is declared or grows past its cap, or arrives
+    /// slower than the minimum rate.
+    async fn get_small(
+        self,
+        url: &str,
+        Small { cap, accept, .. }: Small<'_>,
+    ) -> Result<Vec<u8>, Failure> {
+        let mut request = self.http.get(url);
+        if let Some(accept) = accept {
+            request = request.header(reqwest::header::ACCEPT, accept);
         }
-        MirrorFile::File(file) => read_file_small(file, cap)?,
-    };
-    match pin {
-        Some(pin) if Sha256::of(&bytes) != pin => Err(Failure::NextMirror {
-            error: format!("sha256 {}, but the index pins {pin}", Sha256::of(&bytes)),
-            integrity: true,
-        }),
-        _ => Ok(bytes),
+        let mut response = request.send().await.map_err(Failure::request)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(Failure::status(status));
+        }
+        let declared = response.content_length();
+        if let Some(declared) = declared.filter(|d| *d > cap.bytes()) {
+            return Err(over_cap(
+                LimitError::DeclaredTooLarge { declared, cap },
+                cap,
+            ));
+        }
+        let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+        let mut speed = LowSpeed::new(&self.options.limits);
+        while let Some(chunk) = next_chunk(&mut response, &mut speed)
+            .await
+            .map_err(Failure::Retry)?
+        {
+            cap.check((bytes.len() + chunk.len()) as u64)
+                .map_err(|e| over_cap(e, cap))?;
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+
+    /// A file streamed into `out` from the first mirror that has it, at
+    /// most `cap` bytes and no slower than the minimum rate. A retry, or
+    /// the next mirror, resumes after the bytes `out` has taken (asking for
+    /// the rest with a range, or skipping what a server sends again).
+    /// `false`, with nothing written, when no mirror has it.
+    pub async fn stream(
+        self,
+        mirrors: &[Mirror],
+        path: &str,
+        cap: Cap,
+        out: &mut dyn Write,
+    ) -> Result<bool, ClientError> {
+        let mut failover = Failover::new(self.options, mirrors, path, self.progress);
+        let mut stream = Stream {
+            path,
+            out,
+            cap,
+            written: 0,
+        };
+        while let Some(location) = failover.next().await {
+            let attempt = match &location {
+                MirrorFile::Url(url) => stream.http(self, url).await,
+                MirrorFile::File(file) => stream.file(file),
+            };
+            match attempt {
+                Ok(()) => return Ok(true),
+                Err(failure) => failover.failed(failure)?,
+            }
+        }
+        let error = failover.into_error();
+        if stream.written == 0 && error.is_missing() {
+            return Ok(false);
+        }
+        Err(error)
     }
 }
 
@@ -218,50 +169,9 @@ fn read_file_small(file: &Path, cap: Cap) -> Result<Vec<u8>, Failure> {
     open_mirror_file(file)?
         .take(cap.bytes() + 1)
         .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
+        .map_err(Failure::unreadable)?;
     cap.check(bytes.len() as u64)
         .map_err(|e| over_cap(e, cap))?;
-    Ok(bytes)
-}
-
-/// GET of a small file (asking for the media types `accept` names),
-/// refused as soon as it is declared or grows past `cap`, or arrives
-/// slower than the minimum rate.
-async fn get_small(
-    http: &reqwest::Client,
-    limits: &Limits,
-    url: &str,
-    (cap, accept): (Cap, Option<&str>),
-) -> Result<Vec<u8>, Failure> {
-    let mut request = http.get(url);
-    if let Some(accept) = accept {
-        request = request.header(reqwest::header::ACCEPT, accept);
-    }
-    let mut response = request
-        .send()
-        .await
-        .map_err(|e| Failure::Retry(describe(&e)))?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(status_failure(status));
-    }
-    let declared = response.content_length();
-    if let Some(declared) = declared.filter(|d| *d > cap.bytes()) {
-        return Err(over_cap(
-            LimitError::DeclaredTooLarge { declared, cap },
-            cap,
-        ));
-    }
-    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
-    let mut speed = LowSpeed::new(limits);
-    while let Some(chunk) = next_chunk(&mut response, &mut speed)
-        .await
-        .map_err(Failure::Retry)?
-    {
-        cap.check((bytes.len() + chunk.len()) as u64)
-            .map_err(|e| over_cap(e, cap))?;
-        bytes.extend_from_slice(&chunk);
-    }
     Ok(bytes)
 }
 
@@ -270,60 +180,19 @@ async fn get_small(
 async fn next_chunk(
     response: &mut reqwest::Response,
     speed: &mut LowSpeed,
-) -> Result<Option<bytes::Bytes>, String> {
+) -> Result<Option<bytes::Bytes>, AttemptError> {
     loop {
         let window_end = tokio::time::Instant::from_std(speed.window_end());
         match tokio::time::timeout_at(window_end, response.chunk()).await {
             Ok(Ok(chunk)) => {
                 let length = chunk.as_ref().map_or(0, |c| c.len() as u64);
-                speed
-                    .received(length, std::time::Instant::now())
-                    .map_err(|e| e.to_string())?;
+                speed.received(length, std::time::Instant::now())?;
                 return Ok(chunk);
             }
-            Ok(Err(e)) => return Err(describe(&e)),
-            Err(_) => speed
-                .received(0, std::time::Instant::now())
-                .map_err(|e| e.to_string())?,
+            Ok(Err(e)) => return Err(AttemptError::Request(e)),
+            Err(_) => speed.received(0, std::time::Instant::now())?,
         }
     }
-}
-
-/// A file streamed into `out` from the first mirror that has it, at most
-/// `cap` bytes and no slower than the minimum rate. A retry, or the next
-/// mirror, resumes after the bytes `out` has taken (asking for the rest
-/// with a range, or skipping what a server sends again). `false`, with
-/// nothing written, when no mirror has it.
-pub(super) async fn fetch_stream(
-    http: &reqwest::Client,
-    options: &ClientOptions,
-    (mirrors, path): (&[Mirror], &str),
-    cap: Cap,
-    out: &mut dyn Write,
-    progress: &dyn Progress,
-) -> Result<bool, ClientError> {
-    let mut failover = Failover::new(options, mirrors, path, progress);
-    let mut stream = Stream {
-        path,
-        out,
-        cap,
-        written: 0,
-    };
-    while let Some(location) = failover.next().await {
-        let attempt = match &location {
-            MirrorFile::Url(url) => stream.http(http, &options.limits, url).await,
-            MirrorFile::File(file) => stream.file(file),
-        };
-        match attempt {
-            Ok(()) => return Ok(true),
-            Err(failure) => failover.failed(failure)?,
-        }
-    }
-    let error = failover.into_error();
-    if stream.written == 0 && error.is_missing() {
-        return Ok(false);
-    }
-    Err(error)
 }
 
 /// A file being streamed into a writer, which takes each byte once.
@@ -337,32 +206,26 @@ struct Stream<'a> {
 
 impl Stream<'_> {
     /// One GET, for the rest of the file when part of it was written.
-    async fn http(
-        &mut self,
-        http: &reqwest::Client,
-        limits: &Limits,
-        url: &str,
-    ) -> Result<(), Failure> {
-        let mut request = http.get(url);
+    async fn http(&mut self, transfer: Transfer<'_>, url: &str) -> Result<(), Failure> {
+        let mut request = transfer.http.get(url);
         if self.written > 0 {
             let range = format!("bytes={}-", self.written);
             request = request.header(reqwest::header::RANGE, range);
         }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| Failure::Retry(describe(&e)))?;
+        let mut response = request.send().await.map_err(Failure::request)?;
         let mut position = match response.status().as_u16() {
             206 if self.written > 0 => {
                 let start = content_range(&response).and_then(|(start, _)| start.parse().ok());
                 if start != Some(self.written) {
-                    let error = format!("asked for bytes from {}, got {start:?}", self.written);
-                    return Err(Failure::Retry(error));
+                    return Err(Failure::Retry(AttemptError::StreamRange {
+                        asked: self.written,
+                        got: start,
+                    }));
                 }
                 self.written
             }
             200 => 0,
-            _ => return Err(status_failure(response.status())),
+            _ => return Err(Failure::status(response.status())),
         };
         if let Some(declared) = response.content_length().map(|length| position + length) {
             if declared > self.cap.bytes() {
@@ -373,14 +236,17 @@ impl Stream<'_> {
                 ));
             }
         }
-        let mut speed = LowSpeed::new(limits);
+        let mut speed = LowSpeed::new(&transfer.options.limits);
         loop {
             let chunk = match next_chunk(&mut response, &mut speed).await {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => return Ok(()),
                 Err(error) => {
-                    let error = format!("{error} after {} bytes", self.written);
-                    return Err(Failure::Retry(error));
+                    return Err(Failure::Retry(AttemptError::Interrupted {
+                        cause: Box::new(error),
+                        arrived: self.written,
+                        size: None,
+                    }));
                 }
             };
             self.take(position, &chunk)?;
@@ -392,10 +258,10 @@ impl Stream<'_> {
     fn file(&mut self, file: &Path) -> Result<(), Failure> {
         let mut file = open_mirror_file(file)?;
         file.seek(SeekFrom::Start(self.written))
-            .map_err(unreadable)?;
+            .map_err(Failure::unreadable)?;
         let mut buffer = vec![0u8; 1 << 16];
         loop {
-            let n = file.read(&mut buffer).map_err(unreadable)?;
+            let n = file.read(&mut buffer).map_err(Failure::unreadable)?;
             let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
                 return Ok(());
             };
@@ -426,66 +292,26 @@ impl Stream<'_> {
     }
 }
 
-/// What a status that brings no file means: retry a busy or failing
-/// server, go on from a mirror without the file or refusing it.
-fn status_failure(status: reqwest::StatusCode) -> Failure {
-    let error = format!("HTTP {status}");
-    match status.as_u16() {
-        404 | 410 => Failure::Missing(error),
-        416 | 429 | 500..=599 => Failure::Retry(error),
-        _ => Failure::NextMirror {
-            error,
-            integrity: false,
-        },
-    }
-}
-
 /// A file of a directory mirror, opened; an absent file is missing there.
 fn open_mirror_file(file: &Path) -> Result<File, Failure> {
     File::open(file).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Failure::Missing(e.to_string()),
-        _ => unreadable(e),
+        std::io::ErrorKind::NotFound => Failure::Missing(AttemptError::Io(e)),
+        _ => Failure::unreadable(e),
     })
 }
 
-/// A directory mirror's file that cannot be read: another mirror may do.
-fn unreadable(error: std::io::Error) -> Failure {
-    Failure::NextMirror {
-        error: error.to_string(),
-        integrity: false,
-    }
-}
-
-/// A read past a cap: wrong bytes when the signed index pinned the size,
-/// else a file too large to accept; no retry helps either way.
+/// A read past `cap`: wrong bytes when the signed index pinned the size.
 fn over_cap(error: LimitError, cap: Cap) -> Failure {
-    Failure::NextMirror {
-        error: error.to_string(),
-        integrity: cap.is_pinned(),
-    }
+    Failure::over_cap(error, cap.is_pinned())
 }
 
 /// A transfer given up for time: retried as a timeout is.
 fn too_slow(error: LimitError) -> Failure {
-    Failure::Retry(error.to_string())
+    Failure::Retry(AttemptError::Limit(error))
 }
 
-/// A reqwest error with its causes, which hold the useful part
-/// ("connection refused", "operation timed out").
-fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
+/// Every file of `items` into `cache`, at most `concurrency` at once; the
+/// first failure stops the rest.
 pub(super) async fn fetch_many(
     http: &reqwest::Client,
     options: &ClientOptions,
@@ -503,9 +329,7 @@ pub(super) async fn fetch_many(
             .clone()
             .acquire_owned()
             .await
-            .map_err(|e| ClientError::Setup {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| ClientError::Setup(Box::new(e)))?;
         while let Some(joined) = tasks.try_join_next() {
             finished(joined).inspect_err(|_| tasks.abort_all())?;
         }
@@ -515,7 +339,17 @@ pub(super) async fn fetch_many(
         let progress = progress.clone();
         tasks.spawn(async move {
             let _permit = permit;
-            fetch_pinned(&http, &options, &cache, &item, progress.as_ref()).await
+            let transfer = Transfer {
+                http: &http,
+                options: &options,
+                progress: progress.as_ref(),
+            };
+            let pinned = Pinned {
+                transfer,
+                cache: &cache,
+                item: &item,
+            };
+            pinned.fetch().await
         });
     }
     while let Some(joined) = tasks.join_next().await {
@@ -528,55 +362,63 @@ pub(super) async fn fetch_many(
 fn finished(
     joined: Result<Result<(), ClientError>, tokio::task::JoinError>,
 ) -> Result<(), ClientError> {
-    joined.unwrap_or_else(|e| {
-        Err(ClientError::Setup {
-            message: format!("a download task failed: {e}"),
-        })
-    })
+    joined.unwrap_or_else(|e| Err(ClientError::Task(e)))
 }
 
-/// One pinned file into the cache, resuming what an earlier attempt (or
-/// another process) left.
-async fn fetch_pinned(
-    http: &reqwest::Client,
-    options: &ClientOptions,
-    cache: &Cache,
-    item: &Wanted,
-    progress: &dyn Progress,
-) -> Result<(), ClientError> {
-    let sha256 = item.sha256;
-    let opener = cache.clone();
-    // Another process may be fetching the same file: wait for its lock,
-    // then take what it left (complete, or partial to resume).
-    let mut file = off_thread(move || opener.open_partial(&sha256)).await?;
-    if cache.get(&item.sha256, item.size).is_some() {
-        progress.finish(&item.sha256, true);
-        return Ok(());
-    }
-    let mut failover = Failover::new(options, &item.mirrors, item.path.as_str(), progress);
-    loop {
-        let Some(location) = failover.next().await else {
-            return Err(failover.into_error());
-        };
-        let attempt = match &location {
-            MirrorFile::Url(url) => {
-                let limits = &options.limits;
-                attempt_http(http, (cache, limits), url, item, &mut file, progress).await
-            }
-            MirrorFile::File(source) => attempt_file(source, item, &mut file, progress),
-        };
-        match attempt {
-            Ok(()) => break,
-            Err(failure) => failover.failed(failure)?,
+/// A pinned file being fetched into the cache.
+#[derive(Clone, Copy)]
+struct Pinned<'a> {
+    transfer: Transfer<'a>,
+    cache: &'a Cache,
+    item: &'a Wanted,
+}
+
+impl Pinned<'_> {
+    /// One pinned file into the cache, resuming what an earlier attempt (or
+    /// another process) left.
+    async fn fetch(self) -> Result<(), ClientError> {
+        let Pinned {
+            transfer,
+            cache,
+            item,
+        } = self;
+        let progress = transfer.progress;
+        let sha256 = item.sha256;
+        let opener = cache.clone();
+        // Another process may be fetching the same file: wait for its lock,
+        // then take what it left (complete, or partial to resume).
+        let mut file = off_thread(move || opener.open_partial(&sha256)).await?;
+        if cache.get(&item.sha256, item.size).is_some() {
+            progress.finish(&item.sha256, true);
+            return Ok(());
         }
+        let mut failover = Failover::new(
+            transfer.options,
+            &item.mirrors,
+            item.path.as_str(),
+            progress,
+        );
+        loop {
+            let Some(location) = failover.next().await else {
+                return Err(failover.into_error());
+            };
+            let attempt = match &location {
+                MirrorFile::Url(url) => self.attempt_http(url, &mut file).await,
+                MirrorFile::File(source) => attempt_file(source, item, &mut file, progress),
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(failure) => failover.failed(failure)?,
+            }
+        }
+        // Durable before it is named by its hash; the flush runs on a
+        // blocking thread so other downloads keep going.
+        let synced = file.try_clone().map_err(ClientError::Cache)?;
+        off_thread(move || synced.sync_all()).await?;
+        cache.commit(&item.sha256).map_err(ClientError::Cache)?;
+        progress.finish(&item.sha256, false);
+        Ok(())
     }
-    // Durable before it is named by its hash; the flush runs on a
-    // blocking thread so other downloads keep going.
-    let synced = file.try_clone().map_err(ClientError::Cache)?;
-    off_thread(move || synced.sync_all()).await?;
-    cache.commit(&item.sha256).map_err(ClientError::Cache)?;
-    progress.finish(&item.sha256, false);
-    Ok(())
 }
 
 /// Runs blocking file work (waiting for a lock, flushing) on a thread of
@@ -586,74 +428,66 @@ async fn off_thread<T: Send + 'static>(
 ) -> Result<T, ClientError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ClientError::Setup {
-            message: e.to_string(),
-        })?
+        .map_err(|e| ClientError::Setup(Box::new(e)))?
         .map_err(ClientError::Cache)
 }
 
 /// An HTTP attempt; when it resumed from bytes kept from before (another
 /// mirror's, or damaged on disk) and the result does not match the pin,
 /// the whole file is fetched once more before this mirror is blamed.
-async fn attempt_http(
-    http: &reqwest::Client,
-    (cache, limits): (&Cache, &Limits),
-    url: &str,
-    item: &Wanted,
-    file: &mut File,
-    progress: &dyn Progress,
-) -> Result<(), Failure> {
-    let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
-    match download(http, (cache, limits), url, item, file, progress).await {
-        Err(Failure::NextMirror {
-            error,
-            integrity: true,
-        }) if resumed => {
-            progress.note(&format!("{url}: {error}; fetching the whole file again"));
-            download(http, (cache, limits), url, item, file, progress).await
+impl Pinned<'_> {
+    async fn attempt_http(self, url: &str, file: &mut File) -> Result<(), Failure> {
+        let resumed = file.metadata().is_ok_and(|m| m.len() > 0);
+        match self.download(url, file).await {
+            Err(Failure::NextMirror {
+                error,
+                integrity: true,
+            }) if resumed => {
+                let note = format!("{url}: {error}; fetching the whole file again");
+                self.transfer.progress.note(&note);
+                self.download(url, file).await
+            }
+            result => result,
         }
-        result => result,
     }
-}
 
-/// One GET of `url` into the partial file, resuming from what it holds.
-async fn download(
-    http: &reqwest::Client,
-    (cache, limits): (&Cache, &Limits),
-    url: &str,
-    item: &Wanted,
-    file: &mut File,
-    progress: &dyn Progress,
-) -> Result<(), Failure> {
-    let mut have = file.metadata()?.len();
-    if have > item.size {
-        file.set_len(0)?;
-        have = 0;
-    }
-    let response = resume_request(http, cache, url, item, have)
-        .send()
-        .await
-        .map_err(|e| Failure::Retry(describe(&e)))?;
-    let have = resume_point(&response, have, url, file, progress)?;
-    check_declared_size(&response, have, item)?;
-    record_origin(cache, item, url, &response)?;
-    let sink = Sink::start(file.try_clone()?, have)?;
-    progress.start(&item.sha256, item.path.as_str(), item.size, have);
-    let ((written, actual), stopped) =
-        receive(response, sink, (have, limits), item, progress).await?;
-    if let Some(failure) = stopped {
-        if matches!(failure, Failure::NextMirror { .. }) {
+    /// One GET of `url` into the partial file, resuming from what it holds.
+    async fn download(self, url: &str, file: &mut File) -> Result<(), Failure> {
+        let Pinned {
+            transfer,
+            cache,
+            item,
+        } = self;
+        let progress = transfer.progress;
+        let mut have = file.metadata()?.len();
+        if have > item.size {
             file.set_len(0)?;
+            have = 0;
         }
-        return Err(failure);
+        let response = resume_request(transfer.http, cache, url, item, have)
+            .send()
+            .await
+            .map_err(Failure::request)?;
+        let have = resume_point(&response, have, url, file, progress)?;
+        check_declared_size(&response, have, item)?;
+        record_origin(cache, item, url, &response)?;
+        let sink = Sink::start(file.try_clone()?, have)?;
+        progress.start(&item.sha256, item.path.as_str(), item.size, have);
+        let ((written, actual), stopped) = self.receive(response, sink, have).await?;
+        if let Some(failure) = stopped {
+            if matches!(failure, Failure::NextMirror { .. }) {
+                file.set_len(0)?;
+            }
+            return Err(failure);
+        }
+        if written < item.size {
+            return Err(Failure::Retry(AttemptError::EndedEarly {
+                written,
+                size: item.size,
+            }));
+        }
+        check_pin(file, actual, item)
     }
-    if written < item.size {
-        return Err(Failure::Retry(format!(
-            "the connection ended after {written} of {} bytes",
-            item.size
-        )));
-    }
-    check_pin(file, actual, item)
 }
 
 /// The GET, asking for the rest of the file when part of it is here; the
@@ -689,15 +523,15 @@ fn resume_point(
     progress: &dyn Progress,
 ) -> Result<u64, Failure> {
     let status = response.status();
-    let failed = || format!("HTTP {status}");
     match status.as_u16() {
         206 if have > 0 => {
             let start = content_range(response).and_then(|(start, _)| start.parse::<u64>().ok());
             if start != Some(have) {
                 file.set_len(0)?;
-                return Err(Failure::Retry(format!(
-                    "asked for bytes from {have}, got a range starting at {start:?}"
-                )));
+                return Err(Failure::Retry(AttemptError::DownloadRange {
+                    asked: have,
+                    got: start,
+                }));
             }
             Ok(have)
         }
@@ -711,9 +545,9 @@ fn resume_point(
         }
         416 => {
             file.set_len(0)?;
-            Err(Failure::Retry(failed()))
+            Err(Failure::Retry(AttemptError::Status(status)))
         }
-        _ => Err(status_failure(status)),
+        _ => Err(Failure::status(status)),
     }
 }
 
@@ -742,10 +576,12 @@ fn check_declared_size(
         response.content_length()
     };
     match declared {
-        Some(declared) if declared != item.size => Err(Failure::NextMirror {
-            error: format!("{declared} bytes, but the index pins {}", item.size),
-            integrity: true,
-        }),
+        Some(declared) if declared != item.size => {
+            Err(Failure::integrity(AttemptError::WrongSize {
+                actual: declared,
+                pinned: item.size,
+            }))
+        }
         _ => Ok(()),
     }
 }
@@ -782,60 +618,62 @@ fn read_origin(cache: &Cache, item: &Wanted) -> Option<(String, String)> {
 /// runs here; writing and hashing run on a thread of their own, so the two
 /// overlap (on two cores, the difference between keeping up with the
 /// network and not).
-async fn receive(
-    mut response: reqwest::Response,
-    sink: Sink,
-    (have, limits): (u64, &Limits),
-    item: &Wanted,
-    progress: &dyn Progress,
-) -> Result<((u64, Sha256), Option<Failure>), Failure> {
-    let (chunks, batches) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
-    let writer = tokio::task::spawn_blocking(move || sink.drain(batches));
-    let mut arrived = have;
-    let mut batch = Vec::new();
-    let mut batched = 0usize;
-    let mut stopped = None;
-    let mut speed = LowSpeed::new(limits);
-    loop {
-        let chunk = match next_chunk(&mut response, &mut speed).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(error) => {
-                // What arrived stays for the next attempt to resume from.
-                stopped = Some(Failure::Retry(format!(
-                    "{error} after {arrived} of {} bytes",
-                    item.size
-                )));
+impl Pinned<'_> {
+    async fn receive(
+        self,
+        mut response: reqwest::Response,
+        sink: Sink,
+        have: u64,
+    ) -> Result<((u64, Sha256), Option<Failure>), Failure> {
+        let Pinned { transfer, item, .. } = self;
+        let progress = transfer.progress;
+        let (chunks, batches) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
+        let writer = tokio::task::spawn_blocking(move || sink.drain(batches));
+        let mut arrived = have;
+        let mut batch = Vec::new();
+        let mut batched = 0usize;
+        let mut stopped = None;
+        let mut speed = LowSpeed::new(&transfer.options.limits);
+        loop {
+            let chunk = match next_chunk(&mut response, &mut speed).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(error) => {
+                    // What arrived stays for the next attempt to resume from.
+                    stopped = Some(Failure::Retry(AttemptError::Interrupted {
+                        cause: Box::new(error),
+                        arrived,
+                        size: Some(item.size),
+                    }));
+                    break;
+                }
+            };
+            if let Err(failure) = item.check_length(arrived + chunk.len() as u64) {
+                stopped = Some(failure);
                 break;
             }
-        };
-        if let Err(failure) = item.check_length(arrived + chunk.len() as u64) {
-            stopped = Some(failure);
-            break;
-        }
-        arrived += chunk.len() as u64;
-        progress.advance(&item.sha256, chunk.len() as u64);
-        batched += chunk.len();
-        batch.push(chunk);
-        // Handing over in batches keeps the writer's wake-ups few.
-        if batched >= SINK_BATCH {
-            batched = 0;
-            if chunks.send(std::mem::take(&mut batch)).await.is_err() {
-                // The writer stopped: its error is below.
-                break;
+            arrived += chunk.len() as u64;
+            progress.advance(&item.sha256, chunk.len() as u64);
+            batched += chunk.len();
+            batch.push(chunk);
+            // Handing over in batches keeps the writer's wake-ups few.
+            if batched >= SINK_BATCH {
+                batched = 0;
+                if chunks.send(std::mem::take(&mut batch)).await.is_err() {
+                    // The writer stopped: its error is below.
+                    break;
+                }
             }
         }
+        if !batch.is_empty() {
+            let _ = chunks.send(batch).await;
+        }
+        drop(chunks);
+        let written = writer
+            .await
+            .map_err(|e| Failure::Fatal(ClientError::Setup(Box::new(e))))??;
+        Ok((written, stopped))
     }
-    if !batch.is_empty() {
-        let _ = chunks.send(batch).await;
-    }
-    drop(chunks);
-    let written = writer.await.map_err(|e| {
-        Failure::Fatal(ClientError::Setup {
-            message: e.to_string(),
-        })
-    })??;
-    Ok((written, stopped))
 }
 
 /// Batches in flight between receiving and writing.
@@ -925,10 +763,9 @@ impl Wanted {
     /// Whether `length` bytes can still be the pinned file.
     fn check_length(&self, length: u64) -> Result<(), Failure> {
         if length > self.size {
-            return Err(Failure::NextMirror {
-                error: format!("longer than the {} bytes the index pins", self.size),
-                integrity: true,
-            });
+            return Err(Failure::integrity(AttemptError::TooLong {
+                pinned: self.size,
+            }));
         }
         Ok(())
     }
@@ -939,13 +776,11 @@ impl Wanted {
 fn check_pin(file: &File, actual: Sha256, item: &Wanted) -> Result<(), Failure> {
     if actual != item.sha256 {
         file.set_len(0)?;
-        return Err(Failure::NextMirror {
-            error: format!(
-                "sha256 {actual}, but the index pins {}; discarded",
-                item.sha256
-            ),
-            integrity: true,
-        });
+        return Err(Failure::integrity(AttemptError::WrongHash {
+            actual,
+            pinned: item.sha256,
+            discarded: true,
+        }));
     }
     Ok(())
 }
@@ -963,7 +798,7 @@ fn attempt_file(
     let mut buffer = vec![0u8; 1 << 18];
     let mut have = 0u64;
     loop {
-        let n = source.read(&mut buffer).map_err(unreadable)?;
+        let n = source.read(&mut buffer).map_err(Failure::unreadable)?;
         let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
             break;
         };
@@ -974,10 +809,10 @@ fn attempt_file(
     }
     let (size, sha256) = sink.finish()?;
     if size != item.size {
-        return Err(Failure::NextMirror {
-            error: format!("{size} bytes, but the index pins {}", item.size),
-            integrity: true,
-        });
+        return Err(Failure::integrity(AttemptError::WrongSize {
+            actual: size,
+            pinned: item.size,
+        }));
     }
     check_pin(file, sha256, item)
 }
