@@ -1,9 +1,14 @@
 //! SHA-256 digests, and the reader and writer that hash what passes
 //! through them, so a copy (a download, an upload, a file written into a
-//! wheel) and its check are one pass. Shared by the packer, the repository
-//! tools and kpack-get.
+//! wheel) and its check are one pass; and the reader and writer that count
+//! what passes through them, within a limit (`counting`). Shared by the
+//! packer, the repository tools, kpack-get and the runtime.
+
+mod counting;
 
 use std::fmt;
+
+pub use counting::{CountingReader, CountingWriter};
 use std::str::FromStr;
 
 /// Text that is not a SHA-256 digest.

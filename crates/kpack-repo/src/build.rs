@@ -15,7 +15,7 @@ use kpack_repo_index::types::{InvalidValue, Listed};
 use crate::debian::{dpkg_deb, DpkgError};
 use crate::manifest::{GroupBy, Manifest, ManifestError, Resolved};
 use crate::publish::{NewArtifact, PublishError, Publisher, Staged};
-use crate::unpacked::CountingWriter;
+use kpack_hash::CountingWriter;
 
 /// Why a manifest cannot be built.
 #[derive(Debug, thiserror::Error)]

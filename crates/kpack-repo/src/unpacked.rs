@@ -7,61 +7,10 @@ use std::io::{self, Read, Write};
 
 use crate::source::{FetchError, Source};
 use crate::verify::{verified_shard, VerifyError};
+use kpack_hash::CountingWriter;
 use kpack_repo_index::limits::Cap;
 use kpack_repo_index::schema::{Artifact, ArtifactKind, RootIndex};
 use kpack_repo_index::types::RelativePath;
-
-/// A writer that counts the bytes passing through it to `inner`, and
-/// refuses (with an error, counting what it was offered) to pass more than
-/// its limit.
-#[derive(Debug)]
-pub struct CountingWriter<W> {
-    inner: W,
-    count: u64,
-    limit: u64,
-}
-
-impl<W> CountingWriter<W> {
-    /// Counts without a limit.
-    pub fn new(inner: W) -> Self {
-        CountingWriter::with_limit(inner, u64::MAX)
-    }
-
-    /// Counts, refusing to pass more than `limit` bytes.
-    pub fn with_limit(inner: W, limit: u64) -> Self {
-        CountingWriter {
-            inner,
-            count: 0,
-            limit,
-        }
-    }
-
-    /// The bytes written, or offered when that went past the limit.
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn into_inner(self) -> W {
-        self.inner
-    }
-}
-
-impl<W: Write> Write for CountingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let offered = self.count.saturating_add(buf.len() as u64);
-        if offered > self.limit {
-            self.count = offered;
-            return Err(io::Error::other(format!("more than {} bytes", self.limit)));
-        }
-        let n = self.inner.write(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
 
 /// The length of the decompressed stream of the zstd-compressed tree
 /// `reader`, decoded as it streams (memory bounded by the decoder's window).
@@ -182,15 +131,6 @@ fn check_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_counting_writer_refuses_past_its_limit_and_counts_the_offer() {
-        let mut writer = CountingWriter::with_limit(Vec::new(), 10);
-        writer.write_all(b"0123456789").unwrap();
-        assert!(writer.write_all(b"x").is_err());
-        assert_eq!(writer.count(), 11);
-        assert_eq!(writer.into_inner(), b"0123456789");
-    }
 
     #[test]
     fn unpacked_size_is_the_decompressed_length() {

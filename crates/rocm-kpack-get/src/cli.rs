@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kpack_env::EnvVars;
 use kpack_repo_index::PackageName;
 
 /// Installs only the GPU device code this machine's AMD GPUs need.
@@ -50,7 +51,7 @@ pub struct GlobalArgs {
     pub state_dir: Option<PathBuf>,
     /// GPU targets to install for instead of detecting them, comma
     /// separated (`gfx1100,gfx90a:xnack-`).
-    #[arg(long, global = true, env = "KPACK_GET_TARGETS", value_delimiter = ',')]
+    #[arg(long, global = true, env = EnvVars::KPACK_GET_TARGETS, value_delimiter = ',')]
     pub target: Vec<String>,
     /// Use only what is already fetched; never touch the network.
     #[arg(long, global = true)]
@@ -83,7 +84,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_READ_TIMEOUT",
+        env = EnvVars::KPACK_GET_READ_TIMEOUT,
         value_name = "SECONDS",
         value_parser = rocm_kpack_get::config::parse_seconds
     )]
@@ -93,7 +94,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_MAX_INDEX_SIZE",
+        env = EnvVars::KPACK_GET_MAX_INDEX_SIZE,
         value_name = "BYTES"
     )]
     pub max_index_size: Option<u64>,
@@ -102,7 +103,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_MAX_WHEEL_SIZE",
+        env = EnvVars::KPACK_GET_MAX_WHEEL_SIZE,
         value_name = "BYTES"
     )]
     pub max_wheel_size: Option<u64>,
@@ -111,7 +112,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_LOW_SPEED_LIMIT",
+        env = EnvVars::KPACK_GET_LOW_SPEED_LIMIT,
         value_name = "BYTES"
     )]
     pub low_speed_limit: Option<u64>,
@@ -119,7 +120,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_LOW_SPEED_TIME",
+        env = EnvVars::KPACK_GET_LOW_SPEED_TIME,
         value_name = "SECONDS"
     )]
     pub low_speed_time: Option<f64>,
@@ -128,18 +129,18 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_INDEX_TIMEOUT",
+        env = EnvVars::KPACK_GET_INDEX_TIMEOUT,
         value_name = "SECONDS"
     )]
     pub index_timeout: Option<f64>,
     /// Attempts per mirror before trying the next.
-    #[arg(long, global = true, env = "KPACK_GET_ATTEMPTS", value_name = "N")]
+    #[arg(long, global = true, env = EnvVars::KPACK_GET_ATTEMPTS, value_name = "N")]
     pub attempts: Option<u32>,
     /// The KFD topology to read GPUs from.
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_SYSFS_ROOT",
+        env = EnvVars::KPACK_GET_SYSFS_ROOT,
         value_name = "DIR",
         hide = true
     )]
@@ -149,7 +150,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_PCI_IDS",
+        env = EnvVars::KPACK_GET_PCI_IDS,
         value_name = "FILE",
         hide = true
     )]
@@ -158,7 +159,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_HSA_LIBRARY",
+        env = EnvVars::KPACK_GET_HSA_LIBRARY,
         value_name = "FILE"
     )]
     pub hsa_library: Option<PathBuf>,
@@ -169,7 +170,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_LAYOUT",
+        env = EnvVars::KPACK_GET_LAYOUT,
         value_name = "LAYOUT",
         value_enum
     )]
@@ -181,7 +182,7 @@ pub struct GlobalArgs {
     #[arg(
         long,
         global = true,
-        env = "KPACK_GET_HSA_TIMEOUT",
+        env = EnvVars::KPACK_GET_HSA_TIMEOUT,
         value_name = "SECONDS",
         value_parser = rocm_kpack_get::config::parse_seconds
     )]

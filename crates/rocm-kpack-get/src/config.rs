@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kpack_env::EnvVars;
 use kpack_repo_index::limits::Limits;
 use serde::Deserialize;
 
@@ -20,10 +21,19 @@ use kpack_repo_index::fetch::{InvalidMirror, Mirror};
 pub enum ConfigError {
     #[error("cannot read the configuration")]
     Read(#[source] std::io::Error),
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("repository {name:?}: {message}")]
-    Repo { name: String, message: String },
+    /// toml's message names the key and the line.
+    #[error("{}: {}", path.display(), source.to_string().trim_end())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("repository {name:?}: {problem}")]
+    Repo {
+        name: String,
+        #[source]
+        problem: RepoProblem,
+    },
     #[error("repository {name:?}")]
     Mirror {
         name: String,
@@ -32,8 +42,20 @@ pub enum ConfigError {
     },
     #[error("no home directory: set HOME, or XDG_CACHE_HOME and XDG_STATE_HOME")]
     NoHome,
-    #[error("{message}")]
-    Limit { message: String },
+    #[error("{setting} = {seconds}: {NOT_SECONDS}")]
+    Limit { setting: &'static str, seconds: f64 },
+}
+
+/// What is wrong with a repository's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepoProblem {
+    #[error("a repository name is letters, digits, '.', '_', '-'")]
+    BadName,
+    #[error("lists no mirrors")]
+    NoMirrors,
+    #[error("has no public key")]
+    NoKey,
 }
 
 /// One repository: a local name, the mirrors serving it (tried in order)
@@ -105,11 +127,9 @@ impl LimitSettings {
     /// positive number of seconds is refused.
     fn resolve(self) -> Result<Limits, ConfigError> {
         let defaults = Limits::default();
-        let seconds = |value: Option<f64>, name: &str, default: Duration| match value {
+        let seconds = |value: Option<f64>, setting: &'static str, default: Duration| match value {
             None => Ok(default),
-            Some(s) => duration(s).ok_or_else(|| ConfigError::Limit {
-                message: format!("{name} = {s}: {NOT_SECONDS}"),
-            }),
+            Some(seconds) => duration(seconds).ok_or(ConfigError::Limit { setting, seconds }),
         };
         Ok(Limits {
             index_size: self.max_index_size.unwrap_or(defaults.index_size),
@@ -128,9 +148,9 @@ impl LimitSettings {
 impl ConfigFile {
     /// Parses a configuration file's text; `path` is for messages.
     pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
-        let config: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let config: ConfigFile = toml::from_str(text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            source,
         })?;
         for repo in &config.repos {
             repo.check()?;
@@ -171,9 +191,9 @@ impl ConfigFile {
 
 impl RepoConfig {
     fn check(&self) -> Result<(), ConfigError> {
-        let bad = |message: &str| ConfigError::Repo {
+        let bad = |problem| ConfigError::Repo {
             name: self.name.clone(),
-            message: message.to_owned(),
+            problem,
         };
         if self.name.is_empty()
             || !self
@@ -181,13 +201,13 @@ impl RepoConfig {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         {
-            return Err(bad("a repository name is letters, digits, '.', '_', '-'"));
+            return Err(bad(RepoProblem::BadName));
         }
         if self.mirrors.is_empty() {
-            return Err(bad("lists no mirrors"));
+            return Err(bad(RepoProblem::NoMirrors));
         }
         if self.key.trim().is_empty() {
-            return Err(bad("has no public key"));
+            return Err(bad(RepoProblem::NoKey));
         }
         Ok(())
     }
@@ -218,21 +238,27 @@ impl RepoConfig {
 
 fn default_locations() -> Vec<PathBuf> {
     let mut paths = Vec::new();
-    if let Some(dir) = xdg_dir("XDG_CONFIG_HOME", ".config") {
+    if let Some(dir) = xdg_dir(EnvVars::XDG_CONFIG_HOME, ".config") {
         paths.push(dir.join("kpack-get/config.toml"));
     }
     paths.push(PathBuf::from("/etc/kpack-get/config.toml"));
     paths
 }
 
+/// An environment variable, as the settings read it: the one place
+/// kpack-get's settings take from the environment besides clap's flags.
+fn env_var(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name)
+}
+
 /// `$VAR` if set to an absolute path, else `$HOME/fallback`.
 pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(var).map(PathBuf::from) {
+    if let Some(dir) = env_var(var).map(PathBuf::from) {
         if dir.is_absolute() {
             return Some(dir);
         }
     }
-    std::env::var_os("HOME")
+    env_var(EnvVars::HOME)
         .filter(|home| !home.is_empty())
         .map(|home| PathBuf::from(home).join(fallback))
 }
@@ -278,15 +304,11 @@ impl Settings {
     /// `KPACK_GET_PREFIX`), then flags. Repositories given as flags replace
     /// the configured ones.
     pub fn resolve(overrides: Overrides) -> Result<Settings, ConfigError> {
-        let env_path = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+        let env_path = |name: &str| env_var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         let explicit = overrides
             .config
             .clone()
-            .or_else(|| env_path("KPACK_GET_CONFIG"));
+            .or_else(|| env_path(EnvVars::KPACK_GET_CONFIG));
         let (file, config_path) = ConfigFile::load(explicit.as_deref())?;
         let limits = overrides.limits.or(file.limits()).resolve()?;
         let repos = if overrides.repos.is_empty() {
@@ -296,27 +318,27 @@ impl Settings {
         };
         let cache_dir = match overrides
             .cache_dir
-            .or_else(|| env_path("KPACK_GET_CACHE_DIR"))
+            .or_else(|| env_path(EnvVars::KPACK_GET_CACHE_DIR))
             .or(file.cache_dir)
         {
             Some(dir) => dir,
-            None => xdg_dir("XDG_CACHE_HOME", ".cache")
+            None => xdg_dir(EnvVars::XDG_CACHE_HOME, ".cache")
                 .ok_or(ConfigError::NoHome)?
                 .join("kpack-get"),
         };
         let state_dir = match overrides
             .state_dir
-            .or_else(|| env_path("KPACK_GET_STATE_DIR"))
+            .or_else(|| env_path(EnvVars::KPACK_GET_STATE_DIR))
             .or(file.state_dir)
         {
             Some(dir) => dir,
-            None => xdg_dir("XDG_STATE_HOME", ".local/state")
+            None => xdg_dir(EnvVars::XDG_STATE_HOME, ".local/state")
                 .ok_or(ConfigError::NoHome)?
                 .join("kpack-get"),
         };
         let prefix = overrides
             .prefix
-            .or_else(|| env_path("KPACK_GET_PREFIX"))
+            .or_else(|| env_path(EnvVars::KPACK_GET_PREFIX))
             .or(file.prefix)
             .unwrap_or_else(|| PathBuf::from("/opt/rocm"));
         Ok(Settings {
@@ -346,14 +368,14 @@ impl Settings {
 /// system is.
 fn runtime_search() -> SearchRoots {
     let mut roots = SearchRoots::system();
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(cache) = var("KPACK_GET_LD_CACHE") {
+    let var = |name: &str| env_var(name).filter(|v| !v.is_empty());
+    if let Some(cache) = var(EnvVars::KPACK_GET_LD_CACHE) {
         roots.ld_cache = PathBuf::from(cache);
     }
-    if let Some(dirs) = var("KPACK_GET_DEFAULT_LIBRARY_DIRS") {
+    if let Some(dirs) = var(EnvVars::KPACK_GET_DEFAULT_LIBRARY_DIRS) {
         roots.default_dirs = std::env::split_paths(&dirs).collect();
     }
-    if let Some(rocm) = var("KPACK_GET_DEFAULT_ROCM_PATH") {
+    if let Some(rocm) = var(EnvVars::KPACK_GET_DEFAULT_ROCM_PATH) {
         roots.rocm_default = PathBuf::from(rocm);
     }
     roots

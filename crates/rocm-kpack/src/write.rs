@@ -18,6 +18,7 @@ use crate::format::{
     ZSTD_REGION_HEADER_SIZE,
 };
 use kpack_gpu::target::Target;
+use kpack_hash::CountingWriter;
 
 /// How the writer stores code objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,10 +307,7 @@ impl StoredBlob {
         stored: &mut dyn Write,
     ) -> Result<StoredBlob> {
         let original_size = code.len();
-        let mut counted = Counted {
-            out: stored,
-            count: 0,
-        };
+        let mut counted = CountingWriter::new(stored);
         let digest = match compression {
             Compression::Zstd { level } if original_size > PIECE_BYTES as u64 => {
                 compress_frame_streamed(code, level, &mut counted)?
@@ -327,31 +325,13 @@ impl StoredBlob {
         Ok(StoredBlob {
             digest,
             original_size,
-            stored_size: counted.count,
+            stored_size: counted.count(),
         })
     }
 
     /// Size of the code object before compression.
     pub fn original_size(&self) -> u64 {
         self.original_size
-    }
-}
-
-/// A writer that counts what goes through it.
-struct Counted<'a> {
-    out: &'a mut dyn Write,
-    count: u64,
-}
-
-impl Write for Counted<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.out.write(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use kpack_env::EnvVars;
 
 use batch::{build_set, BatchOptions};
 use kpack_gpu::Target;
@@ -61,7 +62,8 @@ struct StorageArgs {
 impl StorageArgs {
     fn s3(&self) -> S3Options {
         S3Options {
-            endpoint: self.endpoint.clone(),
+            endpoint: (self.endpoint.clone()).or_else(|| env(EnvVars::AWS_ENDPOINT_URL)),
+            region: env(EnvVars::AWS_REGION).or_else(|| env(EnvVars::AWS_DEFAULT_REGION)),
             part_size: (self.part_size as usize) << 20,
         }
     }
@@ -256,20 +258,20 @@ struct VerifyArgs {
 struct LimitArgs {
     /// The most bytes read of the root index, and of a shard whose root
     /// pins no size.
-    #[arg(long, value_name = "BYTES", env = "KPACK_REPO_MAX_INDEX_SIZE",
+    #[arg(long, value_name = "BYTES", env = EnvVars::KPACK_REPO_MAX_INDEX_SIZE,
           default_value_t = limits::DEFAULT_INDEX_SIZE)]
     max_index_size: u64,
     /// Fewer bytes per second than this over --low-speed-time fails the
     /// transfer (0: no minimum).
-    #[arg(long, value_name = "BYTES", env = "KPACK_REPO_LOW_SPEED_LIMIT",
+    #[arg(long, value_name = "BYTES", env = EnvVars::KPACK_REPO_LOW_SPEED_LIMIT,
           default_value_t = limits::DEFAULT_LOW_SPEED_LIMIT)]
     low_speed_limit: u64,
     /// The window the minimum rate is judged over.
-    #[arg(long, value_name = "SECONDS", env = "KPACK_REPO_LOW_SPEED_TIME",
+    #[arg(long, value_name = "SECONDS", env = EnvVars::KPACK_REPO_LOW_SPEED_TIME,
           default_value_t = limits::DEFAULT_LOW_SPEED_TIME.as_secs_f64(), value_parser = seconds)]
     low_speed_time: f64,
     /// The longest the root, its signature or a shard may take to arrive.
-    #[arg(long, value_name = "SECONDS", env = "KPACK_REPO_INDEX_TIMEOUT",
+    #[arg(long, value_name = "SECONDS", env = EnvVars::KPACK_REPO_INDEX_TIMEOUT,
           default_value_t = limits::DEFAULT_INDEX_TIMEOUT.as_secs_f64(), value_parser = seconds)]
     index_timeout: f64,
 }
@@ -313,11 +315,18 @@ struct MirrorArgs {
     limits: LimitArgs,
 }
 
+/// The secret key's password, from the environment.
+fn password() -> Result<String, std::env::VarError> {
+    std::env::var(EnvVars::KPACK_REPO_PASSWORD)
+}
+
+/// An environment variable the command line reads besides its flags'.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 fn secret(path: &Path) -> anyhow::Result<SecretKey> {
-    Ok(SecretKey::load(
-        path,
-        std::env::var("KPACK_REPO_PASSWORD").ok(),
-    )?)
+    Ok(SecretKey::load(path, password().ok())?)
 }
 
 /// Parses arguments, runs the command, renders errors.
@@ -365,7 +374,7 @@ fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result
     let password = if unencrypted {
         None
     } else {
-        Some(std::env::var("KPACK_REPO_PASSWORD").context(
+        Some(password().context(
             "set KPACK_REPO_PASSWORD to the secret key's password, or pass --unencrypted",
         )?)
     };

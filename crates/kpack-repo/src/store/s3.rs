@@ -21,9 +21,11 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// `AWS_*` environment.
 #[derive(Debug, Clone)]
 pub struct S3Options {
-    /// The S3 API's base URL (a local store's); `AWS_ENDPOINT_URL` when
-    /// unset. An endpoint means path-style addressing, as local stores need.
+    /// The S3 API's base URL (a local store's). An endpoint means
+    /// path-style addressing, as local stores need.
     pub endpoint: Option<String>,
+    /// The bucket's region; `us-east-1` when unset.
+    pub region: Option<String>,
     /// Multipart part size in bytes (S3's minimum is 5 MiB).
     pub part_size: usize,
 }
@@ -32,6 +34,7 @@ impl Default for S3Options {
     fn default() -> Self {
         S3Options {
             endpoint: None,
+            region: None,
             part_size: DEFAULT_PART_SIZE,
         }
     }
@@ -58,17 +61,12 @@ impl S3Store {
         // is refused harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         opendal_http_transport_reqwest::install_default();
-        let endpoint = options
-            .endpoint
-            .clone()
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
-        let region = std::env::var("AWS_REGION")
-            .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-            .unwrap_or_else(|_| "us-east-1".to_owned());
+        let endpoint = options.endpoint.clone();
+        let region = options.region.as_deref().unwrap_or("us-east-1");
         let mut builder = opendal::services::S3::default()
             .bucket(bucket)
             .root(&format!("/{prefix}"))
-            .region(&region);
+            .region(region);
         builder = match &endpoint {
             Some(endpoint) => builder.endpoint(endpoint).disable_ec2_metadata(),
             None => builder.enable_virtual_host_style(),

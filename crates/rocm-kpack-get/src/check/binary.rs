@@ -9,10 +9,10 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use kpack_error::one_line;
 use kpack_binary::elf::FatElf;
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
+use kpack_error::one_line;
 use kpack_gpu::Target;
 use rocm_kpack::{Loader, Marker};
 

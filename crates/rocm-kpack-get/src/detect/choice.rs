@@ -14,9 +14,9 @@ use super::{detect, DetectOptions, Detection};
 use crate::install::record::InstalledRecord;
 
 /// rocm-bootstrap's list of targets to use instead of detecting.
-pub const FORCE_VARIABLE: &str = "ROCM_BOOTSTRAP_FORCE_GFX_ARCH";
+pub const FORCE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_FORCE_GFX_ARCH;
 /// rocm-bootstrap's switch turning detection off.
-pub const DISABLE_VARIABLE: &str = "ROCM_BOOTSTRAP_DISABLE_DETECTION";
+pub const DISABLE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_DISABLE_DETECTION;
 
 /// Where the targets come from, decided once.
 #[derive(Debug, Clone, PartialEq, Eq)]

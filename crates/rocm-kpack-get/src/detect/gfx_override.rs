@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::sysfs::processor_for_gfx_target_version;
 
 /// The variable that applies to every GPU.
-pub const VARIABLE: &str = "HSA_OVERRIDE_GFX_VERSION";
+pub const VARIABLE: &str = kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION;
 
 /// Why a variable's value was not used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -497,7 +497,7 @@ fn load(library: Option<&Path>) -> Result<(&'static Library, PathBuf), HsaError>
         Err(error) => return Err(error),
     }
     let mut searched = vec![bare.to_owned()];
-    let rocm_path = std::env::var_os("ROCM_PATH").filter(|path| !path.is_empty());
+    let rocm_path = std::env::var_os(kpack_env::EnvVars::ROCM_PATH).filter(|path| !path.is_empty());
     let directories = rocm_path
         .map(|root| PathBuf::from(root).join("lib"))
         .into_iter()

@@ -319,7 +319,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     }
     if gpus.is_empty() {
         notes.push("hsa: no GPU agents".to_owned());
-    } else if let Some(version) = std::env::var_os("HSA_OVERRIDE_GFX_VERSION") {
+    } else if let Some(version) = std::env::var_os(kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION) {
         notes.push(format!(
             "hsa: HSA_OVERRIDE_GFX_VERSION={} is set, so HSA reports that target rather than the chip's",
             version.to_string_lossy()

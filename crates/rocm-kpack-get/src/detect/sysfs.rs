@@ -133,7 +133,7 @@ pub fn target_for(
     // when HSA_XNACK=1 asks for it (the kernel's default is off), so
     // that is the mode code will run in.
     if has_xnack_feature(processor) {
-        let on = std::env::var("HSA_XNACK").is_ok_and(|v| v.trim() == "1");
+        let on = std::env::var(kpack_env::EnvVars::HSA_XNACK).is_ok_and(|v| v.trim() == "1");
         id.push_str(if on { ":xnack+" } else { ":xnack-" });
     }
     Target::parse(&id)

@@ -64,7 +64,7 @@ impl PythonEnvironment {
         if let Some(python) = given {
             return python.to_owned();
         }
-        match std::env::var_os("VIRTUAL_ENV") {
+        match std::env::var_os(kpack_env::EnvVars::VIRTUAL_ENV) {
             Some(venv) if !venv.is_empty() => PathBuf::from(venv).join("bin/python"),
             _ => PathBuf::from("python3"),
         }

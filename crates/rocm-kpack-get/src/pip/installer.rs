@@ -98,8 +98,8 @@ impl Installer {
 /// `uv` from `$UV` (uv sets it for what it runs), the environment's `bin/`,
 /// or `PATH`.
 fn find_uv(prefix: &Path) -> Option<PathBuf> {
-    let from_env = std::env::var_os("UV").map(PathBuf::from);
-    let path = std::env::var_os("PATH").unwrap_or_default();
+    let from_env = std::env::var_os(kpack_env::EnvVars::UV).map(PathBuf::from);
+    let path = std::env::var_os(kpack_env::EnvVars::PATH).unwrap_or_default();
     from_env
         .into_iter()
         .chain(std::iter::once(prefix.join("bin/uv")))
@@ -116,7 +116,7 @@ pub fn resolver(env: &PythonEnvironment) -> Result<Command, PipError> {
         command.args(["-m", "pip"]);
         return Ok(command);
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::var_os(kpack_env::EnvVars::PATH).unwrap_or_default();
     let outer = std::env::split_paths(&path)
         .map(|dir| dir.join("python3"))
         .filter(|candidate| candidate.is_file())

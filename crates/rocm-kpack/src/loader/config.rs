@@ -5,14 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Replaces the search list entirely.
-pub const ENV_PATH: &str = "ROCM_KPACK_PATH";
-/// Searched before the marker's paths.
-pub const ENV_PATH_PREFIX: &str = "ROCM_KPACK_PATH_PREFIX";
-/// Turns the loader off.
-pub const ENV_DISABLE: &str = "ROCM_KPACK_DISABLE";
-/// Logs every decision to stderr.
-pub const ENV_DEBUG: &str = "ROCM_KPACK_DEBUG";
+use kpack_env::EnvVars;
 
 /// Where debug lines go (without the `kpack: ` prefix).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -51,18 +44,18 @@ impl LoaderConfig {
     /// Reads the variables through `lookup`, so tests need not touch the
     /// process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> LoaderConfig {
-        let path = lookup(ENV_PATH)
+        let path = lookup(EnvVars::ROCM_KPACK_PATH)
             .map(|value| split_paths(&value))
             .filter(|paths| !paths.is_empty());
-        let path_prefix = lookup(ENV_PATH_PREFIX)
+        let path_prefix = lookup(EnvVars::ROCM_KPACK_PATH_PREFIX)
             .map(|value| split_paths(&value))
             .unwrap_or_default();
         let on = |name| lookup(name).is_some_and(|value| is_truthy(&value));
         LoaderConfig {
             path,
             path_prefix,
-            disabled: on(ENV_DISABLE),
-            log: on(ENV_DEBUG).then(stderr_sink),
+            disabled: on(EnvVars::ROCM_KPACK_DISABLE),
+            log: on(EnvVars::ROCM_KPACK_DEBUG).then(stderr_sink),
         }
     }
 }
@@ -111,7 +104,10 @@ mod tests {
 
     #[test]
     fn reads_paths_skipping_empty_parts() {
-        let c = config(&[(ENV_PATH, ":/a.kpack::b.kpack:"), (ENV_PATH_PREFIX, "/p")]);
+        let c = config(&[
+            (EnvVars::ROCM_KPACK_PATH, ":/a.kpack::b.kpack:"),
+            (EnvVars::ROCM_KPACK_PATH_PREFIX, "/p"),
+        ]);
         assert_eq!(
             c.path.unwrap(),
             [PathBuf::from("/a.kpack"), PathBuf::from("b.kpack")]
@@ -121,8 +117,8 @@ mod tests {
 
     #[test]
     fn empty_path_is_unset() {
-        assert!(config(&[(ENV_PATH, "")]).path.is_none());
-        assert!(config(&[(ENV_PATH, "::")]).path.is_none());
+        assert!(config(&[(EnvVars::ROCM_KPACK_PATH, "")]).path.is_none());
+        assert!(config(&[(EnvVars::ROCM_KPACK_PATH, "::")]).path.is_none());
     }
 
     #[test]
@@ -134,8 +130,16 @@ mod tests {
             ("01", false),
             ("", false),
         ] {
-            assert_eq!(config(&[(ENV_DISABLE, value)]).disabled, on, "{value:?}");
-            assert_eq!(config(&[(ENV_DEBUG, value)]).log.is_some(), on, "{value:?}");
+            assert_eq!(
+                config(&[(EnvVars::ROCM_KPACK_DISABLE, value)]).disabled,
+                on,
+                "{value:?}"
+            );
+            assert_eq!(
+                config(&[(EnvVars::ROCM_KPACK_DEBUG, value)]).log.is_some(),
+                on,
+                "{value:?}"
+            );
         }
         assert!(!config(&[]).disabled);
     }

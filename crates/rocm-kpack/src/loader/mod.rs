@@ -12,9 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use config::{
-    stderr_sink, LoaderConfig, LogSink, ENV_DEBUG, ENV_DISABLE, ENV_PATH, ENV_PATH_PREFIX,
-};
+pub use config::{stderr_sink, LoaderConfig, LogSink};
 pub use marker::{Marker, GFXARCH_PLACEHOLDER, MAX_MARKER_SIZE};
 
 use crate::error::{Error, Result};

@@ -51,8 +51,8 @@ impl SearchRoots {
     /// environment, the standard cache and directories.
     pub fn system() -> SearchRoots {
         SearchRoots {
-            ld_library_path: std::env::var_os("LD_LIBRARY_PATH"),
-            rocm_path: std::env::var_os("ROCM_PATH")
+            ld_library_path: std::env::var_os(kpack_env::EnvVars::LD_LIBRARY_PATH),
+            rocm_path: std::env::var_os(kpack_env::EnvVars::ROCM_PATH)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
             rocm_default: PathBuf::from(DEFAULT_ROCM_PATH),
