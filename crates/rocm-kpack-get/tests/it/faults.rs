@@ -257,6 +257,20 @@ fn every_mirror_down_fails_with_exit_4_naming_file_and_mirrors_and_installs_noth
 }
 
 #[test]
+fn an_update_no_mirror_serves_names_every_mirror() {
+    let context = TestContext::new();
+    let env = &context.env;
+    let (first, second) = two_mirrors(env);
+    first.fault("index.toml", Fault::Down);
+    second.fault("index.toml", Fault::Down);
+    let out = output(env.command().args(["update", "--attempts", "1"]));
+    // Each mirror's failure is told, not only the first one's.
+    insta::assert_snapshot!(with_mirrors(&context, &out, [&first, &second]));
+    assert!(!gets(&first, "index.toml").is_empty());
+    assert!(!gets(&second, "index.toml").is_empty());
+}
+
+#[test]
 fn offline_with_nothing_fetched_fails_with_exit_4() {
     let context = TestContext::new();
     let server = &context.server;
