@@ -33,6 +33,7 @@ use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, Mirror};
 pub use refresh::{Opened, Refresh};
+pub use versions::StateError;
 use versions::Versions;
 
 /// What is wrong with a repository or its local state.
@@ -85,8 +86,12 @@ pub enum RepoError {
     Fetch(#[from] ClientError),
     #[error(transparent)]
     State(std::io::Error),
-    #[error("{path}: {message}")]
-    BadState { path: PathBuf, message: String },
+    #[error("{}: {problem}", path.display())]
+    BadState {
+        path: PathBuf,
+        #[source]
+        problem: versions::StateError,
+    },
     #[error("repository {repo}: shard of {package}: {problem}")]
     Shard {
         repo: String,
@@ -196,7 +201,7 @@ impl RepoStore {
         let path = self.versions_path();
         let text = versions::load(&path).map_err(RepoError::State)?;
         Versions::parse(text.as_deref().unwrap_or_default())
-            .map_err(|message| RepoError::BadState { path, message })
+            .map_err(|problem| RepoError::BadState { path, problem })
     }
 
     /// Takes the state directory's lock (`versions.toml.lock`, made
@@ -243,9 +248,9 @@ impl RepoStore {
             return Ok(());
         }
         let path = self.versions_path();
-        let text = versions.to_toml().map_err(|message| RepoError::BadState {
+        let text = versions.to_toml().map_err(|problem| RepoError::BadState {
             path: path.clone(),
-            message,
+            problem,
         })?;
         write_atomic(&path, text.as_bytes())
     }

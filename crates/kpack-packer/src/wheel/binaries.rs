@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
-use super::error::WheelError;
+use super::error::{Placement, WheelError};
 use super::reader::{Checked, Member};
 use crate::archive::{ArchiveSet, Grouping};
 use crate::split::FatBinary;
@@ -52,19 +52,15 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
 pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, WheelError> {
     for &number in fat {
         let name = &members[number].name;
-        let placement = |reason: &str| WheelError::Placement {
+        let placement = |reason| WheelError::Placement {
             member: name.clone(),
-            reason: reason.to_owned(),
+            reason,
         };
         let Some((top, _)) = name.split_once('/') else {
-            return Err(placement(
-                "at the wheel's root, outside any package: no place for .kpack/",
-            ));
+            return Err(placement(Placement::AtRoot));
         };
         if top.ends_with(".data") || top.ends_with(".dist-info") {
-            return Err(placement(
-                "in the wheel's .data or .dist-info directory, installed outside the packages",
-            ));
+            return Err(placement(Placement::OutsidePackages));
         }
     }
     let first = fat
@@ -158,7 +154,7 @@ impl Splitter<'_> {
         let Some(binary) = binary else {
             return Err(WheelError::Placement {
                 member: name.clone(),
-                reason: "has a .hip_fatbin section but no device code".to_owned(),
+                reason: Placement::NoDeviceCode,
             });
         };
         let path = self.spool.join(format!("host-{number}"));

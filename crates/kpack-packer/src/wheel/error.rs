@@ -10,7 +10,11 @@ use crate::error::ElfError;
 #[non_exhaustive]
 pub enum WheelError {
     #[error("{}: not a wheel: {reason}", path.display())]
-    NotAWheel { path: PathBuf, reason: String },
+    NotAWheel {
+        path: PathBuf,
+        #[source]
+        reason: NotAWheel,
+    },
     #[error("{}: cannot read the zip archive", path.display())]
     Zip {
         path: PathBuf,
@@ -60,7 +64,11 @@ pub enum WheelError {
         given_by: &'static str,
     },
     #[error("RECORD line {line}: {reason}")]
-    BadRecord { line: usize, reason: String },
+    BadRecord {
+        line: usize,
+        #[source]
+        reason: BadRecord,
+    },
     #[error("METADATA is not UTF-8")]
     MetadataNotUtf8,
     #[error("cannot read METADATA")]
@@ -74,7 +82,11 @@ pub enum WheelError {
         source: kpack_wheel::InvalidName,
     },
     #[error("fat binary {member:?}: {reason}")]
-    Placement { member: String, reason: String },
+    Placement {
+        member: String,
+        #[source]
+        reason: Placement,
+    },
     #[error("fat binary {member:?}: cannot split")]
     Split {
         member: String,
@@ -111,4 +123,50 @@ pub enum WheelError {
         #[source]
         source: zip::result::ZipError,
     },
+}
+
+/// Why a file is not a wheel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotAWheel {
+    #[error("bad file name: {0}")]
+    FileName(#[source] kpack_wheel::InvalidFilename),
+    #[error("{0} .dist-info directories (one expected)")]
+    DistInfoCount(usize),
+    #[error("{dist_info} does not belong to distribution {dist}")]
+    OtherDistribution { dist_info: String, dist: String },
+    #[error("no {0}")]
+    Missing(String),
+    #[error("{name} is over {limit} bytes")]
+    TooLarge { name: String, limit: u64 },
+}
+
+/// What is wrong with a line of RECORD.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadRecord {
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error("unterminated quote")]
+    UnterminatedQuote,
+    #[error("not three fields (path, hash, size)")]
+    NotThreeFields,
+    #[error("hash {hash:?} for {path:?}: only sha256 is supported")]
+    NotSha256 { hash: String, path: String },
+    #[error("size is not a number")]
+    SizeNotANumber,
+    #[error("{0:?} listed twice")]
+    ListedTwice(String),
+}
+
+/// Why a fat binary cannot be split where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Placement {
+    #[error("at the wheel's root, outside any package: no place for .kpack/")]
+    AtRoot,
+    #[error("in the wheel's .data or .dist-info directory, installed outside the packages")]
+    OutsidePackages,
+    #[error("has a .hip_fatbin section but no device code")]
+    NoDeviceCode,
 }

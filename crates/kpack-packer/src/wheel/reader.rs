@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use zip::read::ZipFile;
 use zip::ZipArchive;
 
-use super::error::WheelError;
+use super::error::{BadRecord, NotAWheel, WheelError};
 use super::record::{self, hash_field, Recorded};
 
 /// The most bytes a METADATA, WHEEL or RECORD file may have: they are read
@@ -56,13 +56,13 @@ pub struct InputWheel {
 impl InputWheel {
     /// Opens the wheel at `path`: its name, members, `.dist-info` and RECORD.
     pub fn open(path: &Path) -> Result<InputWheel, WheelError> {
-        let not_a_wheel = |reason: String| WheelError::NotAWheel {
+        let not_a_wheel = |reason| WheelError::NotAWheel {
             path: path.to_owned(),
             reason,
         };
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let file_name =
-            WheelFilename::parse(&name).map_err(|e| not_a_wheel(format!("bad file name: {e}")))?;
+            WheelFilename::parse(&name).map_err(|e| not_a_wheel(NotAWheel::FileName(e)))?;
         let file = fs_err::File::open(path)?;
         let archive = ZipArchive::new(file).map_err(|source| WheelError::Zip {
             path: path.to_owned(),
@@ -88,7 +88,7 @@ impl InputWheel {
         let record = wheel.read_small("RECORD")?;
         let record = String::from_utf8(record).map_err(|_| WheelError::BadRecord {
             line: 0,
-            reason: "not UTF-8".to_owned(),
+            reason: BadRecord::NotUtf8,
         })?;
         wheel.record = record::parse(&record)?;
         wheel.metadata = wheel.read_small("METADATA")?;
@@ -110,7 +110,7 @@ impl InputWheel {
             .by_name(&name)
             .map_err(|_| WheelError::NotAWheel {
                 path: self.path.clone(),
-                reason: format!("no {name}"),
+                reason: NotAWheel::Missing(name.clone()),
             })?;
         let mut bytes = Vec::new();
         (&mut member)
@@ -123,7 +123,10 @@ impl InputWheel {
         if bytes.len() as u64 > SMALL_FILE_LIMIT {
             return Err(WheelError::NotAWheel {
                 path: self.path.clone(),
-                reason: format!("{name} is over {SMALL_FILE_LIMIT} bytes"),
+                reason: NotAWheel::TooLarge {
+                    name,
+                    limit: SMALL_FILE_LIMIT,
+                },
             });
         }
         Ok(bytes)
@@ -366,7 +369,7 @@ fn list_members(
 
 /// The one top-level `.dist-info` directory, named for the wheel's
 /// distribution.
-fn find_dist_info(members: &[Member], file_name: &WheelFilename) -> Result<String, String> {
+fn find_dist_info(members: &[Member], file_name: &WheelFilename) -> Result<String, NotAWheel> {
     let mut found: Vec<&str> = members
         .iter()
         .filter_map(|m| m.name.split_once('/').map(|(top, _)| top))
@@ -375,18 +378,15 @@ fn find_dist_info(members: &[Member], file_name: &WheelFilename) -> Result<Strin
     found.sort_unstable();
     found.dedup();
     let [dist_info] = found[..] else {
-        return Err(format!(
-            "{} .dist-info directories (one expected)",
-            found.len()
-        ));
+        return Err(NotAWheel::DistInfoCount(found.len()));
     };
     let stem = dist_info.trim_end_matches(".dist-info");
     let name = stem.rsplit_once('-').map_or(stem, |(name, _)| name);
     if DistName::new(name).ok().as_ref() != Some(&file_name.dist) {
-        return Err(format!(
-            "{dist_info} does not belong to distribution {}",
-            file_name.dist
-        ));
+        return Err(NotAWheel::OtherDistribution {
+            dist_info: dist_info.to_owned(),
+            dist: file_name.dist.to_string(),
+        });
     }
     Ok(dist_info.to_owned())
 }

@@ -9,7 +9,7 @@ use base64::Engine;
 
 use kpack_wheel::record::{csv_field, csv_fields};
 
-use super::error::WheelError;
+use super::error::{BadRecord, WheelError};
 
 /// What RECORD says about one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,31 +32,32 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Recorded>, WheelError> {
         if line.is_empty() {
             continue;
         }
-        let bad = |reason: &str| WheelError::BadRecord {
+        let bad = |reason| WheelError::BadRecord {
             line: number + 1,
-            reason: reason.to_owned(),
+            reason,
         };
-        let fields = csv_fields(line).ok_or_else(|| bad("unterminated quote"))?;
-        let [path, hash, size] = <[String; 3]>::try_from(fields)
-            .map_err(|_| bad("not three fields (path, hash, size)"))?;
+        let fields = csv_fields(line).ok_or_else(|| bad(BadRecord::UnterminatedQuote))?;
+        let [path, hash, size] =
+            <[String; 3]>::try_from(fields).map_err(|_| bad(BadRecord::NotThreeFields))?;
         let hash = (!hash.is_empty()).then_some(hash);
         if let Some(hash) = &hash {
             if !hash.starts_with("sha256=") {
-                return Err(bad(&format!(
-                    "hash {hash:?} for {path:?}: only sha256 is supported"
-                )));
+                return Err(bad(BadRecord::NotSha256 {
+                    hash: hash.clone(),
+                    path,
+                }));
             }
         }
         let size = if size.is_empty() {
             None
         } else {
-            Some(size.parse().map_err(|_| bad("size is not a number"))?)
+            Some(size.parse().map_err(|_| bad(BadRecord::SizeNotANumber))?)
         };
         if record
             .insert(path.clone(), Recorded { hash, size })
             .is_some()
         {
-            return Err(bad(&format!("{path:?} listed twice")));
+            return Err(bad(BadRecord::ListedTwice(path)));
         }
     }
     Ok(record)

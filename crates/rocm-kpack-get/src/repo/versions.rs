@@ -41,15 +41,31 @@ pub struct Versions {
     legacy: BTreeMap<String, u64>,
 }
 
+/// Why the versions seen cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    #[error("{0}")]
+    Parse(#[source] toml::de::Error),
+    #[error("[[repo]]: {0}")]
+    Repos(#[source] toml::de::Error),
+    #[error("{name}: neither a version nor [[repo]]")]
+    NotAVersion { name: String },
+    #[error("{0}")]
+    TooLarge(#[source] std::num::TryFromIntError),
+    #[error("{0}")]
+    Serialize(#[source] toml::ser::Error),
+}
+
 impl Versions {
     /// Parses the file's text, in either format.
-    pub fn parse(text: &str) -> Result<Versions, String> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Versions, StateError> {
+        let table: toml::Table = toml::from_str(text).map_err(StateError::Parse)?;
         let mut versions = Versions::default();
         for (key, value) in table {
             match value {
                 toml::Value::Array(_) if key == "repo" => {
-                    versions.repos = value.try_into().map_err(|e| format!("[[repo]]: {e}"))?;
+                    versions.repos = value.try_into().map_err(StateError::Repos)?;
                 }
                 toml::Value::Table(names) if key == ROOT_NAMES => {
                     for (name, value) in names {
@@ -62,32 +78,31 @@ impl Versions {
         Ok(versions)
     }
 
-    fn add_legacy(&mut self, name: String, value: toml::Value) -> Result<(), String> {
-        let version = value
-            .as_integer()
-            .and_then(|v| u64::try_from(v).ok())
-            .ok_or_else(|| format!("{name}: neither a version nor [[repo]]"))?;
+    fn add_legacy(&mut self, name: String, value: toml::Value) -> Result<(), StateError> {
+        let Some(version) = value.as_integer().and_then(|v| u64::try_from(v).ok()) else {
+            return Err(StateError::NotAVersion { name });
+        };
         self.legacy.insert(name, version);
         Ok(())
     }
 
     /// The file's text: `[[repo]]`, and the older entries under
     /// `[root-names]`.
-    pub fn to_toml(&self) -> Result<String, String> {
+    pub fn to_toml(&self) -> Result<String, StateError> {
         let mut table = toml::Table::new();
         let mut names = toml::Table::new();
         for (name, version) in &self.legacy {
-            let version = i64::try_from(*version).map_err(|e| e.to_string())?;
+            let version = i64::try_from(*version).map_err(StateError::TooLarge)?;
             names.insert(name.clone(), toml::Value::Integer(version));
         }
         if !names.is_empty() {
             table.insert(ROOT_NAMES.to_owned(), toml::Value::Table(names));
         }
         if !self.repos.is_empty() {
-            let repos = toml::Value::try_from(&self.repos).map_err(|e| e.to_string())?;
+            let repos = toml::Value::try_from(&self.repos).map_err(StateError::Serialize)?;
             table.insert("repo".to_owned(), repos);
         }
-        toml::to_string(&table).map_err(|e| e.to_string())
+        toml::to_string(&table).map_err(StateError::Serialize)
     }
 
     /// What was seen of the configured repository `config` with `key`.
