@@ -238,11 +238,12 @@ pub enum SchemaError {
         "{file}: format {found} is newer than this program understands (it reads format {FORMAT})"
     )]
     UnsupportedFormat { file: String, found: u32 },
-    #[error("{file}: {key}: {message}")]
+    #[error("{file}: {key}: {problem}")]
     Invalid {
         file: String,
         key: String,
-        message: String,
+        #[source]
+        problem: Invalid,
     },
     #[error("{file}: cannot be written as TOML")]
     Serialize {
@@ -250,6 +251,21 @@ pub enum SchemaError {
         #[source]
         source: toml::ser::Error,
     },
+}
+
+/// What is wrong with a value a document holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Invalid {
+    #[error("{shard} is not under {expected}")]
+    ShardElsewhere {
+        shard: RelativePath,
+        expected: String,
+    },
+    #[error("expires before it was generated")]
+    ExpiresBeforeGenerated,
+    #[error("{0} is listed twice")]
+    ListedTwice(semver::Version),
 }
 
 /// The canonical TOML text of an index document; an error, never an empty
@@ -312,7 +328,10 @@ impl RootIndex {
                     return Err(SchemaError::Invalid {
                         file: file.to_owned(),
                         key: format!("packages.{name}.shard"),
-                        message: format!("{shard} is not under {expected}"),
+                        problem: Invalid::ShardElsewhere {
+                            shard: shard.clone(),
+                            expected,
+                        },
                     });
                 }
             }
@@ -321,7 +340,7 @@ impl RootIndex {
             return Err(SchemaError::Invalid {
                 file: file.to_owned(),
                 key: "repo.expires".into(),
-                message: "expires before it was generated".into(),
+                problem: Invalid::ExpiresBeforeGenerated,
             });
         }
         Ok(root)
@@ -373,7 +392,7 @@ impl Shard {
                 return Err(SchemaError::Invalid {
                     file: file.to_owned(),
                     key: format!("versions[{index}].version"),
-                    message: format!("{} is listed twice", version.version),
+                    problem: Invalid::ListedTwice(version.version.clone()),
                 });
             }
         }

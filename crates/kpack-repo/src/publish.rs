@@ -46,8 +46,12 @@ pub enum PublishError {
     NoIndex { location: String },
     #[error("{location}: already published with different bytes; published files never change")]
     Immutable { location: String },
-    #[error("{}: {message}", path.display())]
-    Artifact { path: PathBuf, message: String },
+    #[error("{}: {problem}", path.display())]
+    Artifact {
+        path: PathBuf,
+        #[source]
+        problem: BadArtifact,
+    },
     /// A `.kpack` artifact that cannot be read; the error names the path.
     #[error(transparent)]
     Archive(#[from] rocm_kpack::Error),
@@ -130,6 +134,24 @@ impl Staged {
     pub fn bytes(&self) -> u64 {
         self.artifacts.iter().map(|a| a.size).sum()
     }
+}
+
+/// What is wrong with an artifact given to publish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadArtifact {
+    #[error("no usable file name")]
+    NoFileName,
+    #[error(transparent)]
+    Path(#[from] kpack_repo_index::types::InvalidValue),
+    #[error("an artifact is a .kpack archive or a .tar.zst tree")]
+    Kind,
+    #[error("a tree is device code for targets or for an owner, not both")]
+    TargetsAndOwner,
+    #[error("a component names device code: give the tree its targets")]
+    ComponentWithoutDevice,
+    #[error("not a zstd-compressed tree: {0}")]
+    NotATree(#[source] std::io::Error),
 }
 
 /// An artifact to add: a file, the targets it serves if it is device code
@@ -374,15 +396,15 @@ impl Publisher {
             .and_then(|n| n.to_str())
             .ok_or_else(|| PublishError::Artifact {
                 path: artifact.file.clone(),
-                message: "no usable file name".into(),
+                problem: BadArtifact::NoFileName,
             })?;
-        let bad = |message: String| PublishError::Artifact {
+        let bad = |problem| PublishError::Artifact {
             path: artifact.file.clone(),
-            message,
+            problem,
         };
         let relative: RelativePath = format!("pool/{name}/{version}/{file_name}")
             .parse()
-            .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
+            .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
         let mut decoded_size = None;
         let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
             let archive = rocm_kpack::Archive::open(&artifact.file)?;
@@ -395,29 +417,23 @@ impl Publisher {
                 .collect();
             let install_as: RelativePath = format!(".kpack/{file_name}")
                 .parse()
-                .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
+                .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
             (ArtifactKind::Kpack, Some(install_as), Some(targets))
         } else if file_name.ends_with(".tar.zst") {
             (ArtifactKind::Tree, None, artifact.targets.clone())
         } else {
-            return Err(bad(
-                "an artifact is a .kpack archive or a .tar.zst tree".into()
-            ));
+            return Err(bad(BadArtifact::Kind));
         };
         let owner = match kind {
             ArtifactKind::Tree => artifact.owner.clone(),
             ArtifactKind::Kpack => None,
         };
         if owner.is_some() && targets.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(bad(
-                "a tree is device code for targets or for an owner, not both".into(),
-            ));
+            return Err(bad(BadArtifact::TargetsAndOwner));
         }
         let device = owner.is_some() || targets.as_ref().is_some_and(|t| !t.is_empty());
         if artifact.component.is_some() && !device {
-            return Err(bad(
-                "a component names device code: give the tree its targets".into(),
-            ));
+            return Err(bad(BadArtifact::ComponentWithoutDevice));
         }
         let unpacked_size = match (kind, artifact.unpacked_size) {
             (ArtifactKind::Kpack, _) => decoded_size,
@@ -454,7 +470,7 @@ impl Publisher {
             .map_err(
                 |e: kpack_repo_index::types::InvalidValue| PublishError::Artifact {
                     path: PathBuf::from("packages"),
-                    message: e.to_string(),
+                    problem: e.into(),
                 },
             )?;
         // Named by its hash: whatever is already there is these bytes.
@@ -705,7 +721,7 @@ fn tree_unpacked_size(file: &Path) -> Result<u64, PublishError> {
     let reader = fs::File::open(file)?;
     crate::unpacked::unpacked_size(reader).map_err(|e| PublishError::Artifact {
         path: file.to_owned(),
-        message: format!("not a zstd-compressed tree: {e}"),
+        problem: BadArtifact::NotATree(e),
     })
 }
 
