@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::names::DistName;
+use crate::names::{DistName, InvalidName};
 
 /// A wheel file name that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -13,7 +13,26 @@ pub struct InvalidFilename {
     /// The file name given.
     pub filename: String,
     /// What is wrong with it.
-    pub reason: String,
+    #[source]
+    pub reason: FilenameProblem,
+}
+
+/// What is wrong with a wheel file name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilenameProblem {
+    #[error("it does not end in .whl")]
+    NotWhl,
+    #[error("it has an empty part")]
+    EmptyPart,
+    #[error("it must have 5 to 7 `-`-separated parts")]
+    PartCount,
+    #[error("the build tag must start with a digit")]
+    BuildTag,
+    #[error("{0}")]
+    Name(#[source] InvalidName),
+    #[error("{0}")]
+    Label(#[source] InvalidLabel),
 }
 
 /// A variant label (`[0-9a-z_.]+`), naming one variant of a wheel.
@@ -99,16 +118,16 @@ impl WheelFilename {
     /// Six parts are a build tag or a label: a build tag must start with a
     /// digit where a Python tag never does, so the third part decides.
     pub fn parse(filename: &str) -> Result<WheelFilename, InvalidFilename> {
-        let invalid = |reason: &str| InvalidFilename {
+        let invalid = |reason| InvalidFilename {
             filename: filename.to_owned(),
-            reason: reason.to_owned(),
+            reason,
         };
         let stem = filename
             .strip_suffix(".whl")
-            .ok_or_else(|| invalid("it does not end in .whl"))?;
+            .ok_or_else(|| invalid(FilenameProblem::NotWhl))?;
         let parts: Vec<&str> = stem.split('-').collect();
         if parts.iter().any(|p| p.is_empty()) {
-            return Err(invalid("it has an empty part"));
+            return Err(invalid(FilenameProblem::EmptyPart));
         }
         let starts_with_digit = |s: &str| s.as_bytes().first().is_some_and(u8::is_ascii_digit);
         let (build, tags, label) = match parts.len() {
@@ -116,18 +135,18 @@ impl WheelFilename {
             6 if starts_with_digit(parts[2]) => (Some(parts[2]), &parts[3..6], None),
             6 => (None, &parts[2..5], Some(parts[5])),
             7 => (Some(parts[2]), &parts[3..6], Some(parts[6])),
-            _ => return Err(invalid("it must have 5 to 7 `-`-separated parts")),
+            _ => return Err(invalid(FilenameProblem::PartCount)),
         };
         if let Some(build) = build {
             if !starts_with_digit(build) {
-                return Err(invalid("the build tag must start with a digit"));
+                return Err(invalid(FilenameProblem::BuildTag));
             }
         }
-        let dist = DistName::new(parts[0]).map_err(|e| invalid(&e.to_string()))?;
+        let dist = DistName::new(parts[0]).map_err(|e| invalid(FilenameProblem::Name(e)))?;
         let label = label
             .map(VariantLabel::new)
             .transpose()
-            .map_err(|e| invalid(&e.to_string()))?;
+            .map_err(|e| invalid(FilenameProblem::Label(e)))?;
         Ok(WheelFilename {
             dist,
             version: parts[1].to_owned(),

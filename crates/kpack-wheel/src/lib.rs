@@ -14,7 +14,7 @@ pub mod names;
 pub mod record;
 pub mod variants;
 
-pub use filename::{InvalidFilename, VariantLabel, WheelFilename};
+pub use filename::{FilenameProblem, InvalidFilename, VariantLabel, WheelFilename};
 pub use metadata::{Metadata, MetadataEditor, MetadataError, RequiresDist};
 pub use names::{DistName, ExtraName, InvalidName};
-pub use record::{Record, RecordError, RecordHash, RecordRow};
+pub use record::{Record, RecordError, RecordHash, RecordProblem, RecordRow};

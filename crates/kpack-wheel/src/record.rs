@@ -23,7 +23,22 @@ pub struct RecordError {
     /// 1-based line number.
     pub line: usize,
     /// What is wrong with it.
-    pub reason: String,
+    #[source]
+    pub reason: RecordProblem,
+}
+
+/// What is wrong with a line of RECORD.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordProblem {
+    #[error("unterminated quote")]
+    UnterminatedQuote,
+    #[error("not three fields (path, hash, size)")]
+    NotThreeFields,
+    #[error("hash {0:?} is not algorithm=digest")]
+    Hash(String),
+    #[error("size {0:?} is not a number")]
+    Size(String),
 }
 
 /// A file's hash as RECORD writes it: `<algorithm>=<urlsafe base64 digest>`.
@@ -131,25 +146,25 @@ impl Record {
             if line.is_empty() {
                 continue;
             }
-            let bad = |reason: String| RecordError {
+            let bad = |reason| RecordError {
                 line: number + 1,
                 reason,
             };
-            let fields = csv_fields(line).ok_or_else(|| bad("unterminated quote".into()))?;
-            let [path, hash, size] = <[String; 3]>::try_from(fields)
-                .map_err(|_| bad("not three fields (path, hash, size)".into()))?;
+            let fields = csv_fields(line).ok_or_else(|| bad(RecordProblem::UnterminatedQuote))?;
+            let [path, hash, size] =
+                <[String; 3]>::try_from(fields).map_err(|_| bad(RecordProblem::NotThreeFields))?;
             let hash = match hash.as_str() {
                 "" => None,
                 text => Some(
                     RecordHash::parse(text)
-                        .ok_or_else(|| bad(format!("hash {text:?} is not algorithm=digest")))?,
+                        .ok_or_else(|| bad(RecordProblem::Hash(text.to_owned())))?,
                 ),
             };
             let size = match size.as_str() {
                 "" => None,
                 text => Some(
                     text.parse()
-                        .map_err(|_| bad(format!("size {text:?} is not a number")))?,
+                        .map_err(|_| bad(RecordProblem::Size(text.to_owned())))?,
                 ),
             };
             rows.push(RecordRow {
