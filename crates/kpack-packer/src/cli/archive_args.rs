@@ -64,12 +64,7 @@ impl ArchiveArgs {
     pub fn signer(&self) -> anyhow::Result<Option<SecretKey>> {
         self.sign
             .as_deref()
-            .map(|key| {
-                SecretKey::load(
-                    key,
-                    std::env::var(kpack_env::EnvVars::KPACK_SIGN_PASSWORD).ok(),
-                )
-            })
+            .map(|key| SecretKey::load(key, super::env(kpack_env::EnvVars::KPACK_SIGN_PASSWORD)))
             .transpose()
             .map_err(Into::into)
     }

@@ -102,6 +102,12 @@ pub fn main() -> ExitCode {
 #[error("{} no code object: {}", if .0.len() == 1 { "an archive holds" } else { "archives hold" }, .0.join(", "))]
 struct EmptyArchives(Vec<String>);
 
+/// An environment variable the command line reads besides its flags':
+/// the one place kpack-pack reads the environment.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 /// A path argument, for messages.
 fn shown(path: &std::path::Path) -> String {
     path.display().to_string()

@@ -45,11 +45,11 @@ pub fn run(command: WheelCommand) -> anyhow::Result<()> {
 fn split(args: SplitArgs) -> anyhow::Result<()> {
     let group = args.archive.group()?.to_owned();
     let source_date_epoch =
-        match std::env::var(kpack_env::EnvVars::SOURCE_DATE_EPOCH) {
-            Ok(value) => Some(value.trim().parse::<i64>().with_context(|| {
+        match super::env(kpack_env::EnvVars::SOURCE_DATE_EPOCH) {
+            Some(value) => Some(value.trim().parse::<i64>().with_context(|| {
                 format!("SOURCE_DATE_EPOCH={value:?} is not a number of seconds")
             })?),
-            Err(_) => None,
+            None => None,
         };
     let options = WheelOptions {
         group,
