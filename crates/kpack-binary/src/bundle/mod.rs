@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::io::{BufRead, Read};
 
 use kpack_gpu::Target;
+use kpack_hash::CountingReader;
 
 use crate::error::BundleError;
 
@@ -279,12 +280,9 @@ fn inner_entries(
         {
             break;
         }
-        let mut counted = Counting {
-            inner: &mut reader,
-            count: 0,
-        };
+        let mut counted = CountingReader::new(&mut reader);
         let (found, len) = offload::read_header(&mut counted, offset, total - at)?;
-        let header_len = counted.count;
+        let header_len = counted.count();
         entries.extend(found.into_iter().map(|info| CodeObjectInfo {
             offset: at + info.offset,
             ..info
@@ -312,20 +310,6 @@ fn skip_zeros(reader: &mut impl BufRead, offset: usize) -> Result<u64, BundleErr
         if end {
             return Ok(count);
         }
-    }
-}
-
-/// A reader that counts the bytes read through it.
-struct Counting<'r, R> {
-    inner: &'r mut R,
-    count: u64,
-}
-
-impl<R: Read> Read for Counting<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        Ok(n)
     }
 }
 

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
+use kpack_hash::CountingWriter;
 use object::elf::{PT_LOAD, SHF_ALLOC, SHT_PROGBITS};
 use object::pod;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
@@ -130,14 +131,11 @@ impl MaterializePlan {
         for (&index, &(offset, len)) in &self.fatbin.bundles {
             let start = self.fatbin.offset + offset;
             write_zeros(out, start - at)?;
-            let mut counted = CountingWriter {
-                inner: out,
-                count: 0,
-                limit: len,
-            };
+            // A bundle stops at its planned length.
+            let mut counted = CountingWriter::with_limit(&mut *out, len);
             bundle(index, &mut counted)?;
-            if counted.count != len {
-                let message = format!("bundle {index} has {} bytes, not {len}", counted.count);
+            if counted.count() != len {
+                let message = format!("bundle {index} has {} bytes, not {len}", counted.count());
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message).into());
             }
             at = start + len;
@@ -169,33 +167,6 @@ fn short_input() -> std::io::Error {
         std::io::ErrorKind::UnexpectedEof,
         "the input ended before the marker's segment",
     )
-}
-
-/// Counts what passes through to `inner`, refusing to pass more than
-/// `limit` bytes: a bundle stops at its planned length.
-struct CountingWriter<'w, W: ?Sized> {
-    inner: &'w mut W,
-    count: u64,
-    limit: u64,
-}
-
-impl<W: Write + ?Sized> Write for CountingWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.count.saturating_add(buf.len() as u64) > self.limit {
-            let message = format!("a bundle past its planned {} bytes", self.limit);
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                message,
-            ));
-        }
-        let n = self.inner.write(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 /// The load segment holding the marker, which must be the last in memory
