@@ -103,6 +103,9 @@ pub struct DetectOptions {
     /// `HSA_OVERRIDE_GFX_VERSION` and `HSA_OVERRIDE_GFX_VERSION_<node>`, by
     /// name, applied to sysfs GPUs as the runtime applies them.
     pub gfx_version_overrides: BTreeMap<String, String>,
+    /// Whether the HSA runtime will turn xnack on (`HSA_XNACK=1`; the
+    /// kernel's default is off), the mode sysfs GPUs' code will run in.
+    pub hsa_xnack: bool,
 }
 
 impl DetectOptions {
@@ -118,6 +121,8 @@ impl DetectOptions {
             sysfs_root: PathBuf::from(DEFAULT_SYSFS_ROOT),
             pci_ids: pci_ids::DEFAULT_PATHS.iter().map(PathBuf::from).collect(),
             gfx_version_overrides: gfx_override::from_environment(),
+            hsa_xnack: std::env::var(kpack_env::EnvVars::HSA_XNACK)
+                .is_ok_and(|value| value.trim() == "1"),
         }
     }
 }
@@ -177,7 +182,7 @@ pub fn detect(options: &DetectOptions) -> Detection {
         Vec::new()
     };
 
-    let (sysfs_gpus, sysfs_notes) = sysfs::read_topology(&options.sysfs_root);
+    let (sysfs_gpus, sysfs_notes) = sysfs::read_topology(&options.sysfs_root, options.hsa_xnack);
     let sysfs_silent = sysfs_notes.is_empty();
     notes.extend(sysfs_notes);
     if sysfs_gpus.is_empty() && sysfs_silent {
@@ -267,7 +272,8 @@ fn sysfs_as_run(
             let target = gfx_override::processor(variable, value)
                 .map_err(|error| error.to_string())
                 .and_then(|processor| {
-                    sysfs::target_for(&processor, gpu.sramecc).map_err(|error| error.to_string())
+                    sysfs::target_for(&processor, gpu.sramecc, options.hsa_xnack)
+                        .map_err(|error| error.to_string())
                 });
             match target {
                 Ok(target) => {
@@ -319,10 +325,12 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     }
     if gpus.is_empty() {
         notes.push("hsa: no GPU agents".to_owned());
-    } else if let Some(version) = std::env::var_os(kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION) {
+    } else if let Some(version) = options
+        .gfx_version_overrides
+        .get(kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION)
+    {
         notes.push(format!(
-            "hsa: HSA_OVERRIDE_GFX_VERSION={} is set, so HSA reports that target rather than the chip's",
-            version.to_string_lossy()
+            "hsa: HSA_OVERRIDE_GFX_VERSION={version} is set, so HSA reports that target rather than the chip's"
         ));
     }
     gpus

@@ -82,7 +82,7 @@ enum Node {
     Gpu(SysfsGpu),
 }
 
-fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
+fn read_node(node: u32, directory: &Path, xnack: bool) -> Result<Node, String> {
     let properties = fs_err::read_to_string(directory.join("properties"))
         .map_err(|error| format!("sysfs: node {node} skipped: {}", describe_io(&error)))?;
     let Some(simd_count) = property(&properties, "simd_count") else {
@@ -98,7 +98,7 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
         ));
     };
     let sramecc = property(&properties, "capability").unwrap_or(0) & CAPABILITY_SRAMECC != 0;
-    let target = target_for(&processor, sramecc)
+    let target = target_for(&processor, sramecc, xnack)
         .map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
     // The name is a nicety; a node without a readable one still counts.
     // Kernels with IP discovery write that phrase there, not a name.
@@ -120,21 +120,21 @@ fn read_node(node: u32, directory: &Path) -> Result<Node, String> {
 }
 
 /// The target a processor runs as, with the modes sysfs can tell: sramecc
-/// from the capability bit, xnack as the HSA runtime will set it.
+/// from the capability bit, xnack as the HSA runtime will set it
+/// (`xnack`).
 pub fn target_for(
     processor: &str,
     sramecc: bool,
+    xnack: bool,
 ) -> Result<Target, kpack_gpu::target::ParseTargetError> {
     let mut id = processor.to_owned();
     if has_sramecc_feature(processor) {
         id.push_str(if sramecc { ":sramecc+" } else { ":sramecc-" });
     }
-    // sysfs does not know the xnack mode. The HSA runtime turns it on only
-    // when HSA_XNACK=1 asks for it (the kernel's default is off), so
-    // that is the mode code will run in.
+    // sysfs does not know the xnack mode: it is the one the HSA runtime
+    // will set (`xnack`, see `DetectOptions::hsa_xnack`).
     if has_xnack_feature(processor) {
-        let on = std::env::var(kpack_env::EnvVars::HSA_XNACK).is_ok_and(|v| v.trim() == "1");
-        id.push_str(if on { ":xnack+" } else { ":xnack-" });
+        id.push_str(if xnack { ":xnack+" } else { ":xnack-" });
     }
     Target::parse(&id)
 }
@@ -147,7 +147,7 @@ pub fn target_for(
 /// skipped: failed to open file ...: Permission denied`); so is a root
 /// that cannot be listed. A missing root (no amdgpu driver) gives no GPUs
 /// and one note. Notes start with `sysfs: `.
-pub fn read_topology(root: &Path) -> (Vec<SysfsGpu>, Vec<String>) {
+pub fn read_topology(root: &Path, xnack: bool) -> (Vec<SysfsGpu>, Vec<String>) {
     let mut gpus = Vec::new();
     let mut notes = Vec::new();
     let entries = match fs_err::read_dir(root) {
@@ -189,7 +189,7 @@ pub fn read_topology(root: &Path) -> (Vec<SysfsGpu>, Vec<String>) {
     }
     nodes.sort();
     for (node, directory) in nodes {
-        match read_node(node, &directory) {
+        match read_node(node, &directory, xnack) {
             Ok(Node::Gpu(gpu)) => gpus.push(gpu),
             Ok(Node::Cpu) => {}
             Err(note) => notes.push(note),
@@ -201,6 +201,18 @@ pub fn read_topology(root: &Path) -> (Vec<SysfsGpu>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_xnack_mode_is_the_one_the_hsa_runtime_is_told_to_set() {
+        let target = |sramecc, xnack| target_for("gfx90a", sramecc, xnack).unwrap().to_string();
+        assert_eq!(target(true, true), "gfx90a:sramecc+:xnack+");
+        assert_eq!(target(false, false), "gfx90a:sramecc-:xnack-");
+        // A processor without the feature gets no mode.
+        assert_eq!(
+            target_for("gfx1100", false, true).unwrap().to_string(),
+            "gfx1100"
+        );
+    }
 
     #[test]
     fn gfx_target_version_is_decimal_major_hex_minor_hex_stepping() {

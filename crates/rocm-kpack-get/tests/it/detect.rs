@@ -52,6 +52,7 @@ fn options(hsa_library: Option<&Path>, sysfs_root: &Path) -> DetectOptions {
     options.sysfs_root = sysfs_root.to_owned();
     options.pci_ids = Vec::new();
     options.gfx_version_overrides.clear();
+    options.hsa_xnack = false;
     options
 }
 
@@ -340,7 +341,7 @@ fn sysfs_cpu_only_topology_has_no_gpus() {
     let dir = TempDir::new().unwrap();
     let root = fake_sysfs(dir.path(), &[FakeNode::cpu()]);
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     assert_eq!(gpus, []);
     assert_eq!(notes, Vec::<String>::new());
@@ -357,7 +358,7 @@ fn sysfs_dgpu_with_sram_ecc_gets_sramecc_on() {
         ],
     );
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     assert_eq!(
         gpus,
@@ -384,7 +385,7 @@ fn sysfs_sramecc_off_is_said_only_for_processors_with_the_feature() {
         ],
     );
 
-    let (gpus, _) = sysfs::read_topology(&root);
+    let (gpus, _) = sysfs::read_topology(&root, false);
 
     let targets: Vec<String> = gpus.iter().map(|gpu| gpu.target.to_string()).collect();
     assert_eq!(targets, ["gfx906:sramecc-:xnack-", "gfx1030"]);
@@ -402,7 +403,7 @@ fn sysfs_apu_and_dgpu_are_both_listed_in_node_order() {
         ],
     );
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     let found: Vec<(u32, String, Option<String>)> = gpus
         .iter()
@@ -435,7 +436,7 @@ fn sysfs_unreadable_node_is_skipped_with_a_note() {
     );
     make_node_unreadable(&root, 1);
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     assert_eq!(gpus.iter().map(|gpu| gpu.node).collect::<Vec<_>>(), [2]);
     let properties = root.join("1/properties");
@@ -457,7 +458,7 @@ fn sysfs_nodes_sort_numerically_and_other_entries_are_ignored() {
     let root = fake_sysfs(dir.path(), &nodes);
     fs_err::create_dir(root.join("README")).unwrap();
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     assert_eq!(
         gpus.iter().map(|gpu| gpu.node).collect::<Vec<_>>(),
@@ -472,7 +473,7 @@ fn sysfs_missing_root_gives_no_gpus() {
     let dir = TempDir::new().unwrap();
     let root = dir.path().join("nodes");
 
-    let (gpus, notes) = sysfs::read_topology(&root);
+    let (gpus, notes) = sysfs::read_topology(&root, false);
 
     assert_eq!(gpus, []);
     assert_eq!(
