@@ -1,8 +1,9 @@
 //! Reading kpack repositories, as a client does: the signed root index and
 //! package shards (`schema`), the values they carry (`types`), GPU families
 //! (`families`), choosing versions and artifacts for a machine's GPUs
-//! (`resolve`), where a repository is (`address`), keys and signatures
-//! (`sign`), whether a root may be trusted now (`freshness`), and fetching
+//! (`resolve`), where a repository is (`address`), the root's signature
+//! (`sign`, with the keys of `kpack-sign`), whether a root may be trusted
+//! now (`freshness`), and fetching
 //! from mirrors with retries, resume and failover into a cache (`fetch`),
 //! within the bounds of `limits`.
 //!
