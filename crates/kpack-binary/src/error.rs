@@ -118,6 +118,57 @@ pub enum ElfError {
     NoRoomForProgramHeaders { len: u64 },
 }
 
+/// Why a PE/COFF image with device code cannot be read, split or
+/// materialized. Offsets are file offsets, RVAs relative to the image base.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeError {
+    #[error("malformed PE image: {0}")]
+    Malformed(String),
+    #[error("unsupported PE image: {0}")]
+    Unsupported(String),
+    #[error("section {section}: its file data [{start:#x}, {end:#x}) runs past the end of the file ({len:#x} bytes)")]
+    SectionPastEnd {
+        section: String,
+        start: u64,
+        end: u64,
+        len: u64,
+    },
+    #[error("sections {first} and {second} overlap {place}")]
+    OverlappingSections {
+        first: String,
+        second: String,
+        /// "in the file" or "in memory".
+        place: &'static str,
+    },
+    #[error("base relocation block at file offset {offset:#x} ({size} bytes) runs past its table, which ends at {table_end:#x}")]
+    RelocationBlockPastTable {
+        offset: u64,
+        size: u32,
+        table_end: u64,
+    },
+    #[error("already split (its wrappers are HIPK)")]
+    AlreadySplit,
+    #[error("wrapper {index} at RVA {rva:#x}: {message}")]
+    BadWrapper {
+        index: usize,
+        rva: u32,
+        message: String,
+    },
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+}
+
+/// Why a binary, of either format, cannot be read, split or materialized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageError {
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    #[error(transparent)]
+    Pe(#[from] PeError),
+}
+
 /// Everything reading, splitting and materializing binaries can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

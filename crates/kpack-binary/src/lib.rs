@@ -16,7 +16,8 @@ pub mod elf;
 pub mod error;
 pub mod input;
 pub mod materialize;
+pub mod pe;
 pub mod sniff;
 pub mod wrapper;
 
-pub use error::{BundleError, ElfError, Error, ProgramHeaderError, Result};
+pub use error::{BundleError, ElfError, Error, ImageError, PeError, ProgramHeaderError, Result};

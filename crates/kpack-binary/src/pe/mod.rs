@@ -1,0 +1,24 @@
+//! PE/COFF fat images (09-windows.md): finding their bundles and
+//! wrappers ([`FatPe`], [`SplitPe`]) and rewriting them into host-only
+//! images ([`SplitPlan`]). A wrapper's pointer is an absolute address the
+//! loader fixes up through a `DIR64` base relocation; its bundle is the
+//! one the pointer lands on.
+
+mod checksum;
+mod edits;
+mod image;
+mod parse;
+mod relocs;
+mod split;
+
+pub use parse::{FatPe, PeSection, PeWrapper, SplitPe, SplitPeWrapper};
+pub use split::{split_pe, SplitLayout, SplitPlan};
+
+/// The section holding the offload bundles (section names in an image's
+/// table are 8 bytes, NUL-padded).
+pub const FATBIN_SECTION: &str = ".hip_fat";
+/// The section holding the 24-byte wrapper structs.
+pub const WRAPPER_SECTION: &str = ".hipFatB";
+/// The section a split adds, holding the kpack marker the `HIPK` wrappers
+/// point at.
+pub const MARKER_SECTION: &str = ".kpackrf";
