@@ -167,6 +167,15 @@ pub enum ImageError {
     Elf(#[from] ElfError),
     #[error(transparent)]
     Pe(#[from] PeError),
+    /// Its offload bundles, which are the same in either format.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// A split plan patched with a binary of the other format.
+    #[error("the split plan was made for a binary of another format")]
+    FormatMismatch,
+    /// The input ended before its headers said it would.
+    #[error("the input is shorter than its headers say: {0}")]
+    Truncated(String),
 }
 
 /// Everything reading, splitting and materializing binaries can fail with.
@@ -192,13 +201,13 @@ pub enum Error {
     ReadSplit {
         path: PathBuf,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     #[error("{}: cannot be read as a fat binary", path.display())]
     ReadFat {
         path: PathBuf,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     #[error("{}: its {} marker cannot be read", path.display(), crate::elf::MARKER_SECTION)]
     Marker {

@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod databases;
 pub mod elf;
 pub mod error;
+pub mod image;
 pub mod input;
 pub mod materialize;
 pub mod pe;

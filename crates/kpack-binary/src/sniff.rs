@@ -11,23 +11,36 @@ use memmap2::Mmap;
 use rocm_kpack::Marker;
 use serde::Serialize;
 
-use crate::elf::{FatElf, SplitElf};
-use crate::error::{Error, Result};
+use crate::elf::SplitElf;
+use crate::error::{Error, ImageError, Result};
+use crate::image::FatImage;
+use crate::pe::SplitPe;
 
 /// The container formats binaries with device code come in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BinaryFormat {
     Elf,
+    /// PE/COFF: Windows DLLs, `.pyd` modules and executables.
+    Pe,
 }
 
 /// The ELF magic, `\x7fELF`.
 const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
+/// The DOS header's magic every PE image starts with, `MZ`.
+const MZ_MAGIC: [u8; 2] = *b"MZ";
 
 impl BinaryFormat {
-    /// The format a file starting with `prefix` is in, if any.
+    /// The format a file starting with `prefix` is in, if any (a PE image
+    /// only as far as its DOS header's magic tells).
     pub fn of_prefix(prefix: &[u8]) -> Option<BinaryFormat> {
-        prefix.starts_with(&ELF_MAGIC).then_some(BinaryFormat::Elf)
+        if prefix.starts_with(&ELF_MAGIC) {
+            Some(BinaryFormat::Elf)
+        } else if prefix.starts_with(&MZ_MAGIC) {
+            Some(BinaryFormat::Pe)
+        } else {
+            None
+        }
     }
 
     /// The format of `file`, from its first bytes (read in place, the
@@ -55,7 +68,7 @@ pub enum Sniffed<'a> {
     /// A binary without device code.
     Plain,
     /// A fat binary: its bundles and wrappers.
-    Fat(FatElf<'a>),
+    Fat(FatImage<'a>),
     /// A split binary: its marker and bundle indices.
     Split(SplitBinary),
 }
@@ -70,7 +83,7 @@ pub fn sniff<'a>(data: &'a [u8], path: &Path) -> Result<Sniffed<'a>> {
     if let Some(split) = split_binary(data, path)? {
         return Ok(Sniffed::Split(split));
     }
-    match FatElf::parse(data) {
+    match FatImage::parse(data) {
         Ok(Some(fat)) => Ok(Sniffed::Fat(fat)),
         Ok(None) => Ok(Sniffed::Plain),
         Err(source) => Err(Error::ReadFat {
@@ -92,21 +105,37 @@ pub struct SplitBinary {
 /// The marker and bundle indices of the binary `data` (read from `path`,
 /// which errors name); `None` when it has no marker.
 pub fn split_binary(data: &[u8], path: &Path) -> Result<Option<SplitBinary>> {
-    let split = SplitElf::parse(data).map_err(|source| Error::ReadSplit {
+    let read_split = |source: ImageError| Error::ReadSplit {
         path: path.to_owned(),
         source,
-    })?;
-    let Some(split) = split else {
-        return Ok(None);
     };
-    let marker = Marker::parse(split.marker_bytes).map_err(|source| Error::Marker {
+    let (format, marker, bundles) = match BinaryFormat::of_prefix(data) {
+        Some(BinaryFormat::Elf) => match SplitElf::parse(data).map_err(|e| read_split(e.into()))? {
+            Some(split) => (
+                BinaryFormat::Elf,
+                split.marker_bytes,
+                split.wrappers.iter().map(|w| w.bundle).collect(),
+            ),
+            None => return Ok(None),
+        },
+        Some(BinaryFormat::Pe) => match SplitPe::parse(data).map_err(|e| read_split(e.into()))? {
+            Some(split) => (
+                BinaryFormat::Pe,
+                split.marker_bytes,
+                split.wrappers.iter().map(|w| w.bundle).collect(),
+            ),
+            None => return Ok(None),
+        },
+        None => return Ok(None),
+    };
+    let marker = Marker::parse(marker).map_err(|source| Error::Marker {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
     Ok(Some(SplitBinary {
-        format: BinaryFormat::Elf,
+        format,
         marker,
-        bundles: split.wrappers.iter().map(|w| w.bundle).collect(),
+        bundles,
     }))
 }
 

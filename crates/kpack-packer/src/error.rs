@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-pub use kpack_binary::{BundleError, ElfError, ProgramHeaderError};
+pub use kpack_binary::{BundleError, ElfError, ImageError, PeError, ProgramHeaderError};
 
 /// Everything the packer library can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -20,10 +20,10 @@ pub enum Error {
     #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error("{}: cannot split", path.display())]
-    Elf {
+    Split {
         path: PathBuf,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     /// A file-system call failed; the error (from fs-err or tempfile)
     /// names the path.
@@ -42,7 +42,7 @@ pub enum Error {
     Original {
         path: PathBuf,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     #[error("{}: no directory beside it can hold the database payloads", path.display())]
     NoPayloadDir { path: PathBuf },

@@ -23,4 +23,4 @@ pub mod tree;
 pub mod verify;
 pub mod wheel;
 
-pub use error::{BundleError, ElfError, Error, ProgramHeaderError, Result};
+pub use error::{BundleError, ElfError, Error, ImageError, PeError, ProgramHeaderError, Result};

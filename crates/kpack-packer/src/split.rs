@@ -11,15 +11,15 @@ use memmap2::MmapMut;
 use rocm_kpack::{BinaryKey, Marker, Target};
 
 use crate::archive::{Entry, Unit};
-use crate::error::{ElfError, Error, Result};
+use crate::error::{Error, ImageError, Result};
 use kpack_binary::bundle::BundleKind;
-use kpack_binary::elf::{split_elf, FatElf, SplitLayout, SplitPlan};
+use kpack_binary::image::{split_image, FatImage, SplitLayout, SplitPlan};
 
 /// A fat binary ready to split: parsed from its headers (a compressed
 /// bundle only as far as the headers it holds), its marker chosen.
 #[derive(Debug)]
 pub struct FatBinary<'a> {
-    pub fat: FatElf<'a>,
+    pub fat: FatImage<'a>,
     /// Its path relative to the install root: its TOC key without `#N`.
     pub key_path: String,
     /// Every target it has code for, in the order first seen.
@@ -29,7 +29,7 @@ pub struct FatBinary<'a> {
 }
 
 impl<'a> FatBinary<'a> {
-    /// Parses `data` if it is a fat ELF file (`Ok(None)` otherwise).
+    /// Parses `data` if it is a fat binary (`Ok(None)` otherwise).
     /// `key_path` is the binary's path relative to the install root;
     /// `search_paths` chooses the marker's paths, relative to its
     /// directory, from the targets it has code for (family archives are
@@ -38,12 +38,12 @@ impl<'a> FatBinary<'a> {
         data: &'a [u8],
         key_path: &str,
         search_paths: impl FnOnce(&[Target]) -> Vec<String>,
-    ) -> Result<Option<FatBinary<'a>>, ElfError> {
-        let Some(fat) = FatElf::parse(data)? else {
+    ) -> Result<Option<FatBinary<'a>>, ImageError> {
+        let Some(fat) = FatImage::parse(data)? else {
             return Ok(None);
         };
         let mut targets: Vec<Target> = Vec::new();
-        for info in fat.bundles.iter().flat_map(|b| &b.entries) {
+        for info in fat.bundles().iter().flat_map(|b| &b.entries) {
             if !targets.contains(&info.target) {
                 targets.push(info.target.clone());
             }
@@ -63,7 +63,7 @@ impl<'a> FatBinary<'a> {
 
     /// Its code objects.
     pub fn code_objects(&self) -> usize {
-        self.fat.bundles.iter().map(|b| b.entries.len()).sum()
+        self.fat.bundles().iter().map(|b| b.entries.len()).sum()
     }
 
     /// Its code objects as units of work for the archives, bundle by
@@ -71,7 +71,7 @@ impl<'a> FatBinary<'a> {
     /// in place), a compressed bundle whole (decoded once, as a stream).
     pub fn units(&self) -> Vec<Unit<'a>> {
         let mut units = Vec::new();
-        for (index, bundle) in self.fat.bundles.iter().enumerate() {
+        for (index, bundle) in self.fat.bundles().iter().enumerate() {
             let binary = BinaryKey::new(&self.key_path, index as u32);
             match bundle.kind {
                 BundleKind::Uncompressed => {
@@ -106,11 +106,11 @@ impl<'a> FatBinary<'a> {
         output: &File,
         output_path: &Path,
     ) -> Result<(SplitLayout, u64)> {
-        let elf_error = |source| Error::Elf {
+        let split_error = |source| Error::Split {
             path: output_path.to_owned(),
             source,
         };
-        let plan = SplitPlan::new(data, &self.fat, &self.marker).map_err(elf_error)?;
+        let plan = SplitPlan::new(data, &self.fat, &self.marker).map_err(split_error)?;
         let written = |source: std::io::Error| {
             Error::Io(std::io::Error::new(
                 source.kind(),
@@ -130,7 +130,7 @@ impl<'a> FatBinary<'a> {
                 path: output_path.to_owned(),
                 source,
             })?;
-        let layout = plan.patch(&self.fat, &mut out).map_err(elf_error)?;
+        let layout = plan.patch(&self.fat, &mut out).map_err(split_error)?;
         out.flush().map_err(written)?;
         Ok((layout, plan.output_len()))
     }
@@ -162,7 +162,7 @@ pub struct SplitBinary<'a> {
     pub layout: SplitLayout,
 }
 
-/// Splits `data` in memory if it is a fat ELF file (`Ok(None)`
+/// Splits `data` in memory if it is a fat binary (`Ok(None)`
 /// otherwise). `key_path` is the binary's path relative to the install
 /// root (its TOC key without `#N`); `search_paths` go into its marker,
 /// relative to its directory.
@@ -170,13 +170,13 @@ pub fn split_binary<'a>(
     data: &'a [u8],
     key_path: &str,
     search_paths: Vec<String>,
-) -> Result<Option<SplitBinary<'a>>, ElfError> {
+) -> Result<Option<SplitBinary<'a>>, ImageError> {
     let Some(binary) = FatBinary::parse(data, key_path, |_| search_paths)? else {
         return Ok(None);
     };
-    let (host, layout) = split_elf(data, &binary.fat, &binary.marker)?;
+    let (host, layout) = split_image(data, &binary.fat, &binary.marker)?;
     let mut entries = Vec::new();
-    for (index, bundle) in binary.fat.bundles.iter().enumerate() {
+    for (index, bundle) in binary.fat.bundles().iter().enumerate() {
         let key = BinaryKey::new(&binary.key_path, index as u32);
         for code_object in bundle.code_objects()? {
             entries.push(Entry {

@@ -183,7 +183,7 @@ fn split_or_copy<'a>(
     let binary = FatBinary::parse(data, &key, |targets| {
         grouping.search_paths(group, &prefix, targets)
     })
-    .map_err(|source_error| Error::Elf {
+    .map_err(|source_error| Error::Split {
         path: source.to_owned(),
         source: source_error,
     })?;

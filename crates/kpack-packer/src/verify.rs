@@ -13,7 +13,8 @@ use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 use crate::error::{Error, ProgramHeaderError, Result};
 use crate::tree::KPACK_DIR;
 use kpack_binary::bundle::{Bundle, CodeObject};
-use kpack_binary::elf::{check_program_headers, FatElf};
+use kpack_binary::elf::check_program_headers;
+use kpack_binary::image::FatImage;
 
 /// One wrapper that did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +62,7 @@ pub struct VerifyReport {
     pub empty_archives: Vec<PathBuf>,
 }
 
-/// The marker and bundle indices of a split ELF file, if it is one.
+/// The marker and bundle indices of a split binary, if it is one.
 fn split_binary_info(data: &[u8], path: &Path) -> Option<(Marker, Vec<u32>)> {
     let split = kpack_binary::sniff::split_binary(data, path).ok()??;
     Some((split.marker, split.bundles))
@@ -101,7 +102,7 @@ pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
 /// chosen target (a split binary's wrappers keep their bundles' numbers).
 pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Result<VerifyReport> {
     let data = fs_err::read(original)?;
-    let fat = FatElf::parse(&data)
+    let fat = FatImage::parse(&data)
         .map_err(|source| Error::Original {
             path: original.to_owned(),
             source,
@@ -110,7 +111,7 @@ pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Resul
             path: original.to_owned(),
         })?;
     let bundles = fat
-        .bundles
+        .bundles()
         .iter()
         .map(Bundle::code_objects)
         .collect::<std::result::Result<Vec<_>, _>>()

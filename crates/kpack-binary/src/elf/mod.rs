@@ -1,5 +1,5 @@
 //! ELF fat binaries: finding their bundles and wrappers, rewriting them
-//! into host-only files ([`split_elf`]), and host-only files back into fat
+//! into host-only files ([`SplitPlan`]), and host-only files back into fat
 //! ones for chosen targets ([`MaterializePlan`]); the program header rule
 //! executables must keep for old kernels ([`check_program_headers`]).
 
@@ -18,7 +18,7 @@ pub use materialize::MaterializePlan;
 pub use parse::{FatElf, SplitElf, SplitWrapper, Wrapper};
 pub use pointer::PointerSource;
 pub use program_headers::{check_program_headers, ProgramHeaderRule};
-pub use surgery::{split_elf, SplitLayout, SplitPlan};
+pub use surgery::{SplitLayout, SplitPlan};
 
 /// The section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";

@@ -107,7 +107,7 @@ pub struct SplitWrapper {
     pub bundle: u32,
 }
 
-/// A host-only file as [`split_elf`](super::split_elf) leaves it: `HIPK`
+/// A host-only file as [`SplitPlan`](super::SplitPlan) leaves it: `HIPK`
 /// wrappers, a memory-only `.hip_fatbin`, and the marker naming the
 /// archives that hold its code.
 #[derive(Debug)]

@@ -94,22 +94,6 @@ fn round_down(value: u64, align: u64) -> u64 {
     value / align * align
 }
 
-/// Rewrites `data` (parsed as `fat`) into a host-only file whose wrappers
-/// point at `marker`, in memory ([`SplitPlan`] writes it as a stream).
-pub fn split_elf(
-    data: &[u8],
-    fat: &FatElf<'_>,
-    marker: &[u8],
-) -> Result<(Vec<u8>, SplitLayout), ElfError> {
-    let plan = SplitPlan::new(data, fat, marker)?;
-    let mut out = Vec::with_capacity(plan.output_len() as usize);
-    plan.write_body(&mut &data[..], &mut out)
-        .map_err(|e| ElfError::Malformed(e.to_string()))?;
-    out.resize(plan.output_len() as usize, 0);
-    let layout = plan.patch(fat, &mut out)?;
-    Ok((out, layout))
-}
-
 /// A split planned from the input's tables alone, so the host-only file
 /// can be written as a stream: [`write_body`](Self::write_body) copies the
 /// input without its device code, the file is extended with zeros to

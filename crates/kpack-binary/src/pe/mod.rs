@@ -12,7 +12,7 @@ mod relocs;
 mod split;
 
 pub use parse::{FatPe, PeSection, PeWrapper, SplitPe, SplitPeWrapper};
-pub use split::{split_pe, SplitLayout, SplitPlan};
+pub use split::{SplitLayout, SplitPlan};
 
 /// The section holding the offload bundles (section names in an image's
 /// table are 8 bytes, NUL-padded).

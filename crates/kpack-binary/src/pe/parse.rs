@@ -59,7 +59,7 @@ pub struct PeWrapper {
 /// A parsed fat PE image.
 #[derive(Debug)]
 pub struct FatPe<'a> {
-    pub(super) headers: Headers,
+    pub(super) headers: Box<Headers>,
     pub fatbin: PeSection,
     pub wrapper_section: PeSection,
     pub bundles: Vec<Bundle<'a>>,
@@ -117,7 +117,7 @@ impl<'a> FatPe<'a> {
             })
             .collect::<Result<Vec<_>, PeError>>()?;
         Ok(Some(FatPe {
-            headers,
+            headers: Box::new(headers),
             fatbin,
             wrapper_section,
             bundles,

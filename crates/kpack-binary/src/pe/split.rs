@@ -45,22 +45,6 @@ pub struct SplitLayout {
     pub removed_signature: bool,
 }
 
-/// Rewrites `data` (parsed as `fat`) into a host-only image whose
-/// wrappers point at `marker`, in memory ([`SplitPlan`] writes it as a
-/// stream).
-pub fn split_pe(
-    data: &[u8],
-    fat: &FatPe<'_>,
-    marker: &[u8],
-) -> Result<(Vec<u8>, SplitLayout), PeError> {
-    let plan = SplitPlan::new(data, fat, marker)?;
-    let mut out = Vec::with_capacity(plan.output_len() as usize);
-    plan.write_body(&mut &data[..], &mut out)
-        .map_err(|e| PeError::Malformed(e.to_string()))?;
-    let layout = plan.patch(fat, &mut out)?;
-    Ok((out, layout))
-}
-
 /// A split planned from the input's headers alone, so the host-only image
 /// can be written as a stream: [`write_body`](Self::write_body) copies the
 /// input without its device code, and [`patch`](Self::patch) writes the
@@ -127,7 +111,7 @@ impl SplitPlan {
             insert: marker_offset - marker_at + marker_raw,
         });
 
-        let mut headers = input.clone();
+        let mut headers = Headers::clone(input);
         let marker_rva = marker_rva(input)?;
         move_file_data(&mut headers, fat, &edits)?;
         headers.sections.push(marker_section(

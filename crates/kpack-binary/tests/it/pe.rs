@@ -4,7 +4,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use kpack_binary::pe::{split_pe, FatPe, SplitPe, MARKER_SECTION};
+use kpack_binary::image::{split_image, FatImage};
+use kpack_binary::pe::{FatPe, SplitPe, MARKER_SECTION};
 use kpack_test_support::{fixtures, tool};
 
 const WHEEL: &str = "pypi/hip_quant-0.4.7-cp311-cp311-win_amd64.whl";
@@ -77,8 +78,12 @@ fn a_split_sdk_dll_holds_no_device_code_and_reads_cleanly() {
     let work = tempfile::tempdir().unwrap();
     for name in DLLS {
         let data = member(name);
-        let fat = FatPe::parse(&data).unwrap().unwrap();
-        let (host, layout) = split_pe(&data, &fat, b"marker bytes").unwrap();
+        let image = FatImage::parse(&data).unwrap().unwrap();
+        let (host, layout) = split_image(&data, &image, b"marker bytes").unwrap();
+        let (FatImage::Pe(fat), kpack_binary::image::SplitLayout::Pe(layout)) = (image, layout)
+        else {
+            panic!("{name} is not read as a PE image");
+        };
         assert_eq!(layout.removed, fat.fatbin.size);
         assert_eq!(host.len() as u64, data.len() as u64 - fat.fatbin.size + 512);
         assert!(!host.windows(24).any(|w| w == b"__CLANG_OFFLOAD_BUNDLE__"));

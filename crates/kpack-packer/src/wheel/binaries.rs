@@ -1,11 +1,10 @@
-//! The fat binaries of a wheel: found among its spooled ELF members, and
+//! The fat binaries of a wheel: found among its spooled ELF and PE members, and
 //! split with markers pointing at `<top-level package>/.kpack/`: each
 //! host-only file written as a stream, the code objects going into the
 //! archives within the memory budget.
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
 use super::error::{Placement, WheelError};
@@ -13,8 +12,8 @@ use super::reader::{Checked, Member};
 use crate::archive::{ArchiveSet, Grouping};
 use crate::split::FatBinary;
 use crate::tree::KPACK_DIR;
-use kpack_binary::elf::FATBIN_SECTION;
 use kpack_binary::input::MappedFile;
+use kpack_binary::sniff::{sniff, Sniffed};
 
 /// A fat member's host-only file, spooled.
 #[derive(Debug)]
@@ -25,9 +24,9 @@ pub struct SplitHost {
     pub size: u64,
 }
 
-/// The positions of the spooled ELF members that carry device code: a
-/// `.hip_fatbin` section with bytes in the file (a split binary keeps the
-/// section, memory-only).
+/// The positions of the spooled members that carry device code (ELF or
+/// PE files with bundles in the file; a split binary has none). A member
+/// whose device code cannot be read counts, so that its split says why.
 pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
     let mut fat = Vec::new();
     for (number, member) in checked.iter().enumerate() {
@@ -35,11 +34,10 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
             continue;
         };
         let mapped = MappedFile::open(path).map_err(boxed)?;
-        let has_fatbin = object::File::parse(mapped.bytes()).is_ok_and(|file| {
-            file.section_by_name(FATBIN_SECTION)
-                .is_some_and(|section| section.file_range().is_some())
-        });
-        if has_fatbin {
+        if matches!(
+            sniff(mapped.bytes(), path),
+            Ok(Sniffed::Fat(_)) | Err(kpack_binary::Error::ReadFat { .. })
+        ) {
             fat.push(number);
         }
     }
@@ -47,8 +45,9 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
 }
 
 /// The top-level package whose `.kpack/` holds the archives: the first
-/// directory of the first fat binary's path. Fat binaries outside the
-/// package tree (`.data/`, the wheel's root) are refused.
+/// directory of the first fat binary's installed path. Fat binaries
+/// installed outside the package tree (other `.data/` schemes, the
+/// wheel's root) are refused.
 pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, WheelError> {
     for &number in fat {
         let name = &members[number].name;
@@ -56,7 +55,7 @@ pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, Wh
             member: name.clone(),
             reason,
         };
-        let Some((top, _)) = name.split_once('/') else {
+        let Some((top, _)) = installed_path(name).split_once('/') else {
             return Err(placement(Placement::AtRoot));
         };
         if top.ends_with(".data") || top.ends_with(".dist-info") {
@@ -65,14 +64,27 @@ pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, Wh
     }
     let first = fat
         .first()
-        .and_then(|&number| members[number].name.split_once('/'))
+        .and_then(|&number| installed_path(&members[number].name).split_once('/'))
         .map(|(top, _)| top.to_owned());
     Ok(first.unwrap_or_default())
 }
 
-/// The TOC key of `member` (its path below `top`, or its whole path when
-/// outside it) and the path from its directory to `top/.kpack/`.
+/// Where `member` lands below site-packages: members of the `.data/`
+/// directory's `purelib` and `platlib` schemes install there as if at the
+/// wheel's root (PEP 427), everything else where it is.
+pub fn installed_path(member: &str) -> &str {
+    let mut parts = member.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(data), Some("purelib" | "platlib"), Some(rest)) if data.ends_with(".data") => rest,
+        _ => member,
+    }
+}
+
+/// The TOC key of `member` (its installed path below `top`, or its whole
+/// installed path when outside it) and the path from its installed
+/// directory to `top/.kpack/`.
 pub fn key_and_prefix(member: &str, top: &str) -> (String, String) {
+    let member = installed_path(member);
     let depth = member.matches('/').count();
     match member.strip_prefix(top).and_then(|p| p.strip_prefix('/')) {
         Some(below) => (
@@ -196,6 +208,26 @@ mod tests {
                 "other/libk.so".to_owned(),
                 "../jax_rocm7_plugin/.kpack/".to_owned()
             )
+        );
+    }
+
+    #[test]
+    fn purelib_and_platlib_members_are_keyed_where_they_install() {
+        let pkg = "hip_quant";
+        assert_eq!(
+            key_and_prefix(
+                "hip_quant-0.4.7.data/purelib/hip_quant/hip_quantize.dll",
+                pkg
+            ),
+            ("hip_quantize.dll".to_owned(), ".kpack/".to_owned())
+        );
+        assert_eq!(
+            key_and_prefix("hip_quant-0.4.7.data/platlib/hip_quant/lib/x.pyd", pkg),
+            ("lib/x.pyd".to_owned(), "../.kpack/".to_owned())
+        );
+        assert_eq!(
+            installed_path("x-1.data/scripts/tool.exe"),
+            "x-1.data/scripts/tool.exe"
         );
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::error::ElfError;
+use crate::error::ImageError;
 
 /// What is wrong with an input wheel, or what failed while splitting it.
 /// `member` is a path inside the wheel.
@@ -91,7 +91,7 @@ pub enum WheelError {
     Split {
         member: String,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     #[error("the output {} would overwrite the input", path.display())]
     OverwritesInput { path: PathBuf },
@@ -167,6 +167,6 @@ pub enum Placement {
     AtRoot,
     #[error("in the wheel's .data or .dist-info directory, installed outside the packages")]
     OutsidePackages,
-    #[error("has a .hip_fatbin section but no device code")]
+    #[error("has a section for offload bundles but no device code")]
     NoDeviceCode,
 }

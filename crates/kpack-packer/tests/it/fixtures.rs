@@ -215,7 +215,7 @@ fn splits_jax_libraries_into_healthy_files_with_every_code_object() {
 fn impossible_headers_are_errors() {
     use std::mem::{offset_of, size_of};
 
-    use kpack_packer::error::ElfError;
+    use kpack_packer::error::{ElfError, ImageError};
     use kpack_packer::split::split_binary;
     use object::elf::{FileHeader64, ProgramHeader64, SectionHeader64};
     use object::read::elf::FileHeader;
@@ -241,7 +241,9 @@ fn impossible_headers_are_errors() {
         assert!(
             matches!(
                 result,
-                Err(ElfError::Malformed(_) | ElfError::Unsupported(_))
+                Err(ImageError::Elf(
+                    ElfError::Malformed(_) | ElfError::Unsupported(_)
+                ))
             ),
             "{value:#x} at {at:#x}: {:?}",
             result.map(|split| split.is_some())

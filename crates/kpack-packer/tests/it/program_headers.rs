@@ -23,7 +23,7 @@ use object::{elf, LittleEndian as LE};
 use crate::common::*;
 use kpack_binary::bundle::build::offload_bundle;
 use kpack_binary::elf::{check_program_headers, ProgramHeaderRule};
-use kpack_packer::ElfError;
+use kpack_packer::{ElfError, ImageError};
 
 /// How the binary is linked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,7 +300,10 @@ fn an_executable_with_nowhere_to_put_its_table_is_refused() {
         Ok(split) => panic!("split as {:?}", split.map(|split| split.layout)),
     };
     assert!(
-        matches!(error, ElfError::NoRoomForProgramHeaders { .. }),
+        matches!(
+            error,
+            ImageError::Elf(ElfError::NoRoomForProgramHeaders { .. })
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("rocm-systems#7937"), "{error}");

@@ -33,11 +33,11 @@ fn splits_rocrand_into_a_healthy_library_and_per_processor_archives() {
     let host = lib.join("librocrand.so.1.1");
     write_like(&host, &split.host, &original).unwrap();
     assert!(
-        split.layout.removed >= fat.fatbin.size - 4096,
+        split.layout.removed() >= fat.fatbin.size - 4096,
         "{:?}",
         split.layout
     );
-    assert!(split.host.len() as u64 <= data.len() as u64 - split.layout.removed + 16 * 1024);
+    assert!(split.host.len() as u64 <= data.len() as u64 - split.layout.removed() + 16 * 1024);
     let archives = write_processor_archives(
         &root.join(".kpack"),
         "rocm",

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use kpack_binary::elf::FatElf;
+use kpack_binary::image::FatImage;
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
 use kpack_error::one_line;
@@ -184,12 +184,12 @@ fn classify(error: &rocm_kpack::Error, root: &Path) -> (Reason, String) {
 
 /// Why `gpu` fails with the fat binary `fat`: some wrapper's bundle holds
 /// no code object for any target of its selection order.
-fn check_fat(fat: &FatElf<'_>, gpu: &Target) -> Option<BinaryFailure> {
+fn check_fat(fat: &FatImage<'_>, gpu: &Target) -> Option<BinaryFailure> {
     let order = gpu.selection_order();
-    let used: BTreeSet<usize> = fat.wrappers.iter().map(|w| w.bundle).collect();
+    let used: BTreeSet<usize> = fat.wrapper_bundles().into_iter().collect();
     let failing = used
         .iter()
-        .filter_map(|&index| fat.bundles.get(index))
+        .filter_map(|&index| fat.bundles().get(index))
         .filter(|bundle| {
             !bundle
                 .entries
@@ -201,7 +201,7 @@ fn check_fat(fat: &FatElf<'_>, gpu: &Target) -> Option<BinaryFailure> {
         return None;
     }
     let mut held: Vec<Target> = fat
-        .bundles
+        .bundles()
         .iter()
         .flat_map(|bundle| bundle.entries.iter().map(|code| code.target.clone()))
         .collect();
