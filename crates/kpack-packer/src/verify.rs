@@ -5,7 +5,7 @@
 //! are not asked for), and every split executable keeps the program header
 //! rule RHEL 8's kernel needs to start it (`elf::check_program_headers`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
@@ -145,10 +145,18 @@ fn check_tree(
     let mut report = VerifyReport::default();
     let kpack = root.join(KPACK_DIR);
     let served = check_archives(&kpack, &mut report)?;
-    let targets: Vec<Target> = if targets.is_empty() {
-        served.into_iter().collect()
-    } else {
-        targets.to_vec()
+    let every_target: BTreeSet<&Target> = served.values().flatten().collect();
+    // Without targets asked for, each wrapper is checked for the targets
+    // the archives hold its code for (binaries need not share targets),
+    // or for all of them when they hold none of its code.
+    let targets_of = |key: &str| -> Vec<Target> {
+        if !targets.is_empty() {
+            return targets.to_vec();
+        }
+        match served.get(key) {
+            Some(held) => held.iter().cloned().collect(),
+            None => every_target.iter().map(|&t| t.clone()).collect(),
+        }
     };
 
     let mut candidates = Vec::new();
@@ -168,7 +176,8 @@ fn check_tree(
             });
         }
         for &bundle in &bundles {
-            for target in &targets {
+            let key = rocm_kpack::BinaryKey::new(&marker.kernel_name, bundle).to_string();
+            for target in &targets_of(&key) {
                 let lookup = Lookup {
                     marker: &marker,
                     binary: path,
@@ -179,18 +188,25 @@ fn check_tree(
             }
         }
     }
-    report.targets = targets;
+    report.targets = if targets.is_empty() {
+        every_target.into_iter().cloned().collect()
+    } else {
+        targets.to_vec()
+    };
     Ok(report)
 }
 
 /// Notes the archives in `kpack` that hold no code object; returns the
-/// targets their binaries' code is for.
-fn check_archives(kpack: &Path, report: &mut VerifyReport) -> Result<BTreeSet<Target>> {
+/// targets they hold each binary's code for, by TOC key.
+fn check_archives(
+    kpack: &Path,
+    report: &mut VerifyReport,
+) -> Result<BTreeMap<String, BTreeSet<Target>>> {
     let mut archives = Vec::new();
     if kpack.is_dir() {
         files(kpack, &mut archives)?;
     }
-    let mut served = BTreeSet::new();
+    let mut served: BTreeMap<String, BTreeSet<Target>> = BTreeMap::new();
     for path in archives
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "kpack"))
@@ -200,7 +216,10 @@ fn check_archives(kpack: &Path, report: &mut VerifyReport) -> Result<BTreeSet<Ta
             report.empty_archives.push(path.clone());
         }
         for binary in archive.binaries().filter(|key| is_binary_key(key)) {
-            served.extend(archive.targets_of(binary).into_iter().flatten().cloned());
+            served
+                .entry(binary.to_owned())
+                .or_default()
+                .extend(archive.targets_of(binary).into_iter().flatten().cloned());
         }
     }
     Ok(served)

@@ -19,3 +19,4 @@ mod snapshots_cli;
 mod synthetic;
 mod tree;
 mod wheel;
+mod windows;

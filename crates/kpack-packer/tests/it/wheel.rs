@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 
 use crate::common::*;
 use kpack_binary::bundle::build::offload_bundle;
-use kpack_binary::elf::{FatElf, MARKER_SECTION, WRAPPER_SECTION};
+use kpack_binary::elf::{MARKER_SECTION, WRAPPER_SECTION};
+use kpack_binary::image::FatImage;
 use kpack_binary::wrapper::{HIPK_MAGIC, WRAPPER_SIZE};
 use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
@@ -35,7 +36,7 @@ fn split(input: &Path, output: &Path) -> Output {
         .unwrap()
 }
 
-fn split_ok(input: &Path, output: &Path) -> String {
+pub(crate) fn split_ok(input: &Path, output: &Path) -> String {
     let out = split(input, output);
     assert!(
         out.status.success(),
@@ -46,18 +47,18 @@ fn split_ok(input: &Path, output: &Path) -> String {
 }
 
 /// Code objects of the original bundles: member -> bundle -> target -> bytes.
-type Bundles = BTreeMap<String, Vec<BTreeMap<Target, Vec<u8>>>>;
+pub(crate) type Bundles = BTreeMap<String, Vec<BTreeMap<Target, Vec<u8>>>>;
 
 /// The code objects of every fat binary in `wheel`, read with the
 /// packer's bundle reader straight from the zip.
-fn original_bundles(wheel: &Path) -> Bundles {
+pub(crate) fn original_bundles(wheel: &Path) -> Bundles {
     let mut archive = zip::ZipArchive::new(fs_err::File::open(wheel).unwrap()).unwrap();
     let mut found = Bundles::new();
     for index in 0..archive.len() {
         let mut member = archive.by_index(index).unwrap();
         let mut data = Vec::new();
         member.read_to_end(&mut data).unwrap();
-        if FatElf::parse(&data).ok().flatten().is_none() {
+        if FatImage::parse(&data).ok().flatten().is_none() {
             continue;
         }
         let bundles = code_by_bundle(&data);
@@ -74,12 +75,12 @@ fn processors(bundles: &Bundles) -> BTreeSet<String> {
         .collect()
 }
 
-fn python() -> Command {
+pub(crate) fn python() -> Command {
     kpack_test_support::tool("python")
 }
 
 /// What `check_wheels.py` reports for every wheel in `dir`, by file name.
-fn check_wheels(dir: &Path) -> BTreeMap<String, Value> {
+pub(crate) fn check_wheels(dir: &Path) -> BTreeMap<String, Value> {
     let mut wheels: Vec<PathBuf> = fs_err::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -90,7 +91,7 @@ fn check_wheels(dir: &Path) -> BTreeMap<String, Value> {
     serde_json::from_str(&out).unwrap()
 }
 
-fn file_names(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn file_names(dir: &Path) -> BTreeSet<String> {
     match fs_err::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -240,7 +241,7 @@ fn assert_loads_original_code(root: &Path, bundles: &Bundles, present: &str, abs
         let path = root.join(member);
         let data = fs_err::read(&path).unwrap();
         assert!(
-            !matches!(FatElf::parse(&data), Ok(Some(_))),
+            !matches!(FatImage::parse(&data), Ok(Some(_))),
             "{member} still has device code"
         );
         let (marker, numbers) = marker_and_bundles(&data);

@@ -54,13 +54,13 @@ impl TestContext {
     }
 }
 
-/// Each bundle's code objects by target, in section order, of the fat ELF
-/// file `data`.
+/// Each bundle's code objects by target, in section order, of the fat
+/// binary `data` (ELF or PE).
 pub fn code_by_bundle(data: &[u8]) -> Vec<std::collections::BTreeMap<kpack_gpu::Target, Vec<u8>>> {
-    kpack_binary::elf::FatElf::parse(data)
-        .expect("a readable ELF file")
+    kpack_binary::image::FatImage::parse(data)
+        .expect("a readable binary")
         .expect("a fat binary")
-        .bundles
+        .bundles()
         .iter()
         .map(|bundle| {
             bundle

@@ -1,0 +1,167 @@
+//! PE/COFF images (09-windows.md): AMD's HIP SDK DLLs of the `hip_quant`
+//! win_amd64 wheel split into a host wheel and device wheels, installed by
+//! real pip for Windows, loaded through their markers byte-equal to the
+//! original code, and read by `llvm-readobj` without a warning.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use kpack_binary::image::FatImage;
+use kpack_binary::pe::{SplitPe, MARKER_SECTION};
+use kpack_binary::{ImageError, PeError};
+use kpack_test_support::{fixtures, run, tool};
+use rocm_kpack::{Loader, LoaderConfig, Marker};
+
+use crate::common::kpack_pack;
+use crate::wheel::{file_names, original_bundles, python, split_ok, Bundles};
+
+const HIP_QUANT: &str = "hip_quant-0.4.7-cp311-cp311-win_amd64.whl";
+/// Where the wheel's DLLs are, and where they install below
+/// site-packages.
+const DATA: &str = "hip_quant-0.4.7.data/purelib/";
+
+fn hip_quant() -> PathBuf {
+    fixtures().join("pypi").join(HIP_QUANT)
+}
+
+/// `llvm-readobj-15 --sections --coff-basereloc` of `path`, which must
+/// warn of nothing.
+pub(crate) fn readobj(path: &Path) -> String {
+    let out = tool("llvm-readobj-15")
+        .args(["--sections", "--coff-basereloc"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "llvm-readobj on {}: {stderr}",
+        path.display()
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Checks with `llvm-readobj` that the split image at `path` has the
+/// marker section and a `DIR64` base relocation at each wrapper's pointer.
+pub(crate) fn assert_readobj_sees_the_split(path: &Path) {
+    let listing = readobj(path);
+    assert!(
+        listing.contains(&format!("Name: {MARKER_SECTION} ")),
+        "{}: no {MARKER_SECTION} in {listing}",
+        path.display()
+    );
+    let data = fs_err::read(path).unwrap();
+    let split = SplitPe::parse(&data).unwrap().unwrap();
+    assert!(!split.wrappers.is_empty());
+    for wrapper in &split.wrappers {
+        let entry = format!("Type: DIR64\n    Address: 0x{:X}\n", wrapper.rva + 8);
+        assert!(
+            listing.contains(&entry),
+            "{}: no DIR64 relocation at the pointer of the wrapper at {:#x}",
+            path.display(),
+            wrapper.rva
+        );
+    }
+}
+
+/// pip (the test environment's) installing `wheels` for 64-bit Windows
+/// into `target`, as `pip install --target` does on Windows.
+fn pip_install_for_windows(target: &Path, wheels: &[PathBuf]) {
+    run(python()
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "win_amd64",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--target",
+        ])
+        .arg(target)
+        .args(wheels));
+}
+
+#[test]
+fn the_hip_quant_wheel_splits_into_windows_host_and_device_wheels_that_load_the_original_code() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    split_ok(&hip_quant(), &out);
+    let bundles: Bundles = original_bundles(&hip_quant())
+        .into_iter()
+        .map(|(member, code)| (member.strip_prefix(DATA).unwrap().to_owned(), code))
+        .collect();
+    assert_eq!(
+        bundles.keys().collect::<Vec<_>>(),
+        [
+            "hip_quant/hip_quantize.dll",
+            "hip_quant/hip_quantize_rocm721.dll"
+        ]
+    );
+    let processors: BTreeSet<String> = bundles
+        .values()
+        .flatten()
+        .flat_map(|bundle| bundle.keys().map(|t| t.processor().to_owned()))
+        .collect();
+    assert_eq!(processors.len(), 8);
+    let mut expected: BTreeSet<String> = processors
+        .iter()
+        .map(|p| format!("hip_quant_device_{p}-0.4.7-cp311-cp311-win_amd64.whl"))
+        .collect();
+    expected.insert(HIP_QUANT.to_owned());
+    assert_eq!(file_names(&out), expected);
+
+    let site = work.path().join("site");
+    let wheels: Vec<PathBuf> = expected.iter().map(|name| out.join(name)).collect();
+    pip_install_for_windows(&site, &wheels);
+
+    let loader = Loader::new(LoaderConfig::default());
+    let mut loaded = 0;
+    for (member, originals) in &bundles {
+        let path = site.join(member);
+        let data = fs_err::read(&path).unwrap();
+        assert!(
+            matches!(
+                FatImage::parse(&data),
+                Err(ImageError::Pe(PeError::AlreadySplit))
+            ),
+            "{member} is not split"
+        );
+        assert!(
+            !data.windows(24).any(|w| w == b"__CLANG_OFFLOAD_BUNDLE__"),
+            "{member} holds a bundle"
+        );
+        assert_readobj_sees_the_split(&path);
+        let split = SplitPe::parse(&data).unwrap().unwrap();
+        let marker = Marker::parse(split.marker_bytes).unwrap();
+        for wrapper in &split.wrappers {
+            for (target, bytes) in &originals[wrapper.bundle as usize] {
+                let located = loader
+                    .locate(&marker, &path, wrapper.bundle, std::slice::from_ref(target))
+                    .unwrap_or_else(|e| panic!("{member} for {target}: {e}"));
+                let code = located.kernel().unwrap().bytes().unwrap();
+                assert!(
+                    code[..] == bytes[..],
+                    "{member} {target}: not the original code object"
+                );
+                loaded += 1;
+            }
+        }
+    }
+    assert_eq!(loaded, 4 + 8);
+
+    let verified = run(kpack_pack().arg("verify").arg(site.join("hip_quant")));
+    assert!(
+        verified.contains(
+            "2 split binaries, 2 wrappers, 8 targets: 12 code objects loaded, 0 failures"
+        ),
+        "{verified}"
+    );
+}
