@@ -140,9 +140,8 @@ impl Headers {
     /// Index of the section named `name` (the 8 bytes of the table,
     /// NUL-padded).
     pub fn section_named(&self, name: &str) -> Option<usize> {
-        let mut padded = [0u8; 8];
-        padded[..name.len()].copy_from_slice(name.as_bytes());
-        self.sections.iter().position(|s| s.name == padded)
+        let name = section_name(name);
+        self.sections.iter().position(|s| s.name == name)
     }
 
     /// The section whose memory holds `rva`.
@@ -240,6 +239,14 @@ pub(super) fn file_range(section: &ImageSectionHeader) -> (u64, u64) {
             u64::from(size),
         ),
     }
+}
+
+/// `name` as the 8 NUL-padded bytes of a section table (cut at 8).
+pub(super) fn section_name(name: &str) -> [u8; 8] {
+    let mut padded = [0u8; 8];
+    let len = name.len().min(8);
+    padded[..len].copy_from_slice(&name.as_bytes()[..len]);
+    padded
 }
 
 /// A section's name as errors show it.

@@ -7,6 +7,7 @@
 mod checksum;
 mod edits;
 mod image;
+mod layout;
 mod parse;
 mod relocs;
 mod split;
