@@ -195,7 +195,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: not a binary kpack-pack split (no {} marker)", path.display(), crate::elf::MARKER_SECTION)]
+    #[error("{}: not a binary kpack-pack split (no {} or {} marker)", path.display(), crate::elf::MARKER_SECTION, crate::pe::MARKER_SECTION)]
     NotSplit { path: PathBuf },
     #[error("{}: cannot be read as a split binary", path.display())]
     ReadSplit {
@@ -209,7 +209,7 @@ pub enum Error {
         #[source]
         source: ImageError,
     },
-    #[error("{}: its {} marker cannot be read", path.display(), crate::elf::MARKER_SECTION)]
+    #[error("{}: its kpack marker cannot be read", path.display())]
     Marker {
         path: PathBuf,
         #[source]
@@ -219,7 +219,7 @@ pub enum Error {
     Materialize {
         path: PathBuf,
         #[source]
-        source: ElfError,
+        source: ImageError,
     },
     #[error("{}: cannot write the materialized binary", path.display())]
     WriteMaterialized {

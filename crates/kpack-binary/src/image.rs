@@ -1,14 +1,15 @@
-//! Fat binaries of either container format, ELF or PE/COFF, behind one
-//! face: their bundles, which bundle each wrapper registers, and the plan
-//! that splits them. Callers that split, verify or inspect go through it
+//! Fat and split binaries of either container format, ELF or PE/COFF,
+//! behind one face: their bundles, which bundle each wrapper registers,
+//! the plan that splits them and the plan that makes them fat again. Callers that split, verify or inspect go through it
 //! and never ask which format a binary is in.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 use crate::bundle::Bundle;
-use crate::elf::{self, FatElf};
+use crate::elf::{self, FatElf, Machine, SplitElf};
 use crate::error::ImageError;
-use crate::pe::{self, FatPe};
+use crate::pe::{self, FatPe, SplitPe};
 use crate::sniff::BinaryFormat;
 
 /// A parsed fat binary.
@@ -152,4 +153,119 @@ pub fn split_image(
     out.resize(plan.output_len() as usize, 0);
     let layout = plan.patch(fat, &mut out)?;
     Ok((out, layout))
+}
+
+/// A parsed split binary.
+#[derive(Debug)]
+pub enum SplitImage<'a> {
+    Elf(SplitElf<'a>),
+    Pe(SplitPe<'a>),
+}
+
+impl<'a> SplitImage<'a> {
+    /// Parses `data`: `Ok(None)` when it is not a binary with a kpack
+    /// marker, an error when it has one but its wrappers cannot be read.
+    pub fn parse(data: &'a [u8]) -> Result<Option<SplitImage<'a>>, ImageError> {
+        Ok(match BinaryFormat::of_prefix(data) {
+            Some(BinaryFormat::Elf) => SplitElf::parse(data)?.map(SplitImage::Elf),
+            Some(BinaryFormat::Pe) => SplitPe::parse(data)?.map(SplitImage::Pe),
+            None => None,
+        })
+    }
+
+    pub fn format(&self) -> BinaryFormat {
+        match self {
+            SplitImage::Elf(_) => BinaryFormat::Elf,
+            SplitImage::Pe(_) => BinaryFormat::Pe,
+        }
+    }
+
+    /// The marker's bytes.
+    pub fn marker_bytes(&self) -> &'a [u8] {
+        match self {
+            SplitImage::Elf(split) => split.marker_bytes,
+            SplitImage::Pe(split) => split.marker_bytes,
+        }
+    }
+
+    /// The bundle index each wrapper stores, in section order.
+    pub fn wrapper_bundles(&self) -> Vec<u32> {
+        match self {
+            SplitImage::Elf(split) => split.wrappers.iter().map(|w| w.bundle).collect(),
+            SplitImage::Pe(split) => split.wrappers.iter().map(|w| w.bundle).collect(),
+        }
+    }
+
+    /// The triple of a materialized bundle's host entry, as the toolchain
+    /// that builds such binaries writes it (AMD's HIP SDK for Windows
+    /// writes a Linux one, `host-x86_64-unknown-linux-gnu-`).
+    pub fn host_triple(&self) -> &'static str {
+        match self {
+            SplitImage::Elf(split) => match split.machine {
+                Machine::X86_64 => "host-x86_64-unknown-linux",
+                Machine::Aarch64 => "host-aarch64-unknown-linux",
+            },
+            SplitImage::Pe(_) => "host-x86_64-unknown-linux-gnu-",
+        }
+    }
+}
+
+/// How a split binary becomes fat again, planned from its bundles'
+/// lengths: written as a stream ([`write`](Self::write)), then patched in
+/// place ([`patch`](Self::patch)).
+#[derive(Debug)]
+pub enum MaterializePlan {
+    Elf(elf::MaterializePlan),
+    Pe(pe::MaterializePlan),
+}
+
+impl MaterializePlan {
+    /// Plans `data` (parsed as `split`) with bundle index N's bundle
+    /// `bundle_lens[N]` bytes long.
+    pub fn new(
+        data: &[u8],
+        split: &SplitImage<'_>,
+        bundle_lens: &BTreeMap<u32, u64>,
+    ) -> Result<MaterializePlan, ImageError> {
+        Ok(match split {
+            SplitImage::Elf(split) => {
+                MaterializePlan::Elf(elf::MaterializePlan::new(data, split, bundle_lens)?)
+            }
+            SplitImage::Pe(split) => {
+                MaterializePlan::Pe(pe::MaterializePlan::new(data, split, bundle_lens)?)
+            }
+        })
+    }
+
+    /// The fat file's length, for an input of `input_len` bytes.
+    pub fn output_len(&self, input_len: u64) -> u64 {
+        match self {
+            MaterializePlan::Elf(plan) => plan.output_len(input_len),
+            MaterializePlan::Pe(plan) => plan.output_len(),
+        }
+    }
+
+    /// Writes the fat file, unpatched, from `input` (at its start), each
+    /// bundle written by `bundle` (by index), exactly as long as planned.
+    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+        &self,
+        input: &mut R,
+        out: &mut W,
+        bundle: impl FnMut(u32, &mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            MaterializePlan::Elf(plan) => plan.write(input, out, bundle),
+            MaterializePlan::Pe(plan) => plan.write(input, out, bundle),
+        }
+    }
+
+    /// Makes the written file (`out`, whole) fat. `split` must be what the
+    /// plan was made from.
+    pub fn patch(&self, out: &mut [u8], split: &SplitImage<'_>) -> Result<(), ImageError> {
+        match (self, split) {
+            (MaterializePlan::Elf(plan), SplitImage::Elf(split)) => Ok(plan.patch(out, split)?),
+            (MaterializePlan::Pe(plan), SplitImage::Pe(split)) => Ok(plan.patch(out, split)?),
+            _ => Err(ImageError::FormatMismatch),
+        }
+    }
 }

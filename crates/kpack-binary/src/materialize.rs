@@ -28,8 +28,8 @@ use memmap2::{Mmap, MmapMut};
 use rocm_kpack::{Archive, Kernel, Loader, LoaderConfig, Marker, Target};
 
 use crate::bundle::OffloadBundleLayout;
-use crate::elf::{Machine, MaterializePlan, SplitElf};
-use crate::error::{Error, Result};
+use crate::error::{Error, ImageError, Result};
+use crate::image::{MaterializePlan, SplitImage};
 
 /// Alignment of code objects in a bundle, as clang lays them out.
 const CODE_ALIGN: u64 = 4096;
@@ -92,11 +92,11 @@ pub fn materialize_file(
     Ok(report)
 }
 
-/// Whether `file` is a binary `kpack-pack split` wrote (an ELF file with a
-/// kpack marker); a file that is not ELF is not one.
+/// Whether `file` is a binary `kpack-pack split` wrote (an ELF or PE file
+/// with a kpack marker); a file of neither format is not one.
 pub fn is_split(file: &File, path: &Path) -> Result<bool> {
     let map = map_input(file, path)?;
-    Ok(SplitElf::parse(&map)
+    Ok(SplitImage::parse(&map)
         .map_err(|source| materialize_error(path, source))?
         .is_some())
 }
@@ -105,7 +105,7 @@ pub fn is_split(file: &File, path: &Path) -> Result<bool> {
 pub fn read_marker(file: &File, path: &Path) -> Result<Marker> {
     let map = map_input(file, path)?;
     let split = parse_split(&map, path)?;
-    Ok(Marker::parse(split.marker_bytes)?)
+    Ok(Marker::parse(split.marker_bytes())?)
 }
 
 /// Writes the split binary `input` (at `path`) materialized for `targets`
@@ -126,12 +126,9 @@ pub fn materialize_into(
     let archives = archives.archives();
     let map = map_input(input, path)?;
     let split = parse_split(&map, path)?;
-    let marker = Marker::parse(split.marker_bytes)?;
-    let host = match split.machine {
-        Machine::X86_64 => "host-x86_64-unknown-linux",
-        Machine::Aarch64 => "host-aarch64-unknown-linux",
-    };
-    let indices: BTreeSet<u32> = split.wrappers.iter().map(|w| w.bundle).collect();
+    let marker = Marker::parse(split.marker_bytes())?;
+    let host = split.host_triple();
+    let indices: BTreeSet<u32> = split.wrapper_bundles().into_iter().collect();
     let mut bundles = BTreeMap::new();
     for index in indices {
         let key = format!("{}#{index}", marker.kernel_name);
@@ -239,7 +236,7 @@ impl Write for Passed<'_> {
 
 /// What materializing did, for the caller to report.
 fn report(
-    split: &SplitElf<'_>,
+    split: &SplitImage<'_>,
     bundles: &BTreeMap<u32, PlannedBundle<'_>>,
     archives: &[Archive],
     size: u64,
@@ -248,16 +245,12 @@ fn report(
         .values()
         .flat_map(|b| b.code.iter().map(|k| k.target().clone()))
         .collect();
-    let per_wrapper =
-        |w: &crate::elf::SplitWrapper| bundles.get(&w.bundle).map_or(0, |b| b.code.len());
+    let wrappers = split.wrapper_bundles();
+    let per_wrapper = |bundle: &u32| bundles.get(bundle).map_or(0, |b| b.code.len());
     Materialized {
-        wrappers: split.wrappers.len(),
-        code_objects: split.wrappers.iter().map(per_wrapper).sum(),
-        empty: split
-            .wrappers
-            .iter()
-            .filter(|w| per_wrapper(w) == 0)
-            .count(),
+        wrappers: wrappers.len(),
+        code_objects: wrappers.iter().map(per_wrapper).sum(),
+        empty: wrappers.iter().filter(|w| per_wrapper(w) == 0).count(),
         targets: targets.into_iter().collect(),
         archives: archives.iter().map(|a| a.path().to_owned()).collect(),
         size,
@@ -275,18 +268,18 @@ fn map_input(file: &File, path: &Path) -> Result<Mmap> {
     })
 }
 
-fn parse_split<'a>(data: &'a [u8], path: &Path) -> Result<SplitElf<'a>> {
-    SplitElf::parse(data)
+fn parse_split<'a>(data: &'a [u8], path: &Path) -> Result<SplitImage<'a>> {
+    SplitImage::parse(data)
         .map_err(|source| materialize_error(path, source))?
         .ok_or_else(|| Error::NotSplit {
             path: path.to_owned(),
         })
 }
 
-fn materialize_error(path: &Path, source: crate::error::ElfError) -> Error {
+fn materialize_error(path: &Path, source: impl Into<ImageError>) -> Error {
     Error::Materialize {
         path: path.to_owned(),
-        source,
+        source: source.into(),
     }
 }
 

@@ -11,10 +11,8 @@ use memmap2::Mmap;
 use rocm_kpack::Marker;
 use serde::Serialize;
 
-use crate::elf::SplitElf;
-use crate::error::{Error, ImageError, Result};
-use crate::image::FatImage;
-use crate::pe::SplitPe;
+use crate::error::{Error, Result};
+use crate::image::{FatImage, SplitImage};
 
 /// The container formats binaries with device code come in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -105,37 +103,21 @@ pub struct SplitBinary {
 /// The marker and bundle indices of the binary `data` (read from `path`,
 /// which errors name); `None` when it has no marker.
 pub fn split_binary(data: &[u8], path: &Path) -> Result<Option<SplitBinary>> {
-    let read_split = |source: ImageError| Error::ReadSplit {
+    let split = SplitImage::parse(data).map_err(|source| Error::ReadSplit {
         path: path.to_owned(),
         source,
+    })?;
+    let Some(split) = split else {
+        return Ok(None);
     };
-    let (format, marker, bundles) = match BinaryFormat::of_prefix(data) {
-        Some(BinaryFormat::Elf) => match SplitElf::parse(data).map_err(|e| read_split(e.into()))? {
-            Some(split) => (
-                BinaryFormat::Elf,
-                split.marker_bytes,
-                split.wrappers.iter().map(|w| w.bundle).collect(),
-            ),
-            None => return Ok(None),
-        },
-        Some(BinaryFormat::Pe) => match SplitPe::parse(data).map_err(|e| read_split(e.into()))? {
-            Some(split) => (
-                BinaryFormat::Pe,
-                split.marker_bytes,
-                split.wrappers.iter().map(|w| w.bundle).collect(),
-            ),
-            None => return Ok(None),
-        },
-        None => return Ok(None),
-    };
-    let marker = Marker::parse(marker).map_err(|source| Error::Marker {
+    let marker = Marker::parse(split.marker_bytes()).map_err(|source| Error::Marker {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
     Ok(Some(SplitBinary {
-        format,
+        format: split.format(),
         marker,
-        bundles,
+        bundles: split.wrapper_bundles(),
     }))
 }
 

@@ -7,12 +7,36 @@ use std::io::{self, Read, Write};
 use crate::bundle::write_zeros;
 
 /// At input offset `at`, `delete` input bytes are skipped and `insert`
-/// zeros written (before the bytes that follow).
+/// bytes written (before the bytes that follow): zeros, or what the
+/// writer's caller fills in when `filled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Edit {
     pub at: u64,
     pub delete: u64,
     pub insert: u64,
+    pub filled: bool,
+}
+
+impl Edit {
+    /// Skips `len` input bytes at `at`.
+    pub fn delete(at: u64, len: u64) -> Edit {
+        Edit {
+            at,
+            delete: len,
+            insert: 0,
+            filled: false,
+        }
+    }
+
+    /// Inserts `len` zeros at `at`.
+    pub fn zeros(at: u64, len: u64) -> Edit {
+        Edit {
+            at,
+            delete: 0,
+            insert: len,
+            filled: false,
+        }
+    }
 }
 
 /// Edits in input order, none overlapping another's deleted bytes.
@@ -43,6 +67,16 @@ impl Edits {
         Some(mapped)
     }
 
+    /// Where bytes inserted at input offset `at` land in the output:
+    /// after what is already inserted there, before what is deleted from
+    /// there on.
+    pub fn insertion_point(&self, at: u64) -> u64 {
+        self.0
+            .iter()
+            .filter(|edit| edit.at + edit.delete <= at)
+            .fold(at, |point, edit| point + edit.insert - edit.delete)
+    }
+
     /// The output's length for an input of `len` bytes.
     pub fn output_len(&self, len: u64) -> u64 {
         self.0
@@ -51,17 +85,28 @@ impl Edits {
     }
 
     /// Writes the input read from `input` (at its start, `len` bytes)
-    /// with the edits applied. Between files `io::copy` lets the kernel
-    /// copy the ranges.
-    pub fn write<R: Read, W: Write>(&self, input: &mut R, len: u64, out: &mut W) -> io::Result<()> {
+    /// with the edits applied, `fill` writing the inserted bytes of
+    /// `filled` edits (exactly `insert` of them). Between files
+    /// `io::copy` lets the kernel copy the ranges.
+    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+        &self,
+        input: &mut R,
+        len: u64,
+        out: &mut W,
+        mut fill: impl FnMut(&Edit, &mut W) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut at = 0;
         for edit in &self.0 {
             copy_exact(input, out, edit.at - at)?;
             io::copy(&mut input.take(edit.delete), &mut io::sink())?;
-            write_zeros(out, edit.insert)?;
+            if edit.filled {
+                fill(edit, out)?;
+            } else {
+                write_zeros(out, edit.insert)?;
+            }
             at = edit.at + edit.delete;
         }
-        copy_exact(input, out, len - at)
+        Ok(copy_exact(input, out, len - at)?)
     }
 }
 
@@ -82,17 +127,30 @@ mod tests {
 
     fn edits() -> Edits {
         let mut edits = Edits::default();
-        edits.push(Edit {
-            at: 10,
-            delete: 0,
-            insert: 4,
-        });
-        edits.push(Edit {
-            at: 20,
-            delete: 5,
-            insert: 0,
-        });
+        edits.push(Edit::zeros(10, 4));
+        edits.push(Edit::delete(20, 5));
         edits
+    }
+
+    fn no_fill(_: &Edit, _: &mut Vec<u8>) -> io::Result<()> {
+        unreachable!("no edit is filled")
+    }
+
+    #[test]
+    fn filled_insertions_come_from_the_caller() {
+        let mut edits = Edits::default();
+        edits.push(Edit {
+            filled: true,
+            ..Edit::zeros(2, 3)
+        });
+        let mut out = Vec::new();
+        edits
+            .write(&mut &[1u8, 2, 3][..], 3, &mut out, |edit, out| {
+                out.extend(std::iter::repeat_n(9, edit.insert as usize));
+                io::Result::Ok(())
+            })
+            .unwrap();
+        assert_eq!(out, [1, 2, 9, 9, 9, 3]);
     }
 
     #[test]
@@ -108,10 +166,20 @@ mod tests {
     }
 
     #[test]
+    fn an_insertion_where_a_deletion_starts_lands_before_it() {
+        let edits = edits();
+        assert_eq!(edits.insertion_point(20), 24);
+        assert_eq!(edits.insertion_point(10), 14);
+        assert_eq!(edits.insertion_point(25), 24);
+    }
+
+    #[test]
     fn the_written_output_is_the_input_with_the_edits() {
         let input: Vec<u8> = (1..=30).collect();
         let mut out = Vec::new();
-        edits().write(&mut &input[..], 30, &mut out).unwrap();
+        edits()
+            .write(&mut &input[..], 30, &mut out, no_fill)
+            .unwrap();
         let mut expected: Vec<u8> = (1..=10).collect();
         expected.extend([0; 4]);
         expected.extend(11..=20);
@@ -123,7 +191,7 @@ mod tests {
     fn a_short_input_is_an_error() {
         let mut out = Vec::new();
         let error = edits()
-            .write(&mut &[0u8; 12][..], 30, &mut out)
+            .write(&mut &[0u8; 12][..], 30, &mut out, no_fill)
             .unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     }

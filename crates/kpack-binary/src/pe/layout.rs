@@ -26,7 +26,7 @@ pub(super) struct Rewrite {
     input_len: u64,
     pub edits: Edits,
     /// The output's headers.
-    pub headers: Headers,
+    pub headers: Box<Headers>,
     /// Where input offset `sections_end` (past every section's file data)
     /// is; new section data is inserted there.
     sections_end: u64,
@@ -49,15 +49,11 @@ impl Rewrite {
             0
         };
         if header_growth != 0 {
-            edits.push(Edit {
-                at: input.size_of_headers(),
-                delete: 0,
-                insert: header_growth,
-            });
+            edits.push(Edit::zeros(input.size_of_headers(), header_growth));
         }
         let sections_end = sections_end(input);
         let removed_signature = drop_signature(input, sections_end, &mut edits)?;
-        let mut headers = input.clone();
+        let mut headers = Box::new(input.clone());
         let size_of_headers = input.size_of_headers() + header_growth;
         headers
             .optional
@@ -79,23 +75,30 @@ impl Rewrite {
         })
     }
 
-    /// Inserts `len` bytes of new section data after every section's
-    /// data, at `FileAlignment`; returns their output offset and their
-    /// size in the file (`len` rounded up to `FileAlignment`).
-    pub fn append_data(&mut self, len: u64) -> (u64, u64) {
+    /// Inserts `len` bytes of new section data at input offset `at`
+    /// (after every other edit before it is made), at `FileAlignment`;
+    /// returns where they go. Zeros unless `filled`: then the writer's
+    /// caller writes the padding and the data.
+    pub fn insert_data(&mut self, at: u64, len: u64, filled: bool) -> Appended {
         let file_align = self.headers.file_alignment();
-        let at = self
-            .edits
-            .map(self.sections_end)
-            .unwrap_or(self.sections_end);
-        let offset = at.next_multiple_of(file_align);
-        let raw_len = len.next_multiple_of(file_align);
+        let mapped = self.edits.insertion_point(at);
+        let offset = mapped.next_multiple_of(file_align);
+        let appended = Appended {
+            padding: offset - mapped,
+            offset,
+            raw_len: len.next_multiple_of(file_align),
+        };
         self.edits.push(Edit {
-            at: self.sections_end,
-            delete: 0,
-            insert: offset - at + raw_len,
+            filled,
+            ..Edit::zeros(at, appended.padding + appended.raw_len)
         });
-        (offset, raw_len)
+        appended
+    }
+
+    /// Where the input's section data ends: data of a section added after
+    /// every other one is inserted there.
+    pub fn sections_end(&self) -> u64 {
+        self.sections_end
     }
 
     /// Once every edit is made: moves the file data of every section but
@@ -151,9 +154,14 @@ impl Rewrite {
     }
 
     /// Writes the input read from `input` (at its start) with the edits,
-    /// zeros where bytes are inserted.
-    pub fn write<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
-        self.edits.write(input, self.input_len, out)
+    /// `fill` writing appended data that is `filled`.
+    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+        &self,
+        input: &mut R,
+        out: &mut W,
+        fill: impl FnMut(&Edit, &mut W) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.edits.write(input, self.input_len, out, fill)
     }
 
     /// Where input offset `offset` (of `what`) is in the output.
@@ -209,6 +217,16 @@ impl Rewrite {
         }
         Ok(())
     }
+}
+
+/// Where inserted section data goes in the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Appended {
+    /// Zeros before it, up to `FileAlignment`.
+    pub padding: u64,
+    pub offset: u64,
+    /// Its size in the file, rounded up to `FileAlignment`.
+    pub raw_len: u64,
 }
 
 /// Where every section's file data (and the headers) ends.
@@ -276,11 +294,7 @@ fn drop_signature(
             headers.len
         )));
     }
-    edits.push(Edit {
-        at: offset,
-        delete: size,
-        insert: 0,
-    });
+    edits.push(Edit::delete(offset, size));
     Ok(true)
 }
 

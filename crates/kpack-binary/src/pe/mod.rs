@@ -1,17 +1,22 @@
 //! PE/COFF fat images (09-windows.md): finding their bundles and
-//! wrappers ([`FatPe`], [`SplitPe`]) and rewriting them into host-only
-//! images ([`SplitPlan`]). A wrapper's pointer is an absolute address the
+//! wrappers ([`FatPe`], [`SplitPe`]), rewriting them into host-only
+//! images ([`SplitPlan`]) and host-only images back into fat ones for
+//! chosen targets ([`MaterializePlan`]). A wrapper's pointer is an absolute address the
 //! loader fixes up through a `DIR64` base relocation; its bundle is the
 //! one the pointer lands on.
 
+#[cfg(feature = "test-fixtures")]
+pub mod build;
 mod checksum;
 mod edits;
 mod image;
 mod layout;
+mod materialize;
 mod parse;
 mod relocs;
 mod split;
 
+pub use materialize::MaterializePlan;
 pub use parse::{FatPe, PeSection, PeWrapper, SplitPe, SplitPeWrapper};
 pub use split::{SplitLayout, SplitPlan};
 

@@ -144,6 +144,7 @@ pub struct SplitPeWrapper {
 /// the `.kpackrf` marker, a `.hip_fat` section without file data.
 #[derive(Debug)]
 pub struct SplitPe<'a> {
+    pub(super) headers: Box<Headers>,
     pub fatbin: PeSection,
     pub marker: PeSection,
     pub marker_bytes: &'a [u8],
@@ -187,6 +188,7 @@ impl<'a> SplitPe<'a> {
             })
             .collect::<Result<Vec<_>, PeError>>()?;
         Ok(Some(SplitPe {
+            headers: Box::new(headers),
             fatbin,
             marker,
             marker_bytes: marker.bytes(data),

@@ -22,6 +22,7 @@ use super::image::LE;
 use super::layout::{next_rva, put, record_mut, section_header, Rewrite};
 use super::parse::FatPe;
 use super::{FATBIN_SECTION, MARKER_SECTION};
+use crate::bundle::write_zeros;
 use crate::error::PeError;
 use crate::wrapper::{HipWrapper, HIPK_MAGIC};
 
@@ -66,13 +67,12 @@ impl SplitPlan {
             )));
         }
         let mut rewrite = Rewrite::new(data, input, true)?;
-        rewrite.edits.push(Edit {
-            at: fat.fatbin.offset,
-            delete: fat.fatbin.size,
-            insert: 0,
-        });
+        rewrite
+            .edits
+            .push(Edit::delete(fat.fatbin.offset, fat.fatbin.size));
         let marker_len = marker.len() as u64;
-        let (marker_offset, marker_raw) = rewrite.append_data(marker_len);
+        let appended = rewrite.insert_data(rewrite.sections_end(), marker_len, false);
+        let (marker_offset, marker_raw) = (appended.offset, appended.raw_len);
         rewrite.move_file_data(data, input, Some(fat.fatbin.index))?;
         let fatbin = &mut rewrite.headers.sections[fat.fatbin.index];
         fatbin.virtual_size.set(LE, fat.fatbin.virtual_size);
@@ -119,7 +119,9 @@ impl SplitPlan {
     /// without `.hip_fat`'s data and signature, zeros where the headers
     /// grow and the marker goes.
     pub fn write_body<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
-        self.rewrite.write(input, out)
+        // Nothing the split inserts is filled: zeros, patched later.
+        self.rewrite
+            .write(input, out, |edit, out| write_zeros(out, edit.insert))
     }
 
     /// Writes what changes into `out`, the body as

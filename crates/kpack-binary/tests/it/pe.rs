@@ -1,12 +1,18 @@
-//! PE/COFF images: AMD's HIP SDK DLLs from the `hip_quant` wheel read and
-//! split, checked by `llvm-readobj`.
+//! PE/COFF images: AMD's HIP SDK DLLs from the `hip_quant` wheel and
+//! images the test fixtures build read and split, checked by
+//! `llvm-readobj` and pefile.
 
 use std::io::Read;
 use std::path::Path;
 
-use kpack_binary::image::{split_image, FatImage};
-use kpack_binary::pe::{FatPe, SplitPe, MARKER_SECTION};
+use kpack_binary::bundle::build::offload_bundle;
+use kpack_binary::image::{split_image, FatImage, SplitLayout};
+use kpack_binary::pe::build::FatDll;
+use kpack_binary::pe::{FatPe, SplitLayout as PeLayout, SplitPe, MARKER_SECTION};
 use kpack_test_support::{fixtures, tool};
+use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
+use object::read::pe::PeFile64;
+use object::LittleEndian;
 
 const WHEEL: &str = "pypi/hip_quant-0.4.7-cp311-cp311-win_amd64.whl";
 const DLLS: [&str; 2] = [
@@ -106,4 +112,150 @@ fn a_split_sdk_dll_holds_no_device_code_and_reads_cleanly() {
             .replace("0X", "0x");
         assert!(listing.contains(&pointer), "no {pointer:?} in {listing}");
     }
+}
+
+/// Three bundles of distinct code for two targets each.
+fn bundles() -> Vec<Vec<u8>> {
+    (0..3u8)
+        .map(|n| {
+            let a = vec![n + 1; 5000 + usize::from(n) * 3000];
+            let b = vec![n + 101; 7000];
+            offload_bundle(&[
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a", &a),
+                ("hipv4-amdgcn-amd-amdhsa--gfx1100", &b),
+            ])
+        })
+        .collect()
+}
+
+fn dll(wrappers: Vec<usize>) -> (FatDll, Vec<Vec<u8>>) {
+    let bundles = bundles();
+    let mut dll = FatDll::new(bundles.iter().map(|b| b.len() as u64).collect());
+    dll.wrappers = wrappers;
+    (dll, bundles)
+}
+
+/// Splits `data`, checks the result with our reader and llvm-readobj, and
+/// returns it with its layout.
+fn split_checked(data: &[u8]) -> (Vec<u8>, PeLayout) {
+    let image = FatImage::parse(data).unwrap().unwrap();
+    let FatImage::Pe(fat) = &image else {
+        panic!("not read as a PE image")
+    };
+    let wrapper_bundles: Vec<u32> = fat.wrappers.iter().map(|w| w.bundle as u32).collect();
+    let (host, layout) = split_image(data, &image, b"marker").unwrap();
+    let SplitLayout::Pe(layout) = layout else {
+        panic!("not split as a PE image")
+    };
+    let split = SplitPe::parse(&host).unwrap().unwrap();
+    assert_eq!(split.marker_bytes, b"marker");
+    let stored: Vec<u32> = split.wrappers.iter().map(|w| w.bundle).collect();
+    assert_eq!(stored, wrapper_bundles);
+    let work = tempfile::tempdir().unwrap();
+    let path = work.path().join("split.dll");
+    fs_err::write(&path, &host).unwrap();
+    let listing = readobj(&path);
+    for wrapper in &split.wrappers {
+        let entry = format!("Type: DIR64\n    Address: 0x{:X}\n", wrapper.rva + 8);
+        assert!(listing.contains(&entry), "no {entry:?} in {listing}");
+    }
+    (host, layout)
+}
+
+#[test]
+fn wrappers_find_their_bundles_by_pointer_not_by_position() {
+    let (dll, bundles) = dll(vec![2, 0, 1, 0]);
+    let data = dll.bytes(&bundles);
+    let fat = FatPe::parse(&data).unwrap().unwrap();
+    let found: Vec<usize> = fat.wrappers.iter().map(|w| w.bundle).collect();
+    assert_eq!(found, [2, 0, 1, 0]);
+    for (bundle, original) in fat.bundles.iter().zip(&bundles) {
+        assert_eq!(bundle.bytes(), &original[..]);
+    }
+    let (host, layout) = split_checked(&data);
+    assert!(!layout.grew_headers && !layout.removed_signature);
+    assert_eq!(host.len() as u64, data.len() as u64 - fat.fatbin.size + 512);
+}
+
+/// Whether pefile, an independent reader, finds the checksum of the image
+/// at `path` right.
+fn pefile_accepts_checksum(path: &Path) -> bool {
+    let out = tool("python")
+        .args([
+            "-c",
+            "import pefile, sys; pe = pefile.PE(sys.argv[1]); \
+             print(pe.OPTIONAL_HEADER.CheckSum != 0 and pe.verify_checksum())",
+        ])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim() == "True"
+}
+
+#[test]
+fn a_split_recomputes_the_checksum_where_there_was_one() {
+    let (mut dll, bundles) = dll(vec![0, 1, 2]);
+    dll.checksum = true;
+    let data = dll.bytes(&bundles);
+    let work = tempfile::tempdir().unwrap();
+    let (input, output) = (work.path().join("in.dll"), work.path().join("out.dll"));
+    fs_err::write(&input, &data).unwrap();
+    assert!(
+        pefile_accepts_checksum(&input),
+        "the built image's checksum is wrong"
+    );
+    let (host, _) = split_checked(&data);
+    fs_err::write(&output, &host).unwrap();
+    assert!(
+        pefile_accepts_checksum(&output),
+        "the split image's checksum is wrong"
+    );
+}
+
+#[test]
+fn a_split_removes_the_signature_and_says_so() {
+    let (mut dll, bundles) = dll(vec![0, 1, 2]);
+    dll.certificate = Some(vec![0x5a; 1024]);
+    let data = dll.bytes(&bundles);
+    let fat = FatPe::parse(&data).unwrap().unwrap();
+    let (host, layout) = split_checked(&data);
+    assert!(layout.removed_signature);
+    assert_eq!(
+        host.len() as u64,
+        data.len() as u64 - fat.fatbin.size + 512 - 1024
+    );
+    assert!(!host.windows(1024).any(|w| w.iter().all(|&b| b == 0x5a)));
+    let pe = PeFile64::parse(&host[..]).unwrap();
+    assert!(pe.data_directory(IMAGE_DIRECTORY_ENTRY_SECURITY).is_none());
+}
+
+#[test]
+fn a_section_table_without_a_free_slot_grows_the_headers() {
+    let (mut dll, bundles) = dll(vec![1, 0, 2]);
+    dll.full_section_table = true;
+    let data = dll.bytes(&bundles);
+    let (host, layout) = split_checked(&data);
+    assert!(layout.grew_headers);
+    let pe = PeFile64::parse(&host[..]).unwrap();
+    assert_eq!(
+        pe.nt_headers()
+            .optional_header
+            .size_of_headers
+            .get(LittleEndian),
+        0x600
+    );
+    let text = pe.section_table().section(object::SectionIndex(1)).unwrap();
+    assert_eq!(text.pointer_to_raw_data.get(LittleEndian), 0x600);
+}
+
+#[test]
+fn a_fatbin_last_in_the_image_splits_too() {
+    let (mut dll, bundles) = dll(vec![0, 2]);
+    dll.fatbin_last = true;
+    split_checked(&dll.bytes(&bundles));
 }
