@@ -343,3 +343,92 @@ fn write_padded<W: Write>(out: &mut W, bytes: &[u8], align: u64) -> io::Result<(
     let len = bytes.len() as u64;
     write_zeros(out, len.next_multiple_of(align) - len)
 }
+
+/// A fat DLL broken in one way, and what an error about it must say.
+#[derive(Debug, Clone)]
+pub struct Malformed {
+    pub what: &'static str,
+    pub bytes: Vec<u8>,
+    /// Words the error's message holds.
+    pub says: &'static str,
+}
+
+/// Fat DLLs of three bundles broken in the ways a reader must catch:
+/// truncated headers, a section past the end of the file, a wrapper
+/// pointing outside every section, a relocation block past its table,
+/// sections overlapping in the file and in memory.
+pub fn malformed() -> Vec<Malformed> {
+    let bundle = crate::bundle::build::offload_bundle(&[(
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+        &[0x5a; 3000][..],
+    )]);
+    let bundles = vec![bundle.clone(), bundle.clone(), bundle];
+    let dll = FatDll::new(bundles.iter().map(|b| b.len() as u64).collect());
+    let good = dll.bytes(&bundles);
+    let layout = dll.layout();
+    let table = (dll.nt_offset() + NT_LEN) as usize;
+    let header = |section: Section| {
+        let index = layout
+            .order
+            .iter()
+            .position(|s| *s as usize == section as usize)
+            .expect("every section is laid out");
+        table + index * size_of::<ImageSectionHeader>()
+    };
+    let field = |section, field: usize| header(section) + field;
+    let raw_of = |section| {
+        let at = field(section, 20);
+        u32::from_le_bytes(good[at..at + 4].try_into().expect("4 bytes")) as usize
+    };
+    let with = |at: usize, value: &[u8]| {
+        let mut bytes = good.clone();
+        bytes[at..at + value.len()].copy_from_slice(value);
+        bytes
+    };
+    vec![
+        Malformed {
+            what: "headers cut short",
+            bytes: good[..0x80].to_vec(),
+            says: "truncated NT headers",
+        },
+        Malformed {
+            what: "a section table cut short",
+            bytes: good[..table + 20].to_vec(),
+            says: "section headers",
+        },
+        Malformed {
+            what: "a section past the end",
+            bytes: with(field(Section::Fatbin, 16), &0x1000_0000u32.to_le_bytes()),
+            says: "section .hip_fat: its file data",
+        },
+        Malformed {
+            what: "a wrapper pointing outside every section",
+            bytes: with(
+                raw_of(Section::Wrappers) + 8,
+                &(IMAGE_BASE + 0x7000_0000).to_le_bytes(),
+            ),
+            says: "outside every section",
+        },
+        Malformed {
+            what: "a relocation block past its table",
+            bytes: with(raw_of(Section::Relocations) + 4, &0x100u32.to_le_bytes()),
+            says: "runs past its table",
+        },
+        Malformed {
+            what: "sections overlapping in the file",
+            bytes: with(
+                field(Section::Wrappers, 20),
+                &(raw_of(Section::Text) as u32).to_le_bytes(),
+            ),
+            says: "overlap in the file",
+        },
+        Malformed {
+            what: "sections overlapping in memory",
+            bytes: with(
+                field(Section::Wrappers, 12),
+                &(SECTION_ALIGN as u32).to_le_bytes(),
+            ),
+            says: "overlap in memory",
+        },
+    ]
+}

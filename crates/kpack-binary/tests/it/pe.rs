@@ -2,12 +2,13 @@
 //! images the test fixtures build read and split, checked by
 //! `llvm-readobj` and pefile.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
 use kpack_binary::bundle::build::offload_bundle;
-use kpack_binary::image::{split_image, FatImage, SplitLayout};
-use kpack_binary::pe::build::FatDll;
+use kpack_binary::image::{split_image, FatImage, MaterializePlan, SplitImage, SplitLayout};
+use kpack_binary::pe::build::{malformed, FatDll};
 use kpack_binary::pe::{FatPe, SplitLayout as PeLayout, SplitPe, MARKER_SECTION};
 use kpack_test_support::{fixtures, tool};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
@@ -258,4 +259,81 @@ fn a_fatbin_last_in_the_image_splits_too() {
     let (mut dll, bundles) = dll(vec![0, 2]);
     dll.fatbin_last = true;
     split_checked(&dll.bytes(&bundles));
+}
+
+/// Makes the split image `host` fat with bundle index N's bundle
+/// `bundles[N]`; checks every wrapper points at its bundle, the image
+/// reads as fat (not split) and llvm-readobj reads it cleanly.
+fn materialize_checked(host: &[u8], bundles: &BTreeMap<u32, Vec<u8>>) -> Vec<u8> {
+    let split = SplitImage::parse(host).unwrap().unwrap();
+    let stored = split.wrapper_bundles();
+    let lens = bundles.iter().map(|(&i, b)| (i, b.len() as u64)).collect();
+    let plan = MaterializePlan::new(host, &split, &lens).unwrap();
+    let mut out = Vec::new();
+    plan.write(&mut &host[..], &mut out, |index, out| {
+        out.write_all(&bundles[&index])
+    })
+    .unwrap();
+    assert_eq!(out.len() as u64, plan.output_len(host.len() as u64));
+    plan.patch(&mut out, &split).unwrap();
+
+    assert!(SplitPe::parse(&out).unwrap().is_none(), "still split");
+    let fat = FatPe::parse(&out).unwrap().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let path = work.path().join("fat.dll");
+    fs_err::write(&path, &out).unwrap();
+    let listing = readobj(&path);
+    for (wrapper, &index) in fat.wrappers.iter().zip(&stored) {
+        assert_eq!(fat.bundles[wrapper.bundle].bytes(), &bundles[&index][..]);
+        let entry = format!("Type: DIR64\n    Address: 0x{:X}\n", wrapper.rva + 8);
+        assert!(listing.contains(&entry), "no {entry:?} in {listing}");
+    }
+    out
+}
+
+#[test]
+fn a_materialized_image_holds_its_bundles_where_the_split_took_them() {
+    let (dll, bundles) = dll(vec![2, 0, 1, 0]);
+    let data = dll.bytes(&bundles);
+    let original = FatPe::parse(&data).unwrap().unwrap();
+    let (host, _) = split_checked(&data);
+    let by_index = bundles
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, b)| (i as u32, b))
+        .collect();
+    let fat_again = materialize_checked(&host, &by_index);
+    let fat = FatPe::parse(&fat_again).unwrap().unwrap();
+    assert_eq!(fat.fatbin, original.fatbin);
+    assert_eq!(fat_again.len(), data.len() + 512);
+    // A split of it writes a marker of its own.
+    split_checked(&fat_again);
+}
+
+#[test]
+fn bundles_outgrowing_the_split_section_go_into_a_new_one() {
+    let (dll, bundles) = dll(vec![1, 0]);
+    let data = dll.bytes(&bundles);
+    let original = FatPe::parse(&data).unwrap().unwrap();
+    let (host, _) = split_checked(&data);
+    let big = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", &vec![7u8; 64 * 1024])]);
+    let grown: BTreeMap<u32, Vec<u8>> = [(0, big.clone()), (1, big)].into();
+    let fat_again = materialize_checked(&host, &grown);
+    let fat = FatPe::parse(&fat_again).unwrap().unwrap();
+    assert!(fat.fatbin.rva > original.fatbin.rva);
+    assert_ne!(fat.fatbin.index, original.fatbin.index);
+    split_checked(&fat_again);
+}
+
+#[test]
+fn malformed_images_get_errors_saying_what_is_wrong() {
+    for case in malformed() {
+        let error = match FatImage::parse(&case.bytes) {
+            Err(error) => error,
+            Ok(fat) => panic!("{}: read as {fat:?}", case.what),
+        };
+        let message = error.to_string();
+        assert!(message.contains(case.says), "{}: {message}", case.what);
+    }
 }

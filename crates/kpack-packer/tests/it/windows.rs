@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kpack_binary::image::FatImage;
+use kpack_binary::pe::build::malformed;
 use kpack_binary::pe::{SplitPe, MARKER_SECTION};
 use kpack_binary::{ImageError, PeError};
 use kpack_test_support::{fixtures, run, tool};
@@ -164,4 +165,29 @@ fn the_hip_quant_wheel_splits_into_windows_host_and_device_wheels_that_load_the_
         ),
         "{verified}"
     );
+}
+
+#[test]
+fn malformed_images_are_refused_by_name_and_nothing_is_written() {
+    let work = tempfile::tempdir().unwrap();
+    for case in malformed() {
+        let input = work.path().join("bad.dll");
+        fs_err::write(&input, &case.bytes).unwrap();
+        let out = work.path().join("out");
+        let result = kpack_pack()
+            .arg("split")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(!result.status.success(), "{}: split", case.what);
+        assert!(
+            stderr.contains(case.says) && stderr.contains("bad.dll"),
+            "{}: {stderr}",
+            case.what
+        );
+        assert!(!out.exists(), "{}: wrote {}", case.what, out.display());
+    }
 }
