@@ -137,18 +137,19 @@ impl<'a> FatBinary<'a> {
 
     /// Writes the host-only file to `path` atomically, with the mode of
     /// `like` (the input it is made from) under the umask, as `cp` would.
+    /// Returns the layout and the file's length.
     pub fn write_host_like(
         &self,
         data: &[u8],
         input: &File,
         path: &Path,
         like: &Path,
-    ) -> Result<u64> {
+    ) -> Result<(SplitLayout, u64)> {
         let mode = fs_err::metadata(like)?.permissions().mode();
         let out = kpack_fs::AtomicFile::with_mode(path, mode & 0o7777)?;
-        let (_, len) = self.write_host(data, input, out.file(), path)?;
+        let written = self.write_host(data, input, out.file(), path)?;
         out.commit()?;
-        Ok(len)
+        Ok(written)
     }
 }
 

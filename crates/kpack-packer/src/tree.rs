@@ -89,6 +89,9 @@ pub struct TreeReport {
     pub bytes_in: u64,
     /// Bytes of the split binaries' host-only files.
     pub host_bytes_out: u64,
+    /// Host-only files whose Authenticode signature the split removed (it
+    /// no longer held), relative to the output.
+    pub unsigned: Vec<PathBuf>,
     pub archives: Vec<WrittenArchive>,
     /// The database payloads, at their final place (none when packed).
     pub payloads: Vec<DatabasePayload>,
@@ -142,6 +145,9 @@ fn key(item: &Item) -> &Path {
 struct FileResult<'a> {
     bytes_in: u64,
     host_bytes: Option<u64>,
+    /// Its host-only file, relative to the output, when it lost the
+    /// signature the split made invalid.
+    unsigned: Option<PathBuf>,
     /// A fat binary, whose code objects go into the archives.
     binary: Option<FatBinary<'a>>,
 }
@@ -192,13 +198,15 @@ fn split_or_copy<'a>(
         return Ok(FileResult {
             bytes_in: data.len() as u64,
             host_bytes: None,
+            unsigned: None,
             binary: None,
         });
     };
-    let host = binary.write_host_like(data, mapped.file(), &destination, source)?;
+    let (layout, host) = binary.write_host_like(data, mapped.file(), &destination, source)?;
     Ok(FileResult {
         bytes_in: data.len() as u64,
         host_bytes: Some(host),
+        unsigned: layout.removed_signature().then(|| relative.to_owned()),
         binary: Some(binary),
     })
 }
@@ -303,6 +311,7 @@ fn tally<'a>(report: &mut TreeReport, results: Vec<FileResult<'a>>) -> Vec<Unit<
             report.binaries += 1;
             report.host_bytes_out += host;
         }
+        report.unsigned.extend(result.unsigned);
         if let Some(binary) = result.binary {
             units.extend(binary.units());
         }

@@ -112,3 +112,11 @@ fn env(name: &str) -> Option<String> {
 fn shown(path: &std::path::Path) -> String {
     path.display().to_string()
 }
+
+/// Says that the host-only file `host` lost its Authenticode signature:
+/// a split changes the image, so the signature no longer held.
+fn unsigned_note(host: impl std::fmt::Display) {
+    println!(
+        "note: {host}: its Authenticode signature was removed (the split changed the image); sign it again"
+    );
+}

@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
 use super::archive_args::ArchiveArgs;
-use super::{shown, GroupByArg};
+use super::{shown, unsigned_note, GroupByArg};
 use kpack_binary::input::MappedFile;
 use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
@@ -81,7 +81,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     .with_context(|| format!("cannot split {}", shown(input)))?
     else {
         bail!(
-            "{} is not an ELF file with device code (.hip_fatbin)",
+            "{} is not a binary with device code (an ELF file with .hip_fatbin or a PE image with .hip_fat)",
             shown(input)
         );
     };
@@ -94,7 +94,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         .with_budget(args.archive.memory);
     archives.add(&binary.units(), |bytes| mapped.release(bytes))?;
     let archives = archives.finish()?;
-    let host_bytes = binary.write_host_like(data, mapped.file(), &host, input)?;
+    let (layout, host_bytes) = binary.write_host_like(data, mapped.file(), &host, input)?;
     sign_all(signer.as_ref(), &archives)?;
 
     let mut targets: Vec<String> = binary.targets.iter().map(ToString::to_string).collect();
@@ -107,6 +107,9 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         targets.join(", ")
     );
     summary(1, 1, data.len() as u64, host_bytes, &archives);
+    if layout.removed_signature() {
+        unsigned_note(shown(&host));
+    }
     Ok(())
 }
 
@@ -138,6 +141,9 @@ fn run_tree(
         report.host_bytes_out,
         &report.archives,
     );
+    for host in &report.unsigned {
+        unsigned_note(shown(&args.output.join(host)));
+    }
     if report.database_files > 0 {
         println!(
             "database files {}, payloads {}",

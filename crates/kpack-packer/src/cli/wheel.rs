@@ -77,6 +77,9 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
         report.devices.len()
     );
     println!("  {} (host, {} bytes)", shown(host), report.host_bytes);
+    for member in &report.unsigned {
+        super::unsigned_note(member);
+    }
     for device in &report.devices {
         let targets: Vec<String> = device.targets.iter().map(ToString::to_string).collect();
         println!(

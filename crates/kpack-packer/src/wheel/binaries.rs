@@ -22,6 +22,8 @@ pub struct SplitHost {
     pub number: usize,
     pub path: PathBuf,
     pub size: u64,
+    /// It lost the Authenticode signature the split made invalid.
+    pub removed_signature: bool,
 }
 
 /// The positions of the spooled members that carry device code (ELF or
@@ -175,10 +177,15 @@ impl Splitter<'_> {
             .write(true)
             .create_new(true)
             .open(&path)?;
-        let (_, size) = binary
+        let (layout, size) = binary
             .write_host(file.bytes(), file.file(), out.file(), &path)
             .map_err(boxed)?;
-        let host = SplitHost { number, path, size };
+        let host = SplitHost {
+            number,
+            path,
+            size,
+            removed_signature: layout.removed_signature(),
+        };
         Ok((host, binary))
     }
 }

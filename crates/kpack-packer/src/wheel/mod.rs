@@ -85,6 +85,9 @@ pub struct WheelReport {
     pub host: Option<PathBuf>,
     pub bytes_in: u64,
     pub host_bytes: u64,
+    /// Members whose Authenticode signature the split removed (it no
+    /// longer held).
+    pub unsigned: Vec<String>,
     pub devices: Vec<DeviceWheel>,
     /// The variant wheels, with `--variants`.
     pub variants: Vec<PathBuf>,
@@ -153,6 +156,11 @@ fn split_open_wheel(
     )
     .with_budget(options.budget);
     let split = splitter.split_all(&fat, &mut set)?;
+    report.unsigned = split
+        .iter()
+        .filter(|host| host.removed_signature)
+        .map(|host| wheel.members[host.number].name.clone())
+        .collect();
     let archives = finish_archives(set, options)?;
     let content = HostContent {
         checked: &checked,

@@ -6,11 +6,14 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use kpack_binary::bundle::build::offload_bundle;
 use kpack_binary::image::FatImage;
-use kpack_binary::pe::build::malformed;
+use kpack_binary::pe::build::{malformed, FatDll};
 use kpack_binary::pe::{SplitPe, MARKER_SECTION};
 use kpack_binary::{ImageError, PeError};
 use kpack_test_support::{fixtures, run, tool};
+use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
+use object::read::pe::PeFile64;
 use rocm_kpack::{Loader, LoaderConfig, Marker};
 
 use crate::common::kpack_pack;
@@ -189,5 +192,44 @@ fn malformed_images_are_refused_by_name_and_nothing_is_written() {
             case.what
         );
         assert!(!out.exists(), "{}: wrote {}", case.what, out.display());
+    }
+}
+
+#[test]
+fn a_signed_image_splits_unsigned_and_the_split_says_so() {
+    let work = tempfile::tempdir().unwrap();
+    let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", &[1u8; 5000][..])]);
+    let mut dll = FatDll::new(vec![bundle.len() as u64]);
+    dll.certificate = Some(vec![0x30; 2048]);
+    let tree = work.path().join("tree");
+    fs_err::create_dir_all(tree.join("bin")).unwrap();
+    fs_err::write(tree.join("bin/signed.dll"), dll.bytes(&[bundle])).unwrap();
+
+    let single = run(kpack_pack()
+        .arg("split")
+        .arg(tree.join("bin/signed.dll"))
+        .arg("-o")
+        .arg(work.path().join("one")));
+    let whole = run(kpack_pack()
+        .arg("split")
+        .arg(&tree)
+        .arg("-o")
+        .arg(work.path().join("tree.out")));
+    for (stdout, host) in [
+        (single, "one/signed.dll"),
+        (whole, "tree.out/bin/signed.dll"),
+    ] {
+        let host = work.path().join(host);
+        let note = format!(
+            "note: {}: its Authenticode signature was removed",
+            host.display()
+        );
+        assert!(stdout.contains(&note), "{stdout}");
+        let data = fs_err::read(&host).unwrap();
+        let image = PeFile64::parse(&data[..]).unwrap();
+        assert!(image
+            .data_directory(IMAGE_DIRECTORY_ENTRY_SECURITY)
+            .is_none());
+        readobj(&host);
     }
 }
