@@ -1,6 +1,6 @@
 //! LLVM's `clang-offload-bundler` (Debian 12's `clang-tools-15`) as an
 //! independent reader of the offload bundles in an ELF file's
-//! `.hip_fatbin` section.
+//! `.hip_fatbin` section or a PE image's `.hip_fat`.
 //!
 //! The section holds uncompressed offload bundles back to back, zero
 //! padding between them:
@@ -124,21 +124,23 @@ pub fn clang_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
-/// The bundles of `elf`'s `.hip_fatbin` section, in section order.
-pub fn bundles(elf: &Path) -> Vec<OffloadBundle> {
-    fatbin_bundles(&fatbin(elf))
+/// The bundles of `binary`'s device code section, in section order.
+pub fn bundles(binary: &Path) -> Vec<OffloadBundle> {
+    fatbin_bundles(&fatbin(binary))
         .into_iter()
         .map(OffloadBundle::new)
         .collect()
 }
 
-/// The bytes of `elf`'s `.hip_fatbin` section.
-pub fn fatbin(elf: &Path) -> Vec<u8> {
-    let data = fs::read(elf).unwrap();
+/// The bytes of `binary`'s device code section, as `object` reads it:
+/// `.hip_fatbin` in an ELF file, `.hip_fat` in a PE image.
+pub fn fatbin(binary: &Path) -> Vec<u8> {
+    let data = fs::read(binary).unwrap();
     let file = object::File::parse(&*data).unwrap();
     let section = file
         .section_by_name(".hip_fatbin")
-        .unwrap_or_else(|| panic!("{} has no .hip_fatbin section", elf.display()));
+        .or_else(|| file.section_by_name(".hip_fat"))
+        .unwrap_or_else(|| panic!("{} has no device code section", binary.display()));
     section.data().unwrap().to_vec()
 }
 

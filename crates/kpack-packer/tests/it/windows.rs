@@ -14,7 +14,7 @@ use kpack_binary::{ImageError, PeError};
 use kpack_test_support::{fixtures, run, tool};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
 use object::read::pe::PeFile64;
-use rocm_kpack::{Loader, LoaderConfig, Marker};
+use rocm_kpack::{Loader, LoaderConfig, Marker, Target};
 
 use crate::common::kpack_pack;
 use crate::wheel::{file_names, original_bundles, python, split_ok, Bundles};
@@ -231,5 +231,54 @@ fn a_signed_image_splits_unsigned_and_the_split_says_so() {
             .data_directory(IMAGE_DIRECTORY_ENTRY_SECURITY)
             .is_none());
         readobj(&host);
+    }
+}
+
+#[test]
+fn a_split_sdk_dll_materializes_into_bundles_clang_offload_bundler_reads() {
+    let work = tempfile::tempdir().unwrap();
+    let original = work.path().join("hip_quantize.dll");
+    let mut wheel = zip::ZipArchive::new(fs_err::File::open(hip_quant()).unwrap()).unwrap();
+    let mut member = wheel
+        .by_name(&format!("{DATA}hip_quant/hip_quantize.dll"))
+        .unwrap();
+    std::io::copy(&mut member, &mut fs_err::File::create(&original).unwrap()).unwrap();
+    let code = crate::common::code_by_bundle(&fs_err::read(&original).unwrap());
+    let split = work.path().join("split");
+    run(kpack_pack()
+        .arg("split")
+        .arg(&original)
+        .arg("-o")
+        .arg(&split));
+
+    for targets in ["gfx942", "gfx90a,gfx942,gfx1200,gfx1201"] {
+        let fat = work.path().join(format!("fat-{targets}.dll"));
+        run(kpack_pack()
+            .arg("materialize")
+            .arg(split.join("hip_quantize.dll"))
+            .args(["--targets", targets, "-o"])
+            .arg(&fat));
+        readobj(&fat);
+        let data = fs_err::read(&fat).unwrap();
+        let Some(FatImage::Pe(image)) = FatImage::parse(&data).unwrap() else {
+            panic!("{targets}: not a fat PE image");
+        };
+        assert_eq!(image.wrappers.len(), 1);
+        let bundles = kpack_test_support::offload_bundler::bundles(&fat);
+        assert_eq!(bundles.len(), 1, "{targets}");
+        let mut expected: BTreeSet<String> = targets
+            .split(',')
+            .map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}"))
+            .collect();
+        expected.insert("host-x86_64-unknown-linux-gnu-".to_owned());
+        assert_eq!(bundles[0].triples(), expected, "{targets}");
+        for target in targets.split(',') {
+            let unbundled = bundles[0].unbundle(&format!("hipv4-amdgcn-amd-amdhsa--{target}"));
+            let original = &code[0][&Target::parse(target).unwrap()];
+            assert!(
+                unbundled == *original,
+                "{targets}: {target} differs from the original"
+            );
+        }
     }
 }
