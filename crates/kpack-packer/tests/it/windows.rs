@@ -3,14 +3,16 @@
 //! real pip for Windows, loaded through their markers byte-equal to the
 //! original code, and read by `llvm-readobj` without a warning.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_binary::bundle::build::offload_bundle;
+use kpack_binary::bundle::build::{ccob, offload_bundle};
+use kpack_binary::bundle::CcobMethod;
 use kpack_binary::image::FatImage;
 use kpack_binary::pe::build::{malformed, FatDll};
 use kpack_binary::pe::{SplitPe, MARKER_SECTION};
 use kpack_binary::{ImageError, PeError};
+use kpack_test_support::fat::FatLibrary;
 use kpack_test_support::{fixtures, run, tool};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
 use object::read::pe::PeFile64;
@@ -281,4 +283,81 @@ fn a_split_sdk_dll_materializes_into_bundles_clang_offload_bundler_reads() {
             );
         }
     }
+}
+
+#[test]
+fn a_tree_of_pe_and_elf_binaries_splits_both_and_compressed_bundles_materialize_in_a_new_section() {
+    let work = tempfile::tempdir().unwrap();
+    let tree = work.path().join("tree");
+    fs_err::create_dir_all(tree.join("bin")).unwrap();
+    fs_err::create_dir_all(tree.join("lib")).unwrap();
+    let gfx90a = vec![0x11u8; 40_000];
+    let gfx1100 = vec![0x22u8; 30_000];
+    let inner = offload_bundle(&[
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a", &gfx90a[..]),
+        ("hipv4-amdgcn-amd-amdhsa--gfx1100", &gfx1100[..]),
+    ]);
+    let compressed = ccob(&inner, 3, CcobMethod::Zstd);
+    let dll = FatDll::new(vec![compressed.len() as u64]);
+    fs_err::write(tree.join("bin/compressed.dll"), dll.bytes(&[compressed])).unwrap();
+    FatLibrary::new(inner.clone())
+        .aligned(4096)
+        .compile(&tree.join("lib/libfat.so"));
+
+    let out = work.path().join("out");
+    let stdout = run(kpack_pack().arg("split").arg(&tree).arg("-o").arg(&out));
+    assert!(stdout.contains("binaries split 2"), "{stdout}");
+    let verified = run(kpack_pack().arg("verify").arg(&out));
+    assert!(
+        verified
+            .contains("2 split binaries, 2 wrappers, 2 targets: 4 code objects loaded, 0 failures"),
+        "{verified}"
+    );
+    assert_readobj_sees_the_split(&out.join("bin/compressed.dll"));
+
+    let fat = work.path().join("fat.dll");
+    run(kpack_pack()
+        .arg("materialize")
+        .arg(out.join("bin/compressed.dll"))
+        .args(["--targets", "gfx90a,gfx1100", "-o"])
+        .arg(&fat));
+    readobj(&fat);
+    let data = fs_err::read(&fat).unwrap();
+    let Some(FatImage::Pe(image)) = FatImage::parse(&data).unwrap() else {
+        panic!("not a fat PE image");
+    };
+    let split = fs_err::read(out.join("bin/compressed.dll")).unwrap();
+    let split = SplitPe::parse(&split).unwrap().unwrap();
+    assert!(
+        image.fatbin.rva > split.marker.rva,
+        "the uncompressed bundle outgrows the compressed one's memory: a new .hip_fat after the marker"
+    );
+    let bundles = kpack_test_support::offload_bundler::bundles(&fat);
+    assert_eq!(
+        bundles[0].unbundle("hipv4-amdgcn-amd-amdhsa--gfx90a"),
+        gfx90a
+    );
+    assert_eq!(
+        bundles[0].unbundle("hipv4-amdgcn-amd-amdhsa--gfx1100"),
+        gfx1100
+    );
+}
+
+#[test]
+fn splitting_an_image_twice_gives_the_same_bytes() {
+    let work = tempfile::tempdir().unwrap();
+    let input = work.path().join("hip_quantize_rocm721.dll");
+    let mut wheel = zip::ZipArchive::new(fs_err::File::open(hip_quant()).unwrap()).unwrap();
+    let mut member = wheel
+        .by_name(&format!("{DATA}hip_quant/hip_quantize_rocm721.dll"))
+        .unwrap();
+    std::io::copy(&mut member, &mut fs_err::File::create(&input).unwrap()).unwrap();
+    let outputs: Vec<BTreeMap<String, String>> = (0..2)
+        .map(|n| {
+            let out = work.path().join(format!("out{n}"));
+            run(kpack_pack().arg("split").arg(&input).arg("-o").arg(&out));
+            kpack_test_support::chain::snapshot(&out)
+        })
+        .collect();
+    assert_eq!(outputs[0], outputs[1]);
 }
