@@ -1,23 +1,82 @@
 //! Which file is mapped at an address: how a HIP runtime finds the path of
 //! the binary whose marker it was handed, to resolve the marker's relative
 //! archive paths.
+//!
+//! On Linux the answer is in `/proc/self/maps`; on Windows the loader
+//! knows which module (DLL or EXE) holds an address and the file it was
+//! loaded from.
 
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
-/// The file mapped at `address` and the offset in that file that
-/// `address` corresponds to.
+/// The file mapped at `address` and the offset `address` corresponds to:
+/// on Linux the offset in the file, on Windows the offset from the
+/// module's base (its relative virtual address).
 pub fn binary_path_of(address: usize) -> Result<(PathBuf, u64)> {
     #[cfg(target_os = "linux")]
     {
         let maps = fs_err::read("/proc/self/maps").map_err(Error::Mappings)?;
         find_in_maps(&maps, address).ok_or(Error::PathDiscovery { address })
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    {
+        module_of(address).ok_or(Error::PathDiscovery { address })
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
     {
         let _ = address;
         Err(Error::Disabled)
+    }
+}
+
+/// The module (DLL or EXE) holding `address`, the file it was loaded from
+/// and `address`'s offset from its base; `None` if no module holds it.
+#[cfg(windows)]
+fn module_of(address: usize) -> Option<(PathBuf, u64)> {
+    use std::os::windows::ffi::OsStringExt;
+    use windows_sys::Win32::Foundation::HMODULE;
+    use windows_sys::Win32::System::LibraryLoader::{
+        GetModuleFileNameW, GetModuleHandleExW, GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
+        GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+    };
+
+    /// The longest path Windows has (in UTF-16 units), with its NUL.
+    const LONGEST_PATH: usize = 32_768;
+
+    let mut module: HMODULE = std::ptr::null_mut();
+    // SAFETY: with FROM_ADDRESS the name argument is only compared with
+    // the modules' address ranges, never read; `module` is writable.
+    // UNCHANGED_REFCOUNT takes no reference, so none is to be released.
+    let found = unsafe {
+        GetModuleHandleExW(
+            GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+            address as *const u16,
+            &mut module,
+        )
+    };
+    if found == 0 || module.is_null() {
+        return None;
+    }
+    // A module handle is the address the module is loaded at.
+    let offset = address.checked_sub(module as usize)? as u64;
+    let mut name = vec![0u16; 260];
+    loop {
+        let size = u32::try_from(name.len()).ok()?;
+        // SAFETY: `name` is writable for `size` UTF-16 units.
+        let len = unsafe { GetModuleFileNameW(module, name.as_mut_ptr(), size) } as usize;
+        if len == 0 {
+            return None;
+        }
+        // A name that fills the buffer was cut short: grow and ask again.
+        if len < name.len() {
+            name.truncate(len);
+            return Some((PathBuf::from(std::ffi::OsString::from_wide(&name)), offset));
+        }
+        if name.len() >= LONGEST_PATH {
+            return None;
+        }
+        name.resize((name.len() * 2).min(LONGEST_PATH), 0);
     }
 }
 

@@ -10,6 +10,10 @@
  * allocated with malloc and must be released with the matching free
  * function. Strings returned by query functions are owned by the archive
  * and valid until kpack_close().
+ *
+ * On Windows (rocm_kpack.dll) paths, given and returned, are UTF-8, with
+ * '\\' or '/' and perhaps a drive letter, and ROCM_KPACK_PATH and
+ * ROCM_KPACK_PATH_PREFIX separate their entries with ';' instead of ':'.
  */
 
 #ifndef ROCM_KPACK_KPACK_H
@@ -100,7 +104,9 @@ void kpack_cache_destroy(kpack_cache_t cache);
 /* Writes the path of the file mapped at `address_in_binary` (from
  * /proc/self/maps) into `path_out`, NUL-terminated, and the matching file
  * offset into `offset_out` if it is not NULL. Buffer too small:
- * INVALID_ARGUMENT; no file mapped there: PATH_DISCOVERY_FAILED. */
+ * INVALID_ARGUMENT; no file mapped there: PATH_DISCOVERY_FAILED. On
+ * Windows: the file of the DLL or EXE holding the address, and the
+ * address's offset from the module's base. */
 kpack_error_t kpack_discover_binary_path(const void* address_in_binary,
                                          char* path_out, size_t path_out_size,
                                          size_t* offset_out);

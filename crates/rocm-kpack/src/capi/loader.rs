@@ -70,7 +70,7 @@ pub unsafe extern "C" fn kpack_discover_binary_path(
         required(address)?;
         let path_out = required_mut(path_out)?;
         let (path, offset) = binary_path_of(address as usize).map_err(|e| e.code())?;
-        let bytes = path_bytes(&path);
+        let bytes = path_bytes(&path).ok_or(ErrorCode::PathDiscoveryFailed)?;
         if bytes.len() >= path_out_size {
             return Err(ErrorCode::InvalidArgument);
         }
@@ -89,15 +89,19 @@ pub unsafe extern "C" fn kpack_discover_binary_path(
     })
 }
 
+/// A path as the C API hands it out: its bytes on Unix.
 #[cfg(unix)]
-fn path_bytes(path: &Path) -> &[u8] {
+fn path_bytes(path: &Path) -> Option<&[u8]> {
     use std::os::unix::ffi::OsStrExt;
-    path.as_os_str().as_bytes()
+    Some(path.as_os_str().as_bytes())
 }
 
+/// A path as the C API hands it out: UTF-8 elsewhere (Windows), as the
+/// C API's path arguments are; `None` for a name UTF-8 cannot spell (an
+/// unpaired surrogate).
 #[cfg(not(unix))]
-fn path_bytes(path: &Path) -> &[u8] {
-    path.to_str().unwrap_or_default().as_bytes()
+fn path_bytes(path: &Path) -> Option<&[u8]> {
+    path.to_str().map(str::as_bytes)
 }
 
 /// Loads the code object of bundle `bundle_index` of the binary at

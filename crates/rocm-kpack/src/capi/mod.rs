@@ -86,7 +86,8 @@ unsafe fn c_path<'a>(ptr: *const c_char) -> Result<&'a std::path::Path, ErrorCod
     Ok(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)))
 }
 
-/// A required C string as a path.
+/// A required C string as a path: UTF-8 text outside Unix (Windows, where
+/// `\` and `/` both separate and a drive letter may lead).
 ///
 /// # Safety
 /// As for [`c_str`].

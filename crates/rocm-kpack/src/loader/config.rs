@@ -75,10 +75,20 @@ fn is_truthy(value: &std::ffi::OsStr) -> bool {
     !bytes.is_empty() && bytes[0] != b'0'
 }
 
-/// Splits a search path list (`:` on Unix, `;` on Windows), skipping empty
+/// What separates the entries of `ROCM_KPACK_PATH` and
+/// `ROCM_KPACK_PATH_PREFIX`: `;` on Windows, whose paths hold `:` after a
+/// drive letter, `:` elsewhere.
+const PATH_LIST_SEPARATOR: u8 = if cfg!(windows) { b';' } else { b':' };
+
+/// Splits a search path list at [`PATH_LIST_SEPARATOR`], skipping empty
 /// parts.
 fn split_paths(value: &std::ffi::OsStr) -> Vec<PathBuf> {
-    let separator = if cfg!(windows) { b';' } else { b':' };
+    split_paths_at(value, PATH_LIST_SEPARATOR)
+}
+
+/// Splits a search path list at `separator`, skipping empty parts; each
+/// entry is taken as it is (`\` or `/`, a drive letter or none).
+fn split_paths_at(value: &std::ffi::OsStr, separator: u8) -> Vec<PathBuf> {
     value
         .as_encoded_bytes()
         .split(|&b| b == separator)
@@ -103,6 +113,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn reads_paths_skipping_empty_parts() {
         let c = config(&[
             (EnvVars::ROCM_KPACK_PATH, ":/a.kpack::b.kpack:"),
@@ -113,6 +124,38 @@ mod tests {
             [PathBuf::from("/a.kpack"), PathBuf::from("b.kpack")]
         );
         assert_eq!(c.path_prefix, [PathBuf::from("/p")]);
+    }
+
+    fn split_windows(value: &str) -> Vec<PathBuf> {
+        split_paths_at(std::ffi::OsStr::new(value), b';')
+    }
+
+    #[test]
+    fn windows_lists_split_at_semicolons_keeping_drive_letters() {
+        assert_eq!(
+            split_windows(r"C:\kpack\a.kpack;;D:/b.kpack;\\server\share\c.kpack;"),
+            [
+                PathBuf::from(r"C:\kpack\a.kpack"),
+                PathBuf::from("D:/b.kpack"),
+                PathBuf::from(r"\\server\share\c.kpack"),
+            ]
+        );
+        // One entry holding a drive letter's colon stays whole.
+        assert_eq!(
+            split_windows(r"C:\Program Files\app\.kpack\x.kpack"),
+            [PathBuf::from(r"C:\Program Files\app\.kpack\x.kpack")]
+        );
+        assert!(split_windows(";;").is_empty());
+    }
+
+    #[test]
+    fn this_platform_splits_at_its_separator() {
+        let list = if cfg!(windows) {
+            r"C:\a.kpack;D:\b.kpack"
+        } else {
+            "/a.kpack:/b.kpack"
+        };
+        assert_eq!(split_paths(std::ffi::OsStr::new(list)).len(), 2);
     }
 
     #[test]

@@ -257,7 +257,7 @@ impl Loader {
                 continue;
             };
             let pattern = base.join(before);
-            let (dir, prefix) = if before.is_empty() || before.ends_with('/') {
+            let (dir, prefix) = if before.is_empty() || before.ends_with(std::path::is_separator) {
                 (pattern.as_path(), "")
             } else {
                 (

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
-use memmap2::{Advice, Mmap, UncheckedAdvice};
+use memmap2::Mmap;
 
 use crate::error::{DecompressionProblem, Error, FormatProblem, Result};
 use crate::format::{
@@ -64,11 +64,16 @@ pub struct Kernel<'a> {
     metadata: Option<toc::Span>,
 }
 
-/// Opens `path` for reading if it is a regular file. It is opened
-/// non-blocking, so a FIFO (which a plain open would wait on for a writer,
-/// for ever) or a device returns at once and is then refused by its type.
-/// The flag is left set: it means nothing for a regular file, whose
-/// descriptor is only mapped.
+/// Opens `path` for reading if it is a regular file.
+///
+/// On Unix it is opened non-blocking, so a FIFO (which a plain open would
+/// wait on for a writer, for ever) or a device returns at once and is then
+/// refused by its type. The flag is left set: it means nothing for a
+/// regular file, whose descriptor is only mapped.
+///
+/// On Windows it is opened read-only letting others read, write, delete
+/// and rename it, so an installer may work beside a running program; a
+/// pipe, a console or another device is refused by its type.
 fn open_regular(path: &Path) -> Result<fs::File> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
@@ -76,6 +81,14 @@ fn open_regular(path: &Path) -> Result<fs::File> {
     {
         use fs::os::unix::fs::OpenOptionsExt;
         options.custom_flags(libc::O_NONBLOCK);
+    }
+    #[cfg(windows)]
+    {
+        use fs::os::windows::fs::OpenOptionsExt;
+        use windows_sys::Win32::Storage::FileSystem::{
+            FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
+        };
+        options.share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE);
     }
     let file = options.open(path).map_err(Error::Open)?;
     let kind = file.metadata().map_err(Error::Open)?.file_type();
@@ -626,10 +639,7 @@ fn frame_ranges(
     toc_offset: u64,
 ) -> Result<Vec<BlobRange>, RangeError> {
     let region_end = zstd_region_end(region_offset, region_size, toc_offset)?;
-    // Only the 4-byte size prefixes are touched; random-access advice keeps
-    // the kernel from faulting in the frames around them, so opening a huge
-    // archive costs a page per frame at most.
-    let _ = map.advise_range(Advice::Random, region_offset as usize, region_size as usize);
+    advise_random(map, region_offset, region_size);
     let frames = read_frames(map, region_offset, region_end);
     release_region(map, backing, region_offset, region_size);
     let (frames, at) = frames?;
@@ -722,11 +732,29 @@ fn read_frames(
     Ok((frames, at))
 }
 
+/// Only the 4-byte size prefixes of the zstd region are touched:
+/// random-access advice keeps the kernel from faulting in the frames
+/// around them, so opening a huge archive costs a page per frame at most.
+#[cfg(unix)]
+fn advise_random(map: &Mmap, region_offset: u64, region_size: u64) {
+    let _ = map.advise_range(
+        memmap2::Advice::Random,
+        region_offset as usize,
+        region_size as usize,
+    );
+}
+
+/// Windows has no per-range access advice; reading the prefixes maps what
+/// the memory manager prefetches.
+#[cfg(not(unix))]
+fn advise_random(_map: &Mmap, _region_offset: u64, _region_size: u64) {}
+
 /// Gives back the pages reading the size prefixes mapped. Fault-around maps
 /// up to 64 KiB of cached pages around each prefix even with random-access
 /// advice; unmapping the region again (the file stays in the page cache,
 /// the mapping is read-only and shared) keeps a 1 GiB archive's open from
 /// adding 500 x 64 KiB of resident memory.
+#[cfg(unix)]
 fn release_region(map: &Mmap, backing: Backing, region_offset: u64, region_size: u64) {
     if backing == Backing::File {
         // SAFETY: DONTNEED on a read-only file mapping drops page table
@@ -734,11 +762,19 @@ fn release_region(map: &Mmap, backing: Backing, region_offset: u64, region_size:
         // the anonymous copy of `from_bytes` it would zero the data.)
         let _ = unsafe {
             map.unchecked_advise_range(
-                UncheckedAdvice::DontNeed,
+                memmap2::UncheckedAdvice::DontNeed,
                 region_offset as usize,
                 region_size as usize,
             )
         };
     }
-    let _ = map.advise_range(Advice::Normal, region_offset as usize, region_size as usize);
+    let _ = map.advise_range(
+        memmap2::Advice::Normal,
+        region_offset as usize,
+        region_size as usize,
+    );
 }
+
+/// Windows trims a process's working set of mapped file pages on its own.
+#[cfg(not(unix))]
+fn release_region(_map: &Mmap, _backing: Backing, _region_offset: u64, _region_size: u64) {}
