@@ -6,6 +6,8 @@
 # - Debian packages (crates/kpack-test-support/tools.txt): installed with apt-get when
 #   running as root; otherwise the one apt-get line to run is printed and the
 #   script stops before building anything.
+# - Rust's x86_64-pc-windows-gnu target, added with rustup when rustup
+#   manages the toolchain.
 # - Python tools (crates/kpack-test-support/requirements.txt): installed into the
 #   project's own virtual environment, target/test-venv, never into the
 #   system's Python. Reinstalled only when requirements.txt changes.
@@ -47,6 +49,14 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "then ./test.sh again." >&2
         exit 1
     fi
+fi
+
+# --- Rust targets ----------------------------------------------------------
+# The Windows tests build the runtime as a DLL (kpack_test_support::windows).
+windows_target=x86_64-pc-windows-gnu
+if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$windows_target"; then
+    echo "test.sh: adding the Rust target $windows_target"
+    rustup target add "$windows_target"
 fi
 
 # --- Python tools ----------------------------------------------------------

@@ -17,12 +17,32 @@
  * HIPF pointer that is not a bundle, KPACK_ERROR_ARCH_NOT_FOUND when no
  * entry fits, -1 for another magic). Every other imported function is a
  * generated no-op.
+ *
+ * Built for Windows (amdhip64_7.dll, with mingw), each registration first
+ * writes N.wrapper, before anything follows the wrapper's pointer:
+ *
+ *   magic 0x48495046
+ *   pointer_rva 0x5000
+ *
+ * the wrapper's magic and its pointer minus the base of the module (DLL or
+ * EXE) holding the wrapper, in hexadecimal: where the relocated pointer
+ * lands, as an offset a test compares with the image's section table
+ * (pointer_rva is "none" when no module holds the wrapper or the pointer
+ * is below the module's base).
  */
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef _WIN32
+#include <windows.h>
+#define STANDIN_EXPORT __declspec(dllexport)
+#else
+#define STANDIN_EXPORT
+#endif
 
 #include "rocm_kpack/kpack.h"
 
@@ -77,6 +97,30 @@ static void write_error(int n, int code) {
   int len = snprintf(text, sizeof text, "%d", code);
   write_result(n, "err", text, (size_t)len);
 }
+
+#ifdef _WIN32
+/* Writes N.wrapper: the magic and where the pointer lands in the module
+ * holding the wrapper. */
+static void write_wrapper(int n, const struct wrapper* w) {
+  const DWORD flags = GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                      GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT;
+  HMODULE module = NULL;
+  uintptr_t pointer = (uintptr_t)w->binary;
+  char text[96];
+  int len;
+
+  if (GetModuleHandleExW(flags, (LPCWSTR)w, &module) &&
+      pointer >= (uintptr_t)module) {
+    len = snprintf(text, sizeof text,
+                   "magic 0x%08" PRIx32 "\npointer_rva 0x%" PRIx64 "\n",
+                   w->magic, (uint64_t)(pointer - (uintptr_t)module));
+  } else {
+    len = snprintf(text, sizeof text,
+                   "magic 0x%08" PRIx32 "\npointer_rva none\n", w->magic);
+  }
+  write_result(n, "wrapper", text, (size_t)len);
+}
+#endif
 
 static void read_arches(struct arches* arches) {
   const char* env = getenv("KPACK_STANDIN_ARCHES");
@@ -206,11 +250,14 @@ static void register_fat(int n, const struct wrapper* w) {
   write_error(n, KPACK_ERROR_ARCH_NOT_FOUND);
 }
 
-void** __hipRegisterFatBinary(const void* data) {
+STANDIN_EXPORT void** __hipRegisterFatBinary(const void* data) {
   static void* handle = NULL;
   const struct wrapper* w = (const struct wrapper*)data;
   int n = registrations++;
 
+#ifdef _WIN32
+  write_wrapper(n, w);
+#endif
   if (w->magic == HIPK_MAGIC) {
     register_kpack(n, w);
   } else if (w->magic == HIPF_MAGIC) {
@@ -221,4 +268,4 @@ void** __hipRegisterFatBinary(const void* data) {
   return &handle;
 }
 
-void __hipUnregisterFatBinary(void** handle) { (void)handle; }
+STANDIN_EXPORT void __hipUnregisterFatBinary(void** handle) { (void)handle; }

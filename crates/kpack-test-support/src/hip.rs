@@ -20,8 +20,7 @@ use crate::run;
 pub fn runtime_lib_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let target_dir = exe.ancestors().nth(3).unwrap().join("capi");
+        let target_dir = crate::target_dir().join("capi");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         run(Command::new(cargo)
             .args([

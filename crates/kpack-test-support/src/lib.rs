@@ -4,6 +4,8 @@
 //! the Python tools of the project's test environment). A missing program
 //! fails the test with a message naming it, its package and the set-up
 //! command, never a bare "No such file or directory" and never a skip.
+//!
+//! [`windows`] builds and runs Windows binaries on Linux (mingw, wine).
 // Test support: a failed step fails the test that called it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -23,6 +25,7 @@ mod tools;
 mod transcript;
 pub mod venv;
 pub mod wheels;
+pub mod windows;
 
 pub use bomb_archive::{zero_bomb_archive, GFX90A_VARIANTS};
 pub use tools::{
@@ -46,6 +49,14 @@ pub fn workspace() -> PathBuf {
         .nth(2)
         .map(PathBuf::from)
         .unwrap_or_default()
+}
+
+/// The target directory holding the running test (`<target>/debug/deps/`
+/// or `<target>/debug/examples/`): where builds and set-ups shared by test
+/// processes go.
+pub(crate) fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_owned()
 }
 
 /// `../shared/fixtures` beside the checkout (or `$KPACK_FIXTURES`).
