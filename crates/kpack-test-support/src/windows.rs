@@ -557,12 +557,22 @@ pub struct BaseRelocation {
 }
 
 impl Image {
-    /// Reads `path` with `llvm-readobj-15`.
+    /// Reads `path` with `llvm-readobj-15`, which must succeed and warn
+    /// of nothing (a warning means it found the image malformed).
     pub fn read(path: &Path) -> Image {
-        let text = run(readobj()
+        let output = readobj()
             .args(["--file-headers", "--sections", "--coff-basereloc"])
-            .arg(path));
-        Image::parse(&text)
+            .arg(path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && stderr.trim().is_empty(),
+            "{READOBJ} on {}: {}\n{stderr}",
+            path.display(),
+            output.status
+        );
+        Image::parse(&String::from_utf8_lossy(&output.stdout))
     }
 
     fn parse(text: &str) -> Image {
