@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         let lens: BTreeMap<u32, u64> = split.wrapper_bundles().iter().map(|&b| (b, 64)).collect();
         if let Ok(plan) = MaterializePlan::new(data, &split, &lens) {
             let mut out = Vec::new();
-            let written = plan.write(&mut &data[..], &mut out, |_, out| {
+            let written = plan.write(&mut std::io::Cursor::new(data), &mut out, |_, out| {
                 out.write_all(&[0u8; 64])
             });
             if written.is_ok() && out.len() as u64 == plan.output_len(data.len() as u64) {

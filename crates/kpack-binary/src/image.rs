@@ -4,7 +4,7 @@
 //! and never ask which format a binary is in.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use crate::bundle::Bundle;
 use crate::elf::{self, FatElf, Machine, SplitElf};
@@ -117,7 +117,11 @@ impl SplitPlan {
     }
 
     /// Writes the file's body from `input` (at its start).
-    pub fn write_body<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
+    pub fn write_body<R: Read + Seek, W: Write>(
+        &self,
+        input: &mut R,
+        out: &mut W,
+    ) -> io::Result<()> {
         match self {
             SplitPlan::Elf(plan) => plan.write_body(input, out),
             SplitPlan::Pe(plan) => plan.write_body(input, out),
@@ -148,7 +152,7 @@ pub fn split_image(
 ) -> Result<(Vec<u8>, SplitLayout), ImageError> {
     let plan = SplitPlan::new(data, fat, marker)?;
     let mut out = Vec::with_capacity(plan.output_len() as usize);
-    plan.write_body(&mut &data[..], &mut out)
+    plan.write_body(&mut io::Cursor::new(data), &mut out)
         .map_err(|e| ImageError::Truncated(e.to_string()))?;
     out.resize(plan.output_len() as usize, 0);
     let layout = plan.patch(fat, &mut out)?;
@@ -247,7 +251,7 @@ impl MaterializePlan {
 
     /// Writes the fat file, unpatched, from `input` (at its start), each
     /// bundle written by `bundle` (by index), exactly as long as planned.
-    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+    pub fn write<R: Read + Seek, W: Write, E: From<io::Error>>(
         &self,
         input: &mut R,
         out: &mut W,

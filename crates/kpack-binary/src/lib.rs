@@ -19,6 +19,7 @@ pub mod input;
 pub mod materialize;
 pub mod pe;
 pub mod sniff;
+mod stream;
 pub mod wrapper;
 
 pub use error::{BundleError, ElfError, Error, ImageError, PeError, ProgramHeaderError, Result};

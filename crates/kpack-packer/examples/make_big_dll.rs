@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use kpack_binary::bundle::build::{big_block, BIG_CODE_LEN, BIG_TARGETS};
 use kpack_binary::bundle::OffloadBundleLayout;
-use kpack_binary::pe::build::FatDll;
+use kpack_binary::pe::build::SyntheticDll;
 
 /// Bundles of four 32 MiB code objects: 1 GiB in all.
 const BUNDLES: usize = 8;
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         triples.iter().map(|t| (t.as_str(), BIG_CODE_LEN)),
         4096,
     );
-    let dll = FatDll::new(vec![layout.len(); BUNDLES]);
+    let dll = SyntheticDll::new(vec![layout.len(); BUNDLES]);
     let write_bundle = |bundle: usize, out: &mut dyn Write| {
         layout.write(out, |target, write| {
             let block = big_block(bundle, target);

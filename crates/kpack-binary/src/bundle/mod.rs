@@ -19,7 +19,6 @@ pub use ccob::bundle_error as decode_error;
 pub use ccob::{
     ccob_hash, CcobHeader, CcobHeaderV1, CcobHeaderV2, CcobHeaderV3, CcobMethod, CcobPrefix,
 };
-pub(crate) use offload::write_zeros;
 pub use offload::{
     OffloadBundleHeader, OffloadBundleLayout, OffloadEntryHeader, OFFLOAD_BUNDLE_MAGIC,
 };

@@ -18,6 +18,7 @@ use object::{LittleEndian, Pod, U64};
 
 use super::CodeObjectInfo;
 use crate::error::BundleError;
+use crate::stream::write_zeros;
 
 /// The first bytes of an uncompressed offload bundle.
 pub const OFFLOAD_BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
@@ -185,17 +186,6 @@ impl OffloadBundleLayout {
         write_zeros(out, self.len - at)?;
         Ok(())
     }
-}
-
-/// Writes `count` zero bytes.
-pub(crate) fn write_zeros<W: Write + ?Sized>(out: &mut W, mut count: u64) -> std::io::Result<()> {
-    const ZEROS: [u8; 4096] = [0; 4096];
-    while count > 0 {
-        let n = count.min(ZEROS.len() as u64) as usize;
-        out.write_all(&ZEROS[..n])?;
-        count -= n as u64;
-    }
-    Ok(())
 }
 
 /// The most bytes a triple may have: real ones have a few dozen; a header

@@ -27,8 +27,8 @@ use super::parse::SplitElf;
 use super::pointer::{write_wrapper, WrapperSite, WrapperValue};
 use super::program_headers::check_program_headers;
 use super::records::{has_file_data, record_mut, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE};
-use crate::bundle::write_zeros;
 use crate::error::ElfError;
+use crate::stream::write_zeros;
 use crate::wrapper::HIPF_MAGIC;
 
 /// Alignment of `.hip_fatbin` and of every bundle in it, as clang's HIP

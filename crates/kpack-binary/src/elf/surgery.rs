@@ -29,7 +29,7 @@ use object::elf::{
 };
 use object::read::elf::{ProgramHeader, SectionHeader};
 use object::{pod, U32, U64};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use super::beside::Beside;
 use super::evict::{dynamic_addresses, relocate_references, Eviction};
@@ -40,8 +40,8 @@ use super::records::{
     has_file_data, malformed, record_mut, Ehdr, Phdr, SegmentEnds, Shdr, Tables, LE,
 };
 use super::MARKER_SECTION;
-use crate::bundle::write_zeros;
 use crate::error::ElfError;
+use crate::stream::{copy_exact, skip, write_zeros};
 use crate::wrapper::HIPK_MAGIC;
 
 /// What the surgery did, for summaries and tests.
@@ -187,12 +187,17 @@ impl SplitPlan {
     }
 
     /// Writes the file's body: the input read from `input` (at its start)
-    /// without the cut, the device bytes left around it as zeros. Between
-    /// files `io::copy` lets the kernel copy the ranges.
-    pub fn write_body<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
+    /// without the cut, the device bytes left around it as zeros (skipped
+    /// in the input, never read). Between files `io::copy` lets the kernel
+    /// copy the ranges.
+    pub fn write_body<R: Read + Seek, W: Write>(
+        &self,
+        input: &mut R,
+        out: &mut W,
+    ) -> io::Result<()> {
         let (start, end) = self.fatbin;
         copy_exact(input, out, start)?;
-        io::copy(&mut input.take(end - start), &mut io::sink())?;
+        skip(input, end - start)?;
         write_zeros(out, end - start - self.cut.removed)?;
         io::copy(input, out)?;
         Ok(())
@@ -247,17 +252,6 @@ impl SplitPlan {
             moved_program_headers: table_offset != self.phoff,
         })
     }
-}
-
-/// Copies exactly `len` bytes.
-fn copy_exact<R: Read, W: Write>(input: &mut R, out: &mut W, len: u64) -> io::Result<()> {
-    if io::copy(&mut input.take(len), out)? != len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the input is shorter than its tables say",
-        ));
-    }
-    Ok(())
 }
 
 /// Copies `bytes` into `out` at `at`, which must hold them.

@@ -26,7 +26,7 @@ use object::{pod, Pod, U16, U32, U64};
 use super::checksum::pe_checksum;
 use super::image::{section_name, LE};
 use super::{FATBIN_SECTION, WRAPPER_SECTION};
-use crate::bundle::write_zeros;
+use crate::stream::write_zeros;
 use crate::wrapper::{HipWrapper, HIPF_MAGIC, WRAPPER_SIZE};
 
 /// The preferred base of the images written, as MSVC picks for DLLs.
@@ -43,7 +43,7 @@ const NT_LEN: u64 = (size_of::<ImageNtHeaders64>()
 
 /// A fat DLL to write; see the module documentation.
 #[derive(Debug, Clone)]
-pub struct FatDll {
+pub struct SyntheticDll {
     /// Each bundle's length, in section order.
     pub bundle_lens: Vec<u64>,
     /// The bundle each wrapper points at, in section order.
@@ -59,10 +59,10 @@ pub struct FatDll {
     pub fatbin_last: bool,
 }
 
-impl FatDll {
+impl SyntheticDll {
     /// A DLL of `bundle_lens` bundles, wrapper N pointing at bundle N.
-    pub fn new(bundle_lens: Vec<u64>) -> FatDll {
-        FatDll {
+    pub fn new(bundle_lens: Vec<u64>) -> SyntheticDll {
+        SyntheticDll {
             wrappers: (0..bundle_lens.len()).collect(),
             bundle_lens,
             checksum: false,
@@ -87,7 +87,7 @@ impl FatDll {
 
     /// Writes the DLL to `out`, `bundle` writing bundle N's bytes (exactly
     /// `bundle_lens[N]`). With `checksum`, the caller computes it over the
-    /// whole file ([`FatDll::bytes`] does); a stream gets a placeholder.
+    /// whole file ([`SyntheticDll::bytes`] does); a stream gets a placeholder.
     pub fn write<W: Write>(
         &self,
         out: &mut W,
@@ -363,7 +363,7 @@ pub fn malformed() -> Vec<Malformed> {
         &[0x5a; 3000][..],
     )]);
     let bundles = vec![bundle.clone(), bundle.clone(), bundle];
-    let dll = FatDll::new(bundles.iter().map(|b| b.len() as u64).collect());
+    let dll = SyntheticDll::new(bundles.iter().map(|b| b.len() as u64).collect());
     let good = dll.bytes(&bundles);
     let layout = dll.layout();
     let table = (dll.nt_offset() + NT_LEN) as usize;

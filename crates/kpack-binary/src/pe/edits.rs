@@ -2,9 +2,9 @@
 //! offset, some bytes skipped and some zeros inserted. The split writes
 //! its body through them and finds where every input offset went.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
-use crate::bundle::write_zeros;
+use crate::stream::{copy_exact, skip, write_zeros};
 
 /// At input offset `at`, `delete` input bytes are skipped and `insert`
 /// bytes written (before the bytes that follow): zeros, or what the
@@ -86,9 +86,10 @@ impl Edits {
 
     /// Writes the input read from `input` (at its start, `len` bytes)
     /// with the edits applied, `fill` writing the inserted bytes of
-    /// `filled` edits (exactly `insert` of them). Between files
-    /// `io::copy` lets the kernel copy the ranges.
-    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+    /// `filled` edits (exactly `insert` of them). Deleted bytes are
+    /// skipped, never read; between files `io::copy` lets the kernel copy
+    /// the ranges.
+    pub fn write<R: Read + Seek, W: Write, E: From<io::Error>>(
         &self,
         input: &mut R,
         len: u64,
@@ -98,7 +99,7 @@ impl Edits {
         let mut at = 0;
         for edit in &self.0 {
             copy_exact(input, out, edit.at - at)?;
-            io::copy(&mut input.take(edit.delete), &mut io::sink())?;
+            skip(input, edit.delete)?;
             if edit.filled {
                 fill(edit, out)?;
             } else {
@@ -108,17 +109,6 @@ impl Edits {
         }
         Ok(copy_exact(input, out, len - at)?)
     }
-}
-
-/// Copies exactly `len` bytes.
-fn copy_exact<R: Read, W: Write>(input: &mut R, out: &mut W, len: u64) -> io::Result<()> {
-    if io::copy(&mut input.take(len), out)? != len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the input is shorter than its headers say",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -145,10 +135,15 @@ mod tests {
         });
         let mut out = Vec::new();
         edits
-            .write(&mut &[1u8, 2, 3][..], 3, &mut out, |edit, out| {
-                out.extend(std::iter::repeat_n(9, edit.insert as usize));
-                io::Result::Ok(())
-            })
+            .write(
+                &mut io::Cursor::new([1u8, 2, 3]),
+                3,
+                &mut out,
+                |edit, out| {
+                    out.extend(std::iter::repeat_n(9, edit.insert as usize));
+                    io::Result::Ok(())
+                },
+            )
             .unwrap();
         assert_eq!(out, [1, 2, 9, 9, 9, 3]);
     }
@@ -178,7 +173,7 @@ mod tests {
         let input: Vec<u8> = (1..=30).collect();
         let mut out = Vec::new();
         edits()
-            .write(&mut &input[..], 30, &mut out, no_fill)
+            .write(&mut io::Cursor::new(&input), 30, &mut out, no_fill)
             .unwrap();
         let mut expected: Vec<u8> = (1..=10).collect();
         expected.extend([0; 4]);
@@ -191,7 +186,7 @@ mod tests {
     fn a_short_input_is_an_error() {
         let mut out = Vec::new();
         let error = edits()
-            .write(&mut &[0u8; 12][..], 30, &mut out, no_fill)
+            .write(&mut io::Cursor::new([0u8; 12]), 30, &mut out, no_fill)
             .unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     }

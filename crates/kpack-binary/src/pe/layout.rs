@@ -9,7 +9,7 @@ use object::pe::{
     ImageDebugDirectory, ImageSectionHeader, SectionFlags, IMAGE_DIRECTORY_ENTRY_DEBUG,
     IMAGE_DIRECTORY_ENTRY_SECURITY,
 };
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use object::{pod, U16, U32};
 
@@ -155,7 +155,7 @@ impl Rewrite {
 
     /// Writes the input read from `input` (at its start) with the edits,
     /// `fill` writing appended data that is `filled`.
-    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+    pub fn write<R: Read + Seek, W: Write, E: From<io::Error>>(
         &self,
         input: &mut R,
         out: &mut W,

@@ -15,7 +15,7 @@
 //!   marker of its own.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use kpack_hash::CountingWriter;
 use object::pe::{IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_READ};
@@ -24,8 +24,8 @@ use super::image::{file_range, LE};
 use super::layout::{next_rva, record_mut, section_header, Appended, Rewrite};
 use super::parse::SplitPe;
 use super::FATBIN_SECTION;
-use crate::bundle::write_zeros;
 use crate::error::PeError;
+use crate::stream::write_zeros;
 use crate::wrapper::{HipWrapper, HIPF_MAGIC};
 
 /// Alignment of every bundle in memory, as clang's HIP toolchain lays
@@ -111,7 +111,7 @@ impl MaterializePlan {
     /// Writes the fat image, unpatched: the input read from `input` (at
     /// its start), each bundle written by `bundle` (by index) at its
     /// place. Every bundle must be as long as planned.
-    pub fn write<R: Read, W: Write, E: From<io::Error>>(
+    pub fn write<R: Read + Seek, W: Write, E: From<io::Error>>(
         &self,
         input: &mut R,
         out: &mut W,

@@ -13,7 +13,7 @@
 //! - the headers follow (`layout.rs`): sizes, file offsets, the
 //!   signature dropped, the checksum recomputed.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 
 use object::pe::{IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_READ};
 
@@ -22,8 +22,8 @@ use super::image::LE;
 use super::layout::{next_rva, put, record_mut, section_header, Rewrite};
 use super::parse::FatPe;
 use super::{FATBIN_SECTION, MARKER_SECTION};
-use crate::bundle::write_zeros;
 use crate::error::PeError;
+use crate::stream::write_zeros;
 use crate::wrapper::{HipWrapper, HIPK_MAGIC};
 
 /// What a split did, for summaries and tests.
@@ -118,7 +118,11 @@ impl SplitPlan {
     /// Writes the image's body: the input read from `input` (at its start)
     /// without `.hip_fat`'s data and signature, zeros where the headers
     /// grow and the marker goes.
-    pub fn write_body<R: Read, W: Write>(&self, input: &mut R, out: &mut W) -> io::Result<()> {
+    pub fn write_body<R: Read + Seek, W: Write>(
+        &self,
+        input: &mut R,
+        out: &mut W,
+    ) -> io::Result<()> {
         // Nothing the split inserts is filled: zeros, patched later.
         self.rewrite
             .write(input, out, |edit, out| write_zeros(out, edit.insert))

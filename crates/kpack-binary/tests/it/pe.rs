@@ -8,7 +8,7 @@ use std::path::Path;
 
 use kpack_binary::bundle::build::offload_bundle;
 use kpack_binary::image::{split_image, FatImage, MaterializePlan, SplitImage, SplitLayout};
-use kpack_binary::pe::build::{malformed, FatDll};
+use kpack_binary::pe::build::{malformed, SyntheticDll};
 use kpack_binary::pe::{FatPe, SplitLayout as PeLayout, SplitPe, MARKER_SECTION};
 use kpack_test_support::{fixtures, tool};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
@@ -129,9 +129,9 @@ fn bundles() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn dll(wrappers: Vec<usize>) -> (FatDll, Vec<Vec<u8>>) {
+fn dll(wrappers: Vec<usize>) -> (SyntheticDll, Vec<Vec<u8>>) {
     let bundles = bundles();
-    let mut dll = FatDll::new(bundles.iter().map(|b| b.len() as u64).collect());
+    let mut dll = SyntheticDll::new(bundles.iter().map(|b| b.len() as u64).collect());
     dll.wrappers = wrappers;
     (dll, bundles)
 }
@@ -270,7 +270,7 @@ fn materialize_checked(host: &[u8], bundles: &BTreeMap<u32, Vec<u8>>) -> Vec<u8>
     let lens = bundles.iter().map(|(&i, b)| (i, b.len() as u64)).collect();
     let plan = MaterializePlan::new(host, &split, &lens).unwrap();
     let mut out = Vec::new();
-    plan.write(&mut &host[..], &mut out, |index, out| {
+    plan.write(&mut std::io::Cursor::new(host), &mut out, |index, out| {
         out.write_all(&bundles[&index])
     })
     .unwrap();

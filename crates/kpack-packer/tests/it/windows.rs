@@ -1,7 +1,9 @@
 //! PE/COFF images (09-windows.md): AMD's HIP SDK DLLs of the `hip_quant`
 //! win_amd64 wheel split into a host wheel and device wheels, installed by
 //! real pip for Windows, loaded through their markers byte-equal to the
-//! original code, and read by `llvm-readobj` without a warning.
+//! original code, and read by `llvm-readobj` without a warning; a DLL
+//! built with mingw loaded under wine, fat, split (its code through
+//! `rocm_kpack.dll`) and materialized again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,10 +11,13 @@ use std::path::{Path, PathBuf};
 use kpack_binary::bundle::build::{ccob, offload_bundle};
 use kpack_binary::bundle::CcobMethod;
 use kpack_binary::image::FatImage;
-use kpack_binary::pe::build::{malformed, FatDll};
-use kpack_binary::pe::{SplitPe, MARKER_SECTION};
+use kpack_binary::pe::build::{malformed, SyntheticDll};
+use kpack_binary::pe::{FatPe, SplitPe, MARKER_SECTION};
+use kpack_binary::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 use kpack_binary::{ImageError, PeError};
 use kpack_test_support::fat::FatLibrary;
+use kpack_test_support::offload_bundler::clang_bundle;
+use kpack_test_support::windows::{self, load_dll_command, run_with_standin};
 use kpack_test_support::{fixtures, run, tool};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
 use object::read::pe::PeFile64;
@@ -201,7 +206,7 @@ fn malformed_images_are_refused_by_name_and_nothing_is_written() {
 fn a_signed_image_splits_unsigned_and_the_split_says_so() {
     let work = tempfile::tempdir().unwrap();
     let bundle = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", &[1u8; 5000][..])]);
-    let mut dll = FatDll::new(vec![bundle.len() as u64]);
+    let mut dll = SyntheticDll::new(vec![bundle.len() as u64]);
     dll.certificate = Some(vec![0x30; 2048]);
     let tree = work.path().join("tree");
     fs_err::create_dir_all(tree.join("bin")).unwrap();
@@ -298,7 +303,7 @@ fn a_tree_of_pe_and_elf_binaries_splits_both_and_compressed_bundles_materialize_
         ("hipv4-amdgcn-amd-amdhsa--gfx1100", &gfx1100[..]),
     ]);
     let compressed = ccob(&inner, 3, CcobMethod::Zstd);
-    let dll = FatDll::new(vec![compressed.len() as u64]);
+    let dll = SyntheticDll::new(vec![compressed.len() as u64]);
     fs_err::write(tree.join("bin/compressed.dll"), dll.bytes(&[compressed])).unwrap();
     FatLibrary::new(inner.clone())
         .aligned(4096)
@@ -360,4 +365,118 @@ fn splitting_an_image_twice_gives_the_same_bytes() {
         })
         .collect();
     assert_eq!(outputs[0], outputs[1]);
+}
+
+/// Each wrapper's registration, as the stand-in under wine saw it: the
+/// wrapper's magic, the RVA its relocated pointer lands on, the code
+/// object loaded for `arch`.
+fn registered(dir: &Path, dll: &Path, arch: &str) -> Vec<(u32, u64, Vec<u8>)> {
+    windows::standin_dll(dir);
+    run_with_standin(load_dll_command(dir, dll), arch)
+        .into_iter()
+        .map(|r| {
+            let code = r
+                .code
+                .unwrap_or_else(|e| panic!("{}: error {e}", dll.display()));
+            (
+                r.magic,
+                r.pointer_rva.expect("a pointer into the DLL"),
+                code,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_mingw_dll_registers_its_bundles_split_through_rocm_kpack_dll_and_again_materialized() {
+    let work = tempfile::tempdir().unwrap();
+    let code = |bundle: u8, target: &str| format!("bundle {bundle} for {target}").into_bytes();
+    let targets = ["gfx90a", "gfx1100"];
+    let bundles: Vec<Vec<u8>> = (0..2)
+        .map(|n| {
+            let triples: Vec<(String, Vec<u8>)> = targets
+                .iter()
+                .map(|t| (format!("hipv4-amdgcn-amd-amdhsa--{t}"), code(n, t)))
+                .collect();
+            let entries: Vec<(&str, &[u8])> =
+                triples.iter().map(|(t, c)| (t.as_str(), &c[..])).collect();
+            clang_bundle(&entries)
+        })
+        .collect();
+    // Three wrappers, out of the bundles' order.
+    let wrappers = [1usize, 0, 1];
+    let mut dll = windows::FatDll::new().registered();
+    for bundle in &bundles {
+        dll = dll.bundle(bundle.clone());
+    }
+    for &index in &wrappers {
+        dll = dll.wrapper(index);
+    }
+    let original_dir = work.path().join("original");
+    fs_err::create_dir_all(&original_dir).unwrap();
+    let original = original_dir.join("fat.dll");
+    dll.compile(&original);
+    let data = fs_err::read(&original).unwrap();
+    let fat = FatPe::parse(&data).unwrap().unwrap();
+    let bundle_rva = |index: usize| u64::from(fat.fatbin.rva) + fat.bundles[index].offset as u64;
+
+    for arch in targets {
+        let loaded = registered(&original_dir, &original, arch);
+        assert_eq!(loaded.len(), wrappers.len());
+        for ((magic, rva, bytes), &index) in loaded.iter().zip(&wrappers) {
+            assert_eq!(*magic, HIPF_MAGIC);
+            assert_eq!(
+                *rva,
+                bundle_rva(index),
+                "the original's wrapper lands on its bundle"
+            );
+            assert_eq!(bytes, &code(index as u8, arch));
+        }
+    }
+
+    let split_dir = work.path().join("split");
+    run(kpack_pack()
+        .arg("split")
+        .arg(&original)
+        .arg("-o")
+        .arg(&split_dir));
+    let split = split_dir.join("fat.dll");
+    assert_readobj_sees_the_split(&split);
+    let split_data = fs_err::read(&split).unwrap();
+    let marker_rva = u64::from(SplitPe::parse(&split_data).unwrap().unwrap().marker.rva);
+    for arch in targets {
+        let loaded = registered(&split_dir, &split, arch);
+        assert_eq!(loaded.len(), wrappers.len());
+        for ((magic, rva, bytes), &index) in loaded.iter().zip(&wrappers) {
+            assert_eq!(*magic, HIPK_MAGIC);
+            assert_eq!(*rva, marker_rva, "the split wrapper lands on the marker");
+            assert_eq!(bytes, &code(index as u8, arch), "through rocm_kpack.dll");
+        }
+    }
+
+    let materialized_dir = work.path().join("materialized");
+    fs_err::create_dir_all(&materialized_dir).unwrap();
+    let materialized = materialized_dir.join("fat.dll");
+    run(kpack_pack()
+        .arg("materialize")
+        .arg(&split)
+        .args(["--targets", "gfx90a", "-o"])
+        .arg(&materialized));
+    readobj(&materialized);
+    let fat_again = fs_err::read(&materialized).unwrap();
+    let fat_again = FatPe::parse(&fat_again).unwrap().unwrap();
+    let loaded = registered(&materialized_dir, &materialized, "gfx90a");
+    for (((magic, rva, bytes), &index), wrapper) in
+        loaded.iter().zip(&wrappers).zip(&fat_again.wrappers)
+    {
+        assert_eq!(*magic, HIPF_MAGIC);
+        let bundle = &fat_again.bundles[wrapper.bundle];
+        assert_eq!(*rva, u64::from(fat_again.fatbin.rva) + bundle.offset as u64);
+        assert_eq!(bytes, &code(index as u8, "gfx90a"));
+    }
+    let unbundled: Vec<Vec<u8>> = kpack_test_support::offload_bundler::bundles(&materialized)
+        .iter()
+        .map(|bundle| bundle.unbundle("hipv4-amdgcn-amd-amdhsa--gfx90a"))
+        .collect();
+    assert_eq!(unbundled, [code(0, "gfx90a"), code(1, "gfx90a")]);
 }
