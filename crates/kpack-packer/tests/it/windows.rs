@@ -17,8 +17,8 @@ use kpack_binary::wrapper::{HIPF_MAGIC, HIPK_MAGIC};
 use kpack_binary::{ImageError, PeError};
 use kpack_test_support::fat::FatLibrary;
 use kpack_test_support::offload_bundler::clang_bundle;
-use kpack_test_support::windows::{self, load_dll_command, run_with_standin};
-use kpack_test_support::{fixtures, run, tool};
+use kpack_test_support::windows::{self, load_dll_command, run_with_standin, Image};
+use kpack_test_support::{fixtures, run};
 use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
 use object::read::pe::PeFile64;
 use rocm_kpack::{Loader, LoaderConfig, Marker, Target};
@@ -35,39 +35,19 @@ fn hip_quant() -> PathBuf {
     fixtures().join("pypi").join(HIP_QUANT)
 }
 
-/// `llvm-readobj-15 --sections --coff-basereloc` of `path`, which must
-/// warn of nothing.
-pub(crate) fn readobj(path: &Path) -> String {
-    let out = tool("llvm-readobj-15")
-        .args(["--sections", "--coff-basereloc"])
-        .arg(path)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stderr.trim().is_empty(),
-        "llvm-readobj on {}: {stderr}",
-        path.display()
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Checks with `llvm-readobj` that the split image at `path` has the
-/// marker section and a `DIR64` base relocation at each wrapper's pointer.
+/// Checks with llvm-readobj (which must warn of nothing) that the split
+/// image at `path` has the marker section and a `DIR64` base relocation
+/// at each wrapper's pointer.
 pub(crate) fn assert_readobj_sees_the_split(path: &Path) {
-    let listing = readobj(path);
-    assert!(
-        listing.contains(&format!("Name: {MARKER_SECTION} ")),
-        "{}: no {MARKER_SECTION} in {listing}",
-        path.display()
-    );
+    let image = Image::read(path);
+    image.section(MARKER_SECTION);
     let data = fs_err::read(path).unwrap();
     let split = SplitPe::parse(&data).unwrap().unwrap();
     assert!(!split.wrappers.is_empty());
+    let dir64 = image.dir64();
     for wrapper in &split.wrappers {
-        let entry = format!("Type: DIR64\n    Address: 0x{:X}\n", wrapper.rva + 8);
         assert!(
-            listing.contains(&entry),
+            dir64.contains(&(u64::from(wrapper.rva) + 8)),
             "{}: no DIR64 relocation at the pointer of the wrapper at {:#x}",
             path.display(),
             wrapper.rva
@@ -237,7 +217,7 @@ fn a_signed_image_splits_unsigned_and_the_split_says_so() {
         assert!(image
             .data_directory(IMAGE_DIRECTORY_ENTRY_SECURITY)
             .is_none());
-        readobj(&host);
+        Image::read(&host);
     }
 }
 
@@ -265,7 +245,7 @@ fn a_split_sdk_dll_materializes_into_bundles_clang_offload_bundler_reads() {
             .arg(split.join("hip_quantize.dll"))
             .args(["--targets", targets, "-o"])
             .arg(&fat));
-        readobj(&fat);
+        Image::read(&fat);
         let data = fs_err::read(&fat).unwrap();
         let Some(FatImage::Pe(image)) = FatImage::parse(&data).unwrap() else {
             panic!("{targets}: not a fat PE image");
@@ -326,7 +306,7 @@ fn a_tree_of_pe_and_elf_binaries_splits_both_and_compressed_bundles_materialize_
         .arg(out.join("bin/compressed.dll"))
         .args(["--targets", "gfx90a,gfx1100", "-o"])
         .arg(&fat));
-    readobj(&fat);
+    Image::read(&fat);
     let data = fs_err::read(&fat).unwrap();
     let Some(FatImage::Pe(image)) = FatImage::parse(&data).unwrap() else {
         panic!("not a fat PE image");
@@ -462,7 +442,7 @@ fn a_mingw_dll_registers_its_bundles_split_through_rocm_kpack_dll_and_again_mate
         .arg(&split)
         .args(["--targets", "gfx90a", "-o"])
         .arg(&materialized));
-    readobj(&materialized);
+    Image::read(&materialized);
     let fat_again = fs_err::read(&materialized).unwrap();
     let fat_again = FatPe::parse(&fat_again).unwrap().unwrap();
     let loaded = registered(&materialized_dir, &materialized, "gfx90a");
