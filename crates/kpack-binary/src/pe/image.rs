@@ -190,6 +190,15 @@ impl Headers {
                 self.size_of_headers()
             )));
         }
+        // Every RVA lies below SizeOfImage, and the image's addresses fit
+        // 64 bits: sums of RVAs, offsets and the base cannot overflow.
+        let size_of_image = u64::from(self.optional.size_of_image.get(LE));
+        if self.image_base().checked_add(size_of_image).is_none() {
+            return Err(PeError::Malformed(format!(
+                "ImageBase {:#x} plus SizeOfImage {size_of_image:#x} passes the end of the address space",
+                self.image_base()
+            )));
+        }
         let mut in_file = Vec::new();
         let mut in_memory = Vec::new();
         for section in &self.sections {
@@ -214,7 +223,14 @@ impl Headers {
                 in_file.push((start, end, section));
             }
             let address = u64::from(section.virtual_address.get(LE));
-            in_memory.push((address, address + u64::from(virtual_len(section)), section));
+            let memory_end = address + u64::from(virtual_len(section));
+            if memory_end > size_of_image {
+                return Err(PeError::Malformed(format!(
+                    "section {} ends at RVA {memory_end:#x}, past SizeOfImage ({size_of_image:#x})",
+                    name(section)
+                )));
+            }
+            in_memory.push((address, memory_end, section));
         }
         no_overlap(in_file, "in the file")?;
         no_overlap(in_memory, "in memory")

@@ -326,3 +326,18 @@ fn malformed_images_get_errors_saying_what_is_wrong() {
         assert!(message.contains(case.says), "{}: {message}", case.what);
     }
 }
+
+#[test]
+fn the_fuzzers_findings_read_as_errors_or_images_without_a_panic() {
+    let dir = kpack_test_support::workspace().join("fuzz/regressions/pe");
+    let mut read = 0;
+    for entry in fs_err::read_dir(&dir).unwrap() {
+        let data = fs_err::read(entry.unwrap().path()).unwrap();
+        if let Ok(Some(fat)) = FatImage::parse(&data) {
+            let _ = split_image(&data, &fat, b"marker");
+        }
+        let _ = SplitImage::parse(&data);
+        read += 1;
+    }
+    assert!(read > 0, "no findings in {}", dir.display());
+}
