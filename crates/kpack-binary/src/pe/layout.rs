@@ -54,11 +54,9 @@ impl Rewrite {
         let sections_end = sections_end(input);
         let removed_signature = drop_signature(input, sections_end, &mut edits)?;
         let mut headers = Box::new(input.clone());
-        let size_of_headers = input.size_of_headers() + header_growth;
-        headers
-            .optional
-            .size_of_headers
-            .set(LE, size_of_headers as u32);
+        // The growth keeps the headers below the first section's RVA.
+        let size_of_headers = (input.size_of_headers() + header_growth) as u32;
+        headers.optional.size_of_headers.set(LE, size_of_headers);
         if removed_signature {
             let security = &mut headers.directories[IMAGE_DIRECTORY_ENTRY_SECURITY];
             security.virtual_address.set(LE, 0);
@@ -127,17 +125,29 @@ impl Rewrite {
     }
 
     /// Adds `section` after every other one, the image growing to hold it
-    /// in memory.
-    pub fn add_section(&mut self, section: ImageSectionHeader) {
-        self.headers.sections.push(section);
-        let count = self.headers.sections.len() as u16;
-        self.headers.file.number_of_sections.set(LE, count);
+    /// in memory (which must stay within 4 GiB, and the address space).
+    pub fn add_section(&mut self, section: ImageSectionHeader) -> Result<(), PeError> {
+        let count = u16::try_from(self.headers.sections.len() + 1)
+            .map_err(|_| PeError::Unsupported("no room for another section".into()))?;
         let end = u64::from(section.virtual_address.get(LE)) + u64::from(virtual_len(&section));
         let size_of_image = end.next_multiple_of(self.headers.section_alignment());
-        self.headers
-            .optional
-            .size_of_image
-            .set(LE, size_of_image as u32);
+        let size_of_image = u32::try_from(size_of_image)
+            .ok()
+            .filter(|&size| {
+                self.headers
+                    .image_base()
+                    .checked_add(u64::from(size))
+                    .is_some()
+            })
+            .ok_or_else(|| {
+                PeError::Unsupported(format!(
+                    "the image would end at RVA {size_of_image:#x}, past its address space"
+                ))
+            })?;
+        self.headers.sections.push(section);
+        self.headers.file.number_of_sections.set(LE, count);
+        self.headers.optional.size_of_image.set(LE, size_of_image);
+        Ok(())
     }
 
     /// Adds `delta` to `SizeOfInitializedData` (as the linker counts it:

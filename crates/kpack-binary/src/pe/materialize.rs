@@ -82,8 +82,15 @@ impl MaterializePlan {
         sections[split.marker.index].name = [0; 8];
         if fits {
             let section = &mut sections[split.fatbin.index];
-            section.size_of_raw_data.set(LE, appended.raw_len as u32);
-            section.pointer_to_raw_data.set(LE, appended.offset as u32);
+            let header = section_header(
+                FATBIN_SECTION,
+                split.fatbin.rva,
+                u64::from(split.fatbin.virtual_size),
+                (appended.offset, appended.raw_len),
+                flags,
+            )?;
+            section.size_of_raw_data = header.size_of_raw_data;
+            section.pointer_to_raw_data = header.pointer_to_raw_data;
         } else {
             sections[split.fatbin.index].name = [0; 8];
             let header = section_header(
@@ -93,7 +100,7 @@ impl MaterializePlan {
                 (appended.offset, appended.raw_len),
                 flags,
             )?;
-            rewrite.add_section(header);
+            rewrite.add_section(header)?;
         }
         rewrite.add_initialized_data(appended.raw_len as i64);
         Ok(MaterializePlan {

@@ -89,7 +89,7 @@ impl SplitPlan {
             marker_len,
             (marker_offset, marker_raw),
             IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ,
-        )?);
+        )?)?;
         let removed = if fatbin_initialized {
             fat.fatbin.size as i64
         } else {
