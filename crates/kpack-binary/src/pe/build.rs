@@ -3,23 +3,25 @@
 //! device code, a checksum, an Authenticode certificate table, a section
 //! table with no free slot, `.hip_fat` last. Sections: `.text` (one
 //! `ret`), `.hipFatB` (the wrappers), `.hip_fat` (the bundles, each at a
-//! 4096-byte boundary), `.reloc` (a `DIR64` entry for each wrapper's
-//! pointer).
+//! 4096-byte boundary), `.rdata` (a debug directory whose CodeView record
+//! is addressed by file offset too, as MSVC writes it), `.reloc` (a
+//! `DIR64` entry for each wrapper's pointer).
 #![allow(clippy::expect_used)]
 
 use std::io::{self, Write};
 
 use object::pe::SectionFlags;
 use object::pe::{
-    ImageBaseRelocation, ImageDataDirectory, ImageDosHeader, ImageFileHeader, ImageNtHeaders64,
-    ImageOptionalHeader64, ImageSectionHeader, IMAGE_DIRECTORY_ENTRY_BASERELOC,
-    IMAGE_DIRECTORY_ENTRY_SECURITY, IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE,
-    IMAGE_DLLCHARACTERISTICS_HIGH_ENTROPY_VA, IMAGE_DLLCHARACTERISTICS_NX_COMPAT,
-    IMAGE_DOS_SIGNATURE, IMAGE_FILE_DLL, IMAGE_FILE_EXECUTABLE_IMAGE,
-    IMAGE_FILE_LARGE_ADDRESS_AWARE, IMAGE_FILE_MACHINE_AMD64, IMAGE_NT_OPTIONAL_HDR64_MAGIC,
-    IMAGE_NT_SIGNATURE, IMAGE_NUMBEROF_DIRECTORY_ENTRIES, IMAGE_REL_BASED_DIR64,
-    IMAGE_SCN_CNT_CODE, IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_DISCARDABLE,
-    IMAGE_SCN_MEM_EXECUTE, IMAGE_SCN_MEM_READ, IMAGE_SCN_MEM_WRITE, IMAGE_SUBSYSTEM_WINDOWS_GUI,
+    ImageBaseRelocation, ImageDataDirectory, ImageDebugDirectory, ImageDosHeader, ImageFileHeader,
+    ImageNtHeaders64, ImageOptionalHeader64, ImageSectionHeader, IMAGE_DEBUG_TYPE_CODEVIEW,
+    IMAGE_DIRECTORY_ENTRY_BASERELOC, IMAGE_DIRECTORY_ENTRY_DEBUG, IMAGE_DIRECTORY_ENTRY_SECURITY,
+    IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE, IMAGE_DLLCHARACTERISTICS_HIGH_ENTROPY_VA,
+    IMAGE_DLLCHARACTERISTICS_NX_COMPAT, IMAGE_DOS_SIGNATURE, IMAGE_FILE_DLL,
+    IMAGE_FILE_EXECUTABLE_IMAGE, IMAGE_FILE_LARGE_ADDRESS_AWARE, IMAGE_FILE_MACHINE_AMD64,
+    IMAGE_NT_OPTIONAL_HDR64_MAGIC, IMAGE_NT_SIGNATURE, IMAGE_NUMBEROF_DIRECTORY_ENTRIES,
+    IMAGE_REL_BASED_DIR64, IMAGE_SCN_CNT_CODE, IMAGE_SCN_CNT_INITIALIZED_DATA,
+    IMAGE_SCN_MEM_DISCARDABLE, IMAGE_SCN_MEM_EXECUTE, IMAGE_SCN_MEM_READ, IMAGE_SCN_MEM_WRITE,
+    IMAGE_SUBSYSTEM_WINDOWS_GUI,
 };
 use object::{pod, Pod, U16, U32, U64};
 
@@ -107,6 +109,7 @@ impl SyntheticDll {
                 Section::Text => write_padded(out, &[0xc3], FILE_ALIGN)?,
                 Section::Wrappers => write_padded(out, &self.wrapper_bytes(&layout), FILE_ALIGN)?,
                 Section::Relocations => write_padded(out, &self.relocations(&layout), FILE_ALIGN)?,
+                Section::Debug => write_padded(out, &debug_bytes(&layout), FILE_ALIGN)?,
                 Section::Fatbin => {
                     let mut at = 0;
                     for (index, &offset) in layout.bundle_offsets.iter().enumerate() {
@@ -127,7 +130,7 @@ impl SyntheticDll {
     fn nt_offset(&self) -> u64 {
         if self.full_section_table {
             // The table ends 8 bytes before SizeOfHeaders.
-            SIZE_OF_HEADERS - 8 - 4 * size_of::<ImageSectionHeader>() as u64 - NT_LEN
+            SIZE_OF_HEADERS - 8 - SECTIONS as u64 * size_of::<ImageSectionHeader>() as u64 - NT_LEN
         } else {
             size_of::<ImageDosHeader>() as u64
         }
@@ -153,6 +156,7 @@ impl SyntheticDll {
             [
                 Section::Text,
                 Section::Wrappers,
+                Section::Debug,
                 Section::Relocations,
                 Section::Fatbin,
             ]
@@ -161,6 +165,7 @@ impl SyntheticDll {
                 Section::Text,
                 Section::Wrappers,
                 Section::Fatbin,
+                Section::Debug,
                 Section::Relocations,
             ]
         };
@@ -168,7 +173,8 @@ impl SyntheticDll {
         let relocations_len = 8 + 2 * self.wrappers.len().next_multiple_of(2) as u64;
         let (mut rva, mut offset) = (SECTION_ALIGN, SIZE_OF_HEADERS);
         let mut headers = Vec::new();
-        let mut rvas = [0; 4];
+        let mut rvas = [0; SECTIONS];
+        let mut offsets = [0; SECTIONS];
         for section in order {
             let (name, len, flags) = match section {
                 Section::Text => (
@@ -187,10 +193,12 @@ impl SyntheticDll {
                     relocations_len,
                     data_flags() | IMAGE_SCN_MEM_DISCARDABLE,
                 ),
+                Section::Debug => (".rdata", DEBUG_LEN, data_flags()),
             };
             let raw_len = len.next_multiple_of(FILE_ALIGN);
             headers.push(header(name, rva, len, offset, raw_len, flags));
             rvas[section as usize] = rva as u32;
+            offsets[section as usize] = offset;
             rva += len.next_multiple_of(SECTION_ALIGN);
             offset += raw_len;
         }
@@ -198,6 +206,7 @@ impl SyntheticDll {
             order,
             headers,
             rvas,
+            offsets,
             bundle_offsets,
             relocations_len,
             image_len: rva,
@@ -249,6 +258,9 @@ impl SyntheticDll {
     fn directories(&self, layout: &Layout) -> Vec<ImageDataDirectory> {
         let mut directories =
             vec![zeroed::<ImageDataDirectory>(); IMAGE_NUMBEROF_DIRECTORY_ENTRIES];
+        let debug = &mut directories[IMAGE_DIRECTORY_ENTRY_DEBUG];
+        debug.virtual_address = U32::new(LE, layout.rvas[Section::Debug as usize]);
+        debug.size = U32::new(LE, size_of::<ImageDebugDirectory>() as u32);
         let relocations = &mut directories[IMAGE_DIRECTORY_ENTRY_BASERELOC];
         relocations.virtual_address = U32::new(LE, layout.rvas[Section::Relocations as usize]);
         relocations.size = U32::new(LE, layout.relocations_len as u32);
@@ -295,13 +307,19 @@ enum Section {
     Wrappers = 1,
     Fatbin = 2,
     Relocations = 3,
+    Debug = 4,
 }
+
+/// How many sections the images have.
+const SECTIONS: usize = 5;
 
 #[derive(Debug)]
 struct Layout {
-    order: [Section; 4],
+    order: [Section; SECTIONS],
     headers: Vec<ImageSectionHeader>,
-    rvas: [u32; 4],
+    rvas: [u32; SECTIONS],
+    /// Each section's file offset.
+    offsets: [u64; SECTIONS],
     /// Each bundle's offset in `.hip_fat`.
     bundle_offsets: Vec<u64>,
     relocations_len: u64,
@@ -329,6 +347,27 @@ fn header(
     header.pointer_to_raw_data = U32::new(LE, offset as u32);
     header.characteristics = U32::new(LE, flags);
     header
+}
+
+/// The CodeView record the debug directory points at.
+const CODEVIEW: &[u8] = b"RSDS0123456789abcdef\x01\x00\x00\x00fat.pdb\x00";
+/// `.rdata`'s bytes: the debug directory, then its CodeView record.
+const DEBUG_LEN: u64 = (size_of::<ImageDebugDirectory>() + CODEVIEW.len()) as u64;
+
+/// `.rdata`: one debug directory entry for a CodeView record right after
+/// it, addressed by RVA and by file offset.
+fn debug_bytes(layout: &Layout) -> Vec<u8> {
+    let entry_len = size_of::<ImageDebugDirectory>() as u32;
+    let mut entry: ImageDebugDirectory = zeroed();
+    entry.typ = U32::new(LE, IMAGE_DEBUG_TYPE_CODEVIEW);
+    entry.size_of_data = U32::new(LE, CODEVIEW.len() as u32);
+    let rva = layout.rvas[Section::Debug as usize];
+    entry.address_of_raw_data = U32::new(LE, rva + entry_len);
+    let offset = layout.offsets[Section::Debug as usize] as u32;
+    entry.pointer_to_raw_data = U32::new(LE, offset + entry_len);
+    let mut bytes = pod::bytes_of(&entry).to_vec();
+    bytes.extend_from_slice(CODEVIEW);
+    bytes
 }
 
 /// A record of zeros.

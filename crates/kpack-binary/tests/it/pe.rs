@@ -12,7 +12,9 @@ use kpack_binary::pe::build::{malformed, SyntheticDll};
 use kpack_binary::pe::{FatPe, SplitLayout as PeLayout, SplitPe, MARKER_SECTION};
 use kpack_test_support::windows::Image;
 use kpack_test_support::{fixtures, tool};
-use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
+use object::pe::{
+    ImageDebugDirectory, IMAGE_DIRECTORY_ENTRY_DEBUG, IMAGE_DIRECTORY_ENTRY_SECURITY,
+};
 use object::read::pe::PeFile64;
 use object::LittleEndian;
 
@@ -131,6 +133,26 @@ fn dll(wrappers: Vec<usize>) -> (SyntheticDll, Vec<Vec<u8>>) {
     (dll, bundles)
 }
 
+/// Checks that the debug directory's CodeView record of the image
+/// `data` is where its file offset says, the same bytes as at its RVA.
+fn assert_debug_data_where_it_says(data: &[u8]) {
+    let pe = PeFile64::parse(data).unwrap();
+    let directory = pe.data_directory(IMAGE_DIRECTORY_ENTRY_DEBUG).unwrap();
+    let sections = pe.section_table();
+    let (at, _) = sections
+        .pe_file_range_at(directory.virtual_address.get(LittleEndian))
+        .unwrap();
+    let (entry, _) = object::pod::from_bytes::<ImageDebugDirectory>(&data[at as usize..]).unwrap();
+    let len = entry.size_of_data.get(LittleEndian) as usize;
+    let by_offset = entry.pointer_to_raw_data.get(LittleEndian) as usize;
+    let (by_rva, _) = sections
+        .pe_file_range_at(entry.address_of_raw_data.get(LittleEndian))
+        .unwrap();
+    let record = &data[by_offset..by_offset + len];
+    assert!(record.starts_with(b"RSDS"), "{record:?}");
+    assert_eq!(record, &data[by_rva as usize..by_rva as usize + len]);
+}
+
 /// Splits `data`, checks the result with our reader and llvm-readobj, and
 /// returns it with its layout.
 fn split_checked(data: &[u8]) -> (Vec<u8>, PeLayout) {
@@ -151,6 +173,7 @@ fn split_checked(data: &[u8]) -> (Vec<u8>, PeLayout) {
     let path = work.path().join("split.dll");
     fs_err::write(&path, &host).unwrap();
     assert_readobj_relocates(&path, split.wrappers.iter().map(|w| w.rva));
+    assert_debug_data_where_it_says(&host);
     (host, layout)
 }
 
@@ -274,6 +297,7 @@ fn materialize_checked(host: &[u8], bundles: &BTreeMap<u32, Vec<u8>>) -> Vec<u8>
     let path = work.path().join("fat.dll");
     fs_err::write(&path, &out).unwrap();
     assert_readobj_relocates(&path, fat.wrappers.iter().map(|w| w.rva));
+    assert_debug_data_where_it_says(&out);
     for (wrapper, &index) in fat.wrappers.iter().zip(&stored) {
         assert_eq!(fat.bundles[wrapper.bundle].bytes(), &bundles[&index][..]);
     }
