@@ -20,14 +20,14 @@ pub use bound::{undeclared_limit, BoundedArchives, MIN_UNDECLARED_LIMIT, UNDECLA
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapMut};
 use rocm_kpack::{Archive, Kernel, Loader, LoaderConfig, Marker, Target};
 
-use crate::bundle::OffloadBundleLayout;
+use crate::bundle::{write_ccob, OffloadBundleLayout};
 use crate::error::{Error, ImageError, Result};
 use crate::image::{MaterializePlan, SplitImage};
 
@@ -60,17 +60,31 @@ pub struct Materialized {
     pub size: u64,
 }
 
+/// How the bundles of a materialized binary are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BundleEncoding {
+    /// Plain offload bundles, which every HIP runtime loads.
+    #[default]
+    Plain,
+    /// Compressed bundles (CCOB v3, zstd, as clang's `--offload-compress`
+    /// writes them), which HIP runtimes from ROCm 6.2 on load.
+    Compressed,
+}
+
 /// Writes the binary at `input` materialized for `targets` to `output`
-/// (atomically, with the input's mode), taking code from the archives
-/// `source` names; at least one must exist. Their code objects may decode
-/// to `limit` bytes in all, or with none given, each to what an archive
-/// that declares nothing may ([`undeclared_limit`]).
+/// (atomically, with the input's mode), its bundles written as
+/// `encoding` says, taking code from the archives `source` names; at
+/// least one must exist. Their code objects may decode to `limit` bytes in
+/// all, or with none given, each to what an archive that declares nothing
+/// may ([`undeclared_limit`]).
 pub fn materialize_file(
     input: &Path,
     output: &Path,
     targets: &[Target],
     source: &ArchiveSource,
     limit: Option<u64>,
+    encoding: BundleEncoding,
 ) -> Result<Materialized> {
     let file = fs_err::File::open(input)?;
     let marker = read_marker(file.file(), input)?;
@@ -87,7 +101,19 @@ pub fn materialize_file(
     };
     let mode = file.metadata()?.permissions().mode();
     let out = kpack_fs::AtomicFile::with_mode(output, mode & 0o7777)?;
-    let report = materialize_into(file.file(), input, out.file(), output, targets, &archives)?;
+    let destination = Destination {
+        file: out.file(),
+        path: output,
+        spool_dir: output.parent().unwrap_or(Path::new(".")),
+    };
+    let report = materialize_into(
+        file.file(),
+        input,
+        destination,
+        targets,
+        &archives,
+        encoding,
+    )?;
     out.commit()?;
     Ok(report)
 }
@@ -108,20 +134,31 @@ pub fn read_marker(file: &File, path: &Path) -> Result<Marker> {
     Ok(Marker::parse(split.marker_bytes())?)
 }
 
+/// Where a materialized binary is written: an empty file open for reading
+/// and writing, its path (for errors), and a directory on the same disk
+/// where compressed bundles are spooled (in a file without a name, gone
+/// when closed).
+#[derive(Debug, Clone, Copy)]
+pub struct Destination<'a> {
+    pub file: &'a File,
+    pub path: &'a Path,
+    pub spool_dir: &'a Path,
+}
+
 /// Writes the split binary `input` (at `path`) materialized for `targets`
-/// into `output` (at `output_path`, an empty file open for reading and
-/// writing), taking code from `archives`, the first holding a target
-/// winning: each checked against what it may decode to, so the output is
-/// at most the input, their code and its bundles' headers and alignment.
-/// With no archive, or none holding code for the targets, every wrapper
-/// gets a bundle with only the host entry.
+/// into `output`, its bundles written as `encoding` says, taking code
+/// from `archives`, the first holding a target winning: each checked
+/// against what it may decode to, so the output is at most the input,
+/// their code and its bundles' headers and alignment. With no archive, or
+/// none holding code for the targets, every wrapper gets a bundle with
+/// only the host entry.
 pub fn materialize_into(
     input: &File,
     path: &Path,
-    output: &File,
-    output_path: &Path,
+    output: Destination<'_>,
     targets: &[Target],
     archives: &BoundedArchives,
+    encoding: BundleEncoding,
 ) -> Result<Materialized> {
     let archives = archives.archives();
     let map = map_input(input, path)?;
@@ -129,30 +166,26 @@ pub fn materialize_into(
     let marker = Marker::parse(split.marker_bytes())?;
     let host = split.host_triple();
     let indices: BTreeSet<u32> = split.wrapper_bundles().into_iter().collect();
-    let mut bundles = BTreeMap::new();
+    let mut planned = BTreeMap::new();
     for index in indices {
         let key = format!("{}#{index}", marker.kernel_name);
-        bundles.insert(index, PlannedBundle::plan(host, archives, &key, targets)?);
+        planned.insert(index, PlannedBundle::plan(host, archives, &key, targets)?);
     }
-    let lens = bundles.iter().map(|(&i, b)| (i, b.layout.len())).collect();
-    let plan = MaterializePlan::new(&map, &split, &lens)
-        .map_err(|source| materialize_error(path, source))?;
+    let output_path = output.path;
     let written = |source| Error::WriteMaterialized {
         path: output_path.to_owned(),
         source,
     };
+    let bundles = EncodedBundles::encode(planned, encoding, output.spool_dir).map_err(written)?;
+    let plan = MaterializePlan::new(&map, &split, &bundles.lens())
+        .map_err(|source| materialize_error(path, source))?;
     let mut reader = input;
     reader.seek(SeekFrom::Start(0)).map_err(written)?;
-    let mut writer = output;
+    let mut writer = output.file;
     plan.write(&mut reader, &mut writer, |index, out| {
-        match bundles.get(&index) {
-            Some(bundle) => bundle.write(out),
-            None => Err(Error::WriteMaterialized {
-                path: output_path.to_owned(),
-                source: std::io::Error::other(format!("no bundle planned for index {index}")),
-            }),
-        }
+        bundles.write(index, out).map_err(written)
     })?;
+    let output = output.file;
     writer.flush().map_err(written)?;
     let size = plan.output_len(map.len() as u64);
     // SAFETY: the output is a file this call was given to write, private
@@ -164,7 +197,76 @@ pub fn materialize_into(
     plan.patch(&mut out, &split)
         .map_err(|source| materialize_error(path, source))?;
     out.flush().map_err(written)?;
-    Ok(report(&split, &bundles, archives, size))
+    Ok(report(&split, &bundles.planned, archives, size))
+}
+
+/// The bundles the wrappers get, by bundle index: planned, and with
+/// compression, compressed into a spool beside the output (so neither a
+/// plain nor a compressed bundle is held whole).
+struct EncodedBundles<'a> {
+    planned: BTreeMap<u32, PlannedBundle<'a>>,
+    /// Each compressed bundle's offset and length in the spool.
+    spooled: Option<(File, BTreeMap<u32, (u64, u64)>)>,
+}
+
+impl<'a> EncodedBundles<'a> {
+    fn encode(
+        planned: BTreeMap<u32, PlannedBundle<'a>>,
+        encoding: BundleEncoding,
+        spool_dir: &Path,
+    ) -> std::io::Result<EncodedBundles<'a>> {
+        if encoding == BundleEncoding::Plain {
+            return Ok(EncodedBundles {
+                planned,
+                spooled: None,
+            });
+        }
+        let mut spool = tempfile::tempfile_in(spool_dir)?;
+        let mut ranges = BTreeMap::new();
+        for (&index, bundle) in &planned {
+            let start = spool.stream_position()?;
+            let len = write_ccob(&mut spool, bundle.layout.len(), |out| {
+                bundle.write(out).map_err(std::io::Error::other)
+            })?;
+            ranges.insert(index, (start, len));
+        }
+        Ok(EncodedBundles {
+            planned,
+            spooled: Some((spool, ranges)),
+        })
+    }
+
+    /// Each bundle's length as written.
+    fn lens(&self) -> BTreeMap<u32, u64> {
+        match &self.spooled {
+            Some((_, ranges)) => ranges.iter().map(|(&i, &(_, len))| (i, len)).collect(),
+            None => self
+                .planned
+                .iter()
+                .map(|(&i, b)| (i, b.layout.len()))
+                .collect(),
+        }
+    }
+
+    /// Writes bundle `index` into `out`.
+    fn write(&self, index: u32, out: &mut dyn Write) -> std::io::Result<()> {
+        let missing = || std::io::Error::other(format!("no bundle planned for index {index}"));
+        match &self.spooled {
+            Some((spool, ranges)) => {
+                let &(start, len) = ranges.get(&index).ok_or_else(missing)?;
+                let mut reader = spool;
+                reader.seek(SeekFrom::Start(start))?;
+                std::io::copy(&mut reader.take(len), out)?;
+                Ok(())
+            }
+            None => self
+                .planned
+                .get(&index)
+                .ok_or_else(missing)?
+                .write(out)
+                .map_err(std::io::Error::other),
+        }
+    }
 }
 
 /// The bundle one wrapper gets: its layout and the code objects to fill it.

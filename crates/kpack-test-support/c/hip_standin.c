@@ -6,8 +6,10 @@
  *
  * - HIPK (split): finds the binary's path from the marker pointer and
  *   loads the code object through librocm_kpack;
- * - HIPF (fat): reads the uncompressed offload bundle the pointer points
- *   at and takes the entry hipv4-amdgcn-amd-amdhsa--<target> for the first
+ * - HIPF (fat): reads the offload bundle the pointer points at (built
+ *   with STANDIN_CCOB, as on Linux, a compressed one too: CCOB version 3,
+ *   zstd, decompressed with libzstd as a ROCm 6.2+ runtime does) and takes
+ *   the entry hipv4-amdgcn-amd-amdhsa--<target> for the first
  *   target compatible with an agent, as the runtime chooses (the agent's
  *   feature-dropping variants, most specific first; generic targets are
  *   not followed).
@@ -42,6 +44,10 @@
 #define STANDIN_EXPORT __declspec(dllexport)
 #else
 #define STANDIN_EXPORT
+#endif
+
+#ifdef STANDIN_CCOB
+#include <zstd.h>
 #endif
 
 #include "rocm_kpack/kpack.h"
@@ -230,24 +236,60 @@ static int find_compatible(const unsigned char* bundle, const char* arch,
   return 0;
 }
 
+#ifdef STANDIN_CCOB
+/* The plain bundle inside a compressed one (CCOB version 3, zstd:
+ * "CCOB", u16 version, u16 method, u64 total size, u64 plain size, u64
+ * hash, then the zstd frame), in a buffer the caller frees; NULL when it
+ * is not one this reads. */
+static unsigned char* decompress_ccob(const unsigned char* ccob) {
+  uint16_t version, method;
+  memcpy(&version, ccob + 4, 2);
+  memcpy(&method, ccob + 6, 2);
+  if (memcmp(ccob, "CCOB", 4) != 0 || version != 3 || method != 1) {
+    return NULL;
+  }
+  uint64_t total = read_u64(ccob + 8), plain = read_u64(ccob + 16);
+  unsigned char* out = malloc(plain ? plain : 1);
+  if (out == NULL) {
+    return NULL;
+  }
+  size_t got = ZSTD_decompress(out, plain, ccob + 32, total - 32);
+  if (ZSTD_isError(got) || got != plain) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+#endif
+
 /* Takes a fat binary's code object out of the bundle its wrapper points at. */
 static void register_fat(int n, const struct wrapper* w) {
   const unsigned char* bundle = (const unsigned char*)w->binary;
+  unsigned char* decompressed = NULL;
   struct arches arches;
   struct extent found;
 
-  if (memcmp(bundle, BUNDLE_MAGIC, strlen(BUNDLE_MAGIC)) != 0) {
+#ifdef STANDIN_CCOB
+  if (memcmp(bundle, "CCOB", 4) == 0) {
+    decompressed = decompress_ccob(bundle);
+    bundle = decompressed;
+  }
+#endif
+  if (bundle == NULL || memcmp(bundle, BUNDLE_MAGIC, strlen(BUNDLE_MAGIC)) != 0) {
     write_error(n, KPACK_ERROR_INVALID_FORMAT);
+    free(decompressed);
     return;
   }
   read_arches(&arches);
   for (size_t i = 0; i < arches.count; i++) {
     if (find_compatible(bundle, arches.names[i], &found)) {
       write_result(n, "co", bundle + found.offset, (size_t)found.size);
+      free(decompressed);
       return;
     }
   }
   write_error(n, KPACK_ERROR_ARCH_NOT_FOUND);
+  free(decompressed);
 }
 
 STANDIN_EXPORT void** __hipRegisterFatBinary(const void* data) {

@@ -97,7 +97,14 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
     let library = dir.join("libamdhip64.so.5");
     let runtime = runtime_lib_dir();
     run(crate::tool("cc")
-        .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+        .args([
+            "-shared",
+            "-fPIC",
+            "-Wall",
+            "-Werror",
+            "-DSTANDIN_CCOB",
+            "-o",
+        ])
         .arg(&library)
         .arg("-Wl,-soname,libamdhip64.so.5")
         .arg(format!("-Wl,--version-script={}", version_script.display()))
@@ -107,7 +114,8 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
         .arg(&stub_source)
         .arg(format!("-L{}", runtime.display()))
         .arg(format!("-Wl,-rpath,{}", runtime.display()))
-        .arg("-lrocm_kpack"));
+        .arg("-lrocm_kpack")
+        .arg("-lzstd"));
     library
 }
 
@@ -116,8 +124,33 @@ pub fn build_standin(dir: &Path, imports: &BTreeSet<(String, Option<String>)>) -
 /// program (run it with [`run_with_standin`] and `dir`).
 pub fn standin_for(dir: &Path, library: &Path) -> PathBuf {
     fs::create_dir_all(dir).unwrap();
-    build_standin(dir, &hip_imports(library));
+    let standin = build_standin(dir, &hip_imports(library));
+    // A library built against another runtime version (jax's plugins need
+    // libamdhip64.so.7) finds the stand-in under that name.
+    for needed in hip_needed(library) {
+        let link = dir.join(&needed);
+        if !link.exists() {
+            fs::os::unix::fs::symlink(standin.file_name().unwrap(), link).unwrap();
+        }
+    }
     build_dlopen(dir)
+}
+
+/// The `libamdhip64.so*` names in `library`'s `DT_NEEDED` entries.
+fn hip_needed(library: &Path) -> Vec<String> {
+    use object::read::elf::FileHeader;
+    let data = fs::read(library).unwrap();
+    let header = object::elf::FileHeader64::<Endianness>::parse(&*data).unwrap();
+    let endian = header.endian().unwrap();
+    let sections = header.sections(endian, &*data).unwrap();
+    let table = sections.dynamic_table(endian, &*data).unwrap();
+    table
+        .iter()
+        .filter(|entry| entry.tag == object::elf::DT_NEEDED)
+        .filter_map(|entry| table.string(entry).ok())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .filter(|name| name.starts_with("libamdhip64.so"))
+        .collect()
 }
 
 /// A program that dlopens its argument and reports dlerror.

@@ -5,6 +5,7 @@
 #[cfg(feature = "test-fixtures")]
 pub mod build;
 mod ccob;
+mod compress;
 mod offload;
 
 use std::borrow::Cow;
@@ -19,6 +20,7 @@ pub use ccob::bundle_error as decode_error;
 pub use ccob::{
     ccob_hash, CcobHeader, CcobHeaderV1, CcobHeaderV2, CcobHeaderV3, CcobMethod, CcobPrefix,
 };
+pub use compress::{write_ccob, CLANG_ZSTD_LEVEL};
 pub use offload::{
     OffloadBundleHeader, OffloadBundleLayout, OffloadEntryHeader, OFFLOAD_BUNDLE_MAGIC,
 };
@@ -159,6 +161,22 @@ impl<'a> Bundle<'a> {
         }
         decoded.finish()?;
         Ok(())
+    }
+
+    /// Writes the plain offload bundle into `out`: the bytes of an
+    /// uncompressed one, the decompressed (and checked) payload of a
+    /// compressed one, as a stream.
+    pub fn write_plain(&self, out: &mut dyn std::io::Write) -> Result<u64, BundleError> {
+        let io_error = |e| ccob::bundle_error(e, self.offset);
+        if let BundleKind::Uncompressed = self.kind {
+            out.write_all(self.bytes).map_err(io_error)?;
+            return Ok(self.bytes.len() as u64);
+        }
+        let located = ccob::Located::find(self.bytes, self.offset)?;
+        let mut decoded = located.decode(self.offset)?;
+        let written = std::io::copy(&mut decoded, out).map_err(io_error)?;
+        decoded.finish()?;
+        Ok(written)
     }
 
     /// Every code object, read whole (a compressed bundle decompressed and

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use kpack_gpu::Target;
 
-use kpack_binary::materialize::{materialize_file, ArchiveSource};
+use kpack_binary::materialize::{materialize_file, ArchiveSource, BundleEncoding};
 
 use super::shown;
 
@@ -36,6 +36,11 @@ pub struct MaterializeArgs {
     /// may decode to 256 times its size, at least 64 MiB.
     #[arg(long, value_name = "BYTES")]
     max_decoded_size: Option<u64>,
+    /// Write compressed bundles (CCOB v3, zstd, as clang's
+    /// `--offload-compress` writes them), which HIP runtimes from ROCm 6.2
+    /// on load; older ones (Debian's 5.x) need the default plain ones.
+    #[arg(long)]
+    compress: bool,
 }
 
 pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
@@ -54,6 +59,11 @@ pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
         &targets,
         &source,
         args.max_decoded_size,
+        if args.compress {
+            BundleEncoding::Compressed
+        } else {
+            BundleEncoding::Plain
+        },
     )
     .with_context(|| format!("cannot materialize {}", shown(&args.input)))?;
     println!(

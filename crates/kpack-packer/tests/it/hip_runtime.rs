@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
+use kpack_binary::bundle::BundleKind;
 use kpack_binary::elf::FatElf;
 use kpack_gpu::Target;
 use kpack_test_support::offload_bundler;
@@ -350,6 +351,38 @@ fn the_stand_in_loads_the_right_code_object_from_a_materialized_library() {
         [Ok(expected[&t("gfx90a:xnack+")].clone())]
     );
     // Only the installed processor's code is there.
+    assert_eq!(load("gfx1030"), [Err(14)]);
+}
+
+#[test]
+fn the_stand_in_loads_compressed_bundles_from_a_compressed_materialization() {
+    let work = tempfile::tempdir().unwrap();
+    let library = original(work.path());
+    let data = fs_err::read(&library).unwrap();
+    let expected = code_by_bundle(&data).swap_remove(0);
+    let host = split(&library, work.path());
+    let materialized = work.path().join("fat.so");
+    run(Command::new(env!("CARGO_BIN_EXE_kpack-pack"))
+        .arg("materialize")
+        .arg(&host)
+        .arg("-o")
+        .arg(&materialized)
+        .args(["--targets", "gfx90a:sramecc+:xnack-", "--compress"]));
+    let fat = fs_err::read(&materialized).unwrap();
+    let bundles = FatElf::parse(&fat).unwrap().unwrap().bundles;
+    assert!(matches!(
+        bundles[0].kind,
+        BundleKind::Compressed { version: 3, .. }
+    ));
+    let standin = work.path().join("hip");
+    let dlopen = standin_for(&standin, &materialized);
+    let load =
+        |arches: &str| run_with_standin(dlopen_command(&dlopen, &materialized), &standin, arches);
+    let t = |s: &str| Target::parse(s).unwrap();
+    assert_eq!(
+        load("gfx90a:sramecc+:xnack-"),
+        [Ok(expected[&t("gfx90a:xnack-")].clone())]
+    );
     assert_eq!(load("gfx1030"), [Err(14)]);
 }
 

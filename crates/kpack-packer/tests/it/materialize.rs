@@ -407,3 +407,134 @@ fn a_large_code_object_is_streamed_into_the_output() {
     let written = fs_err::metadata(dir.join("fat.so")).unwrap().len();
     assert!(written > size, "{written}");
 }
+
+/// A jax library with compressed bundles, written into `dir`.
+fn jax_library(dir: &std::path::Path, name: &str) -> PathBuf {
+    use std::io::Read;
+    let wheel = fs_err::File::open(
+        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+    )
+    .unwrap();
+    let mut data = Vec::new();
+    zip::ZipArchive::new(wheel)
+        .unwrap()
+        .by_name(&format!("jax_rocm7_plugin/{name}"))
+        .unwrap()
+        .read_to_end(&mut data)
+        .unwrap();
+    let path = dir.join(name);
+    fs_err::write(&path, &data).unwrap();
+    path
+}
+
+#[test]
+fn a_compressed_materialization_holds_ccob_smaller_than_plain_that_decodes_to_the_original_code() {
+    let work = tempfile::tempdir().unwrap();
+    let original = jax_library(work.path(), "_prng.so");
+    let data = fs_err::read(&original).unwrap();
+    let code = code_of(&data);
+    let split = work.path().join("split");
+    run(kpack_pack()
+        .arg("split")
+        .arg(&original)
+        .arg("-o")
+        .arg(&split));
+    let host = split.join("_prng.so");
+    let materialize = |name: &str, more: &[&str]| {
+        let out = work.path().join(name);
+        run(kpack_pack()
+            .arg("materialize")
+            .arg(&host)
+            .arg("-o")
+            .arg(&out)
+            .args(["--targets", "gfx1100"])
+            .args(more));
+        out
+    };
+    let plain = materialize("plain.so", &[]);
+    let compressed = materialize("compressed.so", &["--compress"]);
+
+    let bytes = fs_err::read(&compressed).unwrap();
+    let fat = FatElf::parse(&bytes).unwrap().unwrap();
+    assert!(fat.bundles.iter().all(|b| b.kind
+        == kpack_binary::bundle::BundleKind::Compressed {
+            version: 3,
+            method: kpack_binary::bundle::CcobMethod::Zstd
+        }));
+    let gfx1100 = Target::parse("gfx1100").unwrap();
+    let expected: BTreeMap<usize, BTreeMap<Target, Vec<u8>>> = code
+        .iter()
+        .map(|(&index, bundle)| {
+            let kept = bundle
+                .iter()
+                .filter(|(t, _)| t.processor() == gfx1100.processor())
+                .map(|(t, b)| (t.clone(), b.clone()))
+                .collect();
+            (index, kept)
+        })
+        .collect();
+    assert_eq!(code_of(&bytes), expected);
+    assert_eq!(code_of(&fs_err::read(&plain).unwrap()), expected);
+    let (plain_len, compressed_len) = (
+        fs_err::metadata(&plain).unwrap().len(),
+        fs_err::metadata(&compressed).unwrap().len(),
+    );
+    assert!(
+        compressed_len < plain_len,
+        "{compressed_len} >= {plain_len}"
+    );
+    assert_eq!(health_warnings(&compressed), Vec::<String>::new());
+}
+
+#[test]
+fn recompressing_clangs_bundles_gives_its_header_fields() {
+    use kpack_binary::bundle::{parse_fatbin, write_ccob, BundleKind, CcobHeader};
+    let work = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for name in ["_prng.so", "_linalg.so"] {
+        let data = fs_err::read(jax_library(work.path(), name)).unwrap();
+        let fat = FatElf::parse(&data).unwrap().unwrap();
+        for bundle in fat
+            .bundles
+            .iter()
+            .filter(|b| b.kind != BundleKind::Uncompressed)
+        {
+            let clangs = CcobHeader::parse(bundle.bytes(), 0).unwrap();
+            let mut plain = Vec::new();
+            bundle.write_plain(&mut plain).unwrap();
+            let mut ours = std::io::Cursor::new(Vec::new());
+            write_ccob(&mut ours, plain.len() as u64, |out| out.write_all(&plain)).unwrap();
+            let ours = ours.into_inner();
+            let header = CcobHeader::parse(&ours, 0).unwrap();
+            assert_eq!(
+                (
+                    header.version,
+                    header.method,
+                    header.uncompressed_size,
+                    header.hash
+                ),
+                (
+                    clangs.version,
+                    clangs.method,
+                    clangs.uncompressed_size,
+                    clangs.hash
+                ),
+                "{name}"
+            );
+            // The payload is zstd at clang's level; the zstd library
+            // clang was built with may pick a few bytes differently.
+            let (ours_total, clangs_total) =
+                (header.total_size.unwrap(), clangs.total_size.unwrap());
+            assert!(
+                ours_total.abs_diff(clangs_total) * 100 <= clangs_total,
+                "{name}: {ours_total} bytes against clang's {clangs_total}"
+            );
+            let again = parse_fatbin(&ours).unwrap();
+            let mut decoded = Vec::new();
+            again[0].write_plain(&mut decoded).unwrap();
+            assert!(decoded == plain);
+            compared += 1;
+        }
+    }
+    assert!(compared > 0);
+}

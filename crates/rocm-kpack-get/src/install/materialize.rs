@@ -7,7 +7,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use kpack_binary::materialize::BoundedArchives;
+use kpack_binary::materialize::{BoundedArchives, BundleEncoding, Destination};
 use kpack_binary::sniff::BinaryFormat;
 use kpack_fs::confined::ConfinedDir;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
@@ -103,13 +103,18 @@ fn materialize_one(
         .mode();
     let temporary = PathBuf::from(format!("fat-{index}"));
     let mut output = scratch.create_file(&temporary, mode & 0o7777)?;
+    let destination = Destination {
+        file: &output,
+        path: &shown,
+        spool_dir: scratch.path(),
+    };
     kpack_binary::materialize::materialize_into(
         &input,
         &shown,
-        &output,
-        &shown,
+        destination,
         &package.targets,
         archives,
+        BundleEncoding::Plain,
     )
     .map_err(failed)?;
     let write = |source| InstallError::Write {

@@ -34,7 +34,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use kpack_binary::materialize::{
-    materialize_into, open_archives, ArchiveSource, BoundedArchives, Materialized,
+    materialize_into, open_archives, ArchiveSource, BoundedArchives, BundleEncoding, Destination,
+    Materialized,
 };
 use kpack_wheel::{RecordError, RecordHash};
 use rocm_kpack::{Loader, LoaderConfig, Target};
@@ -421,13 +422,18 @@ fn write_fat(
         temporary,
         mode(&binary.kept)?,
     )?;
+    let destination = Destination {
+        file: file.file(),
+        path: &binary.installed,
+        spool_dir: binary.installed.parent().unwrap_or(Path::new(".")),
+    };
     let report = materialize_into(
         original.file(),
         &binary.installed,
-        file.file(),
-        &binary.installed,
+        destination,
         targets,
         &archives,
+        BundleEncoding::Plain,
     )
     .map_err(packer)?;
     let mut written = file.file();
