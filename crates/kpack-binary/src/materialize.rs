@@ -205,8 +205,15 @@ pub fn materialize_into(
 /// plain nor a compressed bundle is held whole).
 struct EncodedBundles<'a> {
     planned: BTreeMap<u32, PlannedBundle<'a>>,
-    /// Each compressed bundle's offset and length in the spool.
-    spooled: Option<(File, BTreeMap<u32, (u64, u64)>)>,
+    /// With compression, where each compressed bundle is.
+    spooled: Option<Spool>,
+}
+
+/// Compressed bundles in a file without a name: each one's offset and
+/// length in it, by bundle index.
+struct Spool {
+    file: File,
+    ranges: BTreeMap<u32, (u64, u64)>,
 }
 
 impl<'a> EncodedBundles<'a> {
@@ -232,14 +239,21 @@ impl<'a> EncodedBundles<'a> {
         }
         Ok(EncodedBundles {
             planned,
-            spooled: Some((spool, ranges)),
+            spooled: Some(Spool {
+                file: spool,
+                ranges,
+            }),
         })
     }
 
     /// Each bundle's length as written.
     fn lens(&self) -> BTreeMap<u32, u64> {
         match &self.spooled {
-            Some((_, ranges)) => ranges.iter().map(|(&i, &(_, len))| (i, len)).collect(),
+            Some(spool) => spool
+                .ranges
+                .iter()
+                .map(|(&i, &(_, len))| (i, len))
+                .collect(),
             None => self
                 .planned
                 .iter()
@@ -252,9 +266,9 @@ impl<'a> EncodedBundles<'a> {
     fn write(&self, index: u32, out: &mut dyn Write) -> std::io::Result<()> {
         let missing = || std::io::Error::other(format!("no bundle planned for index {index}"));
         match &self.spooled {
-            Some((spool, ranges)) => {
-                let &(start, len) = ranges.get(&index).ok_or_else(missing)?;
-                let mut reader = spool;
+            Some(spool) => {
+                let &(start, len) = spool.ranges.get(&index).ok_or_else(missing)?;
+                let mut reader = &spool.file;
                 reader.seek(SeekFrom::Start(start))?;
                 std::io::copy(&mut reader.take(len), out)?;
                 Ok(())
