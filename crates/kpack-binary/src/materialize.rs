@@ -61,7 +61,7 @@ pub struct Materialized {
 }
 
 /// How the bundles of a materialized binary are written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BundleEncoding {
     /// Plain offload bundles, which every HIP runtime loads.

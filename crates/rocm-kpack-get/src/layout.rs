@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::hip_runtime::{RuntimeSearch, SearchRoots, Searcher};
+use kpack_binary::materialize::BundleEncoding;
+
+use crate::detect::hip_runtime::{CompressedBundles, RuntimeSearch, SearchRoots, Searcher};
 
 /// The layout asked for (`--layout`, `layout =` in the configuration).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -28,9 +30,28 @@ pub enum Layout {
     /// Records written before layouts existed hold this one.
     #[default]
     Kpack,
-    /// Binaries made fat again with the installed targets' code objects:
-    /// every HIP runtime.
+    /// Binaries made fat again with the installed targets' code objects
+    /// in plain bundles: every HIP runtime.
     Fat,
+    /// As `Fat`, the bundles compressed (CCOB, as clang's
+    /// `--offload-compress` writes them): HIP runtimes from ROCm 6.2 on.
+    #[serde(rename = "fat-compressed")]
+    FatCompressed,
+}
+
+impl Layout {
+    /// Whether split binaries are made fat.
+    pub fn is_fat(self) -> bool {
+        matches!(self, Layout::Fat | Layout::FatCompressed)
+    }
+
+    /// How a fat binary's bundles are written.
+    pub fn bundle_encoding(self) -> BundleEncoding {
+        match self {
+            Layout::FatCompressed => BundleEncoding::Compressed,
+            Layout::Kpack | Layout::Fat => BundleEncoding::Plain,
+        }
+    }
 }
 
 /// The layout, and why.
@@ -63,7 +84,7 @@ pub fn decide_for_new_library(
 pub fn decide(choice: LayoutChoice, searches: &[&RuntimeSearch]) -> LayoutDecision {
     let (layout, reason) = match choice {
         LayoutChoice::Kpack => (Layout::Kpack, "asked for".to_owned()),
-        LayoutChoice::Fat => (Layout::Fat, "asked for".to_owned()),
+        LayoutChoice::Fat => fat(searches, "asked for".to_owned()),
         LayoutChoice::Auto => auto(searches),
     };
     LayoutDecision {
@@ -93,10 +114,26 @@ fn auto(searches: &[&RuntimeSearch]) -> (Layout, String) {
             "the HIP runtime found follows kpack markers".to_owned(),
         )
     } else {
-        (
-            Layout::Fat,
+        fat(
+            searches,
             "the HIP runtime found does not follow kpack markers".to_owned(),
         )
+    }
+}
+
+/// The fat layout for `reason`: its bundles compressed when every search
+/// found a runtime that loads compressed bundles, else plain.
+fn fat(searches: &[&RuntimeSearch], reason: String) -> (Layout, String) {
+    let evidence: Option<Vec<&CompressedBundles>> = searches
+        .iter()
+        .map(|s| s.runtime.as_ref()?.compressed_bundles.as_ref())
+        .collect();
+    match evidence.as_deref() {
+        Some([first, ..]) => (
+            Layout::FatCompressed,
+            format!("{reason}; it loads compressed bundles ({first})"),
+        ),
+        _ => (Layout::Fat, reason),
     }
 }
 
@@ -115,6 +152,7 @@ impl fmt::Display for Layout {
         f.write_str(match self {
             Layout::Kpack => "kpack",
             Layout::Fat => "fat",
+            Layout::FatCompressed => "fat-compressed",
         })
     }
 }
@@ -149,9 +187,52 @@ mod tests {
                 name: "libamdhip64.so.7".into(),
                 found_in: FoundIn::DefaultDirectory,
                 evidence,
+                compressed_bundles: None,
             }),
             notes: Vec::new(),
         }
+    }
+
+    fn loading_compressed(mut search: RuntimeSearch) -> RuntimeSearch {
+        if let Some(runtime) = &mut search.runtime {
+            runtime.compressed_bundles = Some(CompressedBundles::Soname {
+                soname: "libamdhip64.so.7".into(),
+            });
+        }
+        search
+    }
+
+    #[test]
+    fn fat_bundles_are_compressed_only_when_every_runtime_found_loads_them() {
+        let plain = found(vec![]);
+        let compressed = loading_compressed(found(vec![]));
+        let none = RuntimeSearch {
+            runtime: None,
+            notes: Vec::new(),
+        };
+        let auto = |searches: &[&RuntimeSearch]| decide(LayoutChoice::Auto, searches);
+        assert_eq!(auto(&[&compressed]).layout, Layout::FatCompressed);
+        assert!(
+            auto(&[&compressed])
+                .reason
+                .ends_with("it loads compressed bundles (its soname is libamdhip64.so.7)"),
+            "{}",
+            auto(&[&compressed]).reason
+        );
+        assert_eq!(auto(&[&compressed, &plain]).layout, Layout::Fat);
+        assert_eq!(auto(&[&compressed, &none]).layout, Layout::Fat);
+        assert_eq!(
+            decide(LayoutChoice::Fat, &[&compressed]).layout,
+            Layout::FatCompressed
+        );
+        assert_eq!(decide(LayoutChoice::Fat, &[]).layout, Layout::Fat);
+        let aware = loading_compressed(found(vec![Evidence::ImportsLoadCodeObject]));
+        assert_eq!(auto(&[&aware]).layout, Layout::Kpack);
+        assert_eq!(
+            Layout::FatCompressed.bundle_encoding(),
+            BundleEncoding::Compressed
+        );
+        assert_eq!(Layout::Fat.bundle_encoding(), BundleEncoding::Plain);
     }
 
     #[test]

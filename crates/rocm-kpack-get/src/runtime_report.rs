@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::detect::hip_runtime::{Evidence, FoundIn, RuntimeSearch};
+use crate::detect::hip_runtime::{CompressedBundles, Evidence, FoundIn, RuntimeSearch};
 use crate::layout::{Layout, LayoutChoice, LayoutDecision};
 use crate::output::Output;
 
@@ -20,6 +20,9 @@ pub struct RuntimeReport {
 /// `path` left out when none was), and the search's notes.
 #[derive(Debug, Clone, Serialize)]
 pub struct HipRuntimeReport {
+    /// What says it loads compressed bundles, when something does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compressed_bundles: Option<CompressedBundles>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Vec<Evidence>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -35,6 +38,7 @@ impl From<&RuntimeSearch> for HipRuntimeReport {
     fn from(search: &RuntimeSearch) -> HipRuntimeReport {
         let runtime = search.runtime.as_ref();
         HipRuntimeReport {
+            compressed_bundles: runtime.and_then(|r| r.compressed_bundles.clone()),
             evidence: runtime.map(|r| r.evidence.clone()),
             found_in: runtime.map(|r| r.found_in),
             kpack_aware: runtime.is_some_and(|r| r.kpack_aware()),
@@ -67,6 +71,9 @@ pub fn show(
                 runtime.path.display(),
                 runtime.found_in
             ));
+            if let Some(evidence) = &runtime.compressed_bundles {
+                output.line(&format!("  it loads compressed bundles: {evidence}"));
+            }
         }
         None => output.line("HIP runtime: none found"),
     }

@@ -243,7 +243,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         prefix.root().display(),
         fetched(plan.size(), plan.full_size(), cached)
     ));
-    if plan.layout == Layout::Fat {
+    if plan.layout.is_fat() {
         printer.line(format!(
             "layout fat: {} made fat for {}; no .kpack/ archives installed",
             match applied.materialized {

@@ -7,7 +7,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use kpack_binary::materialize::{BoundedArchives, BundleEncoding, Destination};
+use kpack_binary::materialize::{BoundedArchives, Destination};
 use kpack_binary::sniff::BinaryFormat;
 use kpack_fs::confined::ConfinedDir;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
@@ -114,7 +114,7 @@ fn materialize_one(
         destination,
         &package.targets,
         archives,
-        BundleEncoding::Plain,
+        package.layout.bundle_encoding(),
     )
     .map_err(failed)?;
     let write = |source| InstallError::Write {

@@ -527,7 +527,7 @@ impl Prefix {
                 prefix: self.root(),
             };
             let mut files = stage_package(package, stage)?;
-            if package.layout == Layout::Fat {
+            if package.layout.is_fat() {
                 applied.materialized +=
                     materialize::materialize_package(package, stage, staging, &mut files)?;
             }

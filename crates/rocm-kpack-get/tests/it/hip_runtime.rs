@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::runtimes::{
-    build_library, build_library_without_runtime, build_runtime, build_runtime_named, ld_cache,
-    ldconfig, FakeRuntime,
+    build_library, build_library_named, build_library_without_runtime, build_runtime,
+    build_runtime_named, ld_cache, ldconfig, FakeRuntime,
 };
 use crate::common::{output, success, Env};
 use kpack_test_support::context::TestContext;
@@ -16,7 +16,7 @@ use kpack_test_support::real_hip::{HIPF, HIPK};
 use kpack_test_support::transcript;
 use rocm_kpack_get::detect::hip_runtime::ld_cache::LdCache;
 use rocm_kpack_get::detect::hip_runtime::{
-    Evidence, FoundIn, RuntimeSearch, SearchRoots, Searcher,
+    classify, CompressedBundles, Evidence, FoundIn, RuntimeSearch, SearchRoots, Searcher,
 };
 use rocm_kpack_get::layout::{decide, Layout, LayoutChoice};
 
@@ -87,6 +87,77 @@ fn each_kind_of_evidence_decides_whether_the_runtime_is_kpack_aware() {
         let layout = if aware { Layout::Kpack } else { Layout::Fat };
         assert_eq!(auto_layout(&search), layout, "{kind:?}");
     }
+}
+
+#[test]
+fn runtimes_loading_compressed_bundles_are_told_by_their_soname_or_hip_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "libamdhip64.so.7",
+            FakeRuntime::Plain,
+            Some("soname libamdhip64.so.7"),
+        ),
+        (
+            "libamdhip64.so.6",
+            FakeRuntime::HipVersion("6.2.41133"),
+            Some("HIP 6.2.41133"),
+        ),
+        (
+            "libamdhip64.so.6",
+            FakeRuntime::HipVersion("6.1.40091"),
+            None,
+        ),
+        (
+            "libamdhip64.so.5",
+            FakeRuntime::HipVersion("5.7.31921"),
+            None,
+        ),
+        ("libamdhip64.so.5", FakeRuntime::Plain, None),
+    ];
+    for (n, (name, kind, expected)) in cases.into_iter().enumerate() {
+        let system = dir.path().join(format!("{n}"));
+        let runtime = build_runtime_named(&system, kind, name);
+        let found = classify(&runtime).unwrap().compressed_bundles;
+        let shown = found.as_ref().map(|evidence| match evidence {
+            CompressedBundles::Soname { soname } => format!("soname {soname}"),
+            CompressedBundles::HipVersion { version } => format!("HIP {version}"),
+        });
+        assert_eq!(shown.as_deref(), expected, "{name} {kind:?}");
+    }
+    // Debian 12's real runtime (HIP 5.2) loads plain bundles only.
+    let debian = std::path::Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    let classified = classify(debian).unwrap();
+    assert_eq!(classified.compressed_bundles, None);
+}
+
+#[test]
+fn with_a_runtime_loading_compressed_bundles_the_fat_layout_compresses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = dir.path().join("lib");
+    build_runtime_named(
+        &system,
+        FakeRuntime::HipVersion("6.4.43482"),
+        "libamdhip64.so.6",
+    );
+    build_runtime(&system, FakeRuntime::Plain);
+    let search = |name: &str| {
+        let roots = SearchRoots {
+            default_dirs: vec![system.clone()],
+            ..roots(dir.path())
+        };
+        let library =
+            build_library_named(&dir.path().join(format!("user-{name}.so")), &system, name);
+        Searcher::new(&roots)
+            .for_library(&library)
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(
+        auto_layout(&search("libamdhip64.so.6")),
+        Layout::FatCompressed
+    );
+    assert_eq!(auto_layout(&search("libamdhip64.so.5")), Layout::Fat);
 }
 
 #[test]

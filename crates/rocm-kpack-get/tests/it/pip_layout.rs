@@ -17,7 +17,10 @@ use std::process::Command;
 use crate::common::runtimes::{build_runtime_named, FakeRuntime};
 use crate::common::wheels::{build_wheel, WheelSpec};
 use crate::common::{output, success, Env};
+use kpack_binary::bundle::BundleKind;
 use kpack_binary::elf::{FatElf, SplitElf};
+use kpack_binary::materialize::{materialize_file, ArchiveSource, BundleEncoding};
+use kpack_gpu::Target;
 use kpack_test_support::chain::kpack_pack_exe;
 use kpack_test_support::context::TestContext;
 use kpack_test_support::{fixtures, python_venv, run};
@@ -550,6 +553,44 @@ fn a_kpack_aware_runtime_in_the_distributions_run_paths_keeps_the_kpack_layout()
     insta::assert_snapshot!("fat_for_a_runtime_without_kpack", stdout);
     assert_fat_for(&site, "gfx1100");
     assert_records_match(&site);
+    // That runtime (a ROCm 7 one, by its soname) loads compressed bundles:
+    // each binary holds them, smaller than the plain ones it would hold.
+    let plain_dir = tempfile::tempdir().unwrap();
+    for path in SPLIT {
+        let installed = site.join(path);
+        let data = fs_err::read(&installed).unwrap();
+        let fat = FatElf::parse(&data).unwrap().unwrap();
+        assert!(
+            fat.bundles
+                .iter()
+                .all(|b| matches!(b.kind, BundleKind::Compressed { version: 3, .. })),
+            "{path}"
+        );
+        // The same binary made fat with plain bundles, from its kept
+        // original and the same archives.
+        let kept = site.join(DIST_INFO).join("kpack/host").join(path);
+        let plain = plain_dir.path().join(path.replace('/', "_"));
+        let archives = installed.parent().unwrap().join(".kpack");
+        materialize_file(
+            &kept,
+            &plain,
+            &[Target::parse("gfx1100").unwrap()],
+            &ArchiveSource::Dir(archives),
+            None,
+            BundleEncoding::Plain,
+        )
+        .unwrap();
+        let plain_len = fs_err::metadata(&plain).unwrap().len();
+        assert!(
+            (data.len() as u64) < plain_len,
+            "{path}: {} bytes compressed, {plain_len} plain",
+            data.len()
+        );
+    }
+    assert_eq!(
+        success(pip(&python).arg("check")).trim(),
+        "No broken requirements found."
+    );
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub struct DynamicInfo {
     pub runpath: Option<String>,
     /// `DT_RPATH`, as written.
     pub rpath: Option<String>,
+    /// `DT_SONAME` (`libamdhip64.so.7`).
+    pub soname: Option<String>,
     /// The names of undefined dynamic symbols.
     pub imports: Vec<String>,
     /// File ranges (offset, size) of the loaded, read-only, non-executable
@@ -71,6 +73,7 @@ pub fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
             elf::DT_NEEDED => info.needed.push(text()?),
             elf::DT_RUNPATH => info.runpath = Some(text()?),
             elf::DT_RPATH => info.rpath = Some(text()?),
+            elf::DT_SONAME => info.soname = Some(text()?),
             _ => {}
         }
     }
@@ -140,14 +143,31 @@ pub fn ranges_hold(
     ranges: &[(u64, u64)],
     needles: &[&[u8]],
 ) -> Result<Vec<bool>, HipRuntimeError> {
+    let finders: Vec<_> = needles.iter().map(memchr::memmem::Finder::new).collect();
+    let overlap = needles.iter().map(|n| n.len()).max().unwrap_or(0);
+    let mut found = vec![false; needles.len()];
+    for_each_chunk(path, ranges, overlap, |chunk| {
+        for (finder, hit) in finders.iter().zip(found.iter_mut()) {
+            *hit |= finder.find(chunk).is_some();
+        }
+    })?;
+    Ok(found)
+}
+
+/// Calls `each` with the file's `ranges`, read in chunks of at most a MiB
+/// that overlap by `overlap` bytes (so what spans a boundary is whole in
+/// one of them).
+pub fn for_each_chunk(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    overlap: usize,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(), HipRuntimeError> {
     let read_error = |source| HipRuntimeError::Read {
         path: path.to_owned(),
         source,
     };
     let mut file = fs_err::File::open(path).map_err(read_error)?;
-    let finders: Vec<_> = needles.iter().map(memchr::memmem::Finder::new).collect();
-    let overlap = needles.iter().map(|n| n.len()).max().unwrap_or(0);
-    let mut found = vec![false; needles.len()];
     let mut buffer = Vec::with_capacity(CHUNK + overlap);
     for &(offset, size) in ranges {
         file.seek(SeekFrom::Start(offset)).map_err(read_error)?;
@@ -161,16 +181,14 @@ pub fn ranges_hold(
             if read == 0 {
                 break;
             }
-            for (finder, hit) in finders.iter().zip(found.iter_mut()) {
-                *hit |= finder.find(&buffer).is_some();
-            }
-            // Keep the tail, so a needle split by the chunk's end is whole
-            // in the next one.
+            each(&buffer);
+            // Keep the tail, so what the chunk's end splits is whole in
+            // the next one.
             let keep = overlap.saturating_sub(1).min(buffer.len());
             buffer.drain(..buffer.len() - keep);
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 /// A shared library's path with `$ORIGIN` expanded in a run path entry;

@@ -7,6 +7,7 @@
 //! [`classify`] reads the evidence that it is kpack-aware. The layout that
 //! follows is decided in [`crate::layout`].
 
+mod compressed;
 pub mod elf;
 pub mod ld_cache;
 pub mod search;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use compressed::CompressedBundles;
 pub use search::{RuntimeSearch, SearchRoots, Searcher};
 
 /// What every HIP runtime's file name starts with (`libamdhip64.so.5`).
@@ -122,6 +124,9 @@ pub struct HipRuntime {
     pub found_in: FoundIn,
     /// Everything found for or against kpack support.
     pub evidence: Vec<Evidence>,
+    /// What says it loads compressed bundles (CCOB); `None` when nothing
+    /// does, and materialized bundles are written plain.
+    pub compressed_bundles: Option<CompressedBundles>,
 }
 
 impl HipRuntime {
@@ -136,8 +141,18 @@ impl HipRuntime {
     }
 }
 
-/// The evidence for and against kpack support in the runtime at `path`.
-pub fn classify(path: &Path) -> Result<Vec<Evidence>, HipRuntimeError> {
+/// What a runtime's file says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// For and against kpack support.
+    pub evidence: Vec<Evidence>,
+    /// For compressed bundles.
+    pub compressed_bundles: Option<CompressedBundles>,
+}
+
+/// What the runtime at `path` says about kpack support and compressed
+/// bundles.
+pub fn classify(path: &Path) -> Result<Classified, HipRuntimeError> {
     let info = elf::read_dynamic(path)?;
     let mut evidence: Vec<Evidence> = info
         .needed
@@ -155,7 +170,10 @@ pub fn classify(path: &Path) -> Result<Vec<Evidence>, HipRuntimeError> {
     if held.get(1) == Some(&true) {
         evidence.push(Evidence::KpackDisabled);
     }
-    Ok(evidence)
+    Ok(Classified {
+        evidence,
+        compressed_bundles: compressed::compressed_bundles(path, &info)?,
+    })
 }
 
 #[cfg(test)]
@@ -168,6 +186,7 @@ mod tests {
             name: "libamdhip64.so.5".into(),
             found_in: FoundIn::LdCache,
             evidence,
+            compressed_bundles: None,
         }
     }
 

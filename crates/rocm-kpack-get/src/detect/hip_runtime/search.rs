@@ -259,11 +259,12 @@ fn inspect(
     notes: &mut Vec<String>,
 ) -> Option<HipRuntime> {
     match classify(&path) {
-        Ok(evidence) => Some(HipRuntime {
+        Ok(classified) => Some(HipRuntime {
             path,
             name,
             found_in,
-            evidence,
+            evidence: classified.evidence,
+            compressed_bundles: classified.compressed_bundles,
         }),
         Err(error) => {
             notes.push(format!("skipped: {}", kpack_error::one_line(&error)));

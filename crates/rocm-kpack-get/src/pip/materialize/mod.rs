@@ -119,10 +119,11 @@ pub enum HostOnlyReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wanted {
     HostOnly(HostOnlyReason),
-    /// Fat for `targets`, from these archives.
+    /// Fat for `targets`, from these archives, its bundles written so.
     Fat {
         targets: Vec<Target>,
         archives: Vec<ArchiveStamp>,
+        bundles: BundleEncoding,
     },
 }
 
@@ -212,8 +213,16 @@ impl HostPlan {
         self.write_state_and_record(&temporary)?;
         for plan in &mut self.binaries {
             match (plan.action, &plan.wanted) {
-                (Action::Materialize, Wanted::Fat { targets, archives }) => {
-                    let (hash, size, report) = write_fat(&plan.binary, targets, &temporary)?;
+                (
+                    Action::Materialize,
+                    Wanted::Fat {
+                        targets,
+                        archives,
+                        bundles,
+                    },
+                ) => {
+                    let (hash, size, report) =
+                        write_fat(&plan.binary, (targets, *bundles), &temporary)?;
                     self.host
                         .record
                         .set(&plan.binary.path, Some(hash.clone()), Some(size));
@@ -222,6 +231,7 @@ impl HostPlan {
                         MaterializedBinary {
                             targets: targets.clone(),
                             archives: archives.clone(),
+                            bundles: *bundles,
                             hash: Some(hash.as_str().to_owned()),
                             size: Some(size),
                         },
@@ -299,6 +309,7 @@ fn wanted(
     Ok(Wanted::Fat {
         targets: targets.to_vec(),
         archives,
+        bundles: layout.bundle_encoding(),
     })
 }
 
@@ -341,14 +352,20 @@ fn action(
                 Action::Restore
             })
         }
-        Wanted::Fat { targets, archives } => {
+        Wanted::Fat {
+            targets,
+            archives,
+            bundles,
+        } => {
             let installed_size = match fs_err::metadata(&binary.installed) {
                 Ok(metadata) => Some(metadata.len()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(MaterializeError::Io(e)),
             };
             let finished = binary.kept_exists
-                && entry.is_some_and(|e| e.finished(targets, archives, recorded, installed_size));
+                && entry.is_some_and(|e| {
+                    e.finished((targets, archives, *bundles), recorded, installed_size)
+                });
             Ok(if finished {
                 Action::Unchanged
             } else {
@@ -399,7 +416,7 @@ fn copy_as_new_file(from: &Path, to: &Path, temporary: &Path) -> Result<(), Mate
 /// was put in.
 fn write_fat(
     binary: &SplitBinary,
-    targets: &[Target],
+    (targets, bundles): (&[Target], BundleEncoding),
     temporary: &Path,
 ) -> Result<(RecordHash, u64, Materialized), MaterializeError> {
     let packer = |source| MaterializeError::Packer {
@@ -433,7 +450,7 @@ fn write_fat(
         destination,
         targets,
         &archives,
-        BundleEncoding::Plain,
+        bundles,
     )
     .map_err(packer)?;
     let mut written = file.file();

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use kpack_binary::materialize::BundleEncoding;
 use kpack_gpu::Target;
 use kpack_wheel::RecordHash;
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,10 @@ impl ArchiveStamp {
 pub struct MaterializedBinary {
     pub targets: Vec<Target>,
     pub archives: Vec<ArchiveStamp>,
+    /// How its bundles were written (states written before compressed
+    /// bundles existed hold plain ones).
+    #[serde(default)]
+    pub bundles: BundleEncoding,
     /// The fat file's RECORD hash; `None` while it is being replaced.
     pub hash: Option<String>,
     pub size: Option<u64>,
@@ -75,6 +80,7 @@ impl MaterializedBinary {
         MaterializedBinary {
             targets: Vec::new(),
             archives: Vec::new(),
+            bundles: BundleEncoding::Plain,
             hash: None,
             size: None,
         }
@@ -84,13 +90,13 @@ impl MaterializedBinary {
     /// installed file is what was written (by RECORD's hash and its size).
     pub fn finished(
         &self,
-        targets: &[Target],
-        archives: &[ArchiveStamp],
+        (targets, archives, bundles): (&[Target], &[ArchiveStamp], BundleEncoding),
         recorded: Option<&RecordHash>,
         installed_size: Option<u64>,
     ) -> bool {
         self.targets == targets
             && self.archives == archives
+            && self.bundles == bundles
             && self.hash.is_some()
             && self.hash.as_deref() == recorded.map(RecordHash::as_str)
             && self.size.is_some()
@@ -160,6 +166,7 @@ mod tests {
                     modified_ns: 1,
                     inode: 2,
                 }],
+                bundles: BundleEncoding::Compressed,
                 hash: Some("sha256=x".into()),
                 size: Some(3),
             },

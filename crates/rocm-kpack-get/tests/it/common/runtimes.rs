@@ -18,6 +18,9 @@ pub enum FakeRuntime {
     BuiltWithoutKpack,
     /// None of these.
     Plain,
+    /// None of these, and a HIP version string (`6.2.41133-dd7f95766`),
+    /// as CLR carries one.
+    HipVersion(&'static str),
 }
 
 const RUNTIME_NAME: &str = "libamdhip64.so.5";
@@ -80,6 +83,11 @@ pub fn build_runtime_named(dir: &Path, kind: FakeRuntime, name: &str) -> PathBuf
     ) {
         source.push_str("const char *marker_key(void) { return \"kpack_search_paths\"; }\n");
     }
+    if let FakeRuntime::HipVersion(version) = kind {
+        source.push_str(&format!(
+            "const char *hip_version(void) {{ return \"{version}-dd7f95766\"; }}\n"
+        ));
+    }
     if kind == FakeRuntime::BuiltWithoutKpack {
         source.push_str(
             "const char *refusal(void) {\n\
@@ -95,6 +103,19 @@ pub fn build_runtime_named(dir: &Path, kind: FakeRuntime, name: &str) -> PathBuf
 /// `flags` (run paths).
 pub fn build_library_without_runtime(output: &Path, flags: &[&str]) -> PathBuf {
     cc(output, "int user(void) { return 0; }\n", flags);
+    output.to_owned()
+}
+
+/// Builds a library at `output` that needs the runtime `name` in
+/// `runtime_dir` (and nothing else).
+pub fn build_library_named(output: &Path, runtime_dir: &Path, name: &str) -> PathBuf {
+    let link = format!("-L{}", runtime_dir.display());
+    let needed = format!("-l:{name}");
+    cc(
+        output,
+        "extern int hipInit(unsigned);\nint user(void) { return hipInit(0); }\n",
+        &["-Wl,--no-as-needed", link.as_str(), needed.as_str()],
+    );
     output.to_owned()
 }
 
