@@ -470,6 +470,11 @@ fn install_retries_a_flaky_package_index_and_resumes_a_cut_wheel() {
         },
     );
     let (python, text) = install_demo_from_index(&context, &server);
+    // Where the wheel was cut depends on how its writer deflates it.
+    let text = text.replace(
+        &format!("after {} bytes", size / 2),
+        "after <HALF THE WHEEL> bytes",
+    );
     insta::assert_snapshot!(text);
     assert_eq!(installed_build(&python), "gfx1100");
     let ranges: Vec<Option<String>> = server
