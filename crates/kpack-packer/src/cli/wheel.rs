@@ -52,12 +52,12 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
             None => None,
         };
     let options = WheelOptions {
-        group,
         compression: args.archive.compression(),
         source_date_epoch,
         signer: args.archive.signer()?,
         variants: args.variants,
         budget: args.archive.memory,
+        ..WheelOptions::new(&group)
     };
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;

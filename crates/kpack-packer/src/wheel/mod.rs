@@ -8,12 +8,15 @@
 //!
 //! Wheels are read and written as streams: members are checked against
 //! RECORD as they are read, ELF files spooled to a temporary directory and
-//! split a batch at a time, unchanged members copied as stored. The output
-//! is deterministic (fixed zip timestamps, from `SOURCE_DATE_EPOCH` when
-//! given) and appears only when every wheel is written: a refused input
+//! split a batch at a time, unchanged members copied as stored, large
+//! members (the host-only files) deflated in blocks on every core
+//! ([`deflate`]). The output is deterministic (fixed zip timestamps, from
+//! `SOURCE_DATE_EPOCH` when given; the same bytes whatever the thread
+//! count) and appears only when every wheel is written: a refused input
 //! leaves nothing behind.
 
 pub mod binaries;
+pub mod deflate;
 pub mod error;
 pub mod metadata;
 pub mod output;
@@ -56,11 +59,16 @@ pub struct WheelOptions {
     pub variants: bool,
     /// The memory the code objects in flight may use.
     pub budget: MemoryBudget,
+    /// Members deflated of at least this many bytes (the split binaries'
+    /// host-only files, mostly) are deflated in blocks on every core;
+    /// `u64::MAX` deflates each member as one stream on one core.
+    pub parallel_deflate: u64,
 }
 
 impl WheelOptions {
     /// Archives of group `group`, zstd level 3, 1980 timestamps, unsigned,
-    /// no variant wheels.
+    /// no variant wheels, members from [`deflate::PARALLEL_THRESHOLD`]
+    /// bytes deflated on every core.
     pub fn new(group: &str) -> WheelOptions {
         WheelOptions {
             group: group.to_owned(),
@@ -69,6 +77,7 @@ impl WheelOptions {
             signer: None,
             variants: false,
             budget: MemoryBudget::DEFAULT,
+            parallel_deflate: deflate::PARALLEL_THRESHOLD,
         }
     }
 }
@@ -167,6 +176,7 @@ fn split_open_wheel(
         split: &split,
         time: zip_time(options.source_date_epoch),
         stored: options.compression != Compression::None,
+        parallel_deflate: options.parallel_deflate,
     };
     let outputs = Outputs {
         dir: output_dir,
@@ -263,6 +273,7 @@ impl Outputs<'_> {
                 top: self.top,
                 time: self.content.time,
                 stored: self.content.stored,
+                parallel_deflate: self.content.parallel_deflate,
             };
             let (file, written) = device.write(wheel, self.dir)?;
             pending.push(file);

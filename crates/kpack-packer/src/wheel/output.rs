@@ -41,6 +41,9 @@ pub struct HostContent<'a> {
     pub time: DateTime,
     /// Store archives as they are (they are compressed already).
     pub stored: bool,
+    /// Members deflated of at least this many bytes are deflated on every
+    /// core.
+    pub parallel_deflate: u64,
 }
 
 impl HostContent<'_> {
@@ -53,7 +56,7 @@ impl HostContent<'_> {
         path: &Path,
         additions: &Additions<'_>,
     ) -> Result<AtomicFile, WheelError> {
-        let mut writer = WheelWriter::create(path, self.time)?;
+        let mut writer = WheelWriter::create(path, self.time, self.parallel_deflate)?;
         let record_path = wheel.dist_info_file("RECORD");
         let metadata_path = wheel.dist_info_file("METADATA");
         let dist_info_prefix = format!("{}/", wheel.dist_info);
@@ -190,6 +193,9 @@ pub struct DeviceSpec<'a> {
     pub time: DateTime,
     /// Store the archive as is (it is compressed already).
     pub stored: bool,
+    /// Members deflated of at least this many bytes are deflated on every
+    /// core.
+    pub parallel_deflate: u64,
 }
 
 impl DeviceSpec<'_> {
@@ -207,7 +213,7 @@ impl DeviceSpec<'_> {
             ..wheel.file_name.clone()
         };
         let path = dir.join(file_name.to_string());
-        let mut writer = WheelWriter::create(&path, self.time)?;
+        let mut writer = WheelWriter::create(&path, self.time, self.parallel_deflate)?;
         add_archive(&mut writer, self.archive, self.top, self.stored)?;
         let version = &self.host.version;
         let dist_info = format!("{}-{version}.dist-info", distribution.wheel_name());

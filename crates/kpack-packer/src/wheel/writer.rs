@@ -1,6 +1,7 @@
 //! Writing a wheel: a deterministic zip (fixed timestamps, normalised
 //! modes, members in the order given) written to a temporary file beside
-//! its destination, with RECORD made from what was written.
+//! its destination, with RECORD made from what was written. Large members
+//! are deflated in blocks on every core ([`super::deflate`]).
 
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use zip::result::ZipError;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipWriter};
 
+use super::deflate::{deflate_blocks, LEVEL};
 use super::error::WheelError;
 use super::record::RecordWriter;
 
@@ -55,17 +57,26 @@ pub struct WheelWriter {
     zip: ZipWriter<BufWriter<AtomicFile>>,
     record: RecordWriter,
     time: DateTime,
+    /// Members deflated of at least this many bytes are deflated in
+    /// blocks on every core.
+    parallel_deflate: u64,
 }
 
 impl WheelWriter {
-    /// Starts writing the wheel at `path` with every timestamp `time`.
-    pub fn create(path: &Path, time: DateTime) -> Result<WheelWriter, WheelError> {
+    /// Starts writing the wheel at `path` with every timestamp `time`,
+    /// members of at least `parallel_deflate` bytes deflated on every core.
+    pub fn create(
+        path: &Path,
+        time: DateTime,
+        parallel_deflate: u64,
+    ) -> Result<WheelWriter, WheelError> {
         let file = AtomicFile::create(path).map_err(std::io::Error::from)?;
         Ok(WheelWriter {
             path: path.to_owned(),
             zip: ZipWriter::new(BufWriter::with_capacity(IO_BUFFER, file)),
             record: RecordWriter::default(),
             time,
+            parallel_deflate,
         })
     }
 
@@ -77,11 +88,20 @@ impl WheelWriter {
     }
 
     fn options(&self, mode: u32, method: CompressionMethod, size: u64) -> SimpleFileOptions {
+        let deflated = method == CompressionMethod::Deflated;
+        let level = deflated.then_some(i64::from(LEVEL));
+        // Deflate grows what does not compress by a little: zip64 sizes
+        // wherever the deflated member could pass 4 GiB.
+        let bound = match deflated {
+            true => size.saturating_add(size / 1024 + 1024),
+            false => size,
+        };
         SimpleFileOptions::default()
             .compression_method(method)
+            .compression_level(level)
             .last_modified_time(self.time)
             .unix_permissions(mode)
-            .large_file(size >= u64::from(u32::MAX))
+            .large_file(bound >= u64::from(u32::MAX))
     }
 
     /// Copies `file` from the input as stored (no recompression) under the
@@ -106,11 +126,14 @@ impl WheelWriter {
     pub fn write_from(
         &mut self,
         name: &str,
-        mut reader: impl Read,
+        mut reader: impl Read + Send,
         mode: u32,
         method: CompressionMethod,
         size: u64,
     ) -> Result<(), WheelError> {
+        if method == CompressionMethod::Deflated && size >= self.parallel_deflate {
+            return self.write_in_blocks(name, reader, mode, size);
+        }
         let options = self.options(mode, method, size);
         let started = self.zip.start_file(name, options);
         started.map_err(self.failed())?;
@@ -118,6 +141,43 @@ impl WheelWriter {
         let copied = std::io::copy(&mut reader, &mut hashing);
         let (digest, written, _) = hashing.finish();
         copied.map_err(ZipError::Io).map_err(self.failed())?;
+        self.record.add(name, digest.as_bytes(), written);
+        Ok(())
+    }
+
+    /// Writes `name` from `reader` (`size` bytes), deflated in blocks on
+    /// every core, hashing it for RECORD. The blocks go straight into the
+    /// zip after the entry's header; the entry's own deflater, given no
+    /// input, ends the stream with its final block when the entry is
+    /// finished, and the CRC and size are the blocks' input's.
+    fn write_in_blocks(
+        &mut self,
+        name: &str,
+        reader: impl Read + Send,
+        mode: u32,
+        size: u64,
+    ) -> Result<(), WheelError> {
+        let options = self.options(mode, CompressionMethod::Deflated, size);
+        let started = self.zip.start_file(name, options);
+        started.map_err(self.failed())?;
+        let mut hashing = HashingWriter::new(std::io::sink());
+        // SAFETY: the blocks are appended at the writer's position, inside
+        // the entry just started, and nothing else writes until they are
+        // all there: the archive stays whole and the position is where the
+        // zip writer left it, plus the entry's data.
+        let Some(file) = (unsafe { self.zip.get_mut() }) else {
+            return Err(WheelError::Write {
+                path: self.path.clone(),
+                source: ZipError::Io(std::io::ErrorKind::BrokenPipe.into()),
+            });
+        };
+        let deflated = deflate_blocks(reader, file, |bytes| hashing.write_all(bytes));
+        let deflated = deflated.map_err(ZipError::Io).map_err(self.failed())?;
+        // SAFETY: the entry started above is being written, and its data
+        // are the blocks of `deflated.size` bytes whose CRC-32 this is.
+        let sized = unsafe { self.zip.set_file_metadata(deflated.size, deflated.crc32) };
+        sized.map_err(self.failed())?;
+        let (digest, written, _) = hashing.finish();
         self.record.add(name, digest.as_bytes(), written);
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! kpack-pack's integration tests, one binary: the CLI, splitting real
 //! and synthetic fat binaries, trees and wheels, kernel databases, checks
 //! against readelf and Debian's real HIP runtime, the program header rule
-//! of old kernels, the archives split binaries need (`deps`), and output
-//! snapshots.
+//! of old kernels, the archives split binaries need (`deps`), wheels'
+//! large members deflated on every core, and output snapshots.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
@@ -19,4 +19,5 @@ mod snapshots_cli;
 mod synthetic;
 mod tree;
 mod wheel;
+mod wheel_deflate;
 mod windows;

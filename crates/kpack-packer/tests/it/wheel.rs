@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::*;
+use crate::wheel_deflate::assert_deflated_in_blocks;
 use kpack_binary::bundle::build::offload_bundle;
 use kpack_binary::elf::{MARKER_SECTION, WRAPPER_SECTION};
 use kpack_binary::image::FatImage;
@@ -18,11 +19,11 @@ use object::{Object, ObjectSection};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 use serde_json::Value;
 
-const JAX: &str = "jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl";
+pub(crate) const JAX: &str = "jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl";
 const MAKE_WHEEL: &str = include_str!("../data/make_wheel.py");
 const CHECK_WHEELS: &str = include_str!("../data/check_wheels.py");
 
-fn jax_wheel() -> PathBuf {
+pub(crate) fn jax_wheel() -> PathBuf {
     fixtures().join("pypi").join(JAX)
 }
 
@@ -275,6 +276,7 @@ fn pip_installs_the_host_and_a_device_wheel_whose_code_the_loader_finds() {
     let out = work.path().join("out");
     split_ok(&jax_wheel(), &out);
     let bundles = original_bundles(&jax_wheel());
+    assert_deflated_in_blocks(&out.join(JAX), bundles.keys());
     let processors: Vec<String> = processors(&bundles).into_iter().collect();
     let (present, absent) = (&processors[0], &processors[1]);
 
@@ -325,10 +327,9 @@ fn uv_installs_the_host_and_a_device_wheel_too() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("out");
     split_ok(&jax_wheel(), &out);
-    let processor = processors(&original_bundles(&jax_wheel()))
-        .into_iter()
-        .next_back()
-        .unwrap();
+    let bundles = original_bundles(&jax_wheel());
+    assert_deflated_in_blocks(&out.join(JAX), bundles.keys());
+    let processor = processors(&bundles).into_iter().next_back().unwrap();
     let venv = work.path().join("venv");
     run(python().args(["-m", "venv", "--without-pip"]).arg(&venv));
     run(kpack_test_support::tool("uv")
