@@ -6,10 +6,11 @@
 //! stream) and ended by a sync flush: byte-aligned and not final, so the
 //! blocks written one after another are one raw deflate stream, which an
 //! empty final block ([`FINAL_BLOCK`]) ends. Blocks are deflated a window
-//! at a time on rayon's pool ([`BLOCKS_PER_THREAD`] per thread), the next
-//! window read and the last one written meanwhile, so memory holds a few
-//! windows whatever the member's size. Where blocks start, and so every
-//! byte written, depends only on the input, never on the thread count.
+//! at a time on rayon's pool ([`BLOCKS_PER_THREAD`] per thread, 8 MiB at
+//! most), the next window read and the last one written meanwhile, so
+//! memory holds a few windows whatever the member's size. Where blocks
+//! start, and so every byte written, depends only on the input, never on
+//! the thread count.
 
 use std::io::{self, Read, Write};
 
@@ -21,8 +22,9 @@ use rayon::prelude::*;
 pub const LEVEL: u32 = 6;
 
 /// Bytes per block, as pigz: small enough that two cores share a member
-/// of two blocks, large enough that a block's own Huffman tables and sync
-/// flush cost about 0.1% of its size.
+/// of two blocks, large enough that each block's own Huffman tables and
+/// sync flush cost little (the stream stays within 0.1% of one stream's
+/// size).
 pub const BLOCK: usize = 128 * 1024;
 
 /// The history a deflate stream refers back to, which each block is given
@@ -32,6 +34,10 @@ const HISTORY: usize = 32 * 1024;
 /// Blocks deflated per thread in one window: enough that a slow block
 /// seldom keeps the others waiting at the window's end.
 pub const BLOCKS_PER_THREAD: usize = 4;
+
+/// The most blocks in one window (8 MiB), whatever the thread count: with
+/// three windows and two windows' output in flight, 40 MiB at most.
+const MAX_WINDOW: usize = 64;
 
 /// Members of at least this many bytes are deflated in blocks: two
 /// blocks, the least two cores can share. Going parallel costs nothing
@@ -157,7 +163,8 @@ pub fn deflate_blocks(
     mut output: impl Write + Send,
     mut each: impl FnMut(&[u8]) -> io::Result<()> + Send,
 ) -> io::Result<Deflated> {
-    let blocks = BLOCKS_PER_THREAD * rayon::current_num_threads().max(1);
+    let threads = rayon::current_num_threads().max(1);
+    let blocks = (BLOCKS_PER_THREAD * threads).min(MAX_WINDOW);
     let mut crc = crc32fast::Hasher::new();
     let mut size = 0u64;
     let mut write = |window: &Window, deflated: Vec<Vec<u8>>| -> io::Result<()> {
@@ -268,9 +275,10 @@ mod tests {
 
     #[test]
     fn the_stream_is_the_same_whatever_the_thread_count() {
-        let input = sample(13 * BLOCK + 999);
+        // More blocks than the largest window holds.
+        let input = sample((MAX_WINDOW + 5) * BLOCK + 999);
         let (one, _) = blocks_of(&input, 1);
-        for threads in [2, 3, 8] {
+        for threads in [2, 3, 32] {
             assert!(blocks_of(&input, threads).0 == one, "{threads} threads");
         }
     }
