@@ -44,6 +44,7 @@ fn every_program_the_setup_provides_is_installed_and_runs() {
         let flag = match program {
             "minisign" => "-v",
             "moto_server" => "--help",
+            "unzip" => "-v",
             _ => "--version",
         };
         let status = Command::new(&path).arg(flag).output().unwrap().status;
