@@ -410,21 +410,11 @@ fn a_large_code_object_is_streamed_into_the_output() {
 
 /// A jax library with compressed bundles, written into `dir`.
 fn jax_library(dir: &std::path::Path, name: &str) -> PathBuf {
-    use std::io::Read;
-    let wheel = fs_err::File::open(
-        fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+    wheel_member(
+        &fixtures().join("pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"),
+        &format!("jax_rocm7_plugin/{name}"),
+        &dir.join(name),
     )
-    .unwrap();
-    let mut data = Vec::new();
-    zip::ZipArchive::new(wheel)
-        .unwrap()
-        .by_name(&format!("jax_rocm7_plugin/{name}"))
-        .unwrap()
-        .read_to_end(&mut data)
-        .unwrap();
-    let path = dir.join(name);
-    fs_err::write(&path, &data).unwrap();
-    path
 }
 
 #[test]

@@ -23,7 +23,7 @@ use object::pe::IMAGE_DIRECTORY_ENTRY_SECURITY;
 use object::read::pe::PeFile64;
 use rocm_kpack::{Loader, LoaderConfig, Marker, Target};
 
-use crate::common::kpack_pack;
+use crate::common::{kpack_pack, wheel_member};
 use crate::wheel::{file_names, original_bundles, python, split_ok, Bundles};
 
 const HIP_QUANT: &str = "hip_quant-0.4.7-cp311-cp311-win_amd64.whl";
@@ -224,12 +224,11 @@ fn a_signed_image_splits_unsigned_and_the_split_says_so() {
 #[test]
 fn a_split_sdk_dll_materializes_into_bundles_clang_offload_bundler_reads() {
     let work = tempfile::tempdir().unwrap();
-    let original = work.path().join("hip_quantize.dll");
-    let mut wheel = zip::ZipArchive::new(fs_err::File::open(hip_quant()).unwrap()).unwrap();
-    let mut member = wheel
-        .by_name(&format!("{DATA}hip_quant/hip_quantize.dll"))
-        .unwrap();
-    std::io::copy(&mut member, &mut fs_err::File::create(&original).unwrap()).unwrap();
+    let original = wheel_member(
+        &hip_quant(),
+        &format!("{DATA}hip_quant/hip_quantize.dll"),
+        &work.path().join("hip_quantize.dll"),
+    );
     let code = crate::common::code_by_bundle(&fs_err::read(&original).unwrap());
     let split = work.path().join("split");
     run(kpack_pack()
@@ -331,12 +330,11 @@ fn a_tree_of_pe_and_elf_binaries_splits_both_and_compressed_bundles_materialize_
 #[test]
 fn splitting_an_image_twice_gives_the_same_bytes() {
     let work = tempfile::tempdir().unwrap();
-    let input = work.path().join("hip_quantize_rocm721.dll");
-    let mut wheel = zip::ZipArchive::new(fs_err::File::open(hip_quant()).unwrap()).unwrap();
-    let mut member = wheel
-        .by_name(&format!("{DATA}hip_quant/hip_quantize_rocm721.dll"))
-        .unwrap();
-    std::io::copy(&mut member, &mut fs_err::File::create(&input).unwrap()).unwrap();
+    let input = wheel_member(
+        &hip_quant(),
+        &format!("{DATA}hip_quant/hip_quantize_rocm721.dll"),
+        &work.path().join("hip_quantize_rocm721.dll"),
+    );
     let outputs: Vec<BTreeMap<String, String>> = (0..2)
         .map(|n| {
             let out = work.path().join(format!("out{n}"));

@@ -158,3 +158,20 @@ pub fn registering_standin(dir: &std::path::Path) -> std::path::PathBuf {
     build_standin(dir, &imports);
     dir.to_owned()
 }
+
+/// Writes the member `member` of the wheel `wheel` to `to`; returns `to`.
+pub fn wheel_member(
+    wheel: &std::path::Path,
+    member: &str,
+    to: &std::path::Path,
+) -> std::path::PathBuf {
+    let mut wheel =
+        zip::ZipArchive::new(fs_err::File::open(wheel).expect("the wheel")).expect("a zip");
+    let mut member = wheel.by_name(member).expect("the member");
+    std::io::copy(
+        &mut member,
+        &mut fs_err::File::create(to).expect("the copy"),
+    )
+    .expect("the member's bytes");
+    to.to_owned()
+}
