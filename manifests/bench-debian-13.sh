@@ -68,18 +68,29 @@ trap 'kill $server' EXIT
 sleep 1
 url=http://127.0.0.1:$port
 
+kpack_get() { # TARGET LAYOUT DIR ARGS...
+    local target=$1 layout=$2 dir=$3
+    shift 3
+    KPACK_GET_CACHE_DIR="$dir/cache" KPACK_GET_STATE_DIR="$dir/state" \
+        "$get" --repo "rocm=$url/repo/" --key "$work/key.pub" --prefix "$dir/prefix" \
+        --target "$target" --layout "$layout" --no-progress "$@"
+}
 install() { # TARGET LAYOUT DIR
-    KPACK_GET_CACHE_DIR="$3/cache" KPACK_GET_STATE_DIR="$3/state" \
-        "$get" --repo "rocm=$url/repo/" --key "$work/key.pub" --prefix "$3/prefix" \
-        --target "$1" --layout "$2" --no-progress install $packages
+    kpack_get "$1" "$2" "$3" install $packages
+}
+# The bytes an install downloads: the artifacts it chooses as served (a
+# transport-encoded one is cached decoded, so the cache would overstate it).
+download_size() { # TARGET LAYOUT DIR
+    kpack_get "$1" "$2" "$3" --json install --dry-run $packages |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["size"])'
 }
 
 for target in gfx1100 gfx90a; do
     for layout in kpack fat; do
         dir="$work/$target-$layout"
         rm -rf "$dir"
+        downloaded=$(download_size "$target" "$layout" "$dir")
         install "$target" "$layout" "$dir" > "$dir.log"
-        downloaded=$(du -cb "$dir"/cache/blobs/* | tail -1 | cut -f1)
         installed=$(du -sb --exclude=.lock "$dir/prefix" | cut -f1)
         echo "== $target, $layout layout: downloaded $(mib "$downloaded") ($(percent "$downloaded" "$deb_bytes") of the .debs; goal: at most 15%);" \
             "installed $(mib "$installed") ($(percent "$installed" "$installed_bytes") of their installed size)"

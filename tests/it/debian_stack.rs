@@ -255,10 +255,10 @@ fn the_reduced_stack_publishes_in_one_update_and_installs_rocm_solver_for_gfx110
         "pool/hip-runtime/5.7.1+deb.6.deb.13.u.1/hip-runtime-5.7.1+deb.6.deb.13.u.1-host.tar.zst".to_owned(),
         "pool/hsa-kmt/6.2.4+ds.deb.1/hsa-kmt-6.2.4+ds.deb.1-host.tar.zst".to_owned(),
         "pool/hsa-runtime/6.1.2+deb.3/hsa-runtime-6.1.2+deb.3-host.tar.zst".to_owned(),
-        "pool/rocm-blas/5.5.1+dfsg.deb.7/rocblas_gfx1100.kpack".to_owned(),
+        "pool/rocm-blas/5.5.1+dfsg.deb.7/rocblas_gfx1100.kpack.zst".to_owned(),
         "pool/rocm-blas/5.5.1+dfsg.deb.7/rocm-blas-5.5.1+dfsg.deb.7-host.tar.zst".to_owned(),
         "pool/rocm-solver/5.5.1+deb.7/rocm-solver-5.5.1+deb.7-host.tar.zst".to_owned(),
-        "pool/rocm-solver/5.5.1+deb.7/rocsolver_gfx1100.kpack".to_owned(),
+        "pool/rocm-solver/5.5.1+deb.7/rocsolver_gfx1100.kpack.zst".to_owned(),
     ];
     expected.sort();
     assert_eq!(pool_gets(&server), expected);

@@ -127,8 +127,9 @@ fn blas_repo() -> BlasRepo {
 
 const HOST_TREE: &str = "pool/rocm-blas/5.5.1/rocm-blas-5.5.1-host.tar.zst";
 
+/// A processor's archive as the repository serves it: transport-encoded.
 fn archive(processor: &str) -> String {
-    format!("pool/rocm-blas/5.5.1/rocblas_{processor}.kpack")
+    format!("pool/rocm-blas/5.5.1/rocblas_{processor}.kpack.zst")
 }
 
 fn payload(processor: &str) -> String {

@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use kpack_gpu::Target;
-use kpack_test_support::chain::{load_installed, pool, snapshot, success, HOST_TREE};
+use kpack_test_support::chain::{
+    installed_bytes, load_installed, pool, snapshot, success, ENCODED_ARCHIVE, HOST_TREE,
+};
 use kpack_test_support::context::TestContext;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
@@ -42,17 +44,25 @@ fn installs_only_the_host_tree_and_the_gfx90a_archive_and_removes_cleanly() {
     assert!(stdout.contains("% saved"), "{stdout}");
     assert_eq!(
         context.pool_gets(),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+        [pool(HOST_TREE), pool(ENCODED_ARCHIVE)]
     );
     let host_size = fs_err::metadata(repo.dir.join(pool(HOST_TREE)))
         .unwrap()
         .len();
-    let archive_size = fs_err::metadata(repo.dir.join(pool("rocrand_gfx90a.kpack")))
+    let archive_size = fs_err::metadata(repo.dir.join(pool(ENCODED_ARCHIVE)))
         .unwrap()
         .len();
     assert_eq!(server.bytes_sent("pool/"), host_size + archive_size);
 
-    assert!(env.prefix.join(".kpack/rocrand_gfx90a.kpack").is_file());
+    // The archive came transport-encoded and is installed decoded, its
+    // code objects stored as they are, which the runtime reads.
+    let installed = env.prefix.join(".kpack/rocrand_gfx90a.kpack");
+    assert_eq!(
+        fs_err::read(&installed).unwrap(),
+        installed_bytes(&repo.dir, ENCODED_ARCHIVE)
+    );
+    let scheme = rocm_kpack::Archive::open(&installed).unwrap().scheme();
+    assert_eq!(scheme, rocm_kpack::Scheme::None);
     assert!(!env.prefix.join(".kpack/rocrand_gfx1030.kpack").exists());
     let code = load_installed(&env.prefix.join(LIBRARY), "gfx90a:sramecc+:xnack-");
     assert!(code.starts_with(b"\x7fELF"), "a code object");
@@ -88,16 +98,12 @@ fn the_fat_layout_installs_a_library_that_loads_its_code_without_archives() {
     assert!(stdout.contains("layout fat: 1 binary made fat"), "{stdout}");
     assert_eq!(
         context.pool_gets(),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+        [pool(HOST_TREE), pool(ENCODED_ARCHIVE)]
     );
     assert!(!env.prefix.join(".kpack/rocrand_gfx90a.kpack").exists());
     let code = load_installed(&env.prefix.join(LIBRARY), "gfx90a:sramecc+:xnack-");
-    assert_eq!(
-        code,
-        archived_code_object(
-            &repo.dir.join(pool("rocrand_gfx90a.kpack")),
-            "gfx90a:xnack-"
-        )
-    );
+    let archive = env.home.path().join("rocrand_gfx90a.kpack");
+    fs_err::write(&archive, installed_bytes(&repo.dir, ENCODED_ARCHIVE)).unwrap();
+    assert_eq!(code, archived_code_object(&archive, "gfx90a:xnack-"));
     success(env.command().arg("verify"));
 }

@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use kpack_test_support::chain::{kpack_repo_exe, load_installed, pool, success, Env, HOST_TREE};
+use kpack_test_support::chain::{
+    kpack_repo_exe, load_installed, pool, success, Env, ENCODED_ARCHIVE, HOST_TREE,
+};
 use kpack_test_support::s3::S3Server;
 use kpack_test_support::{fixtures, run, workspace};
 
@@ -37,7 +39,7 @@ fn kpack_get_installs_from_a_buckets_http_url() {
     // Downloads run side by side, so in either order.
     let mut pool_gets = server.gets("/rocm-packages/stable/pool/");
     pool_gets.sort();
-    let mut expected: Vec<String> = [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+    let mut expected: Vec<String> = [pool(HOST_TREE), pool(ENCODED_ARCHIVE)]
         .iter()
         .map(|path| format!("/rocm-packages/stable/{path}"))
         .collect();

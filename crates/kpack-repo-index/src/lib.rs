@@ -5,6 +5,7 @@
 //! (`sign`, with the keys of `kpack-sign`), whether a root may be trusted
 //! now (`freshness`), and fetching
 //! from mirrors with retries, resume and failover into a cache (`fetch`),
+//! decoding transport-encoded artifacts as they arrive (`transport`),
 //! within the bounds of `limits`.
 //!
 //! Writing, checking and copying repositories is the publisher's
@@ -19,6 +20,7 @@ pub mod limits;
 pub mod resolve;
 pub mod schema;
 pub mod sign;
+pub mod transport;
 pub mod types;
 
 pub use bytes::ByteSize;
@@ -27,10 +29,10 @@ pub use resolve::{
     resolve, select_artifacts, Explanation, ResolveError, Resolved, Resolver, Selection,
 };
 pub use schema::{
-    Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
-    CLIENT_VERSION, OWNER_CLIENT,
+    Artifact, ArtifactKind, PackageEntry, Pin, RepoInfo, RootIndex, SchemaError, Shard, Transport,
+    VersionEntry, CLIENT_VERSION, ENCODING_CLIENT, OWNER_CLIENT,
 };
 pub use types::{
-    Component, Dependency, HashingReader, HashingWriter, InvalidValue, Listed, PackageName,
-    RelativePath, Sha256, Timestamp,
+    Component, Dependency, Encoding, HashingReader, HashingWriter, InvalidValue, Listed,
+    PackageName, RelativePath, Sha256, Timestamp,
 };

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Component, Dependency, Listed, PackageName, RelativePath, Sha256, Timestamp};
+use crate::types::{
+    Component, Dependency, Encoding, Listed, PackageName, RelativePath, Sha256, Timestamp,
+};
 
 /// The index format this crate reads and writes.
 pub const FORMAT: u32 = 1;
@@ -19,6 +21,11 @@ pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The first client that understands artifacts owned by a sub-family or
 /// family (`owner`); a version using them states it as `requires-client`.
 pub const OWNER_CLIENT: semver::Version = semver::Version::new(0, 2, 0);
+
+/// The first client that decodes transport-encoded artifacts
+/// (`encoding`); a version using them states it as `requires-client`, so
+/// that older clients, which would install the encoded bytes, refuse it.
+pub const ENCODING_CLIENT: semver::Version = semver::Version::new(0, 3, 0);
 
 /// How far into an unverified root its version is looked for: the
 /// `[repo]` table comes right after `format` in every root written.
@@ -139,6 +146,24 @@ pub struct Artifact {
     pub owner: Option<kpack_gpu::Owner>,
     pub sha256: Sha256,
     pub size: u64,
+    /// How the file served is encoded for the download: then `sha256` and
+    /// `size` pin the bytes served, and `decoded-sha256` and
+    /// `decoded-size` what is installed (see [`Artifact::transport`]).
+    /// Absent for a file served as it is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Encoding>,
+    #[serde(
+        rename = "decoded-sha256",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub decoded_sha256: Option<Sha256>,
+    #[serde(
+        rename = "decoded-size",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub decoded_size: Option<u64>,
     /// For a tree: the length of its decompressed tar stream, which bounds
     /// what extracting it writes (and, at 512 bytes a header at least, how
     /// many entries it has). For a kpack archive: what its code objects
@@ -152,6 +177,20 @@ pub struct Artifact {
         skip_serializing_if = "Option::is_none"
     )]
     pub unpacked_size: Option<u64>,
+}
+
+/// A file as the index pins it: its sha256 and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pin {
+    pub sha256: Sha256,
+    pub size: u64,
+}
+
+/// How a transport-encoded artifact is decoded, and what it decodes to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Transport {
+    pub encoding: Encoding,
+    pub decoded: Pin,
 }
 
 /// How many times its compressed size a tree that does not declare its
@@ -198,6 +237,34 @@ impl Artifact {
     /// Whether this is device code (it names targets or an owner).
     pub fn is_device(&self) -> bool {
         self.owner.is_some() || self.targets.as_ref().is_some_and(|t| !t.is_empty())
+    }
+
+    /// The file served, as the index pins it.
+    pub fn served(&self) -> Pin {
+        Pin {
+            sha256: self.sha256,
+            size: self.size,
+        }
+    }
+
+    /// The file installed (and cached): what a transport-encoded artifact
+    /// decodes to, otherwise the file served.
+    pub fn installed(&self) -> Pin {
+        self.transport()
+            .map_or_else(|| self.served(), |transport| transport.decoded)
+    }
+
+    /// How the file served is decoded, when it is transport-encoded.
+    /// [`Shard::parse`] has checked that an encoding comes with both
+    /// decoded pins.
+    pub fn transport(&self) -> Option<Transport> {
+        match (&self.encoding, self.decoded_sha256, self.decoded_size) {
+            (Some(encoding), Some(sha256), Some(size)) => Some(Transport {
+                encoding: encoding.clone(),
+                decoded: Pin { sha256, size },
+            }),
+            _ => None,
+        }
     }
 
     /// The most bytes extracting this tree may read from its decompressed
@@ -266,6 +333,8 @@ pub enum Invalid {
     ExpiresBeforeGenerated,
     #[error("{0} is listed twice")]
     ListedTwice(semver::Version),
+    #[error("encoding, decoded-sha256 and decoded-size come together")]
+    PartialEncoding,
 }
 
 /// The canonical TOML text of an index document; an error, never an empty
@@ -395,6 +464,20 @@ impl Shard {
                     problem: Invalid::ListedTwice(version.version.clone()),
                 });
             }
+            for (at, artifact) in version.artifacts.iter().enumerate() {
+                let stated = [
+                    artifact.encoding.is_some(),
+                    artifact.decoded_sha256.is_some(),
+                    artifact.decoded_size.is_some(),
+                ];
+                if stated.contains(&true) && stated.contains(&false) {
+                    return Err(SchemaError::Invalid {
+                        file: file.to_owned(),
+                        key: format!("versions[{index}].artifacts[{at}]"),
+                        problem: Invalid::PartialEncoding,
+                    });
+                }
+            }
         }
         Ok(shard)
     }
@@ -439,7 +522,62 @@ mod tests {
             owner: None,
             sha256,
             size,
+            encoding: None,
+            decoded_sha256: None,
+            decoded_size: None,
             unpacked_size,
+        }
+    }
+
+    const ENCODED: &str = r#"
+name = "x"
+
+[[versions]]
+version = "1.0.0"
+
+[[versions.artifacts]]
+kind = "kpack"
+path = "pool/x/1.0.0/x_gfx1100.kpack.zst"
+install-as = ".kpack/x_gfx1100.kpack"
+targets = ["gfx1100"]
+sha256 = "1111111111111111111111111111111111111111111111111111111111111111"
+size = 100
+encoding = "zstd"
+decoded-sha256 = "2222222222222222222222222222222222222222222222222222222222222222"
+decoded-size = 300
+"#;
+
+    #[test]
+    fn an_encoded_artifact_pins_what_is_served_and_what_is_installed() {
+        let shard = Shard::parse("x", ENCODED).unwrap();
+        let artifact = &shard.versions[0].artifacts[0];
+        assert_eq!(artifact.served().size, 100);
+        assert_eq!(artifact.installed().size, 300);
+        let transport = artifact.transport().unwrap();
+        assert_eq!(transport.encoding, Encoding::Zstd);
+        assert_eq!(transport.decoded, artifact.installed());
+        assert_eq!(Shard::parse("x", &shard.to_toml().unwrap()).unwrap(), shard);
+        let plain = tree(10, None);
+        assert_eq!(
+            (plain.transport(), plain.installed()),
+            (None, plain.served())
+        );
+    }
+
+    #[test]
+    fn an_encoding_without_its_decoded_pins_is_refused_by_key() {
+        for key in ["decoded-size", "decoded-sha256", "encoding"] {
+            let text: String = ENCODED
+                .lines()
+                .filter(|line| !line.starts_with(&format!("{key} =")))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            let error = Shard::parse("x.toml", &text).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "x.toml: versions[0].artifacts[0]: encoding, decoded-sha256 and decoded-size come together",
+                "{key}"
+            );
         }
     }
 

@@ -1,5 +1,5 @@
 //! Publishing kpack repositories, the mirror operator's side: writing them
-//! (`publish`) to directories and S3-compatible buckets (`store`), pruning
+//! (`publish`, archives encoded for transport by `encode`) to directories and S3-compatible buckets (`store`), pruning
 //! and collecting their garbage (`tidy`), checking them as a client would
 //! (`verify`, how far trees unpack in `unpacked`), reading them from any
 //! location (`source`) and copying them (`mirror`), and reading the control
@@ -13,6 +13,7 @@
 
 pub mod build;
 pub mod debian;
+pub mod encode;
 pub mod manifest;
 pub mod mirror;
 pub mod publish;

@@ -8,12 +8,12 @@ use kpack_gpu::Target;
 
 use crate::source::{FetchError, Source};
 use crate::store::{Body, CacheControl, Created, Store, StoreError};
-use crate::verify::{check_artifact, verified_root, verified_shard, VerifyError};
+use crate::verify::{verified_root, verified_shard, ArtifactCheck, VerifyError};
 use kpack_repo_index::families::Families;
 use kpack_repo_index::limits::Cap;
 use kpack_repo_index::schema::{Artifact, RootIndex, SchemaError};
 use kpack_repo_index::types::{
-    HashingReader, HashingWriter, Listed, PackageName, RelativePath, Sha256, Timestamp,
+    HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
 };
 use kpack_sign::PublicKey;
 
@@ -151,7 +151,7 @@ fn copy_artifact(
 ) -> Result<(), MirrorError> {
     let key = artifact.path.as_str();
     let spool = tempfile::NamedTempFile::new()?;
-    let mut writer = HashingWriter::new(std::io::BufWriter::new(spool.as_file()));
+    let mut writer = ArtifactCheck::new(artifact, std::io::BufWriter::new(spool.as_file()))?;
     // Read to the pinned size and a byte more at most: an endless answer
     // fills neither memory nor the spool's disk.
     if !upstream.copy_to(key, &mut writer, Cap::Pinned(artifact.size))? {
@@ -160,9 +160,8 @@ fn copy_artifact(
         }
         .into());
     }
-    let (sha256, size, buffered) = writer.finish();
+    let buffered = writer.finish(shard_path)?;
     buffered.into_inner().map_err(|e| e.into_error())?;
-    check_artifact(shard_path, artifact, sha256, size)?;
     let created = dest.create(key, Body::File(spool.path()), CacheControl::Immutable)?;
     if created == Created::Exists && !holds(dest, artifact)? {
         return Err(MirrorError::Immutable {

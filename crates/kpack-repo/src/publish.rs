@@ -11,16 +11,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
+use tempfile::NamedTempFile;
 
+use crate::encode::TransportPolicy;
 use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreError};
 use kpack_repo_index::address::Address;
 use kpack_repo_index::schema::{
-    Artifact, ArtifactKind, PackageEntry, RepoInfo, RootIndex, SchemaError, Shard, VersionEntry,
-    FORMAT,
+    Artifact, ArtifactKind, PackageEntry, Pin, RepoInfo, RootIndex, SchemaError, Shard,
+    VersionEntry, FORMAT,
 };
 use kpack_repo_index::sign::{sign_root, SignError};
 use kpack_repo_index::types::{
-    Component, Dependency, HashingReader, Listed, PackageName, RelativePath, Sha256, Timestamp,
+    Component, Dependency, Encoding, HashingReader, Listed, PackageName, RelativePath, Sha256,
+    Timestamp,
 };
 use kpack_sign::SecretKey;
 
@@ -75,6 +78,8 @@ pub struct PublishOptions {
     /// Probe that the store refuses a second create-only write before
     /// writing anything; off only for a store with a single publisher.
     pub check_conditional_writes: bool,
+    /// When archives are published transport-encoded.
+    pub transport: TransportPolicy,
 }
 
 impl Default for PublishOptions {
@@ -82,6 +87,7 @@ impl Default for PublishOptions {
         PublishOptions {
             s3: S3Options::default(),
             check_conditional_writes: true,
+            transport: TransportPolicy::default(),
         }
     }
 }
@@ -90,6 +96,7 @@ impl Default for PublishOptions {
 #[derive(Debug)]
 pub struct Publisher {
     store: Store,
+    transport: TransportPolicy,
 }
 
 /// The root as read, and the version of `index.toml` it was read from.
@@ -191,7 +198,10 @@ impl Publisher {
         if options.check_conditional_writes {
             store.check_conditional_writes()?;
         }
-        Ok(Publisher { store })
+        Ok(Publisher {
+            store,
+            transport: options.transport,
+        })
     }
 
     /// The store, for readers of what was published.
@@ -350,12 +360,11 @@ impl Publisher {
                             version: new.version.clone(),
                         });
                     }
-                    let owned = one.artifacts.iter().any(|a| a.owner.is_some());
                     shard.versions.push(VersionEntry {
                         version: new.version.clone(),
                         depends: new.depends.clone(),
                         system_requires: new.system_requires.clone(),
-                        requires_client: owned.then_some(kpack_repo_index::schema::OWNER_CLIENT),
+                        requires_client: required_client(&one.artifacts),
                         artifacts: one.artifacts.clone(),
                     });
                     summary = new.summary.clone().or(summary);
@@ -406,6 +415,7 @@ impl Publisher {
             .parse()
             .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
         let mut decoded_size = None;
+        let mut opened = None;
         let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
             let archive = rocm_kpack::Archive::open(&artifact.file)?;
             decoded_size = Some(archive.decoded_size());
@@ -418,6 +428,7 @@ impl Publisher {
             let install_as: RelativePath = format!(".kpack/{file_name}")
                 .parse()
                 .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
+            opened = Some(archive);
             (ArtifactKind::Kpack, Some(install_as), Some(targets))
         } else if file_name.ends_with(".tar.zst") {
             (ArtifactKind::Tree, None, artifact.targets.clone())
@@ -440,8 +451,7 @@ impl Publisher {
             (ArtifactKind::Tree, Some(counted)) => Some(counted),
             (ArtifactKind::Tree, None) => Some(tree_unpacked_size(&artifact.file)?),
         };
-        let (sha256, size) = self.put(&relative, &artifact.file)?;
-        Ok(Artifact {
+        let mut published = Artifact {
             kind,
             // The default is left unsaid, so the index reads as before.
             component: artifact.component.clone().filter(|c| !c.is_default()),
@@ -449,10 +459,57 @@ impl Publisher {
             install_as,
             targets,
             owner,
-            sha256,
-            size,
+            sha256: Sha256::of(b""),
+            size: 0,
+            encoding: None,
+            decoded_sha256: None,
+            decoded_size: None,
             unpacked_size,
-        })
+        };
+        let encoded = match &opened {
+            Some(archive) => self.encoded(archive)?,
+            None => None,
+        };
+        let (sha256, size) = match encoded {
+            Some((encoded, decoded)) => {
+                let served: RelativePath = format!("{}.zst", published.path)
+                    .parse()
+                    .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
+                published.path = served;
+                published.encoding = Some(Encoding::Zstd);
+                published.decoded_sha256 = Some(decoded.sha256);
+                published.decoded_size = Some(decoded.size);
+                self.put(&published.path, encoded.path())?
+            }
+            None => self.put(&published.path, &artifact.file)?,
+        };
+        published.sha256 = sha256;
+        published.size = size;
+        Ok(published)
+    }
+
+    /// `archive` for transport, when the policy finds that worth it: its
+    /// code objects stored as they are (what is installed, pinned here),
+    /// compressed whole.
+    fn encoded(
+        &self,
+        archive: &rocm_kpack::Archive,
+    ) -> Result<Option<(NamedTempFile, Pin)>, PublishError> {
+        if !self.transport.enabled {
+            return Ok(None);
+        }
+        let plain = NamedTempFile::new()?;
+        let out = std::io::BufWriter::new(plain.as_file());
+        rocm_kpack::recode(archive, rocm_kpack::Compression::None, out)?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
+        let (sha256, size) = Sha256::of_file(plain.path())?;
+        let encoded = crate::encode::encode(plain.path(), size, crate::encode::workers())?;
+        let encoded_size = encoded.as_file().metadata()?.len();
+        Ok(self
+            .transport
+            .worth(archive.file_size(), encoded_size)
+            .then_some((encoded, Pin { sha256, size })))
     }
 
     /// Writes a shard (content-addressed, so create-only and never over
@@ -708,6 +765,18 @@ impl Publisher {
 }
 
 /// Sets a new root's version and its dates.
+/// The oldest client a version with `artifacts` needs: one that knows
+/// owners when one is owned, one that decodes when one is encoded.
+fn required_client(artifacts: &[Artifact]) -> Option<semver::Version> {
+    use kpack_repo_index::schema::{ENCODING_CLIENT, OWNER_CLIENT};
+    let owned = artifacts.iter().any(|a| a.owner.is_some());
+    let encoded = artifacts.iter().any(|a| a.encoding.is_some());
+    [(owned, OWNER_CLIENT), (encoded, ENCODING_CLIENT)]
+        .into_iter()
+        .filter_map(|(needed, client)| needed.then_some(client))
+        .max()
+}
+
 fn stamp(root: &mut RootIndex, version: u64) {
     let now = Timestamp::now();
     root.repo.version = version;

@@ -2,6 +2,7 @@
 //! expiry, then every shard and artifact against the hash and size the
 //! level above pins.
 
+use std::io::Write;
 use std::path::Path;
 
 use crate::source::{FetchError, Source};
@@ -10,6 +11,7 @@ use kpack_repo_index::limits::Cap;
 
 use kpack_repo_index::schema::{Artifact, PackageEntry, RootIndex, SchemaError, Shard};
 use kpack_repo_index::sign::{read_signed_root, RootReadError, SignError, SignedRoot};
+use kpack_repo_index::transport::{DecodeError, Decoder};
 use kpack_repo_index::types::{HashingWriter, PackageName, RelativePath, Sha256, Timestamp};
 use kpack_sign::PublicKey;
 
@@ -40,6 +42,14 @@ pub enum VerifyError {
         pinned_by: String,
         expected: u64,
         actual: u64,
+    },
+    /// A transport-encoded artifact that does not decode to what its
+    /// shard pins.
+    #[error("{path}: {source}")]
+    Decode {
+        path: String,
+        #[source]
+        source: DecodeError,
     },
     #[error("{path}: holds package {found}, but index.toml lists it for {expected}")]
     WrongShard {
@@ -89,9 +99,9 @@ pub fn verify_repository_with(
         for version in &shard.versions {
             report.versions += 1;
             for artifact in &version.artifacts {
-                let mut hashed = HashingWriter::new(std::io::sink());
+                let mut checked = ArtifactCheck::new(artifact, std::io::sink())?;
                 let cap = Cap::Pinned(artifact.size);
-                if !source.copy_to(artifact.path.as_str(), &mut hashed, cap)? {
+                if !source.copy_to(artifact.path.as_str(), &mut checked, cap)? {
                     if partial {
                         report.missing += 1;
                         continue;
@@ -101,8 +111,7 @@ pub fn verify_repository_with(
                     }
                     .into());
                 }
-                let (sha256, size, _) = hashed.finish();
-                check_artifact(&shard_path, artifact, sha256, size)?;
+                checked.finish(&shard_path)?;
                 report.artifacts += 1;
                 report.bytes += artifact.size;
             }
@@ -184,8 +193,78 @@ pub(crate) fn verified_shard(
     Ok((shard_path, shard, bytes))
 }
 
+/// A writer that checks an artifact's bytes as they stream into `out`:
+/// their hash and size and, for a transport-encoded artifact, what they
+/// decode to.
+pub(crate) struct ArtifactCheck<'a, W> {
+    artifact: &'a Artifact,
+    served: HashingWriter<W>,
+    decoder: Option<Decoder<std::io::Sink>>,
+    /// Why the bytes stopped decoding, once they did.
+    failed: Option<DecodeError>,
+}
+
+impl<'a, W: Write> ArtifactCheck<'a, W> {
+    pub fn new(artifact: &'a Artifact, out: W) -> Result<ArtifactCheck<'a, W>, VerifyError> {
+        let decoder = artifact
+            .transport()
+            .map(|transport| Decoder::new(&transport, std::io::sink()))
+            .transpose()
+            .map_err(|source| VerifyError::Decode {
+                path: artifact.path.to_string(),
+                source,
+            })?;
+        Ok(ArtifactCheck {
+            artifact,
+            served: HashingWriter::new(out),
+            decoder,
+            failed: None,
+        })
+    }
+
+    /// Checks the bytes written against the shard at `shard_path`; returns
+    /// the output.
+    pub fn finish(self, shard_path: &RelativePath) -> Result<W, VerifyError> {
+        let (sha256, size, out) = self.served.finish();
+        check_artifact(shard_path, self.artifact, sha256, size)?;
+        if let Some(source) = self.failed {
+            return Err(VerifyError::Decode {
+                path: self.artifact.path.to_string(),
+                source,
+            });
+        }
+        if let Some(decoder) = self.decoder {
+            decoder.finish().map_err(|source| VerifyError::Decode {
+                path: self.artifact.path.to_string(),
+                source,
+            })?;
+        }
+        Ok(out)
+    }
+}
+
+impl<W: Write> Write for ArtifactCheck<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.served.write(buf)?;
+        if let Some(decoder) = &mut self.decoder {
+            // Decoding stops at its first failure; the rest is still
+            // hashed, so that bytes other than those pinned are told as
+            // such first.
+            if let Err(error) = decoder.write_all(&buf[..n]) {
+                self.failed = Some(decoder.error(error));
+                self.decoder = None;
+            }
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.served.flush()
+    }
+}
+
 /// Checks an artifact's digest and size against what its shard pins.
-pub(crate) fn check_artifact(
+fn check_artifact(
     shard_path: &RelativePath,
     artifact: &Artifact,
     sha256: Sha256,
@@ -213,4 +292,67 @@ fn check(path: &str, pinned_by: &str, actual: Sha256, expected: Sha256) -> Resul
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kpack_repo_index::schema::ArtifactKind;
+    use kpack_repo_index::types::Encoding;
+
+    /// An archive served zstd-encoded, pinned as `decoded` decodes.
+    fn encoded(served: &[u8], decoded: &[u8]) -> Artifact {
+        Artifact {
+            kind: ArtifactKind::Kpack,
+            component: None,
+            path: "pool/x/1.0.0/x_gfx1100.kpack.zst".parse().unwrap(),
+            install_as: Some(".kpack/x_gfx1100.kpack".parse().unwrap()),
+            targets: None,
+            owner: None,
+            sha256: Sha256::of(served),
+            size: served.len() as u64,
+            encoding: Some(Encoding::Zstd),
+            decoded_sha256: Some(Sha256::of(decoded)),
+            decoded_size: Some(decoded.len() as u64),
+            unpacked_size: None,
+        }
+    }
+
+    fn check(artifact: &Artifact, served: &[u8]) -> Result<(), VerifyError> {
+        let shard: RelativePath = "packages/x/1.toml".parse().unwrap();
+        let mut checked = ArtifactCheck::new(artifact, std::io::sink())?;
+        std::io::copy(&mut &served[..], &mut checked).unwrap();
+        checked.finish(&shard).map(|_| ())
+    }
+
+    #[test]
+    fn an_encoded_artifact_is_checked_as_served_and_as_decoded() {
+        let archive = b"an archive, as installed".repeat(100);
+        let served = zstd::encode_all(&archive[..], 3).unwrap();
+        check(&encoded(&served, &archive), &served).unwrap();
+
+        let other = zstd::encode_all(&b"other bytes"[..], 3).unwrap();
+        let wrong_decoding = encoded(&other, &archive);
+        let error = check(&wrong_decoding, &other).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Decode {
+                    source: DecodeError::WrongSize { .. },
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        let bomb = zstd::encode_all(&vec![0u8; 1 << 20][..], 3).unwrap();
+        let error = check(&encoded(&bomb, &archive), &bomb).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "pool/x/1.0.0/x_gfx1100.kpack.zst: decodes to more than the 2400 bytes pinned"
+        );
+        let mut flipped = served.clone();
+        flipped[served.len() / 2] ^= 1;
+        let error = check(&encoded(&served, &archive), &flipped).unwrap_err();
+        assert!(matches!(error, VerifyError::HashMismatch { .. }), "{error}");
+    }
 }

@@ -123,6 +123,21 @@ pub fn pool(file: &str) -> String {
 
 pub const HOST_TREE: &str = "rocm-rand-5.3.3-host.tar.zst";
 
+/// The archive for gfx90a as the repository serves it, transport-encoded:
+/// its xnack+ and xnack- code objects compress well together. Installed,
+/// it is `.kpack/rocrand_gfx90a.kpack`.
+pub const ENCODED_ARCHIVE: &str = "rocrand_gfx90a.kpack.zst";
+
+/// The bytes of the pool file `file` of the repository at `repo_dir` as
+/// kpack-get installs them: decoded when transport-encoded (`.zst`).
+pub fn installed_bytes(repo_dir: &Path, file: &str) -> Vec<u8> {
+    let served = fs_err::read(repo_dir.join(pool(file))).unwrap();
+    match file.ends_with(".kpack.zst") {
+        true => zstd::decode_all(&served[..]).unwrap(),
+        false => served,
+    }
+}
+
 /// A home of its own for kpack-get: cache, state, config, prefix, a sysfs
 /// without GPUs and a system without HIP runtimes, so nothing of the
 /// machine leaks in.

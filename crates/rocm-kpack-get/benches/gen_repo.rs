@@ -169,6 +169,9 @@ fn shard(i: usize, versions: usize, packages: usize, shape: Shape) -> Result<Sha
                 targets,
                 owner: None,
                 size: size + v as u64,
+                encoding: None,
+                decoded_sha256: None,
+                decoded_size: None,
                 // Trees say how far they unpack, as every publish now writes.
                 unpacked_size: (kind == ArtifactKind::Tree).then(|| 4 * (size + v as u64)),
             });

@@ -4,7 +4,9 @@
 use std::io::{IsTerminal, Write};
 
 use kpack_gpu::Owner;
-use kpack_repo_index::{Artifact, ArtifactKind, ByteSize, Component, Listed, RelativePath};
+use kpack_repo_index::{
+    Artifact, ArtifactKind, ByteSize, Component, Encoding, Listed, RelativePath,
+};
 use serde::Serialize;
 
 /// How much to say, and in what form.
@@ -105,11 +107,14 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
 /// JSON has always listed them, by name, `schema` first.
 pub const SCHEMA: u32 = 1;
 
-/// An artifact in a report: path, kind, size, hash, targets, owner,
-/// component.
+/// An artifact in a report: path, kind, size, hash (of the bytes served),
+/// targets, owner, component, and the transport encoding it is served
+/// with, if any.
 #[derive(Debug, Clone, Serialize)]
 pub struct ArtifactReport<'a> {
     pub component: Option<&'a Component>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<&'a Encoding>,
     pub kind: ArtifactKind,
     pub owner: &'a Option<Owner>,
     pub path: &'a RelativePath,
@@ -137,6 +142,7 @@ impl<'a> From<&'a Artifact> for ArtifactReport<'a> {
     fn from(artifact: &'a Artifact) -> ArtifactReport<'a> {
         ArtifactReport {
             component: artifact.component(),
+            encoding: artifact.encoding.as_ref(),
             kind: artifact.kind,
             owner: &artifact.owner,
             path: &artifact.path,

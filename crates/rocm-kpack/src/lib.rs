@@ -17,6 +17,7 @@ pub mod format;
 pub mod loader;
 mod msgpack;
 mod read;
+mod recode;
 mod write;
 
 pub mod capi;
@@ -27,6 +28,7 @@ pub use format::{Metadata, Scheme};
 pub use kpack_gpu::{ParseTargetError, Target};
 pub use loader::{Loader, LoaderConfig, Marker};
 pub use read::{Archive, Kernel};
+pub use recode::recode;
 pub use write::{
     ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, EntryMetadata, PreparedBlob,
     StoredBlob,

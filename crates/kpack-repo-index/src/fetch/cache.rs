@@ -5,6 +5,7 @@
 //! blobs/<sha256>          complete and verified
 //! partial/<sha256>        being downloaded (locked while in use)
 //! partial/<sha256>.from   the URL and validator it came from, for resume
+//! partial/<sha256>.decoded what a transport-encoded download decodes to so far
 //! shards/<sha256>         small files read whole, checked at every read
 //! ```
 
@@ -37,6 +38,12 @@ impl Cache {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// What a transport-encoded download (served as `served`) decodes to
+    /// while it arrives; rewritten by every attempt, from its first byte.
+    pub fn decoded_partial(&self, served: &Sha256) -> PathBuf {
+        self.root.join("partial").join(format!("{served}.decoded"))
     }
 
     /// Where a verified file with this hash lives.
@@ -106,6 +113,17 @@ impl Cache {
         fs_err::rename(self.partial(sha256), &blob)?;
         kpack_fs::sync_dir(&self.root.join("blobs"))?;
         let _ = fs_err::remove_file(self.partial_origin(sha256));
+        Ok(blob)
+    }
+
+    /// Moves what a verified (and synced) transport-encoded download
+    /// decoded to into place under its own hash, and drops the download.
+    pub fn commit_decoded(&self, served: &Sha256, decoded: &Sha256) -> io::Result<PathBuf> {
+        let blob = self.blob(decoded);
+        fs_err::rename(self.decoded_partial(served), &blob)?;
+        kpack_fs::sync_dir(&self.root.join("blobs"))?;
+        fs_err::remove_file(self.partial(served))?;
+        let _ = fs_err::remove_file(self.partial_origin(served));
         Ok(blob)
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::limits::{Cap, Limits};
+use crate::schema::{Pin, Transport};
 use crate::{RelativePath, Sha256};
 
 use super::failover::Walk;
@@ -120,13 +121,30 @@ impl Default for ClientOptions {
     }
 }
 
-/// A pinned file to fetch from any of `mirrors`.
+/// A pinned file to fetch from any of `mirrors`: `sha256` and `size` pin
+/// the bytes served; a transport-encoded file is decoded as it arrives and
+/// cached as it decodes.
 #[derive(Debug, Clone)]
 pub struct Wanted {
     pub path: RelativePath,
     pub sha256: Sha256,
     pub size: u64,
+    pub transport: Option<Transport>,
     pub mirrors: Arc<[Mirror]>,
+}
+
+impl Wanted {
+    /// The file the cache keeps: what a transport-encoded file decodes
+    /// to, otherwise the file served.
+    pub fn stored(&self) -> Pin {
+        match &self.transport {
+            Some(transport) => transport.decoded,
+            None => Pin {
+                sha256: self.sha256,
+                size: self.size,
+            },
+        }
+    }
 }
 
 /// The HTTP client and the runtime it runs on.
@@ -288,7 +306,8 @@ impl Client {
 
     /// Every file of `wanted` into `cache`, at most `concurrency` at once;
     /// afterwards each is in the cache under its hash
-    /// ([`Cache::blob`]). Files already cached are not fetched. On the
+    /// ([`Cache::blob`]; a transport-encoded file decoded, under its
+    /// decoded hash). Files already cached are not fetched. On the
     /// first failure the others stop (their partial files stay for a
     /// resume) and that failure is returned.
     pub fn fetch_all(
@@ -300,8 +319,9 @@ impl Client {
         cache.create_dirs().map_err(ClientError::Cache)?;
         let mut seen = BTreeSet::new();
         let mut missing = Vec::new();
-        for item in wanted.iter().filter(|w| seen.insert(w.sha256)) {
-            if cache.get_verified(&item.sha256, item.size).is_some() {
+        for item in wanted.iter().filter(|w| seen.insert(w.stored().sha256)) {
+            let stored = item.stored();
+            if cache.get_verified(&stored.sha256, stored.size).is_some() {
                 progress.start(&item.sha256, item.path.as_str(), item.size, item.size);
                 progress.finish(&item.sha256, true);
             } else if self.options.offline {
@@ -323,7 +343,8 @@ impl Client {
         }
         match wanted
             .iter()
-            .find(|w| cache.get(&w.sha256, w.size).is_none())
+            .map(Wanted::stored)
+            .find(|stored| cache.get(&stored.sha256, stored.size).is_none())
         {
             Some(gone) => Err(ClientError::Cache(std::io::Error::new(
                 std::io::ErrorKind::NotFound,

@@ -4,6 +4,7 @@
 
 use super::ClientError;
 use crate::limits::LimitError;
+use crate::transport::DecodeError;
 use crate::Sha256;
 
 /// Why one attempt at a file on one mirror failed. Told on one line, as
@@ -53,6 +54,10 @@ pub enum AttemptError {
     WrongSize { actual: u64, pinned: u64 },
     #[error("longer than the {pinned} bytes the index pins")]
     TooLong { pinned: u64 },
+    /// A transport-encoded file that does not decode to what the index
+    /// pins.
+    #[error("{}", kpack_error::one_line(.0))]
+    Decode(#[source] DecodeError),
 }
 
 fn interrupted(cause: &AttemptError, arrived: u64, size: Option<u64>) -> String {
@@ -122,6 +127,15 @@ impl Failure {
         Failure::NextMirror {
             error: AttemptError::Limit(error),
             integrity: pinned,
+        }
+    }
+
+    /// A transport-encoded file that does not decode as pinned: the bytes
+    /// served are wrong, unless writing the decoded file failed.
+    pub fn decode(error: DecodeError) -> Failure {
+        match error {
+            DecodeError::Output(error) => Failure::Fatal(ClientError::Cache(error)),
+            error => Failure::integrity(AttemptError::Decode(error)),
         }
     }
 

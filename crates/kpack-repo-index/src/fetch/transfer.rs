@@ -14,6 +14,8 @@ use super::failover::Failover;
 use super::failure::{AttemptError, Failure};
 use super::{Cache, ClientError, ClientOptions, Mirror, MirrorFile, Progress, Wanted};
 use crate::limits::{Cap, LimitError, LowSpeed};
+use crate::schema::Transport;
+use crate::transport::Decoder;
 use crate::{HashingWriter, Sha256};
 
 /// What every transfer of a client shares: its HTTP client, its options
@@ -388,7 +390,8 @@ impl Pinned<'_> {
         // Another process may be fetching the same file: wait for its lock,
         // then take what it left (complete, or partial to resume).
         let mut file = off_thread(move || opener.open_partial(&sha256)).await?;
-        if cache.get(&item.sha256, item.size).is_some() {
+        let stored = item.stored();
+        if cache.get(&stored.sha256, stored.size).is_some() {
             progress.finish(&item.sha256, true);
             return Ok(());
         }
@@ -400,11 +403,16 @@ impl Pinned<'_> {
         );
         loop {
             let Some(location) = failover.next().await else {
+                // What a failed download decoded is not kept: the next
+                // attempt decodes again whatever it resumes after.
+                if item.transport.is_some() {
+                    let _ = fs_err::remove_file(cache.decoded_partial(&item.sha256));
+                }
                 return Err(failover.into_error());
             };
             let attempt = match &location {
                 MirrorFile::Url(url) => self.attempt_http(url, &mut file).await,
-                MirrorFile::File(source) => attempt_file(source, item, &mut file, progress),
+                MirrorFile::File(source) => self.attempt_file(source, &mut file),
             };
             match attempt {
                 Ok(()) => break,
@@ -413,9 +421,19 @@ impl Pinned<'_> {
         }
         // Durable before it is named by its hash; the flush runs on a
         // blocking thread so other downloads keep going.
-        let synced = file.try_clone().map_err(ClientError::Cache)?;
-        off_thread(move || synced.sync_all()).await?;
-        cache.commit(&item.sha256).map_err(ClientError::Cache)?;
+        match &item.transport {
+            None => {
+                let synced = file.try_clone().map_err(ClientError::Cache)?;
+                off_thread(move || synced.sync_all()).await?;
+                cache.commit(&item.sha256)
+            }
+            Some(transport) => {
+                let decoded = cache.decoded_partial(&item.sha256);
+                off_thread(move || File::open(decoded)?.sync_all()).await?;
+                cache.commit_decoded(&item.sha256, &transport.decoded.sha256)
+            }
+        }
+        .map_err(ClientError::Cache)?;
         progress.finish(&item.sha256, false);
         Ok(())
     }
@@ -471,22 +489,36 @@ impl Pinned<'_> {
         let have = resume_point(&response, have, url, file, progress)?;
         check_declared_size(&response, have, item)?;
         record_origin(cache, item, url, &response)?;
-        let sink = Sink::start(file.try_clone()?, have)?;
+        let sink = Sink::start(file.try_clone()?, have, self.decoding()?)?;
         progress.start(&item.sha256, item.path.as_str(), item.size, have);
-        let ((written, actual), stopped) = self.receive(response, sink, have).await?;
+        let (sink, stopped) = self.receive(response, sink, have).await?;
         if let Some(failure) = stopped {
             if matches!(failure, Failure::NextMirror { .. }) {
                 file.set_len(0)?;
             }
             return Err(failure);
         }
+        let written = sink.written();
         if written < item.size {
             return Err(Failure::Retry(AttemptError::EndedEarly {
                 written,
                 size: item.size,
             }));
         }
-        check_pin(file, actual, item)
+        sink.complete(file, item)
+    }
+
+    /// Where a transport-encoded download decodes to, emptied for this
+    /// attempt (which decodes again whatever it resumes after).
+    fn decoding(self) -> Result<Option<Decoding>, Failure> {
+        let Some(transport) = &self.item.transport else {
+            return Ok(None);
+        };
+        let out = File::create(self.cache.decoded_partial(&self.item.sha256))?;
+        Ok(Some(Decoding {
+            transport: transport.clone(),
+            out,
+        }))
     }
 }
 
@@ -613,8 +645,8 @@ fn read_origin(cache: &Cache, item: &Wanted) -> Option<(String, String)> {
     Some((url.to_owned(), validator.trim_end().to_owned()))
 }
 
-/// Receives the body into `sink`, after the `have` bytes kept; returns where the file ends and its hash,
-/// and the failure that stopped the transfer early, if one did. Receiving
+/// Receives the body into `sink`, after the `have` bytes kept; returns the
+/// sink, and the failure that stopped the transfer early, if one did. Receiving
 /// runs here; writing and hashing run on a thread of their own, so the two
 /// overlap (on two cores, the difference between keeping up with the
 /// network and not).
@@ -624,7 +656,7 @@ impl Pinned<'_> {
         mut response: reqwest::Response,
         sink: Sink,
         have: u64,
-    ) -> Result<((u64, Sha256), Option<Failure>), Failure> {
+    ) -> Result<(Sink, Option<Failure>), Failure> {
         let Pinned { transfer, item, .. } = self;
         let progress = transfer.progress;
         let (chunks, batches) = tokio::sync::mpsc::channel::<Vec<bytes::Bytes>>(SINK_QUEUE);
@@ -669,10 +701,10 @@ impl Pinned<'_> {
             let _ = chunks.send(batch).await;
         }
         drop(chunks);
-        let written = writer
+        let sink = writer
             .await
             .map_err(|e| Failure::Fatal(ClientError::Setup(Box::new(e))))??;
-        Ok((written, stopped))
+        Ok((sink, stopped))
     }
 }
 
@@ -686,18 +718,40 @@ const SINK_BATCH: usize = 256 << 10;
 const WRITEBACK_STEP: u64 = 8 << 20;
 
 /// The partial file being written: hashed as it is written (the bytes kept
-/// from an earlier attempt included), and handed to the disk as it grows.
+/// from an earlier attempt included), handed to the disk as it grows, and
+/// for a transport-encoded file, decoded as it grows.
 struct Sink {
     writer: HashingWriter<std::io::BufWriter<File>>,
     written_back: u64,
+    decoder: Option<Decoder<std::io::BufWriter<File>>>,
+}
+
+/// Where a transport-encoded download decodes to, and how.
+struct Decoding {
+    transport: Transport,
+    out: File,
 }
 
 impl Sink {
-    /// Continues `file` after its first `have` bytes (hashed, not
-    /// rewritten); anything beyond them is cut.
-    fn start(mut file: File, have: u64) -> std::io::Result<Sink> {
+    /// Continues `file` after its first `have` bytes (hashed and decoded,
+    /// not rewritten); anything beyond them is cut.
+    fn start(mut file: File, have: u64, decoding: Option<Decoding>) -> Result<Sink, Failure> {
         file.set_len(have)?;
         file.seek(SeekFrom::Start(0))?;
+        let mut decoder = match decoding {
+            Some(Decoding { transport, out }) => {
+                let out = std::io::BufWriter::with_capacity(1 << 18, out);
+                Some(Decoder::new(&transport, out).map_err(Failure::decode)?)
+            }
+            None => None,
+        };
+        if let Some(decoder) = &mut decoder {
+            let mut kept = file.try_clone()?.take(have);
+            if let Err(error) = std::io::copy(&mut kept, decoder) {
+                return Err(Failure::decode(decoder.error(error)));
+            }
+            file.seek(SeekFrom::Start(0))?;
+        }
         // A clone shares the file's offset: reading the kept bytes through
         // it leaves the writer at `have`.
         let existing = file.try_clone()?.take(have);
@@ -705,11 +759,22 @@ impl Sink {
         Ok(Sink {
             writer: HashingWriter::resume(buffered, existing)?,
             written_back: have,
+            decoder,
         })
     }
 
-    fn write(&mut self, chunk: &[u8]) -> std::io::Result<()> {
+    fn write(&mut self, chunk: &[u8]) -> Result<(), Failure> {
         self.writer.write_all(chunk)?;
+        if let Some(decoder) = &mut self.decoder {
+            if let Err(error) = decoder.write_all(chunk) {
+                // The bytes served do not decode: none of them is kept.
+                let failure = Failure::decode(decoder.error(error));
+                if matches!(failure, Failure::NextMirror { .. }) {
+                    self.writer.get_ref().get_ref().set_len(0)?;
+                }
+                return Err(failure);
+            }
+        }
         let position = self.writer.size();
         if position - self.written_back >= WRITEBACK_STEP {
             self.writer.flush()?;
@@ -719,24 +784,43 @@ impl Sink {
         Ok(())
     }
 
-    /// Writes what arrives until the sender is done.
+    /// Writes what arrives until the sender is done, then flushes.
     fn drain(
         mut self,
         mut batches: tokio::sync::mpsc::Receiver<Vec<bytes::Bytes>>,
-    ) -> std::io::Result<(u64, Sha256)> {
+    ) -> Result<Sink, Failure> {
         while let Some(batch) = batches.blocking_recv() {
             for chunk in &batch {
                 self.write(chunk)?;
             }
         }
-        self.finish()
+        self.writer.flush()?;
+        Ok(self)
     }
 
-    /// Where the file ends and the hash of all of it.
-    fn finish(mut self) -> std::io::Result<(u64, Sha256)> {
-        self.writer.flush()?;
-        let (sha256, size, _) = self.writer.finish();
-        Ok((size, sha256))
+    /// Where the file ends.
+    fn written(&self) -> u64 {
+        self.writer.size()
+    }
+
+    /// Checks the whole file against its pins: its hash, and for a
+    /// transport-encoded file, what it decoded to (the end of its stream,
+    /// size and hash). A mismatch empties the partial file. The caller
+    /// syncs the file (or what it decoded to) and hands it to the cache.
+    fn complete(self, file: &File, item: &Wanted) -> Result<(), Failure> {
+        let (actual, _, _) = self.writer.finish();
+        check_pin(file, actual, item)?;
+        if let Some(decoder) = self.decoder {
+            let mut out = decoder.finish().map_err(|error| {
+                let failure = Failure::decode(error);
+                if matches!(failure, Failure::NextMirror { .. }) {
+                    let _ = file.set_len(0);
+                }
+                failure
+            })?;
+            out.flush()?;
+        }
+        Ok(())
     }
 }
 
@@ -785,34 +869,35 @@ fn check_pin(file: &File, actual: Sha256, item: &Wanted) -> Result<(), Failure> 
     Ok(())
 }
 
-/// A file from a directory mirror, copied and hashed in one pass.
-fn attempt_file(
-    source: &Path,
-    item: &Wanted,
-    file: &mut File,
-    progress: &dyn Progress,
-) -> Result<(), Failure> {
-    let mut source = open_mirror_file(source)?;
-    let mut sink = Sink::start(file.try_clone()?, 0)?;
-    progress.start(&item.sha256, item.path.as_str(), item.size, 0);
-    let mut buffer = vec![0u8; 1 << 18];
-    let mut have = 0u64;
-    loop {
-        let n = source.read(&mut buffer).map_err(Failure::unreadable)?;
-        let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
-            break;
-        };
-        item.check_length(have + n as u64)?;
-        sink.write(chunk)?;
-        have += n as u64;
-        progress.advance(&item.sha256, n as u64);
+impl Pinned<'_> {
+    /// A file from a directory mirror, copied, hashed (and decoded) in one
+    /// pass.
+    fn attempt_file(self, source: &Path, file: &mut File) -> Result<(), Failure> {
+        let (item, progress) = (self.item, self.transfer.progress);
+        let decoding = self.decoding()?;
+        let mut source = open_mirror_file(source)?;
+        let mut sink = Sink::start(file.try_clone()?, 0, decoding)?;
+        progress.start(&item.sha256, item.path.as_str(), item.size, 0);
+        let mut buffer = vec![0u8; 1 << 18];
+        let mut have = 0u64;
+        loop {
+            let n = source.read(&mut buffer).map_err(Failure::unreadable)?;
+            let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
+                break;
+            };
+            item.check_length(have + n as u64)?;
+            sink.write(chunk)?;
+            have += n as u64;
+            progress.advance(&item.sha256, n as u64);
+        }
+        sink.writer.flush()?;
+        let size = sink.written();
+        if size != item.size {
+            return Err(Failure::integrity(AttemptError::WrongSize {
+                actual: size,
+                pinned: item.size,
+            }));
+        }
+        sink.complete(file, item)
     }
-    let (size, sha256) = sink.finish()?;
-    if size != item.size {
-        return Err(Failure::integrity(AttemptError::WrongSize {
-            actual: size,
-            pinned: item.size,
-        }));
-    }
-    check_pin(file, sha256, item)
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use semver::{Version, VersionReq};
 
 use crate::schema::{Shard, VersionEntry};
-use crate::types::{Dependency, PackageName};
+use crate::types::{Dependency, Encoding, PackageName, RelativePath};
 
 /// Why requests cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +46,16 @@ pub enum ResolveError {
         name: PackageName,
         version: Version,
         requires: Version,
+    },
+    #[error(
+        "{name} {version}: {path} is stored with the transport encoding \"{encoding}\", which kpack-get {} cannot decode; upgrade kpack-get to install it",
+        crate::schema::CLIENT_VERSION
+    )]
+    UnknownEncoding {
+        name: PackageName,
+        version: Version,
+        path: RelativePath,
+        encoding: Encoding,
     },
 }
 
@@ -206,6 +216,7 @@ impl Resolver {
         };
         let entry = self.best(shard)?;
         refuse_newer_client(shard, entry)?;
+        refuse_unknown_encoding(shard, entry)?;
         if self.chosen.get(name) == Some(&entry.version) {
             return Ok(());
         }
@@ -325,4 +336,25 @@ fn refuse_newer_client(shard: &Shard, entry: &VersionEntry) -> Result<(), Resolv
         });
     }
     Ok(())
+}
+
+/// Refuses `entry` of `shard` when one of its artifacts is stored with an
+/// encoding this build cannot decode: installed as served, it would not be
+/// the archive or tree the index describes.
+fn refuse_unknown_encoding(shard: &Shard, entry: &VersionEntry) -> Result<(), ResolveError> {
+    let unknown = entry.artifacts.iter().find_map(|a| {
+        a.encoding
+            .as_ref()
+            .filter(|e| !e.is_known())
+            .map(|e| (a, e))
+    });
+    match unknown {
+        Some((artifact, encoding)) => Err(ResolveError::UnknownEncoding {
+            name: shard.name.clone(),
+            version: entry.version.clone(),
+            path: artifact.path.clone(),
+            encoding: encoding.clone(),
+        }),
+        None => Ok(()),
+    }
 }

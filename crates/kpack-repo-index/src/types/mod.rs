@@ -1,6 +1,7 @@
 //! Values an index carries that are parsed, not trusted: package names,
 //! relative paths, hashes, the targets device code is listed for, the
-//! component it belongs to, dependency requirements, timestamps.
+//! component it belongs to, dependency requirements, transport encodings,
+//! timestamps.
 
 /// Why a value from an index is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +38,7 @@ macro_rules! string_serde {
 
 mod component;
 mod dependency;
+mod encoding;
 mod hash;
 mod listed;
 mod name;
@@ -45,6 +47,7 @@ mod timestamp;
 
 pub use component::Component;
 pub use dependency::Dependency;
+pub use encoding::Encoding;
 pub use hash::{HashingReader, HashingWriter, InvalidSha256, Sha256};
 pub use listed::Listed;
 pub use name::PackageName;

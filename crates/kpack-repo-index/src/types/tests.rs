@@ -151,3 +151,15 @@ fn exact_and_at_least_are_the_requirements_they_spell() {
     assert_eq!(at_least.requirement, ">=5.3.3-rc.1".parse().unwrap());
     assert_eq!(Dependency::any(name), "rocm-rand".parse().unwrap());
 }
+
+#[test]
+fn encodings_are_known_or_kept_by_name() {
+    assert_eq!("zstd".parse::<Encoding>().unwrap(), Encoding::Zstd);
+    let brotli: Encoding = "br".parse().unwrap();
+    assert_eq!(brotli, Encoding::Unknown("br".into()));
+    assert!(!brotli.is_known() && Encoding::Zstd.is_known());
+    assert_eq!(brotli.to_string(), "br");
+    for bad in ["", "Zstd", "../x", "a b"] {
+        assert!(bad.parse::<Encoding>().is_err(), "{bad:?}");
+    }
+}

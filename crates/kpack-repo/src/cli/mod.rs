@@ -16,6 +16,7 @@ use kpack_env::EnvVars;
 use batch::{build_set, BatchOptions};
 use kpack_gpu::Target;
 use kpack_repo::build::{write_tree, TreeCompression};
+use kpack_repo::encode::TransportPolicy;
 use kpack_repo::manifest;
 use kpack_repo::mirror::{mirror, Scope};
 use kpack_repo::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
@@ -69,12 +70,55 @@ impl StorageArgs {
     }
 
     fn open(&self, location: &Address) -> anyhow::Result<Publisher> {
+        self.open_with(location, TransportPolicy::default())
+    }
+
+    /// Opens `location` for publishing archives as `transport` says.
+    fn open_with(
+        &self,
+        location: &Address,
+        transport: TransportPolicy,
+    ) -> anyhow::Result<Publisher> {
         let options = PublishOptions {
             s3: self.s3(),
             check_conditional_writes: !self.no_conditional_writes,
+            transport,
         };
         Publisher::open_at(location, &options)
             .with_context(|| format!("cannot publish to {location}"))
+    }
+}
+
+/// Whether archives are compressed once more for the download
+/// (04-repo-index.md, transport encodings).
+#[derive(Debug, Args)]
+struct TransportArgs {
+    /// Publish every .kpack archive as it is, never zstd-encoded for the
+    /// download.
+    #[arg(long)]
+    no_transport_encoding: bool,
+    /// The least saving, in per cent of an archive's size, for which it is
+    /// published zstd-encoded for the download (kpack-get 0.3.0 and later
+    /// decode it; older clients refuse the version).
+    #[arg(long, value_name = "PERCENT", default_value_t = TransportPolicy::default().min_saving_percent,
+          value_parser = saving_percent)]
+    transport_min_saving: f64,
+}
+
+impl TransportArgs {
+    fn policy(&self) -> TransportPolicy {
+        TransportPolicy {
+            enabled: !self.no_transport_encoding,
+            min_saving_percent: self.transport_min_saving,
+        }
+    }
+}
+
+/// A per cent from 0 to 100.
+fn saving_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(percent) if (0.0..=100.0).contains(&percent) => Ok(percent),
+        _ => Err(format!("{text:?} is not a per cent from 0 to 100")),
     }
 }
 
@@ -151,6 +195,8 @@ struct AddArgs {
     /// Secret key to sign the new root with.
     #[arg(long)]
     key: Option<PathBuf>,
+    #[command(flatten)]
+    transport: TransportArgs,
 }
 
 #[derive(Debug, Args)]
@@ -173,6 +219,8 @@ struct BuildArgs {
     /// No progress bars, even on a terminal.
     #[arg(long)]
     no_progress: bool,
+    #[command(flatten)]
+    transport: TransportArgs,
 }
 
 #[derive(Debug, Args)]
@@ -400,6 +448,7 @@ fn add_command(
         component,
         summary,
         key,
+        transport,
     }: AddArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
@@ -441,7 +490,9 @@ fn add_command(
         system_requires: Vec::new(),
         summary,
     };
-    let root = storage.open(&repo)?.add(&new, &artifacts, key.as_ref())?;
+    let root = storage
+        .open_with(&repo, transport.policy())?
+        .add(&new, &artifacts, key.as_ref())?;
     println!(
         "published {package} {version} in {repo} (repo {} version {}{})",
         root.repo.name,
@@ -463,6 +514,7 @@ fn build_command(
         key,
         jobs,
         no_progress,
+        transport,
     }: BuildArgs,
     storage: &StorageArgs,
 ) -> anyhow::Result<()> {
@@ -476,7 +528,7 @@ fn build_command(
         jobs: jobs.map_or(cores, usize::from),
         progress: !no_progress && std::io::stderr().is_terminal(),
     };
-    let opened = storage.open(&repo)?;
+    let opened = storage.open_with(&repo, transport.policy())?;
     let say = |line: &str| println!("{line}");
     let report = build_set(set, &opened, key.as_ref(), options, &say)
         .with_context(|| format!("nothing was published to {repo}"))?;

@@ -147,7 +147,7 @@ fn reindex_refuses_changed_bytes_at_a_published_path() {
     insta::assert_snapshot!("verify_after_reindex", verified);
 
     let root_before = fs::read(repo.join("index.toml")).unwrap();
-    let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack");
+    let pool_file = repo.join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack.zst");
     fs::write(&pool_file, b"other bytes").unwrap();
     insta::assert_snapshot!(context.transcript(&mut context.index(), &[]));
     assert_eq!(fs::read(repo.join("index.toml")).unwrap(), root_before);
@@ -192,12 +192,14 @@ fn builds_the_rocrand_manifest() {
         paths,
         [
             "pool/rocm-rand/5.3.3/rocm-rand-5.3.3-host.tar.zst",
-            "pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack",
-            "pool/rocm-rand/5.3.3/rocrand_gfx803.kpack",
-            "pool/rocm-rand/5.3.3/rocrand_gfx900.kpack",
-            "pool/rocm-rand/5.3.3/rocrand_gfx906.kpack",
-            "pool/rocm-rand/5.3.3/rocrand_gfx908.kpack",
-            "pool/rocm-rand/5.3.3/rocrand_gfx90a.kpack"
+            // Every archive is smaller compressed whole, its code objects
+            // stored as they are, so each is served so.
+            "pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx803.kpack.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx900.kpack.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx906.kpack.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx908.kpack.zst",
+            "pool/rocm-rand/5.3.3/rocrand_gfx90a.kpack.zst"
         ]
     );
     // The host tree holds the split library and its symlink, not .kpack/.
@@ -232,7 +234,7 @@ fn builds_the_rocrand_manifest() {
     insta::assert_snapshot!("mirror_of_gfx90a", mirrored);
     assert_eq!(
         file_names(&mirror.join("pool/rocm-rand/5.3.3")),
-        ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack"]
+        ["rocm-rand-5.3.3-host.tar.zst", "rocrand_gfx90a.kpack.zst"]
     );
     assert_eq!(
         fs::read(mirror.join("index.toml")).unwrap(),
@@ -402,7 +404,7 @@ fn a_mirror_for_a_target_keeps_each_component_of_it() {
         file_names(&mirror.join("pool/rocm-blas/5.5.1")),
         [
             "rocm-rand-host.tar.zst",
-            "rocm_gfx90a.kpack",
+            "rocm_gfx90a.kpack.zst",
             "tensile-gfx90a.tar.zst"
         ]
     );
@@ -484,15 +486,15 @@ fn verifies_and_mirrors_over_http() {
     let mirrored = context.transcript(&mut mirror_command, &server_mask);
     insta::assert_snapshot!("mirror_over_http", mirrored);
     assert!(mirror
-        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack.zst")
         .exists());
     assert!(!mirror
-        .join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack")
+        .join("pool/rocm-rand/5.3.3/rocm_gfx90a.kpack.zst")
         .exists());
     run(context.verify(&mirror).arg("--partial"));
 
     // A served archive with a flipped byte is caught, naming its URL.
-    let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack");
+    let archive_path = repo.join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack.zst");
     let mut bytes = fs::read(&archive_path).unwrap();
     bytes[70] ^= 1;
     fs::write(&archive_path, bytes).unwrap();
@@ -512,7 +514,7 @@ fn verifies_and_mirrors_over_http() {
     insta::assert_snapshot!("tampered_upstream_mirror", mirror);
     assert!(!refused_mirror.join("index.toml").exists());
     assert!(!refused_mirror
-        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack.zst")
         .exists());
 
     // An upstream signed by another key is refused before anything is
@@ -693,7 +695,15 @@ fn trees_are_published_with_their_unpacked_size() {
             .lines()
             .find_map(|l| l.strip_prefix("path = "))
             .unwrap();
-        let archive = rocm_kpack::Archive::open(context.repo.join(path.trim_matches('"'))).unwrap();
+        let served = fs::read(context.repo.join(path.trim_matches('"'))).unwrap();
+        // A transport-encoded archive is decoded first, as a client does.
+        let decoded = match path.ends_with(".zst\"") {
+            true => zstd::decode_all(&served[..]).unwrap(),
+            false => served,
+        };
+        let file = context.dir.path().join("archive.kpack");
+        fs::write(&file, decoded).unwrap();
+        let archive = rocm_kpack::Archive::open(&file).unwrap();
         let declared = format!("\nunpacked-size = {}\n", archive.decoded_size());
         assert!(entry.contains(&declared), "{entry}");
     }
@@ -718,6 +728,93 @@ fn archives_are_published_with_what_their_code_objects_decode_to() {
         text.contains(&format!("\nunpacked-size = {}\n", 9u64 << 20)),
         "{text}"
     );
+}
+
+/// An archive that is smaller compressed whole is published so: its code
+/// objects stored as they are and compressed with zstd (`.kpack.zst`),
+/// the archive as installed pinned beside what is served, and the version
+/// asking for a client that decodes. `--no-transport-encoding`, or a
+/// saving the archive does not reach, leaves it as it is.
+#[test]
+fn archives_are_published_transport_encoded_when_that_saves_enough() {
+    let context = TestContext::new();
+    let input = archive(
+        &context.inputs,
+        "gfx90a",
+        &["gfx90a:xnack-", "gfx90a:xnack+"],
+    );
+    let original = rocm_kpack::Archive::open(&input).unwrap();
+    let entries = |archive: &rocm_kpack::Archive| -> Vec<(String, String, Vec<u8>)> {
+        let mut entries = Vec::new();
+        for binary in archive.binaries() {
+            for target in archive.targets_of(binary).unwrap() {
+                let code = archive.kernel(binary, target).unwrap().into_owned();
+                entries.push((binary.to_owned(), target.to_string(), code));
+            }
+        }
+        entries
+    };
+    let publish = |repo: &str, extra: &[&str]| {
+        let repo = context.dir.path().join(repo);
+        run(kpack_repo()
+            .arg("add")
+            .arg(&repo)
+            .args(["rocm", "1.0.0"])
+            .arg(&input)
+            .args(extra)
+            .arg("--key")
+            .arg(context.secret_key()));
+        let shard = published_shard(&repo, "rocm");
+        (repo, shard.versions[0].clone())
+    };
+
+    let (repo, version) = publish("encoded", &[]);
+    let artifact = &version.artifacts[0];
+    assert_eq!(
+        artifact.path.as_str(),
+        "pool/rocm/1.0.0/rocm_gfx90a.kpack.zst"
+    );
+    assert_eq!(
+        artifact.install_as.as_ref().unwrap().as_str(),
+        ".kpack/rocm_gfx90a.kpack"
+    );
+    assert_eq!(artifact.encoding, Some(kpack_repo_index::Encoding::Zstd));
+    assert_eq!(
+        version.requires_client,
+        Some(kpack_repo_index::ENCODING_CLIENT)
+    );
+    let served = fs::read(repo.join(artifact.path.as_str())).unwrap();
+    assert!(served.len() * 100 <= fs::metadata(&input).unwrap().len() as usize * 98);
+    let decoded = zstd::decode_all(&served[..]).unwrap();
+    let installed = artifact.installed();
+    assert_eq!(
+        (kpack_repo_index::Sha256::of(&decoded), decoded.len() as u64),
+        (installed.sha256, installed.size)
+    );
+    let recoded = rocm_kpack::Archive::from_bytes("decoded", &decoded).unwrap();
+    assert_eq!(recoded.scheme(), rocm_kpack::Scheme::None);
+    assert_eq!(entries(&recoded), entries(&original));
+    assert_eq!(artifact.unpacked_size, Some(original.decoded_size()));
+    run(&mut context.verify(&repo));
+
+    for (name, extra) in [
+        ("plain", &["--no-transport-encoding"][..]),
+        ("not-worth-it", &["--transport-min-saving", "100"][..]),
+    ] {
+        let (repo, version) = publish(name, extra);
+        let artifact = &version.artifacts[0];
+        assert_eq!(
+            artifact.path.as_str(),
+            "pool/rocm/1.0.0/rocm_gfx90a.kpack",
+            "{name}"
+        );
+        assert_eq!(
+            (artifact.encoding.as_ref(), version.requires_client.as_ref()),
+            (None, None)
+        );
+        let bytes = fs::read(repo.join(artifact.path.as_str())).unwrap();
+        assert_eq!(bytes, fs::read(&input).unwrap(), "{name}");
+    }
 }
 
 /// `verify` decodes each tree that declares its unpacked size and refuses
@@ -901,7 +998,7 @@ fn verify_and_mirror_stop_a_shard_and_an_artifact_at_their_pinned_size() {
     let shard = bounded.shard();
     let size = bounded.size(&shard);
     bounded.assert_refused(&shard, Fault::Endless, size, &[&format!("{size} bytes")]);
-    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack.zst";
     let size = bounded.size(archive);
     let oversized = Fault::Oversized {
         size: 1 << 30,
@@ -920,7 +1017,7 @@ fn verify_and_mirror_give_up_a_body_dripping_below_the_minimum_rate() {
     for path in [
         "index.toml",
         shard.as_str(),
-        "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack",
+        "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack.zst",
     ] {
         bounded.assert_refused(path, drip.clone(), bounded.size(path), &[]);
     }
@@ -973,7 +1070,7 @@ fn verify_and_mirror_refuse_a_root_of_the_worst_toml_shapes_unparsed() {
 #[test]
 fn verify_and_mirror_retry_a_failing_upstream_and_resume_a_cut_transfer() {
     let bounded = Bounded::new();
-    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack";
+    let archive = "pool/rocm-rand/5.3.3/rocm_gfx90a.kpack.zst";
     let size = bounded.size(archive);
     let shard = bounded.shard();
     let url = bounded.server.url();
@@ -1150,9 +1247,11 @@ fn add_publishes_a_tree_a_family_owns_and_mirrors_keep_it_for_member_targets() {
     insta::assert_snapshot!("add_owned", added);
     let shard = published_shard(&context.repo, "torch");
     let version = &shard.versions[0];
+    // Its archive is transport-encoded, which needs a newer client than
+    // owners do.
     assert_eq!(
         version.requires_client,
-        Some(kpack_repo_index::OWNER_CLIENT)
+        Some(kpack_repo_index::ENCODING_CLIENT)
     );
     let owners: Vec<Option<String>> = version
         .artifacts

@@ -100,14 +100,14 @@ fn publishes_a_verifiable_repository() {
     );
     assert!(fixture
         .repo()
-        .join("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack")
+        .join("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack.zst")
         .exists());
 }
 
 #[test]
 fn catches_a_flipped_byte_in_an_archive() {
     let fixture = publish();
-    fixture.flip("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack", 70);
+    fixture.flip("pool/rocm-rand/5.3.3/rocrand_gfx1030.kpack.zst", 70);
     let error = fixture.verify().unwrap_err();
     assert!(matches!(error, VerifyError::HashMismatch { .. }), "{error}");
     insta::assert_snapshot!(fixture.chain(&error));

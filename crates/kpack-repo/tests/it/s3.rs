@@ -481,6 +481,6 @@ fn mirrors_go_from_a_directory_to_a_bucket_and_back() {
     let verified = bucket.transcript(context.verify(&back).arg("--partial"));
     insta::assert_snapshot!("partial_verify_from_bucket", verified);
     assert!(back
-        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack")
+        .join("pool/rocm-rand/5.3.3/rocm_gfx1030.kpack.zst")
         .exists());
 }

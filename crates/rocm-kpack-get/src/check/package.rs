@@ -98,7 +98,10 @@ pub fn coverage<'a>(
     let lacking: Vec<&Artifact> = wanted
         .iter()
         .copied()
-        .filter(|a| !package.artifacts.iter().any(|i| i.sha256 == a.sha256))
+        .filter(|a| {
+            let installed = a.installed().sha256;
+            !package.artifacts.iter().any(|i| i.sha256 == installed)
+        })
         .collect();
     if lacking.is_empty() {
         Coverage::Covered

@@ -243,10 +243,13 @@ impl PackageCheck<'_> {
     /// The installed device artifact placed at `path` as an archive.
     fn archive_of(&self, path: &str) -> Option<&crate::install::record::InstalledArtifact> {
         let name = path.strip_prefix(ARCHIVE_DIR)?;
-        self.package
-            .artifacts
-            .iter()
-            .find(|a| a.path.file_name() == name && (a.targets.is_some() || a.owner.is_some()))
+        self.package.artifacts.iter().find(|a| {
+            let placed = match &a.install_as {
+                Some(install_as) => install_as.as_str() == path,
+                None => a.path.file_name() == name,
+            };
+            placed && (a.targets.is_some() || a.owner.is_some())
+        })
     }
 }
 
@@ -269,20 +272,20 @@ fn remedy_for(coverage: &Coverage<'_>) -> Remedy {
 /// The reason and words for an artifact an install would choose for a
 /// GPU that is not installed.
 fn lacking(artifact: &Artifact) -> (Reason, String) {
+    // An archive by the name it is installed under (it may be served
+    // transport-encoded, under another).
+    let name = match &artifact.install_as {
+        Some(install_as) => install_as.file_name(),
+        None => artifact.path.file_name(),
+    };
     match artifact.component() {
         Some(component) if !component.is_default() => (
             Reason::PayloadMissing,
-            format!(
-                "the {component} payload {} for this GPU is not installed",
-                artifact.path.file_name()
-            ),
+            format!("the {component} payload {name} for this GPU is not installed"),
         ),
         _ => (
             Reason::ArchiveMissing,
-            format!(
-                "the archive {} for this GPU is not installed",
-                artifact.path.file_name()
-            ),
+            format!("the archive {name} for this GPU is not installed"),
         ),
     }
 }

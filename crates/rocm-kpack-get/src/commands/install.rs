@@ -408,7 +408,8 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
             saving(package.size(), package.full_size)
         ));
         for artifact in &package.chosen {
-            let cached = context.cache.get(&artifact.sha256, artifact.size).is_some();
+            let stored = artifact.installed();
+            let cached = context.cache.get(&stored.sha256, stored.size).is_some();
             printer.line(format!(
                 "  {}{}",
                 artifact_line(artifact),

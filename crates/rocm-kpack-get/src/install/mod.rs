@@ -213,6 +213,8 @@ pub struct ReadyArtifact {
     pub owner: Option<kpack_gpu::Owner>,
     /// The component of device code it is; none for a host artifact.
     pub component: Option<Component>,
+    /// Its bytes as installed: what a transport-encoded artifact decoded
+    /// to, otherwise the bytes served.
     pub sha256: Sha256,
     pub size: u64,
     /// For a tree: the most bytes of tar it may unpack to; for an archive:
@@ -234,8 +236,8 @@ impl ReadyArtifact {
             targets: artifact.targets.clone(),
             owner: artifact.owner.clone(),
             component: artifact.component().cloned(),
-            sha256: artifact.sha256,
-            size: artifact.size,
+            sha256: artifact.installed().sha256,
+            size: artifact.installed().size,
             unpack_limit: artifact.unpack_limit(),
             unpack_declared: artifact.unpacked_size.is_some(),
             blob,

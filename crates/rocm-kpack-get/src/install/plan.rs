@@ -143,7 +143,10 @@ impl Plan {
     pub fn download_size(&self, cache: &Cache) -> u64 {
         self.pending()
             .flat_map(|p| &p.chosen)
-            .filter(|a| cache.get(&a.sha256, a.size).is_none())
+            .filter(|a| {
+                let stored = a.installed();
+                cache.get(&stored.sha256, stored.size).is_none()
+            })
             .map(|a| a.size)
             .sum()
     }
@@ -162,6 +165,7 @@ impl Plan {
                     path: artifact.path.clone(),
                     sha256: artifact.sha256,
                     size: artifact.size,
+                    transport: artifact.transport(),
                     mirrors: package.repo.mirrors.clone(),
                 })
             })
@@ -182,7 +186,9 @@ impl Plan {
                 artifacts: package
                     .chosen
                     .iter()
-                    .map(|artifact| ReadyArtifact::new(artifact, cache.blob(&artifact.sha256)))
+                    .map(|artifact| {
+                        ReadyArtifact::new(artifact, cache.blob(&artifact.installed().sha256))
+                    })
                     .collect(),
             })
             .collect()
@@ -340,7 +346,7 @@ impl Goal<'_> {
     /// installed targets' code, so other targets mean writing them again.
     fn met_by(&self, current: &InstalledPackage, chosen: &[Artifact]) -> bool {
         let mut have: Vec<_> = current.artifacts.iter().map(|a| a.sha256).collect();
-        let mut want: Vec<_> = chosen.iter().map(|a| a.sha256).collect();
+        let mut want: Vec<_> = chosen.iter().map(|a| a.installed().sha256).collect();
         have.sort();
         want.sort();
         let same_targets = || {

@@ -54,8 +54,19 @@ pub struct InstalledPackage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstalledArtifact {
     pub path: RelativePath,
+    /// The bytes installed from it (what a transport-encoded artifact
+    /// decoded to; the bytes served otherwise).
     pub sha256: Sha256,
     pub size: u64,
+    /// Where an archive was placed in the prefix; absent for a tree, and
+    /// in records written before it was kept (the artifact's file name
+    /// was the archive's then).
+    #[serde(
+        rename = "install-as",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub install_as: Option<RelativePath>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<Listed>>,
     /// The sub-family or family that owned it, for device code listed so.
@@ -73,6 +84,7 @@ impl From<&ReadyArtifact> for InstalledArtifact {
             path: artifact.path.clone(),
             sha256: artifact.sha256,
             size: artifact.size,
+            install_as: artifact.install_as.clone(),
             targets: artifact.targets.clone(),
             owner: artifact.owner.clone(),
             component: artifact.component.clone(),

@@ -172,7 +172,8 @@ fn publish_with_gfx1100(context: &TestContext) {
     let host = inputs.join("rocm-rand-5.3.4-host.tar.zst");
     fs_err::copy(pool.join("rocm-rand-5.3.3-host.tar.zst"), &host).unwrap();
     let gfx1030 = inputs.join("rocrand_gfx1030.kpack");
-    fs_err::copy(pool.join("rocrand_gfx1030.kpack"), &gfx1030).unwrap();
+    let served = crate::common::installed_bytes(&repo.dir, "rocrand_gfx1030.kpack.zst");
+    fs_err::write(&gfx1030, served).unwrap();
     let gfx1100 = inputs.join("rocrand_gfx1100.kpack");
     let source = Archive::open(&gfx1030).unwrap();
     let target = Target::parse("gfx1100").unwrap();

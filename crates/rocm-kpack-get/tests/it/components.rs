@@ -181,11 +181,11 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
             (true, "pool/rocm-blas/5.5.1/rocm-blas-host.tar.zst"),
             (
                 true,
-                "pool/rocm-blas/5.5.1/rocblas_gfx1030.kpack [gfx1030] kernels"
+                "pool/rocm-blas/5.5.1/rocblas_gfx1030.kpack.zst [gfx1030] kernels"
             ),
             (
                 false,
-                "pool/rocm-blas/5.5.1/rocblas_gfx90a.kpack [gfx90a:xnack-] kernels"
+                "pool/rocm-blas/5.5.1/rocblas_gfx90a.kpack.zst [gfx90a:xnack-] kernels"
             ),
             (
                 true,
@@ -229,7 +229,7 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
     assert_eq!(
         pool_gets(server),
         [
-            pool("rocblas_gfx1030.kpack"),
+            pool("rocblas_gfx1030.kpack.zst"),
             pool("rocm-blas-gfx1030-tensile.tar.zst"),
             pool("rocm-blas-host.tar.zst"),
         ]
@@ -254,7 +254,11 @@ fn installs_the_kernels_archive_and_the_tensile_payload_of_the_gpu() {
     );
     assert_eq!(
         fs_err::read(env.prefix.join(".kpack/rocblas_gfx1030.kpack")).unwrap(),
-        fs_err::read(context.repo.dir.join(pool("rocblas_gfx1030.kpack"))).unwrap()
+        // Served transport-encoded, installed decoded.
+        zstd::decode_all(
+            &fs_err::read(context.repo.dir.join(pool("rocblas_gfx1030.kpack.zst"))).unwrap()[..]
+        )
+        .unwrap()
     );
 
     // The record keeps each artifact's component.
@@ -288,8 +292,8 @@ fn two_gpus_get_both_sets_each_file_once() {
     assert_eq!(
         pool_gets(server),
         [
-            pool("rocblas_gfx1030.kpack"),
-            pool("rocblas_gfx90a.kpack"),
+            pool("rocblas_gfx1030.kpack.zst"),
+            pool("rocblas_gfx90a.kpack.zst"),
             pool("rocm-blas-gfx1030-tensile.tar.zst"),
             pool("rocm-blas-gfx90a-tensile.tar.zst"),
             pool("rocm-blas-host.tar.zst"),
@@ -376,7 +380,7 @@ fn a_payload_a_family_owns_is_installed_once_for_its_member_gpus() {
     assert_eq!(
         pool_gets(server),
         [
-            pool("rocblas_gfx1100.kpack"),
+            pool("rocblas_gfx1100.kpack.zst"),
             pool("torch-gfx11-aotriton.tar.zst"),
             pool("torch-host.tar.zst"),
         ]

@@ -117,12 +117,7 @@ fn a_kpack_artifact_placed_through_chained_links_replaces_nothing_outside() {
     let rig = Rig::new();
     // Staged four levels below the prefix, five links up reach the home. A
     // valid archive, so that where it goes is all that is wrong with it.
-    let archive = fs_err::read(
-        rig.repo
-            .dir
-            .join(crate::common::pool("rocrand_gfx90a.kpack")),
-    )
-    .unwrap();
+    let archive = crate::common::installed_bytes(&rig.repo.dir, crate::common::ENCODED_ARCHIVE);
     publish_forged(
         &rig.repo,
         "hostile",
@@ -248,12 +243,7 @@ fn kpack_gets_own_bookkeeping_cannot_be_shipped() {
         ("places-lock", ".kpack/.lock"),
         ("places-nested", ".kpack/staging/x.kpack"),
     ];
-    let archive = fs_err::read(
-        rig.repo
-            .dir
-            .join(crate::common::pool("rocrand_gfx90a.kpack")),
-    )
-    .unwrap();
+    let archive = crate::common::installed_bytes(&rig.repo.dir, crate::common::ENCODED_ARCHIVE);
     for (name, install_as) in installs {
         publish_forged(
             &rig.repo,

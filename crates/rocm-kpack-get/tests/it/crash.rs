@@ -9,7 +9,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::server::Fault;
-use crate::common::{describe, output, pool, pool_gets, snapshot, stderr, success, Env, HOST_TREE};
+use crate::common::{
+    describe, output, pool, pool_gets, snapshot, stderr, success, Env, ENCODED_ARCHIVE, HOST_TREE,
+};
 use kpack_test_support::context::TestContext;
 use kpack_test_support::measure::{limit_open_files, run_watched};
 
@@ -558,10 +560,7 @@ fn two_installs_at_once_take_turns() {
     // One installs; the other waits, then finds it done.
     insta::assert_snapshot!(both(&context, &outs));
     // The one that waited planned after the other had installed.
-    assert_eq!(
-        pool_gets(server),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
-    );
+    assert_eq!(pool_gets(server), [pool(HOST_TREE), pool(ENCODED_ARCHIVE)]);
     installed_once(env);
 }
 

@@ -15,7 +15,9 @@ use kpack_test_support::context::TestContext;
 use sha2::Digest;
 
 const TARGET: &str = "gfx90a:sramecc+:xnack-";
-const ARCHIVE: &str = "rocrand_gfx90a.kpack";
+/// The archive's pool file (transport-encoded) and its name installed.
+const ARCHIVE: &str = crate::common::ENCODED_ARCHIVE;
+const INSTALLED: &str = "rocrand_gfx90a.kpack";
 
 fn repo_bytes(file: &str) -> Vec<u8> {
     fs_err::read(shared_rocrand_repo().dir.join(pool(file))).unwrap()
@@ -83,8 +85,8 @@ fn mirror_with(file: &str, bytes: &[u8]) -> tempfile::TempDir {
 fn assert_installed(env: &Env) {
     assert!(env.prefix.join("lib/librocrand.so.1.1").is_file());
     assert_eq!(
-        fs_err::read(env.prefix.join(".kpack").join(ARCHIVE)).unwrap(),
-        repo_bytes(ARCHIVE)
+        fs_err::read(env.prefix.join(".kpack").join(INSTALLED)).unwrap(),
+        crate::common::installed_bytes(&shared_rocrand_repo().dir, ARCHIVE)
     );
     success(env.command().arg("verify"));
 }
@@ -95,7 +97,7 @@ fn assert_nothing_installed(env: &Env) {
         !env.prefix.join(".kpack/installed.toml").exists(),
         "a record was written"
     );
-    assert!(!env.prefix.join(".kpack").join(ARCHIVE).exists());
+    assert!(!env.prefix.join(".kpack").join(INSTALLED).exists());
 }
 
 #[test]

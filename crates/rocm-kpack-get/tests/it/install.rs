@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::common::gpus::{
     fake_hsa, fake_sysfs, FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC,
 };
-use crate::common::{load_installed, pool, success, HOST_TREE};
+use crate::common::{installed_bytes, load_installed, pool, success, ENCODED_ARCHIVE, HOST_TREE};
 use kpack_test_support::context::TestContext;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
@@ -46,7 +46,7 @@ fn installs_gfx90a_detected_through(variable: &str, value: &Path, context: &Test
     insta::assert_snapshot!(name, installed);
     assert_eq!(
         context.pool_gets(),
-        [pool(HOST_TREE), pool("rocrand_gfx90a.kpack")]
+        [pool(HOST_TREE), pool(ENCODED_ARCHIVE)]
     );
     let library = context.env.prefix.join(LIBRARY);
     load_installed(&library, "gfx90a:sramecc+:xnack-");
@@ -124,7 +124,11 @@ fn upgrade_installs_the_newer_version_and_drops_files_it_no_longer_has() {
     assert!(context.env.prefix.join(LIBRARY).is_file());
 
     let archive = work.join("rocrand_gfx1030.kpack");
-    fs_err::copy(repo.dir.join(pool("rocrand_gfx1030.kpack")), &archive).unwrap();
+    fs_err::write(
+        &archive,
+        installed_bytes(&repo.dir, "rocrand_gfx1030.kpack.zst"),
+    )
+    .unwrap();
     publish_5_4_0(&context, &[archive]);
     run(&["update"]);
     let transcript = |args: &[&str]| {
@@ -276,7 +280,7 @@ fn json_output_describes_the_plan_and_the_gpus() {
         .iter()
         .map(|a| a["path"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, [pool(HOST_TREE), pool("rocrand_gfx1030.kpack")]);
+    assert_eq!(paths, [pool(HOST_TREE), pool("rocrand_gfx1030.kpack.zst")]);
     let size: u64 = artifacts.iter().map(|a| a["size"].as_u64().unwrap()).sum();
     assert_eq!(plan["size"].as_u64(), Some(size));
     assert!(plan["full_size"].as_u64().unwrap() > size);
@@ -351,7 +355,7 @@ fn detect_names_each_source_once_and_every_gpu_a_package_does_not_serve() {
     );
     assert_eq!(
         detected["selections"][0]["artifacts"],
-        serde_json::json!([pool("rocrand_gfx90a.kpack")])
+        serde_json::json!([pool(ENCODED_ARCHIVE)])
     );
 }
 
@@ -450,10 +454,10 @@ fn a_damaged_cached_archive_is_fetched_again_not_installed() {
             .arg(&other)
             .args(["install", "rocm-rand"]),
     );
-    assert_eq!(context.pool_gets(), [pool("rocrand_gfx1030.kpack")]);
+    assert_eq!(context.pool_gets(), [pool("rocrand_gfx1030.kpack.zst")]);
     assert_eq!(
         fs_err::read(other.join(".kpack/rocrand_gfx1030.kpack")).unwrap(),
-        fs_err::read(context.repo.dir.join(pool("rocrand_gfx1030.kpack"))).unwrap()
+        installed_bytes(&context.repo.dir, "rocrand_gfx1030.kpack.zst")
     );
     success(
         context

@@ -20,4 +20,5 @@ mod pip;
 mod pip_layout;
 mod python_package;
 mod snapshots_cli;
+mod transport;
 mod trust;
