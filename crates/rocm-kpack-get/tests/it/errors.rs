@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -449,10 +450,13 @@ fn a_busy_lock_names_its_holder() {
     let env = &context.env;
     installed(&context);
     let lock = env.prefix.join(".kpack/.lock");
+    // In a process group of its own: flock's `sleep` inherits the locked
+    // descriptor, so the holder is gone only when both are.
     let mut holder = kpack_test_support::tool("flock")
         .arg("--exclusive")
         .arg(&lock)
         .args(["sleep", "60"])
+        .process_group(0)
         .spawn()
         .unwrap();
     let held = (0..200).any(|_| {
@@ -479,7 +483,9 @@ fn a_busy_lock_names_its_holder() {
         std::thread::sleep(std::time::Duration::from_millis(25));
         fs_err::read_to_string(&log).unwrap().contains(&named)
     });
-    holder.kill().unwrap();
+    let group = libc::pid_t::try_from(holder.id()).unwrap();
+    // SAFETY: kill(2) with a negative pid signals that process group.
+    assert_eq!(unsafe { libc::kill(-group, libc::SIGKILL) }, 0);
     holder.wait().unwrap();
     let waited = waiting.wait().unwrap();
     assert!(said, "{}", fs_err::read_to_string(&log).unwrap());
