@@ -2,6 +2,7 @@
 //! of tampering caught.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use fs_err as fs;
 use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
@@ -11,6 +12,7 @@ use kpack_repo_index::{ArtifactKind, Component, RootIndex, Timestamp};
 use kpack_sign::{keygen, PublicKey, SecretKey};
 
 use crate::common::{archive, build_rocm_rand, host_tree, published_shard, tree};
+use kpack_test_support::chain::{copy_dir, target_tmp};
 use kpack_test_support::run;
 
 struct Fixture {
@@ -20,13 +22,24 @@ struct Fixture {
 }
 
 /// The rocRAND manifest built from Debian's package into a signed
-/// repository: the one every tampering test starts from.
+/// repository: the one every tampering test starts from. Built once per
+/// test process (its host tree at zstd level 19 takes seconds) and copied
+/// for each test, which tampers with its own copy.
 fn publish() -> Fixture {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let dir = target_tmp().join(format!("publish-fixture-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("repo.key");
+        keygen(&secret, &dir.join("repo.pub"), None).unwrap();
+        run(&mut build_rocm_rand(&dir.join("repo"), &secret));
+        dir
+    });
     let dir = tempfile::tempdir().unwrap();
-    let (secret, public) = (dir.path().join("repo.key"), dir.path().join("repo.pub"));
-    let public = keygen(&secret, &public, None).unwrap();
-    let key = SecretKey::load(&secret, None).unwrap();
-    run(&mut build_rocm_rand(&dir.path().join("repo"), &secret));
+    copy_dir(built, dir.path());
+    let public = PublicKey::load(dir.path().join("repo.pub").to_str().unwrap()).unwrap();
+    let key = SecretKey::load(&dir.path().join("repo.key"), None).unwrap();
     Fixture { dir, key, public }
 }
 
