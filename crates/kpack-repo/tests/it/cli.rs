@@ -786,6 +786,14 @@ fn archives_are_published_transport_encoded_when_that_saves_enough() {
     let served = fs::read(repo.join(artifact.path.as_str())).unwrap();
     assert!(served.len() * 100 <= fs::metadata(&input).unwrap().len() as usize * 98);
     let decoded = zstd::decode_all(&served[..]).unwrap();
+    // The stock zstd tool, an operator's way to look inside, agrees.
+    let stock = kpack_test_support::tool("zstd")
+        .args(["-d", "-c"])
+        .arg(repo.join(artifact.path.as_str()))
+        .output()
+        .unwrap();
+    assert!(stock.status.success(), "{stock:?}");
+    assert_eq!(stock.stdout, decoded);
     let installed = artifact.installed();
     assert_eq!(
         (kpack_repo_index::Sha256::of(&decoded), decoded.len() as u64),
