@@ -94,6 +94,7 @@ const GFX10_3: Option<&str> = Some("gfx10-3-generic");
 const GFX11: Option<&str> = Some("gfx11-generic");
 const GFX12: Option<&str> = Some("gfx12-generic");
 const GFX12_5: Option<&str> = Some("gfx12-5-generic");
+const GFX11_7: Option<&str> = Some("gfx11-7-generic");
 const S9_0: Option<&str> = Some("gfx9_0");
 const S9_4: Option<&str> = Some("gfx9_4");
 const S9_5: Option<&str> = Some("gfx9_5");
@@ -139,6 +140,10 @@ pub const PROCESSORS: &[Processor] = &[
     gpu("gfx1151", "Strix Halo iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE, S11_5),
     gpu("gfx1152", "Krackan iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE, S11_5),
     gpu("gfx1153", "Radeon 820M iGPU", &["gfx115X-all", "gfx115X-igpu", "igpu-all"], GFX11, NONE, S11_5),
+    gpu("gfx1154", "", &[], None, NONE, None),
+    gpu("gfx1170", "gfx1170 iGPU", &["gfx117X-all", "gfx117X-igpu", "igpu-all"], GFX11_7, NONE, None),
+    gpu("gfx1171", "gfx117X iGPU", &["gfx117X-all", "gfx117X-igpu", "igpu-all"], GFX11_7, NONE, None),
+    gpu("gfx1172", "gfx117X iGPU", &["gfx117X-all", "gfx117X-igpu", "igpu-all"], GFX11_7, NONE, None),
     gpu("gfx1200", "RX 9060 / XT", &["gfx120X-all", "dgpu-all"], GFX12, NONE, S12_0),
     gpu("gfx1201", "RX 9070 / XT", &["gfx120X-all", "dgpu-all"], GFX12, NONE, S12_0),
     gpu("gfx1250", "MI450 series", &["gfx125X-all", "gfx125X-dcgpu", "dcgpu-all"], GFX12_5, NONE, S12_5),
@@ -208,6 +213,10 @@ mod tests {
         assert_eq!(members("gfx9-4-generic"), ["gfx942", "gfx950"]);
         assert_eq!(members("gfx12-5-generic"), ["gfx1250", "gfx1251"]);
         assert_eq!(members("gfx11-generic").len(), 8);
+        assert_eq!(
+            members("gfx11-7-generic"),
+            ["gfx1170", "gfx1171", "gfx1172"]
+        );
     }
 
     #[test]
