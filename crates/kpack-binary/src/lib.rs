@@ -1,5 +1,5 @@
 //! Binaries carrying GPU device code, read and rewritten as their formats
-//! say: offload bundles and compressed bundles (`bundle`), fat and split
+//! say: loose and embedded code objects (`code_object`), offload bundles and compressed bundles (`bundle`), fat and split
 //! ELF files, the plan that splits one and the plan that makes one fat
 //! again (`elf`), the HIP wrapper record they share with PE (`wrapper`),
 //! what kind of binary a file is (`sniff`), mapped inputs
@@ -11,6 +11,7 @@
 //! never links the packer.
 
 pub mod bundle;
+pub mod code_object;
 pub mod databases;
 pub mod elf;
 pub mod error;

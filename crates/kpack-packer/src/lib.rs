@@ -6,8 +6,9 @@
 //! written to per-processor or per-family archives (`archive`) and signed
 //! (`sign`), on every core within a memory budget (`pipeline`, `spool`);
 //! kernel database files (rocBLAS, hipBLASLt, AOTriton, MIOpen, rocFFT),
-//! recognised by path, are routed per target into payloads or archives
-//! (`databases`); `verify` checks the result through the runtime's loader;
+//! recognised by path, and loose code objects, recognised by content, are
+//! routed to their owners by one rule for trees and wheels (`route`) into
+//! payloads, device wheels or archives (`databases`); `verify` checks the result through the runtime's loader;
 //! `deps` lists the archives split binaries need at run time. Wheels are
 //! split into a host wheel and per-processor device wheels (`wheel`).
 
@@ -16,6 +17,7 @@ pub mod databases;
 pub mod deps;
 pub mod error;
 pub mod pipeline;
+pub mod route;
 pub mod sign;
 pub mod split;
 mod spool;

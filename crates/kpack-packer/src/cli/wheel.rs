@@ -34,6 +34,12 @@ pub struct SplitArgs {
     /// release's `{name}-{version}-variants.json`.
     #[arg(long)]
     variants: bool,
+    /// Refuse a wheel whose RECORD misses a member, lists one without a
+    /// hash or gives a stale size or hash (pip installs such wheels; by
+    /// default each is named in a note and the wheels written get RECORDs
+    /// of their own).
+    #[arg(long)]
+    strict_record: bool,
 }
 
 pub fn run(command: WheelCommand) -> anyhow::Result<()> {
@@ -57,10 +63,14 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
         signer: args.archive.signer()?,
         variants: args.variants,
         budget: args.archive.memory,
+        strict_record: args.strict_record,
         ..WheelOptions::new(&group)
     };
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;
+    for note in &report.record_notes {
+        println!("note: {note}");
+    }
     let Some(host) = &report.host else {
         println!(
             "{}: nothing to split ({} files, no fat binary); nothing written",

@@ -37,24 +37,14 @@ pub enum WheelError {
     UnsafePath { member: String },
     #[error("{}: two members have the same name (readers would disagree on its content); refused", path.display())]
     DuplicateMember { path: PathBuf },
-    #[error("member {member:?} is not listed in RECORD")]
-    NotInRecord { member: String },
-    #[error("RECORD lists {member:?}, which the wheel does not hold")]
-    MissingMember { member: String },
-    #[error("member {member:?}: sha256 {actual} does not match RECORD's {expected}")]
-    HashMismatch {
+    /// With strict RECORD checking: a member RECORD does not describe.
+    #[error("member {member:?}: {problem}; refused (RECORD is checked strictly)")]
+    Record {
         member: String,
-        expected: String,
-        actual: String,
+        problem: super::reader::RecordProblem,
     },
-    #[error("member {member:?}: {actual} bytes, RECORD says {expected}")]
-    SizeMismatch {
-        member: String,
-        expected: u64,
-        actual: u64,
-    },
-    /// A decompression bomb, or a member that does not match RECORD:
-    /// reading stopped one byte past `limit`.
+    /// A decompression bomb, or (strict) a member larger than RECORD
+    /// says: reading stopped one byte past `limit`.
     #[error(
         "member {member:?}: inflates to more than {limit} bytes, the size {given_by}; refused"
     )]

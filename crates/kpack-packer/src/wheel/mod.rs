@@ -7,7 +7,8 @@
 //! On request, PEP 825 variant wheels too ([`variants`]).
 //!
 //! Wheels are read and written as streams: members are checked against
-//! RECORD as they are read, ELF files spooled to a temporary directory and
+//! RECORD as they are read (a stale, hashless or incomplete RECORD, which
+//! pip accepts, is noted; every wheel written gets a RECORD of its own), ELF files spooled to a temporary directory and
 //! split a batch at a time, unchanged members copied as stored, large
 //! members (the host-only files) deflated in blocks on every core
 //! ([`deflate`]). The output is deterministic (fixed zip timestamps, from
@@ -43,6 +44,7 @@ use writer::zip_time;
 
 pub use error::WheelError;
 pub use output::DeviceWheel;
+pub use reader::{RecordNote, RecordProblem};
 
 /// How a wheel is split.
 #[derive(Debug)]
@@ -63,6 +65,9 @@ pub struct WheelOptions {
     /// host-only files, mostly) are deflated in blocks on every core;
     /// `u64::MAX` deflates each member as one stream on one core.
     pub parallel_deflate: u64,
+    /// Refuse a wheel whose RECORD is missing a member's row, hashless or
+    /// stale (pip installs such wheels; by default each is noted).
+    pub strict_record: bool,
 }
 
 impl WheelOptions {
@@ -78,6 +83,7 @@ impl WheelOptions {
             variants: false,
             budget: MemoryBudget::DEFAULT,
             parallel_deflate: deflate::PARALLEL_THRESHOLD,
+            strict_record: false,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct WheelReport {
     pub variants: Vec<PathBuf>,
     /// `{name}-{version}-variants.json`, with `--variants`.
     pub variants_index: Option<PathBuf>,
+    /// Members whose RECORD row was missing, hashless or stale.
+    pub record_notes: Vec<RecordNote>,
 }
 
 /// Splits the wheel at `input` into `output_dir` (created if needed, and
@@ -138,9 +146,10 @@ fn split_open_wheel(
     let spool = tempfile::Builder::new()
         .prefix(".kpack-wheel-")
         .tempdir_in(output_dir)?;
-    let checked = wheel.check_and_spool(spool.path())?;
+    let (checked, record_notes) = wheel.check_and_spool(spool.path(), options.strict_record)?;
     let mut report = WheelReport {
         members: wheel.members.len(),
+        record_notes,
         bytes_in: fs_err::metadata(input)?.len(),
         ..WheelReport::default()
     };

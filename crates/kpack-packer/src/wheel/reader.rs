@@ -1,6 +1,7 @@
 //! Reading an input wheel as a stream: its members listed and their paths
 //! checked, its `.dist-info` found, and every member checked against
-//! RECORD as it is read, ELF files spooled to disk for splitting.
+//! RECORD as it is read (disagreements noted, or refused when strict), ELF
+//! files spooled to disk for splitting.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
@@ -155,12 +156,20 @@ impl InputWheel {
             })
     }
 
-    /// Reads every member through, checking it against RECORD (every file
-    /// but RECORD and its signatures must be listed with a matching hash
-    /// and size, every file listed must be there), and spools each ELF file
-    /// into `spool`. Members are read on every core, each worker through
-    /// its own handle on the wheel.
-    pub fn check_and_spool(&self, spool: &Path) -> Result<Vec<Checked>, WheelError> {
+    /// Reads every member through, checking it against RECORD, and spools
+    /// each ELF file into `spool`. Members are read on every core, each
+    /// worker through its own handle on the wheel.
+    ///
+    /// pip installs wheels whose RECORD is stale, hashless or incomplete,
+    /// so by default each disagreement is returned as a note; with
+    /// `strict` the first one refuses the wheel (a member whose zip entry
+    /// disagrees with RECORD's size before it is read). Either way no
+    /// member may inflate past the size its zip entry declares.
+    pub fn check_and_spool(
+        &self,
+        spool: &Path,
+        strict: bool,
+    ) -> Result<(Vec<Checked>, Vec<RecordNote>), WheelError> {
         let unhashed: HashSet<String> = ["RECORD", "RECORD.jws", "RECORD.p7s"]
             .iter()
             .map(|file| self.dist_info_file(file))
@@ -172,109 +181,165 @@ impl InputWheel {
                 source,
             })
         };
-        let checked = self
-            .members
-            .par_iter()
-            .enumerate()
-            .map_init(
-                || None,
-                |archive: &mut Option<ZipArchive<fs_err::File>>, (number, member)| {
-                    let archive = match archive {
-                        Some(archive) => archive,
-                        None => archive.insert(open()?),
-                    };
-                    let file =
-                        archive
-                            .by_index(member.index)
-                            .map_err(|source| WheelError::MemberZip {
+        let checked =
+            self.members
+                .par_iter()
+                .enumerate()
+                .map_init(
+                    || None,
+                    |archive: &mut Option<ZipArchive<fs_err::File>>, (number, member)| {
+                        let archive = match archive {
+                            Some(archive) => archive,
+                            None => archive.insert(open()?),
+                        };
+                        let file = archive.by_index(member.index).map_err(|source| {
+                            WheelError::MemberZip {
                                 member: member.name.clone(),
                                 source,
-                            })?;
-                    let unhashed = unhashed.contains(&member.name);
-                    let (limit, given_by) = self.size_limit(&member.name, unhashed, file.size())?;
-                    let spool_path = spool.join(format!("member-{number}"));
-                    let result = read_through(file, &spool_path, limit).map_err(|source| {
-                        WheelError::Member {
-                            member: member.name.clone(),
-                            source,
+                            }
+                        })?;
+                        let unhashed = unhashed.contains(&member.name);
+                        if strict && !unhashed {
+                            self.refuse_stale_size(&member.name, file.size())?;
                         }
-                    })?;
-                    if result.size > limit {
-                        if let Some(spooled) = &result.spooled {
-                            // Its directory goes too; this frees the space now.
-                            let _ = fs_err::remove_file(spooled);
+                        let (limit, given_by) = self.size_limit(unhashed, file.size());
+                        let spool_path = spool.join(format!("member-{number}"));
+                        let result = read_through(file, &spool_path, limit).map_err(|source| {
+                            WheelError::Member {
+                                member: member.name.clone(),
+                                source,
+                            }
+                        })?;
+                        if result.size > limit {
+                            if let Some(spooled) = &result.spooled {
+                                // Its directory goes too; this frees the space now.
+                                let _ = fs_err::remove_file(spooled);
+                            }
+                            return Err(WheelError::Inflates {
+                                member: member.name.clone(),
+                                limit,
+                                given_by,
+                            });
                         }
-                        return Err(WheelError::Inflates {
-                            member: member.name.clone(),
-                            limit,
-                            given_by,
-                        });
-                    }
-                    if !unhashed {
-                        self.check_recorded(&member.name, &result)?;
-                    }
-                    Ok(result)
-                },
-            )
-            .collect::<Result<Vec<_>, WheelError>>()?;
+                        let problem = if unhashed {
+                            None
+                        } else {
+                            self.record_problem(&member.name, &result)
+                        };
+                        Ok((result, problem))
+                    },
+                )
+                .collect::<Result<Vec<_>, WheelError>>()?;
+        let mut notes = Vec::new();
+        let mut members = Vec::with_capacity(checked.len());
+        for ((result, problem), member) in checked.into_iter().zip(&self.members) {
+            if let Some(problem) = problem {
+                notes.push(RecordNote {
+                    member: member.name.clone(),
+                    problem,
+                });
+            }
+            members.push(result);
+        }
         let present: HashSet<&str> = self.members.iter().map(|m| m.name.as_str()).collect();
-        if let Some(missing) = self.record.keys().find(|p| !present.contains(p.as_str())) {
-            return Err(WheelError::MissingMember {
-                member: missing.clone(),
+        notes.extend(
+            self.record
+                .keys()
+                .filter(|p| !present.contains(p.as_str()))
+                .map(|p| RecordNote {
+                    member: p.clone(),
+                    problem: RecordProblem::NotInWheel,
+                }),
+        );
+        if let (true, Some(note)) = (strict, notes.first()) {
+            return Err(WheelError::Record {
+                member: note.member.clone(),
+                problem: note.problem.clone(),
             });
         }
-        Ok(checked)
+        Ok((members, notes))
     }
 
-    /// How many bytes `member` may inflate to, and who says so: the size
-    /// RECORD gives it; for RECORD and its signatures (which RECORD cannot
-    /// size), the limit of files read whole; for a member RECORD lists
-    /// without a size, the size its zip entry declares. A member RECORD
-    /// does not hash is refused here, before it is read at all.
-    fn size_limit(
-        &self,
-        member: &str,
-        unhashed: bool,
-        zip_size: u64,
-    ) -> Result<(u64, &'static str), WheelError> {
+    /// How many bytes a member may inflate to, and who says so: the size
+    /// its zip entry declares (which the zip reader holds it to as well);
+    /// for RECORD and its signatures, the limit of files read whole.
+    fn size_limit(&self, unhashed: bool, zip_size: u64) -> (u64, &'static str) {
         if unhashed {
-            return Ok((SMALL_FILE_LIMIT, "allowed for RECORD and its signatures"));
+            (SMALL_FILE_LIMIT, "allowed for RECORD and its signatures")
+        } else {
+            (zip_size, "its zip entry declares")
         }
-        let recorded = self.record.get(member).filter(|r| r.hash.is_some());
-        let Some(recorded) = recorded else {
-            return Err(WheelError::NotInRecord {
-                member: member.to_owned(),
-            });
-        };
-        Ok(match recorded.size {
-            Some(size) => (size, "RECORD gives it"),
-            None => (zip_size, "its zip entry declares"),
-        })
     }
 
-    fn check_recorded(&self, member: &str, checked: &Checked) -> Result<(), WheelError> {
-        let recorded = self.record.get(member);
-        let Some(expected) = recorded.and_then(|r| r.hash.as_ref()) else {
-            return Err(WheelError::NotInRecord {
+    /// Refuses, before reading it, a member whose zip entry holds another
+    /// size than RECORD gives it (a stale RECORD, or a bomb's disguise).
+    fn refuse_stale_size(&self, member: &str, zip_size: u64) -> Result<(), WheelError> {
+        match self.record.get(member).and_then(|r| r.size) {
+            Some(recorded) if recorded != zip_size => Err(WheelError::Record {
                 member: member.to_owned(),
-            });
-        };
-        let actual = hash_field(&checked.digest);
-        if *expected != actual {
-            return Err(WheelError::HashMismatch {
-                member: member.to_owned(),
-                expected: expected.clone(),
-                actual,
-            });
-        }
-        match recorded.and_then(|r| r.size) {
-            Some(size) if size != checked.size => Err(WheelError::SizeMismatch {
-                member: member.to_owned(),
-                expected: size,
-                actual: checked.size,
+                problem: RecordProblem::Size {
+                    recorded,
+                    actual: zip_size,
+                },
             }),
             _ => Ok(()),
         }
+    }
+
+    /// How RECORD's row for `member` disagrees with what was read, if it
+    /// does.
+    fn record_problem(&self, member: &str, checked: &Checked) -> Option<RecordProblem> {
+        let Some(recorded) = self.record.get(member) else {
+            return Some(RecordProblem::NotListed);
+        };
+        let Some(expected) = &recorded.hash else {
+            return Some(RecordProblem::Hashless);
+        };
+        match recorded.size {
+            Some(size) if size != checked.size => {
+                return Some(RecordProblem::Size {
+                    recorded: size,
+                    actual: checked.size,
+                })
+            }
+            _ => {}
+        }
+        let actual = hash_field(&checked.digest);
+        (*expected != actual).then(|| RecordProblem::Hash {
+            recorded: expected.clone(),
+            actual,
+        })
+    }
+}
+
+/// How a member's row in RECORD disagrees with the member.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordProblem {
+    #[error("not listed in RECORD")]
+    NotListed,
+    #[error("listed in RECORD without a hash")]
+    Hashless,
+    #[error("RECORD gives size {recorded}, the member has {actual}")]
+    Size { recorded: u64, actual: u64 },
+    #[error("RECORD gives {recorded}, the member has {actual}")]
+    Hash { recorded: String, actual: String },
+    #[error("listed in RECORD, not in the wheel")]
+    NotInWheel,
+}
+
+/// A member whose RECORD row was missing, hashless or stale: the wheels
+/// written carry a RECORD computed from their bytes instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordNote {
+    /// The member's path in the wheel.
+    pub member: String,
+    pub problem: RecordProblem,
+}
+
+impl std::fmt::Display for RecordNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "member {:?}: {}", self.member, self.problem)
     }
 }
 

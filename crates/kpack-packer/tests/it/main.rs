@@ -20,4 +20,5 @@ mod synthetic;
 mod tree;
 mod wheel;
 mod wheel_deflate;
+mod wheel_record;
 mod windows;

@@ -27,7 +27,7 @@ pub(crate) fn jax_wheel() -> PathBuf {
     fixtures().join("pypi").join(JAX)
 }
 
-fn split(input: &Path, output: &Path) -> Output {
+pub(crate) fn split(input: &Path, output: &Path) -> Output {
     kpack_pack()
         .args(["wheel", "split"])
         .arg(input)
@@ -356,7 +356,7 @@ fn uv_installs_the_host_and_a_device_wheel_too() {
 }
 
 /// Runs `make_wheel.py` with `spec` (JSON); returns the wheel.
-fn make_wheel(spec: Value) -> PathBuf {
+pub(crate) fn make_wheel(spec: Value) -> PathBuf {
     let out = PathBuf::from(spec["out"].as_str().unwrap());
     let mut child = python()
         .arg("-c")
@@ -389,7 +389,7 @@ fn wheel_of(dir: &Path, file_name: &str, files: &[(&str, &[u8])], extra: Value) 
 
 /// Splits `input` into `out`, which must leave `out` as it was (absent or
 /// empty); the transcript, with the directory holding `out` masked.
-fn writes_nothing(input: &Path, out: &Path) -> String {
+pub(crate) fn writes_nothing(input: &Path, out: &Path) -> String {
     let existed = out.exists();
     let result = split(input, out);
     assert!(file_names(out).is_empty(), "{:?}", file_names(out));
@@ -399,39 +399,9 @@ fn writes_nothing(input: &Path, out: &Path) -> String {
 }
 
 #[test]
-fn a_member_whose_hash_does_not_match_record_is_refused_by_name() {
-    let work = tempfile::tempdir().unwrap();
-    let tampered = make_wheel(serde_json::json!({
-        "out": work.path().join(JAX),
-        "from": jax_wheel(),
-        "tamper": {"jax_rocm7_plugin/version.py": "changed"},
-    }));
-    let out = work.path().join("out");
-    fs_err::create_dir(&out).unwrap();
-    insta::assert_snapshot!(writes_nothing(&tampered, &out));
-}
-
-#[test]
-fn members_missing_from_record_or_leaving_the_wheel_are_refused() {
+fn members_twice_or_leaving_the_wheel_are_refused() {
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("out");
-    let unlisted = make_wheel(serde_json::json!({
-        "out": work.path().join(JAX),
-        "from": jax_wheel(),
-        "unrecorded": ["jax_rocm7_plugin/_prng.so"],
-    }));
-    insta::assert_snapshot!("member_not_in_record", writes_nothing(&unlisted, &out));
-
-    let phantom = make_wheel(serde_json::json!({
-        "out": work.path().join(JAX),
-        "from": jax_wheel(),
-        "phantom": ["jax_rocm7_plugin/gone.py,sha256=AAAA,4"],
-    }));
-    insta::assert_snapshot!(
-        "record_lists_a_missing_member",
-        writes_nothing(&phantom, &out)
-    );
-
     let twice = work.path().join("twice");
     fs_err::create_dir(&twice).unwrap();
     let source = twice.join("version.py");
@@ -459,83 +429,6 @@ fn members_missing_from_record_or_leaving_the_wheel_are_refused() {
         }));
         insta::assert_snapshot!(name, writes_nothing(&wheel, &out));
     }
-}
-
-/// Writes `argv[1]`, a wheel whose `bomb/_bomb.so` (an ELF header, then
-/// zeros) inflates to `argv[2]` bytes while RECORD gives it 4096 (with the
-/// hash of its first 4096), every other member recorded truly.
-const MAKE_BOMB: &str = r#"
-import base64, hashlib, sys, zipfile
-out, inflated = sys.argv[1], int(sys.argv[2])
-head = b"\x7fELF" + bytes(4092)
-def line(name, data):
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-small = {
-    "bomb/__init__.py": b"",
-    "bomb-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: bomb\nVersion: 1.0\n",
-    "bomb-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
-}
-record = [line(name, data) for name, data in small.items()]
-record.append(line("bomb/_bomb.so", head))
-record.append("bomb-1.0.dist-info/RECORD,,")
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as wheel:
-    for name, data in small.items():
-        wheel.writestr(name, data)
-    with wheel.open("bomb/_bomb.so", "w", force_zip64=True) as member:
-        member.write(head)
-        chunk = bytes(1 << 20)
-        for _ in range((inflated - len(head)) // len(chunk)):
-            member.write(chunk)
-    wheel.writestr("bomb-1.0.dist-info/RECORD", "\n".join(record) + "\n")
-"#;
-
-/// A member that inflates far beyond the size RECORD gives it (a
-/// decompression bomb) is refused by name as soon as it passes that size,
-/// before it fills the disk: the split runs with files limited to 32 MiB
-/// (so spooling the whole member would kill it) and leaves nothing behind.
-#[test]
-fn a_member_inflating_beyond_its_record_size_is_refused_before_filling_the_disk() {
-    let work = tempfile::tempdir().unwrap();
-    let wheel = work.path().join("bomb-1.0-cp311-cp311-linux_x86_64.whl");
-    let inflated: u64 = 512 << 20;
-    let made = python()
-        .arg("-c")
-        .arg(MAKE_BOMB)
-        .arg(&wheel)
-        .arg(inflated.to_string())
-        .status()
-        .unwrap();
-    assert!(made.success());
-    assert!(fs_err::metadata(&wheel).unwrap().len() < 2 << 20);
-    let out = work.path().join("out");
-    fs_err::create_dir(&out).unwrap();
-    let started = std::time::Instant::now();
-    // ulimit -f counts 512- or 1024-byte blocks: 32 or 64 MiB.
-    let result = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -c 0 && ulimit -f 65536 && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_kpack-pack"))
-        .args(["wheel", "split"])
-        .arg(&wheel)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&result.stderr);
-    assert_eq!(
-        result.status.code(),
-        Some(1),
-        "{:?}: {stderr}",
-        result.status
-    );
-    for text in ["\"bomb/_bomb.so\"", "4096 bytes", "RECORD"] {
-        assert!(stderr.contains(text), "{text:?} in {stderr}");
-    }
-    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
-    let left: Vec<_> = fs_err::read_dir(&out).unwrap().collect();
-    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
