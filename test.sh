@@ -11,6 +11,8 @@
 # - Python tools (crates/kpack-test-support/requirements.txt): installed into the
 #   project's own virtual environment, target/test-venv, never into the
 #   system's Python. Reinstalled only when requirements.txt changes.
+# - Real wheels from PyPI (crates/kpack-test-support/downloads.txt): fetched
+#   once with pip, checked against their sha256, kept in the download cache.
 #
 # Run again, it installs nothing and cargo starts within seconds.
 set -euo pipefail
@@ -72,6 +74,31 @@ if ! cmp -s crates/kpack-test-support/requirements.txt "$stamp" 2>/dev/null; the
 fi
 KPACK_TEST_VENV=$(cd "$venv" && pwd)
 export KPACK_TEST_VENV
+
+# --- Real packages from PyPI -------------------------------------------------
+# crates/kpack-test-support/downloads.txt: fetched once by name and version,
+# checked against their sha256, kept in the download cache; tests never
+# download.
+downloads=${KPACK_TEST_DOWNLOADS:-${XDG_CACHE_HOME:-$HOME/.cache}/rocm-kpack-get/test-downloads}
+mkdir -p "$downloads"
+while read -r file sha256 requirement flags; do
+    case "$file" in '' | '#'*) continue ;; esac
+    if [ -f "$downloads/$file" ]; then continue; fi
+    echo "test.sh: downloading $file"
+    fetched=$(mktemp -d "$downloads/.fetch-XXXXXX")
+    # shellcheck disable=SC2086 # the flags are words
+    "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+        --only-binary=:all: $flags -d "$fetched" "$requirement" </dev/null
+    if ! echo "$sha256  $fetched/$file" | sha256sum --check --quiet; then
+        echo "test.sh: $file does not have the sha256 downloads.txt gives it" >&2
+        rm -rf "$fetched"
+        exit 1
+    fi
+    mv "$fetched/$file" "$downloads/$file"
+    rm -rf "$fetched"
+done <crates/kpack-test-support/downloads.txt
+KPACK_TEST_DOWNLOADS=$(cd "$downloads" && pwd)
+export KPACK_TEST_DOWNLOADS
 
 # The whole workspace, unless the arguments pick packages.
 scope=(--workspace)

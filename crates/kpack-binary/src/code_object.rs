@@ -58,6 +58,17 @@ pub fn read_header(bytes: &[u8]) -> Option<CodeObject> {
     })
 }
 
+/// Reads the code object header of the file at `path`: `None` for a file
+/// that is not a code object (or too short to be one).
+pub fn read_file_header(path: &std::path::Path) -> std::io::Result<Option<CodeObject>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(HEADER_SIZE);
+    fs_err::File::open(path)?
+        .take(HEADER_SIZE as u64)
+        .read_to_end(&mut head)?;
+    Ok(read_header(&head))
+}
+
 /// How many bytes the ELF image at the start of `bytes` spans: to the end
 /// of its furthest section or header table, as far as `bytes` reaches.
 /// `None` when its headers cannot be read.

@@ -1,7 +1,9 @@
 //! Splitting an install tree: every fat ELF file (found by content) is
-//! split, kernel database files (found by path, [`crate::databases`]) are
-//! routed per target, everything else is copied, symlinks stay symlinks,
-//! modes are kept, and one `.kpack/` at the root holds the archives.
+//! split, kernel database files (found by path, [`crate::databases`]) and
+//! loose code objects with their companions (found by content,
+//! [`crate::route`]) are routed per owner, everything else is copied,
+//! symlinks stay symlinks, modes are kept, and one `.kpack/` at the root
+//! holds the archives.
 //!
 //! Database files for one target leave the host tree: by default they are
 //! copied into per-processor payloads beside it
@@ -25,11 +27,12 @@ use crate::databases::pack;
 use crate::databases::payload::{default_payload_dir, write_payloads, DatabasePayload, DeviceFile};
 use crate::error::{Error, Result};
 use crate::pipeline::MemoryBudget;
+use crate::route::{self, Candidate};
 use crate::split::FatBinary;
-use kpack_binary::databases::{Recognisers, Role};
+use kpack_binary::code_object;
+use kpack_binary::databases::Recognisers;
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::BinaryFormat;
-use kpack_gpu::Owner;
 
 /// The directory holding the archives, at the root of a split tree.
 pub const KPACK_DIR: &str = ".kpack";
@@ -216,12 +219,13 @@ fn split_or_copy<'a>(
 pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Result<TreeReport> {
     let staging = staging_dir(output)?;
     let items = walk(input)?;
-    let (files, databases) = route(&items, &options.recognisers);
+    let (files, databases) = route(input, &items, &options.recognisers)?;
     let database_files = databases.len();
-    // Archives hold code for targets: with --pack-databases a sub-family's
-    // or family's files still go into its payload.
+    // Archives hold database files for targets: with --pack-databases a
+    // sub-family's or family's files, and code objects loaded by path,
+    // still go into payloads.
     let (to_pack, to_payloads): (Vec<DeviceFile>, Vec<DeviceFile>) = match options.databases {
-        DatabaseMode::Pack => databases.into_iter().partition(|f| f.target.is_some()),
+        DatabaseMode::Pack => databases.into_iter().partition(DeviceFile::packable),
         DatabaseMode::Payloads => (Vec::new(), databases),
     };
     let payloads = payload_staging(output, options, &to_payloads)?;
@@ -267,38 +271,43 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
     Ok(report)
 }
 
-/// Sorts the tree's regular files into those split or copied and the
-/// database files routed by target; shared database files stay with the
-/// first.
-fn route<'i>(items: &'i [Item], recognisers: &Recognisers) -> (Vec<&'i Path>, Vec<DeviceFile>) {
+/// Sorts the tree's regular files into those split or copied and those
+/// routed to an owner ([`crate::route`]: kernel database files by path,
+/// code objects by content, with their companions); shared database files
+/// stay with the first.
+fn route<'i>(
+    input: &Path,
+    items: &'i [Item],
+    recognisers: &Recognisers,
+) -> Result<(Vec<&'i Path>, Vec<DeviceFile>)> {
+    let paths: Vec<&Path> = items
+        .iter()
+        .filter_map(|item| match item {
+            Item::File(relative) => Some(relative.as_path()),
+            _ => None,
+        })
+        .collect();
+    let code_objects = paths
+        .par_iter()
+        .map(|relative| Ok(code_object::read_file_header(&input.join(relative))?.map(|c| c.target)))
+        .collect::<Result<Vec<_>>>()?;
+    let candidates: Vec<Candidate<'_>> = paths
+        .iter()
+        .zip(&code_objects)
+        .map(|(path, code_object)| Candidate {
+            path,
+            code_object: code_object.as_ref(),
+        })
+        .collect();
     let mut files = Vec::new();
-    let mut databases = Vec::new();
-    for item in items {
-        let Item::File(relative) = item else { continue };
-        match recognisers.recognise(relative) {
-            Some(found) => match found.role {
-                Role::Device { target, name } => databases.push(DeviceFile {
-                    relative: relative.clone(),
-                    library: found.library,
-                    component: found.component,
-                    owner: Owner::of(&target),
-                    target: Some(target),
-                    name,
-                }),
-                Role::Group { owner, name } => databases.push(DeviceFile {
-                    relative: relative.clone(),
-                    library: found.library,
-                    component: found.component,
-                    owner,
-                    target: None,
-                    name,
-                }),
-                Role::Shared => files.push(relative.as_path()),
-            },
-            None => files.push(relative.as_path()),
+    let mut devices = Vec::new();
+    for (path, routed) in paths.iter().zip(route::route(&candidates, recognisers)) {
+        match routed {
+            Some(device) => devices.push(device),
+            None => files.push(*path),
         }
     }
-    (files, databases)
+    Ok((files, devices))
 }
 
 /// Adds the files' results up into `report` and gathers their code

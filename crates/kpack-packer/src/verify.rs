@@ -60,6 +60,8 @@ pub struct VerifyReport {
     pub same_as_original: usize,
     /// Archives in `.kpack/` that hold no code object at all.
     pub empty_archives: Vec<PathBuf>,
+    /// The archive paths the split binaries' markers name, each once.
+    pub marker_paths: Vec<String>,
 }
 
 /// The marker and bundle indices of a split binary, if it is one.
@@ -136,50 +138,66 @@ fn original_code<'a>(
 }
 
 /// The checks of [`verify_tree`], comparing with `original`'s bundles
-/// when given.
+/// when given. Each split binary's archives are found as the loader finds
+/// them, through its marker's paths relative to the binary: a tree's
+/// `.kpack/` at its root, an installed wheel's at `<package>/.kpack/`.
 fn check_tree(
     root: &Path,
     targets: &[Target],
     original: Option<&[Vec<CodeObject<'_>>]>,
 ) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
-    let kpack = root.join(KPACK_DIR);
-    let served = check_archives(&kpack, &mut report)?;
-    let every_target: BTreeSet<&Target> = served.values().flatten().collect();
-    // Without targets asked for, each wrapper is checked for the targets
-    // the archives hold its code for (binaries need not share targets),
-    // or for all of them when they hold none of its code.
-    let targets_of = |key: &str| -> Vec<Target> {
-        if !targets.is_empty() {
-            return targets.to_vec();
-        }
-        match served.get(key) {
-            Some(held) => held.iter().cloned().collect(),
-            None => every_target.iter().map(|&t| t.clone()).collect(),
-        }
-    };
-
+    let mut archives = ArchiveDirs::default();
+    archives.served(&root.join(KPACK_DIR), &mut report)?;
     let mut candidates = Vec::new();
     files(root, &mut candidates)?;
-    let loader = Loader::new(LoaderConfig::default());
-    for path in candidates.iter().filter(|p| !p.starts_with(&kpack)) {
+    let mut binaries = Vec::new();
+    for path in candidates.iter().filter(|p| !in_kpack_dir(p)) {
         let data = fs_err::read(path)?;
         let Some((marker, bundles)) = split_binary_info(&data, path) else {
             continue;
         };
-        report.binaries += 1;
-        report.wrappers += bundles.len();
         if let Err(error) = check_program_headers(&data) {
             report.layout_failures.push(LayoutFailure {
                 binary: path.clone(),
                 error,
             });
         }
-        for &bundle in &bundles {
+        report
+            .marker_paths
+            .extend(marker.search_paths.iter().cloned());
+        let mut served = BTreeMap::new();
+        for dir in archive_dirs(path, &marker) {
+            for (key, held) in archives.served(&dir, &mut report)? {
+                served
+                    .entry(key.clone())
+                    .or_insert_with(BTreeSet::new)
+                    .extend(held.iter().cloned());
+            }
+        }
+        binaries.push((path, marker, bundles, served));
+    }
+    let every_target: BTreeSet<Target> = binaries
+        .iter()
+        .flat_map(|(_, _, _, served)| served.values().flatten().cloned())
+        .collect();
+    let loader = Loader::new(LoaderConfig::default());
+    for (path, marker, bundles, served) in &binaries {
+        report.binaries += 1;
+        report.wrappers += bundles.len();
+        for &bundle in bundles {
             let key = rocm_kpack::BinaryKey::new(&marker.kernel_name, bundle).to_string();
-            for target in &targets_of(&key) {
+            // Without targets asked for, each wrapper is checked for the
+            // targets its archives hold its code for (binaries need not
+            // share targets), or for all of them when they hold none.
+            let asked: Vec<Target> = match (targets.is_empty(), served.get(&key)) {
+                (false, _) => targets.to_vec(),
+                (true, Some(held)) => held.iter().cloned().collect(),
+                (true, None) => every_target.iter().cloned().collect(),
+            };
+            for target in &asked {
                 let lookup = Lookup {
-                    marker: &marker,
+                    marker,
                     binary: path,
                     bundle,
                     target,
@@ -188,12 +206,58 @@ fn check_tree(
             }
         }
     }
+    report.marker_paths.sort();
+    report.marker_paths.dedup();
     report.targets = if targets.is_empty() {
-        every_target.into_iter().cloned().collect()
+        every_target.into_iter().collect()
     } else {
         targets.to_vec()
     };
     Ok(report)
+}
+
+/// Whether `path` lies in a `.kpack/` directory (archives, not binaries).
+fn in_kpack_dir(path: &Path) -> bool {
+    path.components()
+        .any(|c| c.as_os_str() == std::ffi::OsStr::new(KPACK_DIR))
+}
+
+/// The directories a split binary's marker points into: each search
+/// path's directory, relative to the binary's own unless absolute.
+fn archive_dirs(binary: &Path, marker: &Marker) -> Vec<PathBuf> {
+    let base = binary.parent().unwrap_or(Path::new("."));
+    let mut dirs: Vec<PathBuf> = marker
+        .search_paths
+        .iter()
+        .filter_map(|pattern| Some(base.join(pattern).parent()?.to_owned()))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The archive directories read so far, by canonical path: each is read
+/// (and its empty archives noted) once.
+#[derive(Default)]
+struct ArchiveDirs {
+    read: BTreeMap<PathBuf, BTreeMap<String, BTreeSet<Target>>>,
+}
+
+impl ArchiveDirs {
+    /// The targets the archives in `dir` hold each binary's code for;
+    /// nothing for a directory that does not exist.
+    fn served(
+        &mut self,
+        dir: &Path,
+        report: &mut VerifyReport,
+    ) -> Result<&BTreeMap<String, BTreeSet<Target>>> {
+        let canonical = fs_err::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        if !self.read.contains_key(&canonical) {
+            let served = check_archives(dir, report)?;
+            self.read.insert(canonical.clone(), served);
+        }
+        Ok(&self.read[&canonical])
+    }
 }
 
 /// Notes the archives in `kpack` that hold no code object; returns the

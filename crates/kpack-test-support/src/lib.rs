@@ -12,6 +12,7 @@
 mod bomb_archive;
 pub mod chain;
 pub mod context;
+mod downloads;
 pub mod elf_checks;
 pub mod fat;
 pub mod hip;
@@ -28,6 +29,7 @@ pub mod wheels;
 pub mod windows;
 
 pub use bomb_archive::{zero_bomb_archive, GFX90A_VARIANTS};
+pub use downloads::{download, download_dir};
 pub use tools::{
     find_tool, provided_files, provided_programs, python_venv, tool, tool_path, MissingTool,
     Origin, SearchPath, SETUP_COMMAND,

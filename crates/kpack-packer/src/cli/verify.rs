@@ -91,6 +91,13 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     if report.binaries == 0 {
         bail!("no split binary under {}", shown(&args.output));
     }
+    if report.resolved.is_empty() && report.failures.is_empty() {
+        bail!(
+            "{} split binaries, but no code object was checked: no archive beside them holds their code (their markers name {})",
+            report.binaries,
+            report.marker_paths.join(", ")
+        );
+    }
     if !report.failures.is_empty() {
         bail!("{} wrapper lookups failed", report.failures.len());
     }

@@ -73,7 +73,7 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
     }
     let Some(host) = &report.host else {
         println!(
-            "{}: nothing to split ({} files, no fat binary); nothing written",
+            "{}: nothing to split ({} files, no fat binary, no device code file); nothing written",
             shown(&args.input),
             report.members
         );
@@ -86,14 +86,24 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
         report.members,
         report.devices.len()
     );
+    if report.routed > 0 {
+        println!(
+            "  {} files routed whole to device wheels (code objects, their companions, kernel databases)",
+            report.routed
+        );
+    }
     println!("  {} (host, {} bytes)", shown(host), report.host_bytes);
     for member in &report.unsigned {
         super::unsigned_note(member);
     }
     for device in &report.devices {
         let targets: Vec<String> = device.targets.iter().map(ToString::to_string).collect();
+        let files = match device.files {
+            0 => String::new(),
+            n => format!(", {n} files"),
+        };
         println!(
-            "  {} ({} [{}], {} code objects, {} bytes)",
+            "  {} ({} [{}], {} code objects{files}, {} bytes)",
             shown(&device.path),
             device.distribution,
             targets.join(", "),

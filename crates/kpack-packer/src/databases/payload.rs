@@ -39,6 +39,15 @@ pub struct DeviceFile {
     pub name: String,
 }
 
+impl DeviceFile {
+    /// Whether `--pack-databases` may store it in a target's archive: a
+    /// database file for one target, not a group's file nor a code object
+    /// its library loads by path.
+    pub fn packable(&self) -> bool {
+        self.target.is_some() && self.library != crate::route::CODE_OBJECTS
+    }
+}
+
 /// One owner's database files of one component, ready to publish as a
 /// tree artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]

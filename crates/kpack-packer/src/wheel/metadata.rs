@@ -3,6 +3,8 @@
 //! wheel gets its own, requiring the host at exactly its version. Names
 //! and METADATA editing come from `kpack-wheel`.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use kpack_wheel::{DistName, ExtraName, Metadata, MetadataEditor};
 
 use super::error::WheelError;
@@ -19,27 +21,34 @@ pub fn device_distribution(host: &DistName, processor: &str) -> Result<DistName,
         .map_err(|source| WheelError::BadName { source })
 }
 
-/// The host wheel's METADATA: the original with, for each processor, a
-/// `device-<processor>` extra requiring its device wheel at exactly this
-/// version, and `device-all` requiring all of them, added at the end of
-/// the header block.
-pub fn with_device_extras(bytes: &[u8], processors: &[String]) -> Result<Vec<u8>, WheelError> {
+/// The host wheel's METADATA: the original with, for each processor of
+/// `extras`, a `device-<processor>` extra requiring the device wheels of
+/// the keys it lists (its own, its groups') at exactly this version, and
+/// `device-all` requiring every device wheel, added at the end of the
+/// header block.
+pub fn with_device_extras(
+    bytes: &[u8],
+    extras: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<u8>, WheelError> {
     let host = parse(bytes)?;
     let text = std::str::from_utf8(bytes).map_err(|_| WheelError::MetadataNotUtf8)?;
     let mut editor = MetadataEditor::new(text);
-    let mut devices = Vec::new();
-    for processor in processors {
+    let mut all_keys = BTreeSet::new();
+    for (processor, keys) in extras {
         let extra =
             ExtraName::device(processor).map_err(|source| WheelError::BadName { source })?;
-        let device = device_distribution(&host.name, processor)?;
         editor.provides_extra(&extra);
-        editor.requires_dist(&requirement(&device, &host.version, &extra));
-        devices.push(device);
+        for key in keys {
+            let device = device_distribution(&host.name, key)?;
+            editor.requires_dist(&requirement(&device, &host.version, &extra));
+            all_keys.insert(key);
+        }
     }
     let all = ExtraName::device("all").map_err(|source| WheelError::BadName { source })?;
     editor.provides_extra(&all);
-    for device in &devices {
-        editor.requires_dist(&requirement(device, &host.version, &all));
+    for key in all_keys {
+        let device = device_distribution(&host.name, key)?;
+        editor.requires_dist(&requirement(&device, &host.version, &all));
     }
     Ok(editor.finish().into_bytes())
 }
@@ -86,8 +95,10 @@ mod tests {
 
     #[test]
     fn device_extras_end_the_header_block() {
-        let processors = ["gfx1100".to_owned(), "gfx90a".to_owned()];
-        let edited = with_device_extras(METADATA.as_bytes(), &processors).unwrap();
+        let extras = ["gfx1100", "gfx90a"]
+            .map(|p| (p.to_owned(), vec![p.to_owned()]))
+            .into();
+        let edited = with_device_extras(METADATA.as_bytes(), &extras).unwrap();
         assert_eq!(
             String::from_utf8(edited).unwrap(),
             "Metadata-Version: 2.4\nName: Jax-ROCm7_Plugin\nVersion: 0.10.2\n\
@@ -101,6 +112,27 @@ mod tests {
              Requires-Dist: jax-rocm7-plugin-device-gfx90a==0.10.2; extra == \"device-all\"\n\
              \nThe description.\n"
         );
+    }
+
+    #[test]
+    fn a_group_s_device_wheel_is_required_by_each_member_s_extra() {
+        let extras = [
+            ("gfx1100", vec!["gfx11", "gfx1100"]),
+            ("gfx1151", vec!["gfx11"]),
+        ]
+        .map(|(p, keys)| (p.to_owned(), keys.into_iter().map(str::to_owned).collect()))
+        .into();
+        let edited = with_device_extras(METADATA.as_bytes(), &extras).unwrap();
+        let text = String::from_utf8(edited).unwrap();
+        for line in [
+            "Requires-Dist: jax-rocm7-plugin-device-gfx11==0.10.2; extra == \"device-gfx1100\"\n",
+            "Requires-Dist: jax-rocm7-plugin-device-gfx1100==0.10.2; extra == \"device-gfx1100\"\n",
+            "Requires-Dist: jax-rocm7-plugin-device-gfx11==0.10.2; extra == \"device-gfx1151\"\n",
+            "Requires-Dist: jax-rocm7-plugin-device-gfx11==0.10.2; extra == \"device-all\"\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert_eq!(text.matches("extra == \"device-all\"").count(), 2, "{text}");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 pub mod binaries;
 pub mod deflate;
+pub mod devices;
 pub mod error;
 pub mod metadata;
 pub mod output;
@@ -37,6 +38,9 @@ use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::pipeline::MemoryBudget;
 use crate::tree::KPACK_DIR;
 use binaries::{find_fat, top_level_package, Splitter};
+use devices::{device_contents, DeviceContent};
+use kpack_binary::databases::Recognisers;
+use kpack_gpu::{Level, Target};
 use kpack_sign::SecretKey;
 use output::{Additions, DeviceSpec, HostContent};
 use reader::InputWheel;
@@ -95,6 +99,9 @@ pub struct WheelReport {
     pub members: usize,
     /// Of those, fat binaries split.
     pub binaries: usize,
+    /// Of those, members routed whole to device wheels (code objects and
+    /// their companions, kernel database files).
+    pub routed: usize,
     /// The host wheel; `None` when there was nothing to split (and nothing
     /// was written).
     pub host: Option<PathBuf>,
@@ -153,8 +160,15 @@ fn split_open_wheel(
         bytes_in: fs_err::metadata(input)?.len(),
         ..WheelReport::default()
     };
+    let routes = devices::route_members(
+        &wheel.members,
+        &checked,
+        &wheel.dist_info,
+        &Recognisers::builtin(),
+    );
+    report.routed = routes.iter().filter(|r| r.is_some()).count();
     let fat = find_fat(&checked)?;
-    if fat.is_empty() {
+    if fat.is_empty() && report.routed == 0 {
         return Ok(report);
     }
     let top = top_level_package(&wheel.members, &fat)?;
@@ -180,9 +194,11 @@ fn split_open_wheel(
         .map(|host| wheel.members[host.number].name.clone())
         .collect();
     let archives = finish_archives(set, options)?;
+    let devices = device_contents(&archives, &routes, &checked);
     let content = HostContent {
         checked: &checked,
         split: &split,
+        routed: &routes,
         time: zip_time(options.source_date_epoch),
         stored: options.compression != Compression::None,
         parallel_deflate: options.parallel_deflate,
@@ -190,7 +206,7 @@ fn split_open_wheel(
     let outputs = Outputs {
         dir: output_dir,
         host: &host_metadata,
-        archives: &archives,
+        devices: &devices,
         top: &top,
         content: &content,
     };
@@ -239,8 +255,8 @@ fn finish_archives(
 struct Outputs<'a> {
     dir: &'a Path,
     host: &'a Metadata,
-    /// By processor.
-    archives: &'a BTreeMap<String, WrittenArchive>,
+    /// By the key their names carry.
+    devices: &'a BTreeMap<String, DeviceContent<'a>>,
     top: &'a str,
     content: &'a HostContent<'a>,
 }
@@ -258,27 +274,31 @@ impl Outputs<'_> {
         if same_file(input, &path) {
             return Err(WheelError::OverwritesInput { path });
         }
-        let processors: Vec<String> = self.archives.keys().cloned().collect();
         let additions = Additions {
-            metadata: metadata::with_device_extras(&wheel.metadata, &processors)?,
+            metadata: metadata::with_device_extras(
+                &wheel.metadata,
+                &devices::extras(self.devices),
+            )?,
             ..Additions::default()
         };
         pending.push(self.content.write(wheel, &path, &additions)?);
         Ok(path)
     }
 
-    /// One device wheel per processor.
+    /// One device wheel per processor and per group that owns routed
+    /// members.
     fn devices(
         &self,
-        wheel: &InputWheel,
+        wheel: &mut InputWheel,
         pending: &mut Vec<AtomicFile>,
     ) -> Result<Vec<DeviceWheel>, WheelError> {
         let mut devices = Vec::new();
-        for (processor, archive) in self.archives {
+        for (key, content) in self.devices {
             let device = DeviceSpec {
                 host: self.host,
-                processor,
-                archive,
+                key,
+                content,
+                checked: self.content.checked,
                 top: self.top,
                 time: self.content.time,
                 stored: self.content.stored,
@@ -291,23 +311,48 @@ impl Outputs<'_> {
         Ok(devices)
     }
 
+    /// The processors' device wheels, with the routed members each needs
+    /// (its own and its groups'), in member order.
+    fn processors(&self) -> Vec<(&str, &DeviceContent<'_>, Vec<usize>)> {
+        self.devices
+            .iter()
+            .filter(|(_, content)| content.owner.level() == Level::Target)
+            .map(|(key, content)| {
+                let mut members: Vec<usize> = self
+                    .devices
+                    .values()
+                    .filter(|other| {
+                        other.owner == content.owner
+                            || content.targets.iter().any(|t| other.owner.contains(t))
+                    })
+                    .flat_map(|other| other.members.iter().copied())
+                    .collect();
+                members.sort_unstable();
+                members.dedup();
+                (key.as_str(), content, members)
+            })
+            .collect()
+    }
+
     /// One variant wheel per processor: the host's content with the
     /// original METADATA (no device extras: its code is inside), the
-    /// processor's archive and a `variant.json`.
+    /// processor's archive and routed members, and a `variant.json`.
     fn variants(
         &self,
         wheel: &mut InputWheel,
         pending: &mut Vec<AtomicFile>,
     ) -> Result<Vec<PathBuf>, WheelError> {
         let mut paths = Vec::new();
-        for (processor, archive) in self.archives {
+        for (processor, content, members) in self.processors() {
+            let targets: Vec<Target> = content.targets.iter().cloned().collect();
             let label = variants::label(processor)?;
-            let json = variants::document(&[(label.clone(), &archive.targets)])?;
+            let json = variants::document(&[(label.clone(), &targets)])?;
             let path = self.dir.join(variants::file_name(&wheel.file_name, label));
             let additions = Additions {
                 metadata: wheel.metadata.clone(),
-                archive: Some((archive, self.top)),
+                archive: content.archive.map(|archive| (archive, self.top)),
                 dist_info: vec![("variant.json".to_owned(), json.into_bytes())],
+                members,
             };
             pending.push(self.content.write(wheel, &path, &additions)?);
             paths.push(path);
@@ -321,9 +366,14 @@ impl Outputs<'_> {
         wheel: &InputWheel,
         pending: &mut Vec<AtomicFile>,
     ) -> Result<PathBuf, WheelError> {
+        let processors = self.processors();
+        let targets: Vec<Vec<Target>> = processors
+            .iter()
+            .map(|(_, content, _)| content.targets.iter().cloned().collect())
+            .collect();
         let mut listed = Vec::new();
-        for (processor, archive) in self.archives {
-            listed.push((variants::label(processor)?, &archive.targets[..]));
+        for ((processor, _, _), targets) in processors.iter().zip(&targets) {
+            listed.push((variants::label(processor)?, &targets[..]));
         }
         let json = variants::document(&listed)?;
         let name = variants::index_name(&wheel.file_name.dist, &wheel.file_name.version);

@@ -7,12 +7,13 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kpack_fs::AtomicFile;
-use kpack_gpu::Target;
+use kpack_gpu::{Owner, Target};
 use kpack_wheel::{DistName, Metadata, WheelFilename};
 use zip::extra_fields::ExtraField;
 use zip::{CompressionMethod, DateTime};
 
 use super::binaries::SplitHost;
+use super::devices::DeviceContent;
 use super::error::WheelError;
 use super::metadata::{device_distribution, device_metadata, device_wheel_file};
 use super::reader::{Checked, InputWheel, Member};
@@ -30,6 +31,8 @@ pub struct Additions<'a> {
     pub archive: Option<(&'a WrittenArchive, &'a str)>,
     /// Files added to the `.dist-info` (`variant.json`).
     pub dist_info: Vec<(String, Vec<u8>)>,
+    /// Routed members put back (a variant wheel's own), by number.
+    pub members: Vec<usize>,
 }
 
 /// The input wheel's content, split: what every host-like wheel is
@@ -38,6 +41,8 @@ pub struct Additions<'a> {
 pub struct HostContent<'a> {
     pub checked: &'a [Checked],
     pub split: &'a [SplitHost],
+    /// The members routed to device wheels (`Some`), by number: left out.
+    pub routed: &'a [Option<Owner>],
     pub time: DateTime,
     /// Store archives as they are (they are compressed already).
     pub stored: bool,
@@ -67,6 +72,9 @@ impl HostContent<'_> {
             .enumerate()
             .partition(|(_, m)| m.name.starts_with(&dist_info_prefix));
         for (number, member) in rest {
+            if self.routed[number].is_some() && !additions.members.contains(&number) {
+                continue;
+            }
             match hosts.get(&number) {
                 Some(host) => {
                     write_file(&mut writer, &member.name, &host.path, member.mode, false)?
@@ -173,13 +181,18 @@ fn copy_member(
 /// A device wheel written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceWheel {
+    /// The key its name carries: a processor (`gfx942`) or a group
+    /// (`gfx11`, `gfx12_0`).
     pub processor: String,
-    /// Its distribution name (`<name>-device-<processor>`).
+    /// Its distribution name (`<name>-device-<key>`).
     pub distribution: DistName,
     pub path: PathBuf,
-    /// The targets its archive holds code for.
+    /// The targets its archive and routed code objects are for.
     pub targets: Vec<Target>,
     pub code_objects: usize,
+    /// Members routed into it (code objects, their companions, kernel
+    /// database files), at their paths in the input wheel.
+    pub files: usize,
     pub bytes: u64,
 }
 
@@ -187,8 +200,10 @@ pub struct DeviceWheel {
 #[derive(Debug)]
 pub struct DeviceSpec<'a> {
     pub host: &'a Metadata,
-    pub processor: &'a str,
-    pub archive: &'a WrittenArchive,
+    /// The key its name carries.
+    pub key: &'a str,
+    pub content: &'a DeviceContent<'a>,
+    pub checked: &'a [Checked],
     pub top: &'a str,
     pub time: DateTime,
     /// Store the archive as is (it is compressed already).
@@ -199,14 +214,14 @@ pub struct DeviceSpec<'a> {
 }
 
 impl DeviceSpec<'_> {
-    /// Writes `<name>_device_<processor>-<version>-<tags>.whl` into `dir`,
-    /// uncommitted.
+    /// Writes `<name>_device_<key>-<version>-<tags>.whl` into `dir`,
+    /// uncommitted: the archive, then the routed members as they were.
     pub fn write(
         &self,
-        wheel: &InputWheel,
+        wheel: &mut InputWheel,
         dir: &Path,
     ) -> Result<(AtomicFile, DeviceWheel), WheelError> {
-        let distribution = device_distribution(&self.host.name, self.processor)?;
+        let distribution = device_distribution(&self.host.name, self.key)?;
         let file_name = WheelFilename {
             dist: distribution.clone(),
             label: None,
@@ -214,20 +229,27 @@ impl DeviceSpec<'_> {
         };
         let path = dir.join(file_name.to_string());
         let mut writer = WheelWriter::create(&path, self.time, self.parallel_deflate)?;
-        add_archive(&mut writer, self.archive, self.top, self.stored)?;
+        if let Some(archive) = self.content.archive {
+            add_archive(&mut writer, archive, self.top, self.stored)?;
+        }
+        for &number in &self.content.members {
+            let member = wheel.members[number].clone();
+            copy_member(&mut writer, wheel, &member, &self.checked[number])?;
+        }
         let version = &self.host.version;
         let dist_info = format!("{}-{version}.dist-info", distribution.wheel_name());
-        let metadata = device_metadata(self.host, &distribution, self.processor);
+        let metadata = device_metadata(self.host, &distribution, self.key);
         writer.write_bytes(&format!("{dist_info}/METADATA"), metadata.as_bytes(), 0o644)?;
         let wheel_file = device_wheel_file(&wheel.wheel);
         writer.write_bytes(&format!("{dist_info}/WHEEL"), wheel_file.as_bytes(), 0o644)?;
         let file = writer.finish(&format!("{dist_info}/RECORD"))?;
         let written = DeviceWheel {
-            processor: self.processor.to_owned(),
+            processor: self.key.to_owned(),
             distribution,
             path,
-            targets: self.archive.targets.clone(),
-            code_objects: self.archive.code_objects,
+            targets: self.content.targets.iter().cloned().collect(),
+            code_objects: self.content.code_objects,
+            files: self.content.members.len(),
             bytes: 0,
         };
         Ok((file, written))

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_binary::code_object;
 use kpack_binary::sniff::BinaryFormat;
+use kpack_gpu::Target;
 use kpack_hash::HashingReader;
 use kpack_wheel::{DistName, WheelFilename};
 use rayon::prelude::*;
@@ -38,6 +40,9 @@ pub struct Checked {
     pub digest: [u8; 32],
     pub size: u64,
     pub spooled: Option<PathBuf>,
+    /// The target of the code object it is, when it is one (it is then
+    /// not spooled: it is routed whole, never split).
+    pub code_object: Option<Target>,
 }
 
 /// An input wheel, open for reading.
@@ -344,13 +349,26 @@ impl std::fmt::Display for RecordNote {
 }
 
 /// Reads `reader` to its end, but never more than `limit` bytes and one
-/// more (a size over `limit` says it goes on), hashing it, and copies it to
-/// `spool` when it starts like an ELF file.
+/// more (a size over `limit` says it goes on), hashing it; notes the code
+/// object it is, if it is one, and otherwise copies it to `spool` when it
+/// starts like an ELF or PE file (a binary that may carry bundles).
 fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<Checked> {
     let mut reader = HashingReader::new(reader.take(limit.saturating_add(1)));
+    let mut head = Vec::with_capacity(code_object::HEADER_SIZE);
+    (&mut reader)
+        .take(code_object::HEADER_SIZE as u64)
+        .read_to_end(&mut head)?;
+    let code_object = code_object::read_header(&head).map(|c| c.target);
+    let mut file = match BinaryFormat::of_prefix(&head) {
+        Some(_) if code_object.is_none() => {
+            let mut file = std::io::BufWriter::new(fs_err::File::create(spool)?);
+            file.write_all(&head)?;
+            Some(file)
+        }
+        _ => None,
+    };
     let mut buffer = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    let mut file: Option<std::io::BufWriter<fs_err::File>> = None;
+    let mut size = head.len() as u64;
     loop {
         let n = match reader.read(&mut buffer) {
             Ok(0) => break,
@@ -358,12 +376,8 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let chunk = &buffer[..n];
-        if size == 0 && BinaryFormat::of_prefix(chunk).is_some() {
-            file = Some(std::io::BufWriter::new(fs_err::File::create(spool)?));
-        }
         if let Some(file) = &mut file {
-            file.write_all(chunk)?;
+            file.write_all(&buffer[..n])?;
         }
         size += n as u64;
     }
@@ -379,6 +393,7 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
         digest: *digest.as_bytes(),
         size,
         spooled,
+        code_object,
     })
 }
 

@@ -1,7 +1,9 @@
 """Checks wheels as an installer would see them and prints, as JSON, what
 each declares: every member listed in RECORD with its sha256 (urlsafe
 base64, no padding) and size, RECORD itself without; METADATA parsed and
-validated by `packaging`; the zip timestamps used.
+validated by `packaging` (with a first argument `--unvalidated`, parsed
+without validation: for wheels whose authors wrote METADATA that
+`packaging` rejects); the zip timestamps used.
 """
 import base64
 import csv
@@ -12,8 +14,10 @@ import zipfile
 
 from packaging.metadata import Metadata
 
+validate = sys.argv[1:2] != ["--unvalidated"]
+paths = sys.argv[1:] if validate else sys.argv[2:]
 found = {}
-for path in sys.argv[1:]:
+for path in paths:
     with zipfile.ZipFile(path) as wheel:
         assert wheel.testzip() is None, path
         names = wheel.namelist()
@@ -29,7 +33,7 @@ for path in sys.argv[1:]:
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
             assert listed[name] == ["sha256=" + digest.decode(), str(len(data))], (path, name)
         metadata = Metadata.from_email(
-            wheel.read(record_name[: -len("RECORD")] + "METADATA"), validate=True
+            wheel.read(record_name[: -len("RECORD")] + "METADATA"), validate=validate
         )
         found[path.rsplit("/", 1)[-1]] = {
             "name": str(metadata.name),

@@ -14,6 +14,7 @@ mod golden_readelf;
 mod hip_runtime;
 mod materialize;
 mod program_headers;
+mod pypi;
 mod rocrand;
 mod snapshots_cli;
 mod synthetic;

@@ -82,13 +82,22 @@ pub(crate) fn python() -> Command {
 
 /// What `check_wheels.py` reports for every wheel in `dir`, by file name.
 pub(crate) fn check_wheels(dir: &Path) -> BTreeMap<String, Value> {
+    check_wheels_with(dir, &[])
+}
+
+/// As [`check_wheels`], with `check_wheels.py`'s `flags`.
+pub(crate) fn check_wheels_with(dir: &Path, flags: &[&str]) -> BTreeMap<String, Value> {
     let mut wheels: Vec<PathBuf> = fs_err::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|path| path.extension().is_some_and(|e| e == "whl"))
         .collect();
     wheels.sort();
-    let out = run(python().arg("-c").arg(CHECK_WHEELS).args(&wheels));
+    let out = run(python()
+        .arg("-c")
+        .arg(CHECK_WHEELS)
+        .args(flags)
+        .args(&wheels));
     serde_json::from_str(&out).unwrap()
 }
 
@@ -233,9 +242,15 @@ fn marker_and_bundles(data: &[u8]) -> (Marker, Vec<u32>) {
 
 /// Every split binary under `root` (keyed by its path in the wheel, below
 /// `root`) resolves, through its marker and the runtime's loader, to the
-/// original code object for each of `targets`; any other processor's code
-/// is not found.
-fn assert_loads_original_code(root: &Path, bundles: &Bundles, present: &str, absent: &str) {
+/// original code object for each target of `present`'s processor; the
+/// code of `absent`, whose device wheel is not installed, is not found.
+/// Returns how many code objects were checked.
+pub(crate) fn assert_loads_original_code(
+    root: &Path,
+    bundles: &Bundles,
+    present: &str,
+    absent: &str,
+) -> usize {
     let loader = Loader::new(LoaderConfig::default());
     let mut checked = 0;
     for (member, originals) in bundles {
@@ -268,6 +283,7 @@ fn assert_loads_original_code(root: &Path, bundles: &Bundles, present: &str, abs
         }
     }
     assert!(checked > 0, "no code object checked");
+    checked
 }
 
 #[test]
