@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::MemoryBudget;
 use crate::route::{self, Candidate};
 use crate::split::FatBinary;
-use kpack_binary::code_object;
+use kpack_binary::code_object::{self, Embedded};
 use kpack_binary::databases::Recognisers;
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::BinaryFormat;
@@ -98,6 +98,9 @@ pub struct TreeReport {
     pub archives: Vec<WrittenArchive>,
     /// The database payloads, at their final place (none when packed).
     pub payloads: Vec<DatabasePayload>,
+    /// Binaries embedding code objects outside offload bundles, which they
+    /// load by their own means: left in the host tree as they are.
+    pub embedded: Vec<(PathBuf, Vec<Embedded>)>,
 }
 
 /// One entry of the input tree, relative to its root.
@@ -153,6 +156,8 @@ struct FileResult<'a> {
     unsigned: Option<PathBuf>,
     /// A fat binary, whose code objects go into the archives.
     binary: Option<FatBinary<'a>>,
+    /// Code objects it embeds outside offload bundles, by section.
+    embedded: Vec<Embedded>,
 }
 
 /// The path from the directory of a file at `relative` to the root's
@@ -196,6 +201,7 @@ fn split_or_copy<'a>(
         path: source.to_owned(),
         source: source_error,
     })?;
+    let embedded = code_object::embedded_in(data);
     let Some(binary) = binary else {
         fs_err::copy(source, &destination)?;
         return Ok(FileResult {
@@ -203,6 +209,7 @@ fn split_or_copy<'a>(
             host_bytes: None,
             unsigned: None,
             binary: None,
+            embedded,
         });
     };
     let (layout, host) = binary.write_host_like(data, mapped.file(), &destination, source)?;
@@ -211,6 +218,7 @@ fn split_or_copy<'a>(
         host_bytes: Some(host),
         unsigned: layout.removed_signature().then(|| relative.to_owned()),
         binary: Some(binary),
+        embedded,
     })
 }
 
@@ -235,11 +243,18 @@ pub fn split_tree_with(input: &Path, output: &Path, options: &TreeOptions) -> Re
         .par_iter()
         .map(|(relative, file)| split_or_copy(file, staging.path(), relative, options))
         .collect::<Result<Vec<_>>>()?;
+    let embedded: Vec<(PathBuf, Vec<Embedded>)> = mapped
+        .iter()
+        .zip(&results)
+        .filter(|(_, result)| !result.embedded.is_empty())
+        .map(|((relative, _), result)| (relative.to_path_buf(), result.embedded.clone()))
+        .collect();
 
     let mut report = TreeReport {
         files: files.len() + database_files,
         database_files,
         bytes_in: copied_bytes(input, &files, &mapped),
+        embedded,
         ..TreeReport::default()
     };
     let mut units = tally(&mut report, results);

@@ -7,10 +7,13 @@ use rocm_kpack::Archive;
 use serde::Serialize;
 
 use super::{shown, EmptyArchives};
+use kpack_binary::sniff::BinaryFormat;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// The archive to show.
+    /// The archive to show, or a binary (ELF or PE) whose device code to
+    /// describe: offload bundles, a split binary's marker, code objects
+    /// embedded in other sections.
     archive: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -44,6 +47,11 @@ struct CodeObjectReport {
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+    let format = BinaryFormat::of_path(&args.archive)
+        .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
+    if format.is_some() {
+        return super::inspect_binary::run(&args.archive, args.json);
+    }
     let archive = Archive::open(&args.archive)
         .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
     let mut binaries = Vec::new();

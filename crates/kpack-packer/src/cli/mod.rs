@@ -9,6 +9,7 @@
 mod archive_args;
 mod deps;
 mod inspect;
+mod inspect_binary;
 mod materialize;
 mod split;
 mod verify;
@@ -38,7 +39,7 @@ enum Command {
     /// HIP runtime without kpack support loads it: its code comes from the
     /// archives its marker names (or `--archives`).
     Materialize(materialize::MaterializeArgs),
-    /// Show what an archive holds.
+    /// Show what an archive holds, or what device code a binary carries.
     Inspect(inspect::InspectArgs),
     /// Check that every split binary under a directory loads its code
     /// objects, through its marker, for every target in `.kpack/`, and
@@ -111,6 +112,22 @@ fn env(name: &str) -> Option<String> {
 /// A path argument, for messages.
 fn shown(path: &std::path::Path) -> String {
     path.display().to_string()
+}
+
+/// Names the code objects `file` embeds outside offload bundles, one line
+/// per section: device code the binary loads by its own means, which no
+/// marker can redirect, so it stays in the host output.
+fn embedded_notes(file: impl std::fmt::Display, sections: &[kpack_binary::code_object::Embedded]) {
+    for section in sections {
+        let targets: Vec<String> = section.targets.iter().map(ToString::to_string).collect();
+        println!(
+            "note: {file}: embeds {} code objects for {} in {} ({} bytes), which it loads itself: they cannot be split and stay in the host output",
+            section.count,
+            targets.join(", "),
+            section.section,
+            section.bytes
+        );
+    }
 }
 
 /// Says that the host-only file `host` lost its Authenticode signature:

@@ -6,7 +6,8 @@ use anyhow::{bail, Context};
 use rocm_kpack::Compression;
 
 use super::archive_args::ArchiveArgs;
-use super::{shown, unsigned_note, GroupByArg};
+use super::{embedded_notes, shown, unsigned_note, GroupByArg};
+use kpack_binary::code_object;
 use kpack_binary::input::MappedFile;
 use kpack_packer::archive::{ArchiveSet, Grouping, WrittenArchive};
 use kpack_packer::databases::payload::DatabasePayload;
@@ -80,8 +81,16 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     })
     .with_context(|| format!("cannot split {}", shown(input)))?
     else {
+        let embedded = code_object::embedded_in(data);
+        if embedded.is_empty() {
+            bail!(
+                "{} is not a binary with device code (an ELF file with .hip_fatbin or a PE image with .hip_fat)",
+                shown(input)
+            );
+        }
+        embedded_notes(shown(input), &embedded);
         bail!(
-            "{} is not a binary with device code (an ELF file with .hip_fatbin or a PE image with .hip_fat)",
+            "{} has no offload bundles to split: its device code is embedded and loaded by the binary itself",
             shown(input)
         );
     };
@@ -107,6 +116,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
         targets.join(", ")
     );
     summary(1, 1, data.len() as u64, host_bytes, &archives);
+    embedded_notes(shown(input), &code_object::embedded_in(data));
     if layout.removed_signature() {
         unsigned_note(shown(&host));
     }
@@ -143,6 +153,9 @@ fn run_tree(
     );
     for host in &report.unsigned {
         unsigned_note(shown(&args.output.join(host)));
+    }
+    for (file, sections) in &report.embedded {
+        embedded_notes(shown(file), sections);
     }
     if report.database_files > 0 {
         println!(

@@ -71,6 +71,9 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
     for note in &report.record_notes {
         println!("note: {note}");
     }
+    for (member, sections) in &report.embedded {
+        super::embedded_notes(format!("member {member:?}"), sections);
+    }
     let Some(host) = &report.host else {
         println!(
             "{}: nothing to split ({} files, no fat binary, no device code file); nothing written",

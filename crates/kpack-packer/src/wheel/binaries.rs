@@ -12,6 +12,7 @@ use super::reader::{Checked, Member};
 use crate::archive::{ArchiveSet, Grouping};
 use crate::split::FatBinary;
 use crate::tree::KPACK_DIR;
+use kpack_binary::code_object::{self, Embedded};
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::{sniff, Sniffed};
 
@@ -26,11 +27,21 @@ pub struct SplitHost {
     pub removed_signature: bool,
 }
 
-/// The positions of the spooled members that carry device code (ELF or
-/// PE files with bundles in the file; a split binary has none). A member
-/// whose device code cannot be read counts, so that its split says why.
-pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
+/// The spooled members that carry device code, by position.
+#[derive(Debug, Default)]
+pub struct DeviceCode {
+    /// Those with bundles in the file (ELF or PE; a split binary has
+    /// none; a member whose device code cannot be read counts, so that
+    /// its split says why).
+    pub fat: Vec<usize>,
+    /// Those embedding code objects outside bundles, by section.
+    pub embedded: Vec<(usize, Vec<Embedded>)>,
+}
+
+/// Finds the spooled members that carry device code.
+pub fn find_fat(checked: &[Checked]) -> Result<DeviceCode, WheelError> {
     let mut fat = Vec::new();
+    let mut embedded = Vec::new();
     for (number, member) in checked.iter().enumerate() {
         let Some(path) = &member.spooled else {
             continue;
@@ -42,8 +53,12 @@ pub fn find_fat(checked: &[Checked]) -> Result<Vec<usize>, WheelError> {
         ) {
             fat.push(number);
         }
+        let sections = code_object::embedded_in(mapped.bytes());
+        if !sections.is_empty() {
+            embedded.push((number, sections));
+        }
     }
-    Ok(fat)
+    Ok(DeviceCode { fat, embedded })
 }
 
 /// The top-level package whose `.kpack/` holds the archives: the first

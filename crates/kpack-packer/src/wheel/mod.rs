@@ -37,8 +37,9 @@ use rocm_kpack::Compression;
 use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::pipeline::MemoryBudget;
 use crate::tree::KPACK_DIR;
-use binaries::{find_fat, top_level_package, Splitter};
+use binaries::{find_fat, top_level_package, DeviceCode, Splitter};
 use devices::{device_contents, DeviceContent};
+use kpack_binary::code_object::Embedded;
 use kpack_binary::databases::Recognisers;
 use kpack_gpu::{Level, Target};
 use kpack_sign::SecretKey;
@@ -117,6 +118,9 @@ pub struct WheelReport {
     pub variants_index: Option<PathBuf>,
     /// Members whose RECORD row was missing, hashless or stale.
     pub record_notes: Vec<RecordNote>,
+    /// Members embedding code objects outside offload bundles, which they
+    /// load by their own means: left in the host wheel as they are.
+    pub embedded: Vec<(String, Vec<Embedded>)>,
 }
 
 /// Splits the wheel at `input` into `output_dir` (created if needed, and
@@ -167,7 +171,11 @@ fn split_open_wheel(
         &Recognisers::builtin(),
     );
     report.routed = routes.iter().filter(|r| r.is_some()).count();
-    let fat = find_fat(&checked)?;
+    let DeviceCode { fat, embedded } = find_fat(&checked)?;
+    report.embedded = embedded
+        .into_iter()
+        .map(|(number, sections)| (wheel.members[number].name.clone(), sections))
+        .collect();
     if fat.is_empty() && report.routed == 0 {
         return Ok(report);
     }

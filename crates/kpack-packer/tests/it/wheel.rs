@@ -386,7 +386,12 @@ pub(crate) fn make_wheel(spec: Value) -> PathBuf {
 }
 
 /// A wheel made from `files` (member, content) by `make_wheel.py`.
-fn wheel_of(dir: &Path, file_name: &str, files: &[(&str, &[u8])], extra: Value) -> PathBuf {
+pub(crate) fn wheel_of(
+    dir: &Path,
+    file_name: &str,
+    files: &[(&str, &[u8])],
+    extra: Value,
+) -> PathBuf {
     let sources = dir.join(format!("{file_name}.src"));
     fs_err::create_dir_all(&sources).unwrap();
     let mut listed = Vec::new();
