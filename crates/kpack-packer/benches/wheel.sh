@@ -12,9 +12,16 @@
 #     xla_rocm_plugin.so) on 2 threads against its floor, the sum of
 #     `kpack-pack split` of the .so and `pigz -6 -p 2` of the host-only .so
 #     that split writes: medians of 5 runs after a warm-up, their ratio,
-#     peak RSS, and the host-only .so's deflated size against pigz's.
+#     peak RSS, and the host-only .so's deflated size against pigz's;
+#   - onnxruntime, aiter: onnxruntime-rocm 1.22.2.post3 (57 MB; a 513 MB
+#     provider library, 760 code objects) and amd-aiter 0.1.7.post2.dev18
+#     (40 MB; 9,111 members, 2,613 loose code objects routed by content),
+#     from the tests' download cache (./test.sh fetches them), on 2
+#     threads against their floor: `unzip -q` of the wheel plus
+#     `pigz -6 -p 2` of the same members (tar'd, one stream): medians of 5
+#     runs after a warm-up, their ratio, and peak RSS.
 #
-#   bash crates/kpack-packer/benches/wheel.sh [WORK_DIR [fixture|big|pjrt...]]
+#   bash crates/kpack-packer/benches/wheel.sh [WORK_DIR [fixture|big|pjrt|onnxruntime|aiter...]]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -29,7 +36,8 @@ work=${1:-$(mktemp -d /tmp/kpack-wheel-bench.XXXXXX)}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 shift || true
-benchmarks=(fixture big pjrt)
+benchmarks=(fixture big pjrt onnxruntime aiter)
+downloads=${KPACK_TEST_DOWNLOADS:-${XDG_CACHE_HOME:-$HOME/.cache}/rocm-kpack-get/test-downloads}
 [ $# -gt 0 ] && benchmarks=("$@")
 fixture=${KPACK_FIXTURES:-../shared/fixtures}/pypi/jax_rocm7_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl
 
@@ -108,6 +116,37 @@ PY
     echo "host wheel: $(stat -c %s "$work/out/$(basename "$wheel")") bytes; host-only .so deflated to $deflated bytes, pigz -6 to $(pigz -6 -p 2 -c "$host" | wc -c)"
 }
 
+# The wheel split of a wheel from the download cache against its floor:
+# unzipping it and deflating the same members with pigz.
+against_floor() {
+    local name=$1 wheel=$downloads/$2
+    if [ ! -f "$wheel" ]; then
+        echo "$wheel is missing: ./test.sh fetches it" >&2
+        exit 1
+    fi
+    local floor="sh -c 'rm -rf $work/unzipped && unzip -q $wheel -d $work/unzipped && tar -cf - -C $work/unzipped . | pigz -6 -p 2 >/dev/null'"
+    echo
+    echo "== $name: $(stat -c %s "$wheel") bytes, $(unzip -Z1 "$wheel" | wc -l) members; 2 threads"
+    hyperfine --warmup 1 --runs 5 -N --export-json "$work/$name.json" \
+        --prepare "rm -rf $work/out" \
+        "env RAYON_NUM_THREADS=2 $pack wheel split $wheel -o $work/out" \
+        "$floor" >/dev/null
+    python3 - "$work/$name.json" <<'PY'
+import json, statistics, sys
+wheel, floor = (statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"])
+print(f"median: wheel split {wheel:.2f} s; unzip -q + pigz -6 -p 2 {floor:.2f} s; ratio {wheel / floor:.2f}")
+PY
+    rm -rf "$work/out"
+    local rss_wheel rss_unzip rss_pigz
+    rss_wheel=$(peak env RAYON_NUM_THREADS=2 "$pack" wheel split "$wheel" -o "$work/out")
+    rm -rf "$work/unzipped"
+    rss_unzip=$(peak unzip -q "$wheel" -d "$work/unzipped")
+    rss_pigz=$(peak sh -c "tar -cf - -C $work/unzipped . | pigz -6 -p 2")
+    echo "peak RSS: wheel split $rss_wheel MiB (bound: 256 MiB), unzip $rss_unzip MiB, tar | pigz $rss_pigz MiB"
+    echo "output: host wheel $(stat -c %s "$work/out/$(basename "$wheel")") bytes, $(ls "$work/out" | grep -c _device_) device wheels, $(du -cb "$work"/out/*_device_* | tail -1 | cut -f1) bytes"
+    rm -rf "$work/out" "$work/unzipped"
+}
+
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for benchmark in "${benchmarks[@]}"; do
     case "$benchmark" in
@@ -121,6 +160,8 @@ for benchmark in "${benchmarks[@]}"; do
         threads "$big" 3
         ;;
     pjrt) pjrt ;;
-    *) echo "unknown benchmark $benchmark (fixture, big or pjrt)" >&2 && exit 2 ;;
+    onnxruntime) against_floor onnxruntime onnxruntime_rocm-1.22.2.post3-cp312-cp312-manylinux_2_34_x86_64.whl ;;
+    aiter) against_floor aiter amd_aiter-0.1.7.post2.dev18-py3-none-any.whl ;;
+    *) echo "unknown benchmark $benchmark (fixture, big, pjrt, onnxruntime or aiter)" >&2 && exit 2 ;;
     esac
 done

@@ -232,6 +232,22 @@ fn torch_scatter_rocm_for_new_gpus_installs_in_a_venv_with_pip() {
     let checked = assert_loads_original_code(&site, &bundles, "gfx1250", "gfx1151")
         + assert_loads_original_code(&site, &bundles, "gfx1152", "gfx1151");
     assert_eq!(verify_installed(&site, &["gfx1250", "gfx1152"]), checked);
+
+    // Without the device wheels, verify meets split binaries whose code it
+    // cannot find, and fails rather than pass having checked nothing.
+    run(&mut pip(&[
+        "uninstall",
+        "-y",
+        "torch-scatter-rocm-device-gfx1250",
+        "torch-scatter-rocm-device-gfx1152",
+    ]));
+    let result = kpack_pack().arg("verify").arg(&site).output().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("3 split binaries, but no code object was checked"),
+        "{stderr}"
+    );
 }
 
 /// What the aiter wheel holds for gfx950 alone, by the layout it ships

@@ -33,6 +33,11 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             &format!("{images}/amd-gfx942/__signature__"),
             b"cdna3".to_vec(),
         ),
+        // Real names hold `=`, `@`, spaces and non-ASCII characters.
+        (
+            &format!("{images}/amd-gfx942/flash/FONLY__\u{ff0a}bf16@16_M=1 x.aks2"),
+            b"cdna3 attention".to_vec(),
+        ),
         ("pkg/hsa/gfx1030/fwd.co", code("gfx1030")),
         (
             "pkg/hsa/gfx1030/kernels.csv",
@@ -141,6 +146,9 @@ fn a_tree_and_a_wheel_holding_the_same_files_route_them_to_the_same_owners() {
         .arg("-o")
         .arg(&out));
     let from_wheel = device_wheels(&out);
+    // Python's zipfile reads every name as written (the UTF-8 flag) and
+    // every RECORD row matches.
+    crate::wheel::check_wheels(&out);
 
     assert_eq!(
         from_tree.keys().collect::<Vec<_>>(),
@@ -148,7 +156,7 @@ fn a_tree_and_a_wheel_holding_the_same_files_route_them_to_the_same_owners() {
     );
     assert_eq!(from_tree, from_wheel);
     let routed: Vec<&String> = from_tree.values().flat_map(|files| files.keys()).collect();
-    assert_eq!(routed.len(), 6, "{routed:?}");
+    assert_eq!(routed.len(), 7, "{routed:?}");
     for stays in ["pkg/__init__.py", "pkg/configs/gfx942_tuning.json"] {
         assert!(
             tree.join(stays).is_file() && split.join(stays).is_file(),
