@@ -53,6 +53,7 @@ fn options(hsa_library: Option<&Path>, sysfs_root: &Path) -> DetectOptions {
     options.pci_ids = Vec::new();
     options.gfx_version_overrides.clear();
     options.hsa_xnack = false;
+    options.gfx12_strict = None;
     options
 }
 
@@ -364,6 +365,8 @@ fn sysfs_dgpu_with_sram_ecc_gets_sramecc_on() {
         gpus,
         [SysfsGpu {
             node: 1,
+            gfx_target_version: 90010,
+            asic_revision: 0,
             target: target("gfx90a:sramecc+:xnack-"),
             product: Some("MI210".to_owned()),
             sramecc: true,
