@@ -113,9 +113,8 @@ fn print_gpus(printer: &Printer, detection: &Detection) {
                 .as_ref()
                 .map(|s| {
                     format!(
-                        ", silicon {} (ASIC revision {}) reported as {} ({})",
+                        ", A0 silicon ({}) reported as {} ({})",
                         s.target,
-                        s.asic_revision,
                         gpu.target,
                         gfx12_strict::describe(s.value.as_deref())
                     )
