@@ -313,7 +313,9 @@ pub fn detect(options: &DetectOptions) -> Detection {
                     gpu.product = node.product;
                 }
                 gpu.overridden = node.overridden;
-                gpu.silicon = node.silicon;
+                if node.silicon.is_some() {
+                    gpu.silicon = node.silicon;
+                }
             }
             gpu
         })
@@ -412,12 +414,18 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     for agent in agents {
         match Target::parse(&agent.isa) {
             Ok(target) => gpus.push(Gpu {
+                // Only A0 silicon is reported by its strict name.
+                silicon: (target.processor() == gfx12_strict::STRICT).then(|| Silicon {
+                    asic_revision: 0,
+                    target: target.clone(),
+                    value: options.gfx12_strict.clone(),
+                    variable: gfx12_strict::VARIABLE,
+                }),
                 target,
                 product: agent.product,
                 source: GpuSource::Hsa,
                 id: format!("hsa agent {}", agent.index),
                 overridden: None,
-                silicon: None,
             }),
             Err(error) => notes.push(format!(
                 "hsa: agent {} ({}): {error}, skipped",

@@ -1192,6 +1192,21 @@ fn hsa_says_which_name_a0_reports_and_sysfs_what_the_silicon_is() {
         [target("gfx1250-strict"), target("gfx1250")]
     );
     assert_eq!(detection.strict_warnings(), Vec::<String>::new());
+
+    // Without sysfs, the strict name alone says A0.
+    let detection = detect(&options(Some(&library), &dir.path().join("no-nodes")));
+    assert_eq!(
+        detection.gpus[0]
+            .silicon
+            .as_ref()
+            .map(|s| s.target.to_string()),
+        Some("gfx1250-strict".to_owned())
+    );
+    assert_eq!(detection.gpus[1].silicon, None);
+    assert_eq!(
+        detection.targets(),
+        [target("gfx1250-strict"), target("gfx1250")]
+    );
 }
 
 // Overrides the runtime refuses (rocm-systems#5686).
