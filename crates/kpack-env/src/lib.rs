@@ -105,6 +105,9 @@ impl EnvVars {
     pub const HSA_XNACK: &'static str = "HSA_XNACK";
     /// The HSA runtime's target override (and `_<node>` per GPU).
     pub const HSA_OVERRIDE_GFX_VERSION: &'static str = "HSA_OVERRIDE_GFX_VERSION";
+    /// The HSA runtime's switch for the name gfx1250 A0 silicon reports
+    /// (`gfx1250` or `gfx1250-strict`).
+    pub const HSA_DISABLE_GFX12_STRICT: &'static str = "HSA_DISABLE_GFX12_STRICT";
     /// The active Python virtual environment.
     pub const VIRTUAL_ENV: &'static str = "VIRTUAL_ENV";
     /// The uv binary running this one, as uv sets it.

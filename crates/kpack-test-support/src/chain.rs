@@ -207,7 +207,9 @@ impl Env {
             .env_remove("LD_LIBRARY_PATH")
             .env("KPACK_GET_LAYOUT", "kpack")
             .stdin(std::process::Stdio::null());
-        // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) stay out.
+        // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) and
+        // its choice of gfx1250 A0's name stay out.
+        command.env_remove("HSA_DISABLE_GFX12_STRICT");
         for (name, _) in std::env::vars_os() {
             if name
                 .to_string_lossy()

@@ -40,6 +40,9 @@ pub struct CheckReport {
     pub served: bool,
     /// What the check could not look at, and why.
     pub notes: Vec<String>,
+    /// What is wrong beyond what is installed: gfx1250 A0 silicon the
+    /// runtime reports by B0's name.
+    pub warnings: Vec<String>,
 }
 
 /// What was checked.
@@ -176,7 +179,14 @@ impl CheckReport {
             findings,
             fix,
             notes,
+            warnings: Vec::new(),
         }
+    }
+
+    /// This report with `warnings`.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> CheckReport {
+        self.warnings = warnings;
+        self
     }
 
     /// The GPUs not served.
@@ -209,6 +219,9 @@ impl CheckReport {
                     finding.package, finding.version, finding.reason, finding.detail
                 ));
             }
+        }
+        for warning in &self.warnings {
+            output.warn(warning);
         }
         for note in &self.notes {
             output.note(note);

@@ -6,7 +6,11 @@ use rocm_kpack_get::install::record::InstalledRecord;
 use super::{Context, Failure};
 
 pub fn check(context: &Context) -> Result<(), Failure> {
-    let gpus = context.gpus()?.targets;
+    // Judged by the names the runtime reports, which choose the code it
+    // loads; A0 silicon reported by B0's name is warned of.
+    let chosen = context.gpus()?;
+    let gpus = chosen.reported();
+    let warnings = chosen.detection.strict_warnings();
     let prefix = context.prefix(false)?;
     let installed = prefix.root().join(".kpack").is_dir();
     // Read-only, like `verify`: nothing in the prefix is written.
@@ -39,7 +43,8 @@ pub fn check(context: &Context) -> Result<(), Failure> {
         published: &published,
         invocation: &invocation,
     }
-    .run(notes);
+    .run(notes)
+    .with_warnings(warnings);
     context.printer.report(&report);
     report.render_text(&context.printer);
     Failure::unless_served(&report)

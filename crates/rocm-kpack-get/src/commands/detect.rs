@@ -4,7 +4,7 @@
 
 use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, PackageName};
-use rocm_kpack_get::detect::{Detection, Gpu};
+use rocm_kpack_get::detect::{gfx12_strict, Detection, Gpu};
 use rocm_kpack_get::layout::decide_for_new_library;
 use rocm_kpack_get::repo::Repo;
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
@@ -107,8 +107,21 @@ fn print_gpus(printer: &Printer, detection: &Detection) {
                     )
                 })
                 .unwrap_or_default();
+            // What A0 silicon is, beside the name the runtime reports.
+            let silicon = gpu
+                .silicon
+                .as_ref()
+                .map(|s| {
+                    format!(
+                        ", A0 silicon ({}) reported as {} ({})",
+                        s.target,
+                        gpu.target,
+                        gfx12_strict::describe(s.value.as_deref())
+                    )
+                })
+                .unwrap_or_default();
             printer.line(format!(
-                "{:<4} {:<26} {:<32} {}{overridden}",
+                "{:<4} {:<26} {:<32} {}{overridden}{silicon}",
                 index,
                 gpu.target.to_string(),
                 gpu.product.as_deref().unwrap_or("-"),

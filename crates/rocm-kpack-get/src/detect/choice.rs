@@ -86,7 +86,8 @@ impl serde::Serialize for TargetSource {
 /// when nothing was detected).
 #[derive(Debug, Clone)]
 pub struct ChosenTargets {
-    /// Distinct, in the order their source lists them.
+    /// The targets to install for: distinct, in the order their source
+    /// lists them (both names of gfx1250 A0 silicon).
     pub targets: Vec<Target>,
     pub source: TargetSource,
     pub detection: Detection,
@@ -179,6 +180,16 @@ impl TargetChoice {
 }
 
 impl ChosenTargets {
+    /// The targets the runtime reports for the GPUs, which a check judges
+    /// by: the detected GPUs' (one name for A0 silicon), else those chosen.
+    pub fn reported(&self) -> Vec<Target> {
+        if self.detection.gpus.is_empty() {
+            self.targets.clone()
+        } else {
+            self.detection.reported_targets()
+        }
+    }
+
     fn undetected(targets: Vec<Target>, source: TargetSource) -> ChosenTargets {
         ChosenTargets {
             targets,

@@ -5,6 +5,9 @@
 //! the same topology: the per-node `HSA_OVERRIDE_GFX_VERSION_<node>` first,
 //! else `HSA_OVERRIDE_GFX_VERSION`, the value `major.minor.stepping` in
 //! decimal, the target `gfx` + decimal major + hex minor + hex stepping.
+//! Since rocm-systems#5686 (ROCm 7) the runtime takes a variable set empty
+//! as unset, and refuses a value that changes the chip's major version
+//! (10.3.0 on a gfx1100): such a value is not used here either.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +23,16 @@ pub enum OverrideError {
     Malformed { variable: String, value: String },
     #[error("{variable}={value} names no GPU target")]
     NoTarget { variable: String, value: String },
+    #[error(
+        "{variable}={value} would change the major version ({chip_major} to {major}), \
+         which the HSA runtime refuses (rocm-systems#5686)"
+    )]
+    OtherMajor {
+        variable: String,
+        value: String,
+        chip_major: u64,
+        major: u64,
+    },
 }
 
 /// The override variables set in this process's environment, by name.
@@ -42,20 +55,32 @@ fn is_override_variable(name: &str) -> bool {
     }
 }
 
+/// Whether a variable's value is empty, which the runtime takes as unset.
+pub fn is_unset(value: &str) -> bool {
+    value.trim().is_empty()
+}
+
 /// The variable that applies to kfd node `node` and its value: the
-/// per-node one wins over the one for every GPU, as in libhsakmt.
+/// per-node one wins over the one for every GPU, as in libhsakmt; one set
+/// empty is unset.
 pub fn for_node(variables: &BTreeMap<String, String>, node: u32) -> Option<(&str, &str)> {
     let per_node = format!("{VARIABLE}_{node}");
-    variables
-        .get_key_value(&per_node)
-        .or_else(|| variables.get_key_value(VARIABLE))
+    let set = |name: &str| {
+        variables
+            .get_key_value(name)
+            .filter(|(_, value)| !is_unset(value))
+    };
+    set(&per_node)
+        .or_else(|| set(VARIABLE))
         .map(|(name, value)| (name.as_str(), value.as_str()))
 }
 
-/// The processor `value` names (`10.3.0` is gfx1030, `9.0.10` gfx90a).
+/// The processor `value` makes the runtime run a chip of
+/// `gfx_target_version` `chip` as (`10.3.0` is gfx1030, `9.0.10` gfx90a).
 /// Accepts what libhsakmt accepts (three decimal numbers, major up to 63,
-/// minor and stepping up to 255), and of that what names a target.
-pub fn processor(variable: &str, value: &str) -> Result<String, OverrideError> {
+/// minor and stepping up to 255) with the chip's major version, and of
+/// that what names a target.
+pub fn processor(variable: &str, value: &str, chip: u64) -> Result<String, OverrideError> {
     let malformed = || OverrideError::Malformed {
         variable: variable.to_owned(),
         value: value.to_owned(),
@@ -77,6 +102,15 @@ pub fn processor(variable: &str, value: &str) -> Result<String, OverrideError> {
     if major > 63 || minor > 255 || stepping > 255 {
         return Err(malformed());
     }
+    let chip_major = chip / 10_000;
+    if major != chip_major {
+        return Err(OverrideError::OtherMajor {
+            variable: variable.to_owned(),
+            value: value.trim().to_owned(),
+            chip_major,
+            major,
+        });
+    }
     processor_for_gfx_target_version(major * 10_000 + minor * 100 + stepping).ok_or_else(|| {
         OverrideError::NoTarget {
             variable: variable.to_owned(),
@@ -91,14 +125,14 @@ mod tests {
 
     #[test]
     fn values_are_decimal_with_hex_rendered_minor_and_stepping() {
-        for (value, expected) in [
-            ("10.3.0", "gfx1030"),
-            ("11.0.0", "gfx1100"),
-            ("9.0.10", "gfx90a"),
-            (" 11.5.1\n", "gfx1151"),
+        for (value, chip, expected) in [
+            ("10.3.0", 100301, "gfx1030"),
+            ("11.0.0", 110003, "gfx1100"),
+            ("9.0.10", 90008, "gfx90a"),
+            (" 11.5.1\n", 110000, "gfx1151"),
         ] {
             assert_eq!(
-                processor(VARIABLE, value).as_deref(),
+                processor(VARIABLE, value, chip).as_deref(),
                 Ok(expected),
                 "{value}"
             );
@@ -110,20 +144,48 @@ mod tests {
         for value in [
             "", "10.3", "10.3.0.1", "gfx1030", "10.3.x", "10.-3.0", "64.0.0", "10.3.0x",
         ] {
-            let error = processor("HSA_OVERRIDE_GFX_VERSION_1", value).unwrap_err();
+            let error = processor("HSA_OVERRIDE_GFX_VERSION_1", value, 100301).unwrap_err();
             assert!(
                 error.to_string().starts_with("HSA_OVERRIDE_GFX_VERSION_1="),
                 "{value}: {error}"
             );
         }
         assert!(matches!(
-            processor(VARIABLE, "10.16.0"),
+            processor(VARIABLE, "10.16.0", 100301),
             Err(OverrideError::NoTarget { .. })
+        ));
+    }
+
+    #[test]
+    fn a_value_changing_the_major_version_is_refused_as_the_runtime_refuses_it() {
+        let error = processor(VARIABLE, "10.3.0", 110000).unwrap_err();
+        assert_eq!(
+            error,
+            OverrideError::OtherMajor {
+                variable: VARIABLE.to_owned(),
+                value: "10.3.0".to_owned(),
+                chip_major: 11,
+                major: 10,
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "HSA_OVERRIDE_GFX_VERSION=10.3.0 would change the major version (11 to 10), \
+             which the HSA runtime refuses (rocm-systems#5686)"
+        );
+        assert!(matches!(
+            processor(VARIABLE, "11.0.0", 100300),
+            Err(OverrideError::OtherMajor { .. })
         ));
         assert!(matches!(
-            processor(VARIABLE, "0.0.0"),
-            Err(OverrideError::NoTarget { .. })
+            processor(VARIABLE, "0.0.0", 100300),
+            Err(OverrideError::OtherMajor { .. })
         ));
+        // Within a major version, any target.
+        assert_eq!(
+            processor(VARIABLE, "12.5.0", 120001).as_deref(),
+            Ok("gfx1250")
+        );
     }
 
     #[test]
@@ -142,5 +204,20 @@ mod tests {
         assert!(is_override_variable("HSA_OVERRIDE_GFX_VERSION_12"));
         assert!(!is_override_variable("HSA_OVERRIDE_GFX_VERSION_X"));
         assert!(!is_override_variable("HSA_OVERRIDE_GFX_VERSION_"));
+    }
+
+    #[test]
+    fn a_variable_set_empty_is_unset() {
+        let variables: BTreeMap<String, String> = [
+            (VARIABLE.to_owned(), "11.0.0".to_owned()),
+            (format!("{VARIABLE}_1"), String::new()),
+            (format!("{VARIABLE}_2"), " ".to_owned()),
+        ]
+        .into();
+        // The per-node ones are unset, so the one for every GPU applies.
+        assert_eq!(for_node(&variables, 1), Some((VARIABLE, "11.0.0")));
+        assert_eq!(for_node(&variables, 2), Some((VARIABLE, "11.0.0")));
+        let empty: BTreeMap<String, String> = [(VARIABLE.to_owned(), String::new())].into();
+        assert_eq!(for_node(&empty, 0), None);
     }
 }

@@ -7,11 +7,14 @@
 //! GPUs they are the answer; sysfs, which works before ROCm is installed,
 //! answers when HSA cannot. Finding no GPU is not an error: the
 //! [`Detection`] then says in its notes why each source found nothing.
+//! gfx1250 A0 silicon has two names ([`gfx12_strict`]): a GPU says which
+//! the runtime reports and what the silicon is, and is installed for both.
 //!
 //! [`hip_runtime`] finds the HIP runtime installed libraries would load,
 //! which decides how they are installed ([`crate::layout`]).
 
 pub mod choice;
+pub mod gfx12_strict;
 pub mod gfx_override;
 pub mod hip_runtime;
 pub mod hsa;
@@ -55,11 +58,63 @@ pub struct Gpu {
     pub overridden: Option<TargetOverride>,
     /// The product name, when a source knows it.
     pub product: Option<String>,
+    /// Set for gfx1250 A0 silicon, whose own target (`gfx1250-strict`)
+    /// `target` may not be: the runtime reports either name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silicon: Option<Silicon>,
     /// Where the target came from.
     pub source: GpuSource,
-    /// Its target, with the feature modes the source knows.
+    /// Its target as the runtime reports it, with the feature modes the
+    /// source knows.
     #[serde(serialize_with = "serialize_display")]
     pub target: Target,
+}
+
+impl Gpu {
+    /// The targets to install for: the one the runtime reports, and for
+    /// A0 silicon its other name too, so that code chosen by either name
+    /// is there.
+    pub fn install_targets(&self) -> Vec<Target> {
+        let mut targets = vec![self.target.clone()];
+        if self.silicon.is_some() {
+            targets.extend(gfx12_strict::other_name(&self.target));
+        }
+        targets
+    }
+
+    /// For A0 silicon the runtime reports by B0's name (`gfx1250`): what
+    /// goes wrong and how to change it.
+    pub fn strict_warning(&self) -> Option<String> {
+        let silicon = self.silicon.as_ref()?;
+        if self.target.processor() != gfx12_strict::PLAIN {
+            return None;
+        }
+        Some(format!(
+            "{} is gfx1250 A0 silicon, which needs {} code, but the HSA runtime reports it as {} ({}): \
+             libraries that choose code by that name run B0 code on it; {} for the runtime to report {}",
+            self.id,
+            silicon.target,
+            self.target,
+            gfx12_strict::describe(silicon.value.as_deref()),
+            gfx12_strict::strict_setting(),
+            silicon.target,
+        ))
+    }
+}
+
+/// What gfx1250 A0 silicon is, beside the name the runtime reports for it.
+/// Fields in JSON order, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Silicon {
+    /// The ASIC revision (0: A0).
+    pub asic_revision: u8,
+    /// The target its code is built for (`gfx1250-strict`).
+    #[serde(serialize_with = "serialize_display")]
+    pub target: Target,
+    /// The value of `variable`, `None` when unset.
+    pub value: Option<String>,
+    /// `HSA_DISABLE_GFX12_STRICT`, which decides the name reported.
+    pub variable: &'static str,
 }
 
 /// The chip's own target and the variable that replaced it.
@@ -106,6 +161,9 @@ pub struct DetectOptions {
     /// Whether the HSA runtime will turn xnack on (`HSA_XNACK=1`; the
     /// kernel's default is off), the mode sysfs GPUs' code will run in.
     pub hsa_xnack: bool,
+    /// `HSA_DISABLE_GFX12_STRICT`, when set: which name the runtime
+    /// reports for gfx1250 A0 silicon.
+    pub gfx12_strict: Option<String>,
 }
 
 impl DetectOptions {
@@ -123,6 +181,8 @@ impl DetectOptions {
             gfx_version_overrides: gfx_override::from_environment(),
             hsa_xnack: std::env::var(kpack_env::EnvVars::HSA_XNACK)
                 .is_ok_and(|value| value.trim() == "1"),
+            gfx12_strict: std::env::var_os(gfx12_strict::VARIABLE)
+                .map(|value| value.to_string_lossy().into_owned()),
         }
     }
 }
@@ -136,21 +196,38 @@ pub struct Detection {
     /// starting with the source (`hsa: ...`, `sysfs: ...`).
     pub notes: Vec<String>,
     /// What the user set wrong and should hear about even without -v (a
-    /// malformed `HSA_OVERRIDE_GFX_VERSION`).
+    /// malformed `HSA_OVERRIDE_GFX_VERSION`, or one the runtime refuses).
     pub warnings: Vec<String>,
 }
 
 impl Detection {
-    /// The distinct targets of the GPUs, in GPU order.
+    /// The distinct targets to install for, in GPU order: each GPU's
+    /// [`Gpu::install_targets`].
     pub fn targets(&self) -> Vec<Target> {
-        let mut targets: Vec<Target> = Vec::new();
-        for gpu in &self.gpus {
-            if !targets.contains(&gpu.target) {
-                targets.push(gpu.target.clone());
-            }
-        }
-        targets
+        distinct(self.gpus.iter().flat_map(Gpu::install_targets))
     }
+
+    /// The distinct targets the runtime reports, in GPU order: what a
+    /// check judges by.
+    pub fn reported_targets(&self) -> Vec<Target> {
+        distinct(self.gpus.iter().map(|gpu| gpu.target.clone()))
+    }
+
+    /// A warning for each GPU of gfx1250 A0 silicon the runtime reports by
+    /// B0's name ([`Gpu::strict_warning`]).
+    pub fn strict_warnings(&self) -> Vec<String> {
+        self.gpus.iter().filter_map(Gpu::strict_warning).collect()
+    }
+}
+
+fn distinct(all: impl Iterator<Item = Target>) -> Vec<Target> {
+    let mut targets: Vec<Target> = Vec::new();
+    for target in all {
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+    }
+    targets
 }
 
 /// Finds the GPUs: the overrides if there are any, else what HSA reports,
@@ -166,6 +243,7 @@ pub fn detect(options: &DetectOptions) -> Detection {
                 source: GpuSource::Override,
                 id: "override".to_owned(),
                 overridden: None,
+                silicon: None,
             })
             .collect();
         return Detection {
@@ -193,6 +271,13 @@ pub fn detect(options: &DetectOptions) -> Detection {
     }
     let mut warnings = Vec::new();
     let sysfs_gpus = sysfs_as_run(options, sysfs_gpus, &mut warnings);
+    for (variable, value) in &options.gfx_version_overrides {
+        if gfx_override::is_unset(value) {
+            notes.push(format!(
+                "sysfs: {variable} is set empty, which the HSA runtime takes as unset"
+            ));
+        }
+    }
 
     if hsa_gpus.is_empty() {
         return Detection {
@@ -210,22 +295,27 @@ pub fn detect(options: &DetectOptions) -> Detection {
             sysfs_gpus.len()
         ));
     }
-    // Pair each HSA GPU with the next sysfs node of the same processor (as
-    // the runtime runs it), for the product name when HSA has none and the
-    // chip behind an override HSA applied itself.
+    // Pair each HSA GPU with the next sysfs node of the same chip (as the
+    // runtime runs it; either name of gfx1250), for the product name when
+    // HSA has none, the chip behind an override HSA applied itself, and
+    // what A0 silicon is whichever name HSA reports.
     let mut unpaired: Vec<Option<Gpu>> = sysfs_gpus.into_iter().map(Some).collect();
     let gpus = hsa_gpus
         .into_iter()
         .map(|mut gpu| {
             let pair = unpaired.iter_mut().find(|node| {
-                node.as_ref()
-                    .is_some_and(|node| node.target.processor() == gpu.target.processor())
+                node.as_ref().is_some_and(|node| {
+                    gfx12_strict::same_chip(node.target.processor(), gpu.target.processor())
+                })
             });
             if let Some(node) = pair.and_then(Option::take) {
                 if gpu.product.is_none() {
                     gpu.product = node.product;
                 }
                 gpu.overridden = node.overridden;
+                if node.silicon.is_some() {
+                    gpu.silicon = node.silicon;
+                }
             }
             gpu
         })
@@ -238,9 +328,11 @@ pub fn detect(options: &DetectOptions) -> Detection {
 }
 
 /// The sysfs GPUs as the runtime will run them: named from `pci.ids` (read
-/// only when a GPU has a PCI id), their targets replaced where an
-/// `HSA_OVERRIDE_GFX_VERSION` variable says; a value that names no target
-/// is a warning, and the chip's own target stays.
+/// only when a GPU has a PCI id), gfx1250 A0 silicon by the name the
+/// runtime reports for it, their targets replaced where an
+/// `HSA_OVERRIDE_GFX_VERSION` variable says; a value that names no target,
+/// or that the runtime refuses, is a warning, and the chip's own target
+/// stays.
 fn sysfs_as_run(
     options: &DetectOptions,
     sysfs_gpus: Vec<sysfs::SysfsGpu>,
@@ -251,25 +343,34 @@ fn sysfs_as_run(
     } else {
         None
     };
+    let strict = options.gfx12_strict.as_deref();
     sysfs_gpus
         .into_iter()
         .map(|gpu| {
             let name = gpu
                 .pci_device
                 .and_then(|device| names.as_ref()?.get(&device).cloned());
-            let mut found = Gpu {
+            let silicon = (gpu.target.processor() == gfx12_strict::STRICT).then(|| Silicon {
+                asic_revision: gpu.asic_revision,
                 target: gpu.target.clone(),
+                value: options.gfx12_strict.clone(),
+                variable: gfx12_strict::VARIABLE,
+            });
+            let mut found = Gpu {
+                target: gfx12_strict::reported(&gpu.target, strict)
+                    .unwrap_or_else(|_| gpu.target.clone()),
                 product: name.or(gpu.product),
                 source: GpuSource::Sysfs,
                 id: format!("sysfs node {}", gpu.node),
                 overridden: None,
+                silicon,
             };
             let Some((variable, value)) =
                 gfx_override::for_node(&options.gfx_version_overrides, gpu.node)
             else {
                 return found;
             };
-            let target = gfx_override::processor(variable, value)
+            let target = gfx_override::processor(variable, value, gpu.gfx_target_version)
                 .map_err(|error| error.to_string())
                 .and_then(|processor| {
                     sysfs::target_for(&processor, gpu.sramecc, options.hsa_xnack)
@@ -277,7 +378,9 @@ fn sysfs_as_run(
                 });
             match target {
                 Ok(target) => {
+                    // The runtime runs it as another target altogether.
                     found.target = target;
+                    found.silicon = None;
                     found.overridden = Some(TargetOverride {
                         chip: gpu.target,
                         variable: variable.to_owned(),
@@ -286,7 +389,7 @@ fn sysfs_as_run(
                 }
                 Err(error) => warnings.push(format!(
                     "{error}; ignored: sysfs node {} is taken as its chip's own target {}",
-                    gpu.node, gpu.target
+                    gpu.node, found.target
                 )),
             }
             found
@@ -311,6 +414,13 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     for agent in agents {
         match Target::parse(&agent.isa) {
             Ok(target) => gpus.push(Gpu {
+                // Only A0 silicon is reported by its strict name.
+                silicon: (target.processor() == gfx12_strict::STRICT).then(|| Silicon {
+                    asic_revision: 0,
+                    target: target.clone(),
+                    value: options.gfx12_strict.clone(),
+                    variable: gfx12_strict::VARIABLE,
+                }),
                 target,
                 product: agent.product,
                 source: GpuSource::Hsa,
@@ -328,10 +438,114 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
     } else if let Some(version) = options
         .gfx_version_overrides
         .get(kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION)
+        .filter(|version| !gfx_override::is_unset(version))
     {
         notes.push(format!(
             "hsa: HSA_OVERRIDE_GFX_VERSION={version} is set, so HSA reports that target rather than the chip's"
         ));
     }
     gpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(id: &str) -> Target {
+        Target::parse(id).unwrap()
+    }
+
+    /// A sysfs GPU reported as `reported`, of A0 silicon when `a0`.
+    fn gpu(reported: &str, a0: bool, value: Option<&str>) -> Gpu {
+        Gpu {
+            id: "sysfs node 1".to_owned(),
+            overridden: None,
+            product: None,
+            silicon: a0.then(|| Silicon {
+                asic_revision: 0,
+                target: target(gfx12_strict::STRICT),
+                value: value.map(str::to_owned),
+                variable: gfx12_strict::VARIABLE,
+            }),
+            source: GpuSource::Sysfs,
+            target: target(reported),
+        }
+    }
+
+    #[test]
+    fn a0_silicon_is_installed_for_both_names_reported_name_first() {
+        assert_eq!(
+            gpu("gfx1250", true, None).install_targets(),
+            [target("gfx1250"), target("gfx1250-strict")]
+        );
+        assert_eq!(
+            gpu("gfx1250-strict", true, Some("0")).install_targets(),
+            [target("gfx1250-strict"), target("gfx1250")]
+        );
+        assert_eq!(
+            gpu("gfx1250", false, None).install_targets(),
+            [target("gfx1250")]
+        );
+    }
+
+    #[test]
+    fn a_detection_installs_for_every_name_and_reports_one_per_gpu() {
+        let detection = Detection {
+            gpus: vec![
+                gpu("gfx1250", true, None),
+                gpu("gfx1250", false, None),
+                gpu("gfx1100", false, None),
+            ],
+            ..Detection::default()
+        };
+        assert_eq!(
+            detection.targets(),
+            [
+                target("gfx1250"),
+                target("gfx1250-strict"),
+                target("gfx1100")
+            ]
+        );
+        assert_eq!(
+            detection.reported_targets(),
+            [target("gfx1250"), target("gfx1100")]
+        );
+    }
+
+    #[test]
+    fn only_a0_silicon_reported_by_b0s_name_is_warned_of() {
+        assert_eq!(
+            gpu("gfx1250", true, Some("1")).strict_warning().as_deref(),
+            Some(
+                "sysfs node 1 is gfx1250 A0 silicon, which needs gfx1250-strict code, \
+                 but the HSA runtime reports it as gfx1250 (HSA_DISABLE_GFX12_STRICT=1): \
+                 libraries that choose code by that name run B0 code on it; \
+                 set HSA_DISABLE_GFX12_STRICT=0 for the runtime to report gfx1250-strict"
+            )
+        );
+        assert_eq!(
+            gpu("gfx1250-strict", true, Some("0")).strict_warning(),
+            None
+        );
+        assert_eq!(gpu("gfx1250", false, None).strict_warning(), None);
+    }
+
+    #[test]
+    fn a0_silicon_says_so_in_json() {
+        assert_eq!(
+            serde_json::to_value(gpu("gfx1250", true, None)).unwrap(),
+            serde_json::json!({
+                "id": "sysfs node 1",
+                "product": null,
+                "silicon": {
+                    "asic_revision": 0,
+                    "target": "gfx1250-strict",
+                    "value": null,
+                    "variable": "HSA_DISABLE_GFX12_STRICT",
+                },
+                "source": "sysfs",
+                "target": "gfx1250",
+            })
+        );
+    }
 }

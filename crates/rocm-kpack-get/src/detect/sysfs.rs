@@ -4,12 +4,16 @@
 //! `/sys/class/kfd/kfd/topology/nodes` has a `properties` file of
 //! `key value` lines (decimal) and a `name` file; GPU nodes have
 //! `simd_count > 0` and a `gfx_target_version`. sysfs knows a GPU's
-//! sramecc mode (a capability bit) but not its xnack mode.
+//! sramecc mode (a capability bit) but not its xnack mode, and its ASIC
+//! revision (capability bits 25:22), which tells gfx1250 A0 silicon
+//! (`gfx1250-strict`) from B0 and later ([`super::gfx12_strict`]).
 
 use std::io;
 use std::path::Path;
 
 use kpack_gpu::Target;
+
+use super::gfx12_strict;
 
 /// The `capability` bit saying SRAM ECC is enabled (`HSA_CAP_SRAM_EDCSUPPORTED`).
 pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
@@ -19,8 +23,13 @@ pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
 pub struct SysfsGpu {
     /// The node number (the directory name).
     pub node: u32,
-    /// The target: the processor, with the sramecc mode for processors that
-    /// have that feature (sysfs does not know xnack).
+    /// Its `gfx_target_version` (major * 10000 + minor * 100 + stepping).
+    pub gfx_target_version: u64,
+    /// The ASIC revision (0 is A0).
+    pub asic_revision: u8,
+    /// The silicon's target: the processor (`gfx1250-strict` for gfx1250
+    /// A0), with the sramecc mode for processors that have that feature
+    /// (sysfs does not know xnack).
     pub target: Target,
     /// The node's `name` file, when not empty.
     pub product: Option<String>,
@@ -97,8 +106,11 @@ fn read_node(node: u32, directory: &Path, xnack: bool) -> Result<Node, String> {
             "sysfs: node {node} has gfx_target_version {version}, which names no GPU target, skipped"
         ));
     };
-    let sramecc = property(&properties, "capability").unwrap_or(0) & CAPABILITY_SRAMECC != 0;
-    let target = target_for(&processor, sramecc, xnack)
+    let capability = property(&properties, "capability").unwrap_or(0);
+    let sramecc = capability & CAPABILITY_SRAMECC != 0;
+    let asic_revision = gfx12_strict::asic_revision(capability);
+    let processor = gfx12_strict::silicon_processor(&processor, asic_revision);
+    let target = target_for(processor, sramecc, xnack)
         .map_err(|error| format!("sysfs: node {node}: {error}, skipped"))?;
     // The name is a nicety; a node without a readable one still counts.
     // Kernels with IP discovery write that phrase there, not a name.
@@ -112,6 +124,8 @@ fn read_node(node: u32, directory: &Path, xnack: bool) -> Result<Node, String> {
         .and_then(|id| u16::try_from(id).ok());
     Ok(Node::Gpu(SysfsGpu {
         node,
+        gfx_target_version: version,
+        asic_revision,
         target,
         product,
         sramecc,
@@ -226,7 +240,11 @@ mod tests {
             (100300, "gfx1030"),
             (110000, "gfx1100"),
             (110501, "gfx1151"),
+            (110504, "gfx1154"),
+            (110700, "gfx1170"),
+            (110702, "gfx1172"),
             (120001, "gfx1201"),
+            (120500, "gfx1250"),
         ];
         for (version, processor) in cases {
             assert_eq!(

@@ -9,15 +9,13 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::common::archives::publish_rocrand_for;
 use crate::common::gpus::{fake_sysfs, FakeNode, CAPABILITY_SRAMECC};
 use crate::common::{describe, output, success};
 use kpack_binary::elf::FatElf;
-use kpack_repo::publish::{NewArtifact, NewVersion, Publisher};
-use kpack_sign::SecretKey;
 use kpack_test_support::context::TestContext;
 use kpack_test_support::python_venv;
 use kpack_test_support::venv::with_python_tools;
-use rocm_kpack::{Archive, ArchiveOptions, ArchiveWriter, BinaryKey, Compression, Target};
 use rocm_kpack_get::install::record::InstalledRecord;
 
 const GFX90A: &str = "gfx90a:sramecc+:xnack-";
@@ -160,62 +158,11 @@ fn a_fat_library_made_for_another_gpu_that_nothing_published_serves_has_no_fix()
     assert_eq!(found["fix"], serde_json::Value::Null, "{found:#}");
 }
 
-/// Publishes rocm-rand 5.3.4 into the context's own repository:
-/// rocRAND's host tree and archives as 5.3.3 has them, plus an archive
-/// for gfx1100 (rocRAND's code under that target, as a publisher building
-/// for it would add one), so that a gfx1100 machine has code to install.
+/// Publishes rocm-rand 5.3.4 into the context's own repository with an
+/// archive for gfx1100 beside 5.3.3's, so that a gfx1100 machine has code
+/// to install.
 fn publish_with_gfx1100(context: &TestContext) {
-    let repo = &context.repo;
-    let inputs = context.home().join("inputs");
-    fs_err::create_dir_all(&inputs).unwrap();
-    let pool = repo.dir.join("pool/rocm-rand/5.3.3");
-    let host = inputs.join("rocm-rand-5.3.4-host.tar.zst");
-    fs_err::copy(pool.join("rocm-rand-5.3.3-host.tar.zst"), &host).unwrap();
-    let gfx1030 = inputs.join("rocrand_gfx1030.kpack");
-    let served = crate::common::installed_bytes(&repo.dir, "rocrand_gfx1030.kpack.zst");
-    fs_err::write(&gfx1030, served).unwrap();
-    let gfx1100 = inputs.join("rocrand_gfx1100.kpack");
-    let source = Archive::open(&gfx1030).unwrap();
-    let target = Target::parse("gfx1100").unwrap();
-    let options = ArchiveOptions {
-        group: "rocrand".into(),
-        family: "gfx1100".into(),
-        arches: vec![target.clone()],
-        compression: Compression::DEFAULT,
-    };
-    let mut writer = ArchiveWriter::new(fs_err::File::create(&gfx1100).unwrap(), options).unwrap();
-    for binary in source.binaries() {
-        let (path, index) = binary.rsplit_once('#').unwrap();
-        let code = source
-            .kernel(binary, &Target::parse("gfx1030").unwrap())
-            .unwrap();
-        writer
-            .add(
-                &BinaryKey::new(path, index.parse().unwrap()),
-                &target,
-                &code,
-            )
-            .unwrap();
-    }
-    writer.finish().unwrap();
-    let artifact = |file: &Path| NewArtifact {
-        owner: None,
-        file: file.to_owned(),
-        targets: None,
-        component: None,
-        unpacked_size: None,
-    };
-    Publisher::open(&repo.dir)
-        .unwrap()
-        .add(
-            &NewVersion::new(
-                &"rocm-rand".parse().unwrap(),
-                &semver::Version::new(5, 3, 4),
-            ),
-            &[artifact(&host), artifact(&gfx1030), artifact(&gfx1100)],
-            Some(&SecretKey::load(&repo.secret_key, None).unwrap()),
-        )
-        .unwrap();
+    publish_rocrand_for(context, "5.3.4", &["gfx1100"]);
 }
 
 /// The targets of the code objects of the fat library at `path`.

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::gpus::{
-    fake_hsa, fake_hsa_calls, fake_sysfs, make_node_unreadable, FakeAgent, FakeHsaConfig, FakeNode,
-    CAPABILITY_SRAMECC, HSA_PID_NAME,
+    capability_asic_revision, fake_hsa, fake_hsa_calls, fake_sysfs, make_node_unreadable,
+    FakeAgent, FakeHsaConfig, FakeNode, CAPABILITY_SRAMECC, HSA_PID_NAME,
 };
 use kpack_gpu::Target;
 use rocm_kpack_get::detect::hsa::{self, HsaAgent, HsaError};
@@ -53,6 +53,7 @@ fn options(hsa_library: Option<&Path>, sysfs_root: &Path) -> DetectOptions {
     options.pci_ids = Vec::new();
     options.gfx_version_overrides.clear();
     options.hsa_xnack = false;
+    options.gfx12_strict = None;
     options
 }
 
@@ -364,6 +365,8 @@ fn sysfs_dgpu_with_sram_ecc_gets_sramecc_on() {
         gpus,
         [SysfsGpu {
             node: 1,
+            gfx_target_version: 90010,
+            asic_revision: 0,
             target: target("gfx90a:sramecc+:xnack-"),
             product: Some("MI210".to_owned()),
             sramecc: true,
@@ -1016,5 +1019,307 @@ fn detect_says_which_variable_made_a_gpu_run_as_another_target() {
         detected["warnings"].as_array().unwrap().len(),
         1,
         "{stdout}"
+    );
+}
+
+// gfx1154, gfx1170 and gfx1250 A0 and B0 silicon, whose ASIC revision
+// sysfs tells.
+
+/// A gfx1170 iGPU, a gfx1154, and gfx1250 A0 and B0 silicon behind a CPU
+/// node.
+fn new_targets(root: &Path) -> PathBuf {
+    fake_sysfs(
+        root,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(110700, 0, "gfx1170 iGPU"),
+            FakeNode::gpu(110504, 0, "gfx1154"),
+            FakeNode::gpu(120500, capability_asic_revision(0), "MI450 A0"),
+            FakeNode::gpu(120500, capability_asic_revision(1), "MI450 B0"),
+        ],
+    )
+}
+
+#[test]
+fn sysfs_tells_gfx1250_a0_silicon_from_b0_by_the_asic_revision() {
+    let dir = TempDir::new().unwrap();
+    let root = new_targets(dir.path());
+
+    let (gpus, notes) = sysfs::read_topology(&root, false);
+
+    let found: Vec<(u32, String, u64, u8)> = gpus
+        .iter()
+        .map(|gpu| {
+            (
+                gpu.node,
+                gpu.target.to_string(),
+                gpu.gfx_target_version,
+                gpu.asic_revision,
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (1, "gfx1170".to_owned(), 110700, 0),
+            (2, "gfx1154".to_owned(), 110504, 0),
+            (3, "gfx1250-strict".to_owned(), 120500, 0),
+            (4, "gfx1250".to_owned(), 120500, 1),
+        ]
+    );
+    assert_eq!(notes, Vec::<String>::new());
+}
+
+#[test]
+fn a0_silicon_is_reported_as_hsa_disable_gfx12_strict_says_and_installed_for_both_names() {
+    let dir = TempDir::new().unwrap();
+    let mut options = options(None, &new_targets(dir.path()));
+    options.hsa_enabled = false;
+    // (HSA_DISABLE_GFX12_STRICT, the A0's reported target, every target
+    // to install for, the targets reported.)
+    let cases = [
+        (
+            None,
+            "gfx1250",
+            ["gfx1170", "gfx1154", "gfx1250", "gfx1250-strict"],
+            vec!["gfx1170", "gfx1154", "gfx1250"],
+        ),
+        (
+            Some("0"),
+            "gfx1250-strict",
+            ["gfx1170", "gfx1154", "gfx1250-strict", "gfx1250"],
+            vec!["gfx1170", "gfx1154", "gfx1250-strict", "gfx1250"],
+        ),
+        (
+            Some("1"),
+            "gfx1250",
+            ["gfx1170", "gfx1154", "gfx1250", "gfx1250-strict"],
+            vec!["gfx1170", "gfx1154", "gfx1250"],
+        ),
+    ];
+    for (value, a0, install, reported) in cases {
+        options.gfx12_strict = value.map(str::to_owned);
+
+        let detection = detect(&options);
+
+        let names = |targets: Vec<Target>| -> Vec<String> {
+            targets.iter().map(ToString::to_string).collect()
+        };
+        assert_eq!(names(detection.targets()), install, "{value:?}");
+        assert_eq!(names(detection.reported_targets()), reported, "{value:?}");
+        assert_eq!(detection.warnings, Vec::<String>::new());
+        let gpus = serde_json::to_value(&detection.gpus).unwrap();
+        assert_eq!(
+            gpus[2],
+            serde_json::json!({
+                "id": "sysfs node 3",
+                "product": "MI450 A0",
+                "silicon": {
+                    "asic_revision": 0,
+                    "target": "gfx1250-strict",
+                    "value": value,
+                    "variable": "HSA_DISABLE_GFX12_STRICT",
+                },
+                "source": "sysfs",
+                "target": a0,
+            }),
+            "{value:?}"
+        );
+        // B0 is plain gfx1250, whatever the variable.
+        assert_eq!(gpus[3]["target"], "gfx1250");
+        assert_eq!(gpus[3].get("silicon"), None);
+        assert_eq!(
+            detection.strict_warnings().len(),
+            usize::from(a0 == "gfx1250"),
+            "{value:?}"
+        );
+    }
+}
+
+#[test]
+fn hsa_says_which_name_a0_reports_and_sysfs_what_the_silicon_is() {
+    let dir = TempDir::new().unwrap();
+    // The runtime in use reports A0 by its strict name, whatever this
+    // process's environment says.
+    let library = fake_hsa(
+        &dir.path().join("hsa"),
+        &FakeHsaConfig::with_agents(vec![
+            FakeAgent::gpu(
+                "gfx1250",
+                "AMD Instinct MI450",
+                &["amdgcn-amd-amdhsa--gfx1250-strict"],
+            ),
+            FakeAgent::gpu("gfx1250", "", &["amdgcn-amd-amdhsa--gfx1250"]),
+        ]),
+    );
+    let root = fake_sysfs(
+        &dir.path().join("nodes"),
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(120500, capability_asic_revision(0), "A0"),
+            FakeNode::gpu(120500, capability_asic_revision(1), "B0"),
+        ],
+    );
+
+    let detection = detect(&options(Some(&library), &root));
+
+    let found: Vec<(String, GpuSource, Option<String>, Option<&str>)> = detection
+        .gpus
+        .iter()
+        .map(|gpu| {
+            (
+                gpu.target.to_string(),
+                gpu.source,
+                gpu.silicon.as_ref().map(|s| s.target.to_string()),
+                gpu.product.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "gfx1250-strict".to_owned(),
+                GpuSource::Hsa,
+                Some("gfx1250-strict".to_owned()),
+                Some("AMD Instinct MI450")
+            ),
+            ("gfx1250".to_owned(), GpuSource::Hsa, None, Some("B0")),
+        ]
+    );
+    assert_eq!(
+        detection.targets(),
+        [target("gfx1250-strict"), target("gfx1250")]
+    );
+    assert_eq!(detection.strict_warnings(), Vec::<String>::new());
+
+    // Without sysfs, the strict name alone says A0.
+    let detection = detect(&options(Some(&library), &dir.path().join("no-nodes")));
+    assert_eq!(
+        detection.gpus[0]
+            .silicon
+            .as_ref()
+            .map(|s| s.target.to_string()),
+        Some("gfx1250-strict".to_owned())
+    );
+    assert_eq!(detection.gpus[1].silicon, None);
+    assert_eq!(
+        detection.targets(),
+        [target("gfx1250-strict"), target("gfx1250")]
+    );
+}
+
+// Overrides the runtime refuses (rocm-systems#5686).
+
+/// A gfx1100 and a gfx1103 behind a CPU node.
+fn rx7900_and_780m(root: &Path) -> PathBuf {
+    fake_sysfs(
+        root,
+        &[
+            FakeNode::cpu(),
+            FakeNode::gpu(110000, 0, "Radeon RX 7900 XTX"),
+            FakeNode::gpu(110003, 0, "Radeon 780M"),
+        ],
+    )
+}
+
+/// Detection from sysfs alone with the override variables `variables`.
+fn detect_overridden(root: &Path, variables: &[(&str, &str)]) -> rocm_kpack_get::detect::Detection {
+    let mut options = options(None, root);
+    options.hsa_enabled = false;
+    options.gfx_version_overrides = variables
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    detect(&options)
+}
+
+#[test]
+fn an_override_within_the_major_version_is_used() {
+    let dir = TempDir::new().unwrap();
+    let root = rx7900_and_780m(dir.path());
+
+    let detection = detect_overridden(&root, &[("HSA_OVERRIDE_GFX_VERSION_2", "11.0.0")]);
+
+    assert_eq!(detection.targets(), [target("gfx1100")]);
+    assert_eq!(
+        detection.gpus[1].overridden.as_ref().unwrap().chip,
+        target("gfx1103")
+    );
+    assert_eq!(detection.warnings, Vec::<String>::new());
+}
+
+#[test]
+fn an_override_across_the_major_version_is_a_warning_and_not_used() {
+    let dir = TempDir::new().unwrap();
+    let root = rx7900_and_780m(dir.path());
+
+    let detection = detect_overridden(&root, &[("HSA_OVERRIDE_GFX_VERSION", "10.3.0")]);
+
+    assert_eq!(detection.targets(), [target("gfx1100"), target("gfx1103")]);
+    assert!(detection.gpus.iter().all(|gpu| gpu.overridden.is_none()));
+    assert_eq!(
+        detection.warnings,
+        [1, 2].map(|node| format!(
+            "HSA_OVERRIDE_GFX_VERSION=10.3.0 would change the major version (11 to 10), \
+             which the HSA runtime refuses (rocm-systems#5686); ignored: sysfs node {node} \
+             is taken as its chip's own target {}",
+            ["gfx1100", "gfx1103"][node - 1]
+        ))
+    );
+}
+
+#[test]
+fn a_per_node_override_across_the_major_version_is_refused_and_the_global_one_not_tried() {
+    let dir = TempDir::new().unwrap();
+    let root = rx7900_and_780m(dir.path());
+
+    let detection = detect_overridden(
+        &root,
+        &[
+            ("HSA_OVERRIDE_GFX_VERSION", "11.0.2"),
+            ("HSA_OVERRIDE_GFX_VERSION_2", "12.0.1"),
+        ],
+    );
+
+    assert_eq!(detection.targets(), [target("gfx1102"), target("gfx1103")]);
+    assert_eq!(detection.warnings.len(), 1, "{:?}", detection.warnings);
+    assert!(
+        detection.warnings[0].starts_with("HSA_OVERRIDE_GFX_VERSION_2=12.0.1 would change"),
+        "{:?}",
+        detection.warnings
+    );
+}
+
+#[test]
+fn an_override_set_empty_is_unset() {
+    let dir = TempDir::new().unwrap();
+    let root = rx7900_and_780m(dir.path());
+
+    let detection = detect_overridden(&root, &[("HSA_OVERRIDE_GFX_VERSION", "")]);
+
+    assert_eq!(detection.targets(), [target("gfx1100"), target("gfx1103")]);
+    assert!(detection.gpus.iter().all(|gpu| gpu.overridden.is_none()));
+    assert_eq!(detection.warnings, Vec::<String>::new());
+    assert_eq!(
+        detection.notes,
+        [
+            "hsa: not consulted (disabled)",
+            "sysfs: HSA_OVERRIDE_GFX_VERSION is set empty, which the HSA runtime takes as unset",
+        ]
+    );
+
+    // A per-node one set empty leaves the one for every GPU to apply.
+    let detection = detect_overridden(
+        &root,
+        &[
+            ("HSA_OVERRIDE_GFX_VERSION", "11.0.0"),
+            ("HSA_OVERRIDE_GFX_VERSION_2", ""),
+        ],
+    );
+    assert_eq!(detection.targets(), [target("gfx1100")]);
+    assert_eq!(
+        detection.gpus[1].overridden.as_ref().unwrap().variable,
+        "HSA_OVERRIDE_GFX_VERSION"
     );
 }

@@ -13,6 +13,7 @@ mod crash;
 mod detect;
 mod errors;
 mod faults;
+mod gpu_names;
 mod hip_runtime;
 mod install;
 mod mounts;

@@ -26,11 +26,12 @@ pub fn check(context: &Context, options: &PipOptions) -> Result<(), Failure> {
     };
     let report = EnvironmentCheck {
         env: &env,
-        gpus: &machine.targets,
+        gpus: &machine.reported,
         all_targets: options.all_targets,
         invocation: &invocation,
     }
-    .run()?;
+    .run()?
+    .with_warnings(machine.strict_warnings);
     context.printer.report(&report);
     report.render_text(&context.printer);
     Failure::unless_served(&report)

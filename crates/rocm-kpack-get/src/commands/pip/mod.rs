@@ -82,7 +82,13 @@ impl From<LayoutError> for Failure {
 /// The GPUs to choose for, discrete first, and where they came from.
 #[derive(Debug, Clone)]
 pub struct Machine {
+    /// The targets to install for.
     pub targets: Vec<Target>,
+    /// The targets the runtime reports, which a check judges by.
+    pub reported: Vec<Target>,
+    /// For each GPU of gfx1250 A0 silicon the runtime reports by B0's
+    /// name, a warning.
+    pub strict_warnings: Vec<String>,
     pub source: TargetSource,
 }
 
@@ -128,6 +134,8 @@ pub struct MachineReport {
 pub fn machine(context: &Context) -> Result<Machine, Failure> {
     let chosen = context.gpus()?;
     Ok(Machine {
+        reported: discrete_first(chosen.reported()),
+        strict_warnings: chosen.detection.strict_warnings(),
         targets: discrete_first(chosen.targets),
         source: chosen.source,
     })

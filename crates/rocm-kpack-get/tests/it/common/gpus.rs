@@ -199,6 +199,12 @@ impl FakeNode {
 /// The `capability` bit for SRAM ECC.
 pub const CAPABILITY_SRAMECC: u64 = 0x0400_0000;
 
+/// The `capability` bits saying ASIC revision `revision` (bits 25:22; 0
+/// is A0).
+pub const fn capability_asic_revision(revision: u64) -> u64 {
+    revision << 22
+}
+
 /// Writes a kfd topology under `root`: node directories `0`, `1`, ... in
 /// the order given. Returns `root`.
 pub fn fake_sysfs(root: &Path, nodes: &[FakeNode]) -> PathBuf {
