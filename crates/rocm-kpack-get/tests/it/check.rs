@@ -11,8 +11,7 @@ use std::process::Command;
 
 use crate::common::archives::publish_rocrand_for;
 use crate::common::gpus::{fake_sysfs, FakeNode, CAPABILITY_SRAMECC};
-use crate::common::{describe, output, success};
-use kpack_binary::elf::FatElf;
+use crate::common::{describe, fat_targets, output, success};
 use kpack_test_support::context::TestContext;
 use kpack_test_support::python_venv;
 use kpack_test_support::venv::with_python_tools;
@@ -165,19 +164,6 @@ fn publish_with_gfx1100(context: &TestContext) {
     publish_rocrand_for(context, "5.3.4", &["gfx1100"]);
 }
 
-/// The targets of the code objects of the fat library at `path`.
-fn fat_targets(path: &Path) -> Vec<String> {
-    let data = fs_err::read(path).unwrap();
-    let fat = FatElf::parse(&data).unwrap().unwrap();
-    let mut targets: Vec<String> = fat
-        .bundles
-        .iter()
-        .flat_map(|b| b.entries.iter().map(|c| c.target.to_string()))
-        .collect();
-    targets.dedup();
-    targets
-}
-
 #[test]
 fn a_fat_library_made_for_another_gpu_is_made_again_for_this_one() {
     let context = TestContext::private();
@@ -189,7 +175,7 @@ fn a_fat_library_made_for_another_gpu_is_made_again_for_this_one() {
         "rocm-rand",
     ])));
     let library = context.env.prefix.join(LIBRARY);
-    assert_eq!(fat_targets(&library), ["gfx1030"]);
+    assert_eq!(fat_targets(&library).unwrap(), ["gfx1030"]);
     let mut check = fat(context.kpack_get(&["--target", "gfx1100", "check"]));
     insta::assert_snapshot!("fat_for_another_gpu", context.run(&mut check));
     let (found, code) = report(&mut fat(
@@ -204,7 +190,7 @@ fn a_fat_library_made_for_another_gpu_is_made_again_for_this_one() {
         .collect();
     assert_eq!(reasons, ["wrong-device-package", "fat-for-other-gpus"]);
     run_fix(fat(context.env.command()), &found);
-    assert_eq!(fat_targets(&library), ["gfx1100"]);
+    assert_eq!(fat_targets(&library).unwrap(), ["gfx1100"]);
     success(&mut fat(
         context.kpack_get(&["--target", "gfx1100", "check"])
     ));

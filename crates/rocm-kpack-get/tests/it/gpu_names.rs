@@ -6,13 +6,11 @@
 //! unset. rocm-rand 5.3.4 has archives for gfx1100, gfx1170, gfx1250 and
 //! gfx1250-strict beside 5.3.3's.
 
-use std::path::Path;
 use std::process::Command;
 
 use crate::common::archives::publish_rocrand_for;
 use crate::common::gpus::{capability_asic_revision, fake_sysfs, FakeNode};
-use crate::common::{output, success};
-use kpack_binary::elf::FatElf;
+use crate::common::{fat_targets, output, success};
 use kpack_test_support::context::TestContext;
 
 const LIBRARY: &str = "lib/librocrand.so.1.1";
@@ -84,20 +82,6 @@ fn planned(context: &TestContext, env: &[(&str, &str)]) -> Vec<String> {
 fn fetched(context: &TestContext) -> Vec<String> {
     let gets = context.pool_gets();
     files(gets.iter().map(String::as_str))
-}
-
-/// The targets of the code objects of the fat library at `path`, sorted.
-fn fat_targets(path: &Path) -> Vec<String> {
-    let data = fs_err::read(path).unwrap();
-    let fat = FatElf::parse(&data).unwrap().unwrap();
-    let mut targets: Vec<String> = fat
-        .bundles
-        .iter()
-        .flat_map(|b| b.entries.iter().map(|c| c.target.to_string()))
-        .collect();
-    targets.sort();
-    targets.dedup();
-    targets
 }
 
 #[test]
@@ -228,7 +212,10 @@ fn a_fat_library_made_on_a0_silicon_holds_the_code_of_both_names() {
     };
     success(&mut fat(None, &["install", "rocm-rand"]));
     let library = context.env.prefix.join(LIBRARY);
-    assert_eq!(fat_targets(&library), ["gfx1250", "gfx1250-strict"]);
+    assert_eq!(
+        fat_targets(&library).unwrap(),
+        ["gfx1250", "gfx1250-strict"]
+    );
     for strict in [None, Some("0")] {
         let out = output(&mut fat(strict, &["check"]));
         assert!(out.status.success(), "{strict:?}: {out:?}");
