@@ -96,32 +96,54 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// `targets` (GPU targets as the runtime would be asked for them), or when
 /// empty for every target the tree's archives hold binaries' code for.
 pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
-    check_tree(root, targets, None)
+    check_tree(root, targets, Original::None)
 }
 
 /// As [`verify_tree`], and every code object the loader returns must be
-/// byte-equal to the one the `original` fat binary's bundle holds for the
+/// byte-equal to the one the original fat binary's bundle holds for the
 /// chosen target (a split binary's wrappers keep their bundles' numbers).
+/// `original` is that binary, or a directory holding each split binary's
+/// original at the same path relative to it as the split one has below
+/// `root` (an unpacked wheel beside the installed split one), read one at
+/// a time.
 pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Result<VerifyReport> {
+    if original.is_dir() {
+        return check_tree(root, targets, Original::Dir(original));
+    }
     let data = fs_err::read(original)?;
-    let fat = FatImage::parse(&data)
+    let bundles = original_bundles(&data, original)?;
+    check_tree(root, targets, Original::One(&bundles))
+}
+
+/// What split binaries are compared with.
+#[derive(Clone, Copy)]
+enum Original<'a, 'd> {
+    None,
+    /// The one original's bundles' code objects.
+    One(&'a [Vec<CodeObject<'d>>]),
+    /// A directory of originals at the split binaries' relative paths.
+    Dir(&'a Path),
+}
+
+/// The code objects of each bundle of the fat binary `data`, read from
+/// `path`.
+fn original_bundles<'d>(data: &'d [u8], path: &Path) -> Result<Vec<Vec<CodeObject<'d>>>> {
+    let fat = FatImage::parse(data)
         .map_err(|source| Error::Original {
-            path: original.to_owned(),
+            path: path.to_owned(),
             source,
         })?
         .ok_or_else(|| Error::NotFat {
-            path: original.to_owned(),
+            path: path.to_owned(),
         })?;
-    let bundles = fat
-        .bundles()
+    fat.bundles()
         .iter()
         .map(Bundle::code_objects)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|source| Error::Original {
-            path: original.to_owned(),
+            path: path.to_owned(),
             source: source.into(),
-        })?;
-    check_tree(root, targets, Some(&bundles))
+        })
 }
 
 /// The code object `bundles[bundle]` holds for `target`.
@@ -141,11 +163,7 @@ fn original_code<'a>(
 /// when given. Each split binary's archives are found as the loader finds
 /// them, through its marker's paths relative to the binary: a tree's
 /// `.kpack/` at its root, an installed wheel's at `<package>/.kpack/`.
-fn check_tree(
-    root: &Path,
-    targets: &[Target],
-    original: Option<&[Vec<CodeObject<'_>>]>,
-) -> Result<VerifyReport> {
+fn check_tree(root: &Path, targets: &[Target], original: Original<'_, '_>) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let mut archives = ArchiveDirs::default();
     archives.served(&root.join(KPACK_DIR), &mut report)?;
@@ -185,6 +203,17 @@ fn check_tree(
     for (path, marker, bundles, served) in &binaries {
         report.binaries += 1;
         report.wrappers += bundles.len();
+        let (data, parsed);
+        let original = match original {
+            Original::None => None,
+            Original::One(bundles) => Some(bundles),
+            Original::Dir(dir) => {
+                let at = dir.join(path.strip_prefix(root).unwrap_or(path));
+                data = fs_err::read(&at)?;
+                parsed = original_bundles(&data, &at)?;
+                Some(&parsed[..])
+            }
+        };
         for &bundle in bundles {
             let key = rocm_kpack::BinaryKey::new(&marker.kernel_name, bundle).to_string();
             // Without targets asked for, each wrapper is checked for the

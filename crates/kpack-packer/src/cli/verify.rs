@@ -18,8 +18,9 @@ pub struct VerifyArgs {
     /// show which code each one gets.
     #[arg(long = "target", value_name = "TARGET")]
     targets: Vec<String>,
-    /// The fat binary the split one came from: every code object loaded
-    /// must be byte-equal to its bundle's.
+    /// The fat binary the split one came from, or a directory holding each
+    /// split binary's original at the same relative path (an unpacked
+    /// wheel): every code object loaded must be byte-equal to its bundle's.
     #[arg(long, value_name = "FAT_BINARY")]
     original: Option<PathBuf>,
 }
