@@ -45,8 +45,8 @@ get=target/release/kpack-get
 
 echo "== kpack-repo build: split Debian's rocRAND and publish it into a signed repository"
 "$repo_tool" keygen "$work/repo-key" --unencrypted
-"$repo_tool" build "$work/repo" manifests/rocm-rand.toml --sources "$fixtures/debian" --key "$work/repo-key.key"
-"$repo_tool" verify "$work/repo" --pubkey "$work/repo-key.pub"
+"$repo_tool" build "$work/repo" manifests/rocm-rand.toml --sources "$fixtures/debian" --secret-key "$work/repo-key.key"
+"$repo_tool" verify "$work/repo" --key "$work/repo-key.pub"
 
 # kpack-get with its own cache and state, so the demo touches nothing else.
 kpack_get() {

@@ -49,12 +49,12 @@ echo "== kpack-repo build of manifests/debian-13 ($(nproc) cores)"
 "$repo_tool" keygen "$work/key" --unencrypted >/dev/null
 /usr/bin/time -f "build: %e s wall, peak RSS %M KiB (goals: under 600 s, under 1048576 KiB)" \
     "$repo_tool" build "$work/repo" manifests/debian-13 --sources "$sources" \
-    --key "$work/key.key" --no-progress
+    --secret-key "$work/key.key" --no-progress
 echo "-- again, nothing changed:"
 /usr/bin/time -f "second build: %e s" \
     "$repo_tool" build "$work/repo" manifests/debian-13 --sources "$sources" \
-    --key "$work/key.key" --no-progress
-"$repo_tool" verify "$work/repo" --pubkey "$work/key.pub"
+    --secret-key "$work/key.key" --no-progress
+"$repo_tool" verify "$work/repo" --key "$work/key.pub"
 echo "repository: $(mib "$(du -sb "$work/repo" | cut -f1)")"
 
 # One loopback server for the repository and the .debs.

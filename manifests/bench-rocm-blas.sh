@@ -36,7 +36,7 @@ echo
 echo "== kpack-repo build (wall time, peak RSS)"
 "$repo_tool" keygen "$work/key" --unencrypted >/dev/null
 /usr/bin/time -f "build: %e s, peak RSS %M KiB" \
-    "$repo_tool" build "$work/repo" manifests/rocm-blas.toml --sources "$sources" --key "$work/key.key"
+    "$repo_tool" build "$work/repo" manifests/rocm-blas.toml --sources "$sources" --secret-key "$work/key.key"
 
 echo
 echo "== what was published"

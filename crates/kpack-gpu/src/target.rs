@@ -110,6 +110,45 @@ impl Target {
         })
     }
 
+    /// Parses a target a person gave (a flag, a variable), as ROCm spells
+    /// them: case folded (`GFX90A` is `gfx90a`), the processor one the
+    /// GPU facts know, a generic target, or `gfx` and its hex number (a
+    /// processor newer than the table), and only features the processor
+    /// has. Refuses what names no AMD GPU (`sm_80`, `90a`), so a typo is a
+    /// usage error where it is typed rather than "no device code" later.
+    pub fn parse_given(input: &str) -> Result<Target, ParseTargetError> {
+        let folded = input.trim().to_ascii_lowercase();
+        let target = Target::parse(&folded).map_err(|e| ParseTargetError {
+            input: input.to_owned(),
+            reason: e.reason,
+        })?;
+        let error = |reason| Err(ParseTargetError::new(input, reason));
+        let facts = crate::gpus::processor(&target.processor);
+        let known = facts.is_some()
+            || crate::machine::MACHINES
+                .iter()
+                .any(|(_, name)| *name == &*target.processor)
+            || target.processor.strip_prefix("gfx").is_some_and(|n| {
+                (3..=4).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_hexdigit())
+            });
+        if !known {
+            return error("not an AMD GPU target: one is gfx and the processor's number, as ROCm and rocm_agent_enumerator spell it (gfx90a, gfx1100)");
+        }
+        for feature in &target.features {
+            let has = match &*feature.name {
+                "xnack" => facts.is_none_or(|p| p.xnack),
+                "sramecc" => facts.is_none_or(|p| p.sramecc),
+                _ => false,
+            };
+            if !has {
+                return error(
+                    "a feature this processor does not have (xnack or sramecc, where it has them)",
+                );
+            }
+        }
+        Ok(target)
+    }
+
     /// Parses the target out of an offload bundle triple such as
     /// `hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+` (the text after the last `--`).
     pub fn from_bundle_triple(triple: &str) -> Result<Target, ParseTargetError> {
@@ -200,6 +239,45 @@ impl Target {
     /// Whether this is a generic target such as `gfx11-generic`.
     pub fn is_generic(&self) -> bool {
         self.processor.ends_with("-generic")
+    }
+
+    /// The targets this one stands for when it leaves features unsaid that
+    /// its processor has (the GPU table says which): a GPU in either mode
+    /// of each (07-gpu-targets.md, "Features": `--target gfx90a` is the
+    /// processor in whichever mode it will run). One for each setting of
+    /// the unsaid features, `+` before `-`; just this target when it says
+    /// them all (a GPU whose live modes are known).
+    pub fn mode_variants(&self) -> Vec<Target> {
+        let facts = crate::gpus::processor(&self.processor);
+        let unsaid: Vec<&str> = [
+            ("sramecc", facts.is_some_and(|p| p.sramecc)),
+            ("xnack", facts.is_some_and(|p| p.xnack)),
+        ]
+        .into_iter()
+        .filter(|(name, has)| *has && self.feature(name).is_none())
+        .map(|(name, _)| name)
+        .collect();
+        let mut variants = vec![self.clone()];
+        for name in unsaid {
+            variants = variants
+                .into_iter()
+                .flat_map(|target| {
+                    [true, false].map(|enabled| {
+                        let mut features = target.features.clone();
+                        features.push(Feature {
+                            name: name.into(),
+                            enabled,
+                        });
+                        features.sort();
+                        Target {
+                            processor: target.processor.clone(),
+                            features,
+                        }
+                    })
+                })
+                .collect();
+        }
+        variants
     }
 
     /// The order in which code for this GPU is chosen: the full target, its
@@ -355,6 +433,63 @@ mod tests {
         );
         assert_eq!(names(&t("gfx803").selection_order()), ["gfx803"]);
         assert!(t("gfx11-generic").is_generic());
+    }
+
+    #[test]
+    fn given_targets_fold_case_and_name_an_amd_gpu() {
+        let given = |s| Target::parse_given(s).map(|t| t.to_string());
+        assert_eq!(given("GFX90A").unwrap(), "gfx90a");
+        assert_eq!(given(" gfx90a:XNACK-").unwrap(), "gfx90a:xnack-");
+        assert_eq!(given("gfx1100").unwrap(), "gfx1100");
+        assert_eq!(given("gfx11-generic").unwrap(), "gfx11-generic");
+        assert_eq!(given("gfx1250-strict").unwrap(), "gfx1250-strict");
+        assert_eq!(given("gfx1310").unwrap(), "gfx1310");
+        assert_eq!(
+            given("amdgcn-amd-amdhsa--gfx942:sramecc+").unwrap(),
+            "gfx942:sramecc+"
+        );
+        assert_eq!(given("gfx2000").unwrap(), "gfx2000");
+        for bad in [
+            "sm_80",
+            "90a",
+            "gfx",
+            "gfx90",
+            "gfx1100:xnack+",
+            "gfx90a:foo+",
+            "cuda",
+            "gfx12345",
+            "",
+        ] {
+            let error = Target::parse_given(bad).unwrap_err().to_string();
+            assert!(error.contains(&format!("{bad:?}")), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_target_leaving_features_unsaid_stands_for_either_mode_of_each() {
+        assert_eq!(
+            names(&t("gfx90a").mode_variants()),
+            [
+                "gfx90a:sramecc+:xnack+",
+                "gfx90a:sramecc+:xnack-",
+                "gfx90a:sramecc-:xnack+",
+                "gfx90a:sramecc-:xnack-"
+            ]
+        );
+        assert_eq!(
+            names(&t("gfx90a:sramecc+").mode_variants()),
+            ["gfx90a:sramecc+:xnack+", "gfx90a:sramecc+:xnack-"]
+        );
+        assert_eq!(
+            names(&t("gfx900").mode_variants()),
+            ["gfx900:xnack+", "gfx900:xnack-"]
+        );
+        assert_eq!(names(&t("gfx1100").mode_variants()), ["gfx1100"]);
+        assert_eq!(
+            names(&t("gfx942:sramecc+:xnack-").mode_variants()),
+            ["gfx942:sramecc+:xnack-"]
+        );
+        assert_eq!(names(&t("gfx9999").mode_variants()), ["gfx9999"]);
     }
 
     #[test]

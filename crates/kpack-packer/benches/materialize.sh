@@ -37,8 +37,8 @@ fi
 rm -rf "$work/split"
 "$pack" split "$plugin" -o "$work/split" >/dev/null
 host=$work/split/xla_rocm_plugin.so
-"$pack" materialize "$host" -o "$work/plain.so" --targets gfx1100 >/dev/null
-"$pack" materialize "$host" -o "$work/compressed.so" --targets gfx1100 --compress >/dev/null
+"$pack" materialize "$host" -o "$work/plain.so" --target gfx1100 >/dev/null
+"$pack" materialize "$host" -o "$work/compressed.so" --target gfx1100 --compress >/dev/null
 
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for file in "$plugin" "$work/plain.so" "$work/compressed.so"; do
@@ -48,8 +48,8 @@ done
 objcopy -O binary --only-section=.hip_fatbin "$work/plain.so" "$work/gfx1100.bin"
 zstd -3 -q -f "$work/gfx1100.bin" -o "$work/gfx1100.zst"
 hyperfine --warmup 1 --runs 5 -N --export-json "$work/materialize.json" \
-    "$pack materialize $host -o $work/compressed.so --targets gfx1100 --compress" \
-    "$pack materialize $host -o $work/plain.so --targets gfx1100" \
+    "$pack materialize $host -o $work/compressed.so --target gfx1100 --compress" \
+    "$pack materialize $host -o $work/plain.so --target gfx1100" \
     "zstd -d -q -f $work/gfx1100.zst -o $work/gfx1100.out" \
     "zstd -19 -T2 -q -f $work/gfx1100.bin -o $work/gfx1100.19.zst" |
     grep -E 'Benchmark|Time'
@@ -60,6 +60,6 @@ compressed, plain, decode, floor = (statistics.median(r["times"]) for r in resul
 print(f"median: materialize --compress {compressed:.3f} s, plain {plain:.3f} s; "
       f"zstd -d {decode:.3f} s + zstd -19 -T2 {floor:.3f} s = {decode + floor:.3f} s")
 PY
-rss=$( { /usr/bin/time -v "$pack" materialize "$host" -o "$work/compressed.so" --targets gfx1100 --compress >/dev/null; } 2>&1 |
+rss=$( { /usr/bin/time -v "$pack" materialize "$host" -o "$work/compressed.so" --target gfx1100 --compress >/dev/null; } 2>&1 |
     sed -n 's/.*Maximum resident set size (kbytes): //p')
 echo "peak RSS, materialize --compress: $((rss / 1024)) MiB"

@@ -50,8 +50,15 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// GPU targets to install for instead of detecting them, comma
-    /// separated (`gfx1100,gfx90a:xnack-`).
-    #[arg(long, global = true, env = EnvVars::KPACK_GET_TARGETS, value_delimiter = ',')]
+    /// separated or repeated (`gfx1100,gfx90a:xnack-`); a target without
+    /// features (`gfx90a`) gets the code of each mode.
+    #[arg(
+        long,
+        global = true,
+        env = EnvVars::KPACK_GET_TARGETS,
+        value_delimiter = ',',
+        value_parser = given_target
+    )]
     pub target: Vec<String>,
     /// Use only what is already fetched; never touch the network.
     #[arg(long, global = true)]
@@ -216,13 +223,15 @@ pub enum Command {
     /// Search package names and summaries.
     Search { text: String },
     /// Show a package's versions and artifacts, and which would be chosen.
+    #[command(alias = "show")]
     Info {
         /// `NAME` or `NAME@VERSION`.
         package: String,
     },
     /// Resolve, download, verify and install packages.
     Install {
-        /// `NAME` or `NAME@REQUIREMENT` (`rocm-rand@5.3`, `rocm-rand@>=5`).
+        /// `NAME` or `NAME@REQUIREMENT` (`rocm-rand@5.3`, `rocm-rand@>=5`;
+        /// pip's `rocm-rand==5.3.3` is read as `rocm-rand@=5.3.3`).
         #[arg(required = true)]
         packages: Vec<String>,
         /// Show the plan: each artifact, its size, the total download.
@@ -235,8 +244,9 @@ pub enum Command {
         reinstall: bool,
     },
     /// Remove installed packages and their files.
+    #[command(alias = "uninstall")]
     Remove {
-        #[arg(required = true)]
+        #[arg(required = true, value_parser = package_name)]
         packages: Vec<PackageName>,
         #[arg(long)]
         dry_run: bool,
@@ -246,6 +256,7 @@ pub enum Command {
     /// Install newer versions of installed packages (all, or those named).
     /// A package the repositories offer only older versions of is kept.
     Upgrade {
+        #[arg(value_parser = package_name)]
         packages: Vec<PackageName>,
         #[arg(long)]
         dry_run: bool,
@@ -356,4 +367,15 @@ pub struct PipOptions {
 pub enum CacheCommand {
     /// Empty the download cache.
     Clean,
+}
+
+/// A `--target` as typed, checked and case-folded where it is parsed: a
+/// name that is no AMD GPU target is a usage error.
+fn given_target(text: &str) -> Result<String, kpack_gpu::target::ParseTargetError> {
+    kpack_gpu::Target::parse_given(text).map(|target| target.to_string())
+}
+
+/// A package name as typed: case folded, as pip folds it.
+fn package_name(text: &str) -> Result<PackageName, kpack_repo_index::types::InvalidValue> {
+    text.trim().to_ascii_lowercase().parse()
 }

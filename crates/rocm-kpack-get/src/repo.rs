@@ -74,6 +74,8 @@ pub enum RepoError {
         found: String,
         expected: String,
     },
+    #[error("repository {repo}: {url} is unsigned: it serves index.toml but no index.toml.minisig, so nothing it serves can be verified")]
+    Unsigned { repo: String, url: String },
     #[error("repository {repo}: no index yet; run `kpack-get update` without --offline")]
     NotUpdated { repo: String },
     /// No mirror served a good root; each mirror's failure, in order.
@@ -118,6 +120,7 @@ impl RepoError {
     pub fn is_verification(&self) -> bool {
         match self {
             RepoError::Signature { .. }
+            | RepoError::Unsigned { .. }
             | RepoError::Rollback { .. }
             | RepoError::OtherRepository { .. }
             | RepoError::Expired { .. }
@@ -289,6 +292,10 @@ impl RepoStore {
             bytes,
             signature,
         } = signed.map_err(|error| match error {
+            RootReadError::Read(error) if lacks_signature(&error) => RepoError::Unsigned {
+                repo: config.name.clone(),
+                url: url.clone(),
+            },
             RootReadError::Read(error) => RepoError::from(error),
             RootReadError::Sign(source) => RepoError::Signature {
                 repo: config.name.clone(),
@@ -429,6 +436,17 @@ fn no_mirror_served(config: &RepoConfig, failures: Vec<(&Mirror, RepoError)>) ->
             errors,
         },
     }
+}
+
+/// Whether `error` says the mirror has no `index.toml.minisig` (it served
+/// `index.toml`, read first): an unsigned repository, not a network
+/// failure.
+fn lacks_signature(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::AllMirrorsFailed { path, failures }
+            if path == "index.toml.minisig" && !failures.is_empty() && failures.iter().all(|f| f.missing)
+    )
 }
 
 fn load_key(config: &RepoConfig) -> Result<PublicKey, RepoError> {

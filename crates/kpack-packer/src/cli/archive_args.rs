@@ -32,7 +32,7 @@ pub struct ArchiveArgs {
     /// (`<archive>.minisig` beside it, in its device wheel for a wheel); a
     /// password-protected key's password is read from
     /// `KPACK_SIGN_PASSWORD`.
-    #[arg(long, value_name = "SECRET_KEY")]
+    #[arg(long = "secret-key", alias = "sign", value_name = "SECRET_KEY")]
     sign: Option<PathBuf>,
     /// Memory the code objects being compressed may use (256M, 1G):
     /// fewer run at once with less; about 40 MiB per thread.

@@ -22,7 +22,7 @@ pub struct DepsArgs {
     /// A GPU target as the GPU reports it, e.g. `gfx90a:sramecc+:xnack-`
     /// (repeatable): show the archive paths the runtime's loader tries for
     /// it, and fail unless every binary has one present.
-    #[arg(long = "target", value_name = "TARGET", value_parser = Target::parse)]
+    #[arg(long = "target", value_name = "TARGET", value_delimiter = ',', value_parser = Target::parse_given)]
     targets: Vec<Target>,
     /// Print the report as JSON.
     #[arg(long)]

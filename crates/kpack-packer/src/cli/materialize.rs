@@ -16,16 +16,18 @@ pub struct MaterializeArgs {
     /// Where to write the fat binary.
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
-    /// The installed GPU targets (`gfx1100`, `gfx90a:sramecc+:xnack-`, or a
-    /// comma-separated list): every feature variant of their processors
-    /// and their generic targets go in.
+    /// The installed GPU targets (`gfx1100`, `gfx90a:sramecc+:xnack-`),
+    /// comma separated or repeated: every feature variant of their
+    /// processors and their generic targets go in.
     #[arg(
-        long = "targets",
-        value_name = "TARGETS",
+        long = "target",
+        alias = "targets",
+        value_name = "TARGET",
         value_delimiter = ',',
+        value_parser = Target::parse_given,
         required = true
     )]
-    targets: Vec<String>,
+    targets: Vec<Target>,
     /// Take code from every `*.kpack` in this directory instead of the
     /// archives the binary's marker names.
     #[arg(long, value_name = "DIR")]
@@ -44,11 +46,7 @@ pub struct MaterializeArgs {
 }
 
 pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
-    let targets = args
-        .targets
-        .iter()
-        .map(|t| Target::parse(t))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = args.targets.clone();
     let source = match &args.archives {
         Some(dir) => ArchiveSource::Dir(dir.clone()),
         None => ArchiveSource::Marker,

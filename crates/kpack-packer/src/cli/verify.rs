@@ -16,8 +16,8 @@ pub struct VerifyArgs {
     /// Check for these GPU targets (as a GPU reports them, e.g.
     /// `gfx90a:sramecc+:xnack-`) instead of every target in `.kpack/`, and
     /// show which code each one gets.
-    #[arg(long = "target", value_name = "TARGET")]
-    targets: Vec<String>,
+    #[arg(long = "target", value_name = "TARGET", value_delimiter = ',', value_parser = Target::parse_given)]
+    targets: Vec<Target>,
     /// The fat binary the split one came from, or a directory holding each
     /// split binary's original at the same relative path (an unpacked
     /// wheel): every code object loaded must be byte-equal to its bundle's.
@@ -26,11 +26,7 @@ pub struct VerifyArgs {
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
-    let targets = args
-        .targets
-        .iter()
-        .map(|t| Target::parse(t))
-        .collect::<Result<Vec<_>, _>>()?;
+    let targets = args.targets.clone();
     let report = match &args.original {
         Some(original) => verify_against(&args.output, &targets, original),
         None => verify_tree(&args.output, &targets),

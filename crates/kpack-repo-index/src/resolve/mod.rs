@@ -196,11 +196,14 @@ fn best_for<'a>(
             continue;
         };
         for (other, _) in matches {
-            explanations.push(Explanation::Smaller {
+            let smaller = Explanation::Smaller {
                 gpu: gpu.clone(),
                 path: other.path.clone(),
                 chosen: best.path.clone(),
-            });
+            };
+            if !explanations.contains(&smaller) {
+                explanations.push(smaller);
+            }
         }
         return Some(Best {
             artifact: best,
@@ -306,7 +309,11 @@ fn components<'a>(device: &[&'a Artifact]) -> Vec<&'a Component> {
 /// One artifact of each component of `device` for `gpu`, with why; a
 /// component without code for it is explained unless an artifact its
 /// sub-family or family owns serves it (`owned`: their components), and a
-/// GPU nothing serves gets host parts only.
+/// GPU nothing serves gets host parts only. A GPU that leaves features of
+/// its processor unsaid (`--target gfx90a`) runs in either mode of each,
+/// so it gets one artifact of each component per mode
+/// ([`Target::mode_variants`]): Debian's `gfx90a:xnack-` and
+/// `gfx90a:xnack+` code alike.
 fn choose_for_gpu<'a>(
     gpu: &Target,
     device: &[&'a Artifact],
@@ -314,7 +321,8 @@ fn choose_for_gpu<'a>(
     owned: &[&Component],
     explanations: &mut Vec<Explanation>,
 ) -> Vec<&'a Artifact> {
-    let mut chosen = Vec::new();
+    let variants = gpu.mode_variants();
+    let mut chosen: Vec<&'a Artifact> = Vec::new();
     let mut missing = Vec::new();
     for component in components(device) {
         let of_component: Vec<&'a Artifact> = device
@@ -322,24 +330,31 @@ fn choose_for_gpu<'a>(
             .filter(|a| a.component() == Some(component))
             .copied()
             .collect();
-        match best_for(gpu, &of_component, families, explanations) {
-            Some(best) => {
-                explanations.push(Explanation::Chosen {
-                    gpu: gpu.clone(),
-                    path: best.artifact.path.clone(),
-                    component: component.clone(),
-                    listed: best.listed,
-                    matched: best.matched,
-                    rank: best.rank,
-                });
-                chosen.push(best.artifact);
+        let mut served = false;
+        for variant in &variants {
+            let Some(best) = best_for(variant, &of_component, families, explanations) else {
+                continue;
+            };
+            served = true;
+            if chosen.iter().any(|a| std::ptr::eq(*a, best.artifact)) {
+                continue;
             }
-            None if owned.contains(&component) => {}
-            None => missing.push(Explanation::NoComponent {
+            explanations.push(Explanation::Chosen {
+                gpu: variant.clone(),
+                path: best.artifact.path.clone(),
+                component: component.clone(),
+                listed: best.listed,
+                matched: best.matched,
+                rank: best.rank,
+            });
+            chosen.push(best.artifact);
+        }
+        if !served && !owned.contains(&component) {
+            missing.push(Explanation::NoComponent {
                 gpu: gpu.clone(),
                 component: component.clone(),
                 offered: of_component.iter().flat_map(|a| listed(a)).collect(),
-            }),
+            });
         }
     }
     if chosen.is_empty() && owned.is_empty() {

@@ -164,6 +164,7 @@ struct KeygenArgs {
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("device").args(["targets", "owner"])))]
+#[command(group(clap::ArgGroup::new("signing").args(["key", "unsigned"]).required(true)))]
 struct AddArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
@@ -192,14 +193,20 @@ struct AddArgs {
     component: Option<Component>,
     #[arg(long)]
     summary: Option<String>,
-    /// Secret key to sign the new root with.
-    #[arg(long)]
+    /// Secret key to sign the new root with (`kpack-repo keygen` makes
+    /// one); a repository is published signed unless --unsigned says not.
+    #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
+    /// Publish without signing (a staging area, tests): kpack-get, which
+    /// verifies every root, refuses such a repository.
+    #[arg(long)]
+    unsigned: bool,
     #[command(flatten)]
     transport: TransportArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("signing").args(["key", "unsigned"]).required(true)))]
 struct BuildArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
@@ -211,8 +218,14 @@ struct BuildArgs {
     /// manifest's directory).
     #[arg(long)]
     sources: Option<PathBuf>,
-    #[arg(long)]
+    /// Secret key to sign the new root with (`kpack-repo keygen` makes
+    /// one); a repository is published signed unless --unsigned says not.
+    #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
+    /// Publish without signing (a staging area, tests): kpack-get, which
+    /// verifies every root, refuses such a repository.
+    #[arg(long)]
+    unsigned: bool,
     /// Manifests built at once (default: one per core).
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
@@ -228,7 +241,7 @@ struct IndexArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
     repo: Address,
-    #[arg(long)]
+    #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
 }
 
@@ -241,7 +254,7 @@ struct PruneArgs {
     /// a kept one depends on exactly stay too).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     keep: u32,
-    #[arg(long)]
+    #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
 }
 
@@ -282,7 +295,7 @@ struct SignArgs {
     /// The repository: a directory or s3://bucket/prefix.
     #[arg(value_parser = repository)]
     repo: Address,
-    #[arg(long)]
+    #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: PathBuf,
 }
 
@@ -291,7 +304,7 @@ struct VerifyArgs {
     /// A repository: a directory, an http(s):// URL or s3://bucket/prefix.
     repo: String,
     /// Public key file, or the key itself.
-    #[arg(long)]
+    #[arg(long = "key", alias = "pubkey", value_name = "PUBLIC_KEY")]
     pubkey: String,
     /// A partial mirror: artifacts that are absent are not errors.
     #[arg(long)]
@@ -353,9 +366,11 @@ struct MirrorArgs {
     #[arg(value_parser = repository)]
     dest: Address,
     /// The upstream's public key file, or the key itself.
-    #[arg(long)]
+    #[arg(long = "key", alias = "pubkey", value_name = "PUBLIC_KEY")]
     pubkey: String,
-    #[arg(long, value_delimiter = ',')]
+    /// Mirror only the device code these GPU targets need, comma
+    /// separated or repeated.
+    #[arg(long = "target", alias = "targets", value_delimiter = ',', value_parser = Target::parse_given)]
     targets: Vec<Target>,
     #[arg(long, value_delimiter = ',')]
     packages: Vec<PackageName>,
@@ -448,6 +463,7 @@ fn add_command(
         component,
         summary,
         key,
+        unsigned: _,
         transport,
     }: AddArgs,
     storage: &StorageArgs,
@@ -512,6 +528,7 @@ fn build_command(
         manifests,
         sources,
         key,
+        unsigned: _,
         jobs,
         no_progress,
         transport,

@@ -590,13 +590,19 @@ fn a_url_other_than_s3_is_never_taken_for_a_repository() {
     let work = tempfile::tempdir().unwrap();
     let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
     for args in [
-        vec!["build", "gs://bucket/rocm", manifest.to_str().unwrap()],
+        vec![
+            "build",
+            "gs://bucket/rocm",
+            manifest.to_str().unwrap(),
+            "--unsigned",
+        ],
         vec![
             "add",
             "gs://bucket/rocm",
             "rocm-rand",
             "1.0.0",
             "host.tar.zst",
+            "--unsigned",
         ],
         vec!["index", "gs://bucket/rocm"],
         vec!["sign", "gs://bucket/rocm", "--key", "k.key"],
@@ -1288,4 +1294,50 @@ fn add_publishes_a_tree_a_family_owns_and_mirrors_keep_it_for_member_targets() {
         &[],
     );
     insta::assert_snapshot!("add_owner_target_refused", refused_owner);
+}
+
+/// A repository is published signed: `build` and `add` without a secret
+/// key are usage errors naming `--secret-key` and `--unsigned`; with
+/// `--unsigned` the repository is published without a signature (which
+/// kpack-get refuses: its trust tests).
+#[test]
+fn publishing_unsigned_takes_saying_so() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    let manifest = kpack_test_support::workspace().join("manifests/rocm-rand.toml");
+    let debian = kpack_test_support::fixtures().join("debian");
+    let refused = kpack_repo()
+        .arg("build")
+        .arg(&repo)
+        .arg(&manifest)
+        .arg("--sources")
+        .arg(&debian)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--secret-key") && stderr.contains("--unsigned"),
+        "{stderr}"
+    );
+    assert!(!repo.exists());
+    let added = kpack_repo()
+        .args(["add"])
+        .arg(&repo)
+        .args(["rocm-rand", "1.0.0", "host.tar.zst"])
+        .output()
+        .unwrap();
+    assert_eq!(added.status.code(), Some(2));
+
+    kpack_test_support::run(
+        kpack_repo()
+            .arg("build")
+            .arg(&repo)
+            .arg(&manifest)
+            .arg("--sources")
+            .arg(&debian)
+            .arg("--unsigned"),
+    );
+    assert!(repo.join("index.toml").is_file());
+    assert!(!repo.join("index.toml.minisig").exists());
 }

@@ -5,6 +5,7 @@
 use kpack_gpu::Target;
 use kpack_repo_index::{select_artifacts, PackageName};
 use rocm_kpack_get::detect::{gfx12_strict, Detection, Gpu};
+use rocm_kpack_get::install::plan::{PlanError, Unserved};
 use rocm_kpack_get::layout::decide_for_new_library;
 use rocm_kpack_get::repo::Repo;
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
@@ -57,7 +58,7 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
                 for repo in &repos {
                     for name in repo.root.packages.keys().take(PACKAGES_SHOWN) {
                         if let Some(selection) =
-                            package_selection(context, &client, repo, name, &targets)
+                            package_selection(context, &client, repo, name, (&targets, &detection))
                         {
                             selections.push(selection);
                         }
@@ -142,7 +143,7 @@ fn package_selection(
     client: &kpack_repo_index::fetch::Client,
     repo: &Repo,
     name: &PackageName,
-    targets: &[Target],
+    (targets, detection): (&[Target], &Detection),
 ) -> Option<Selection> {
     let shard = match repo.shard(client, &context.cache, name) {
         Ok(shard) => shard?,
@@ -172,19 +173,38 @@ fn package_selection(
         })
         .map(ToString::to_string)
         .collect();
-    let text = match (device.is_empty(), unserved.is_empty()) {
-        (true, _) => "no device code for these GPUs (host parts only)".to_owned(),
-        (false, true) => device.join(", "),
-        (false, false) => format!(
-            "{}; no device code for {}",
-            device.join(", "),
-            unserved.join(", ")
-        ),
-    };
-    context.printer.line(format!(
-        "{}/{name} {}: {text}",
-        repo.config.name, entry.version
-    ));
+    match Unserved::find(entry, &shard, targets, &repo.families) {
+        // Said as install says it, with the same hint.
+        Some(none_served) => {
+            let suggestions = none_served.override_suggestions(detection);
+            let error = PlanError::NoDeviceCode {
+                package: name.clone(),
+                version: entry.version.clone(),
+                unserved: Box::new(none_served),
+            };
+            context
+                .printer
+                .line(format!("{}/{error}", repo.config.name));
+            for suggestion in suggestions {
+                context.printer.line(format!("  hint: {suggestion}"));
+            }
+        }
+        None => {
+            let text = match (device.is_empty(), unserved.is_empty()) {
+                (true, _) => "host parts only (no device code)".to_owned(),
+                (false, true) => device.join(", "),
+                (false, false) => format!(
+                    "{}; no device code for {}",
+                    device.join(", "),
+                    unserved.join(", ")
+                ),
+            };
+            context.printer.line(format!(
+                "{}/{name} {}: {text}",
+                repo.config.name, entry.version
+            ));
+        }
+    }
     Some(Selection {
         artifacts: device,
         no_device_code: unserved,

@@ -7,6 +7,7 @@ use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
+use rocm_kpack_get::detect::choice::ChosenTargets;
 use rocm_kpack_get::detect::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::install::plan::{
     check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
@@ -18,7 +19,7 @@ use rocm_kpack_get::repo::Repo;
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
-use super::{parse_request, Context, Failure};
+use super::{parse_request, Context, Exit, Failure};
 use crate::printer::{artifact_line, fetched, saving, ArtifactReport, SCHEMA};
 use crate::progress::{Bars, Lines};
 
@@ -221,6 +222,11 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     show_plan(context, plan, dry_run.then_some(download_size));
     let runtime = show(printer, &planned.search, &planned.decision, false);
     let report = InstallReport::new(context, plan, dry_run.then_some(download_size), runtime);
+    if let Some(error) = plan.refusal() {
+        // The plan is shown, dry run or not; then why it is not carried out.
+        printer.report(&report);
+        return Err(no_device_code(error, &planned.chosen));
+    }
     let Some(lock) = lock else {
         printer.report(&report);
         return Ok(());
@@ -257,11 +263,27 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     Ok(())
 }
 
-/// A plan, and the runtime search and layout decision it was made for.
+/// A plan, and the GPUs, runtime search and layout decision it was made
+/// for.
 struct Planned {
     plan: Plan,
+    chosen: ChosenTargets,
     search: RuntimeSearch,
     decision: LayoutDecision,
+}
+
+/// The failure of a plan whose package has code for none of the GPUs,
+/// with how ROCm users run a GPU whose sibling has code (the per-node
+/// override, by the GPU's real node number) when one does.
+fn no_device_code(error: PlanError, chosen: &ChosenTargets) -> Failure {
+    let suggestions = match &error {
+        PlanError::NoDeviceCode { unserved, .. } => {
+            unserved.override_suggestions(&chosen.detection)
+        }
+        _ => Vec::new(),
+    };
+    let hint = (!suggestions.is_empty()).then(|| suggestions.join("; "));
+    Failure::new(Exit::NothingFits, error).maybe_hint(hint.as_deref())
 }
 
 /// Plans `requests` for the GPUs and the layout a new library would get,
@@ -278,7 +300,8 @@ fn plan(
     for warning in check_prefix_roots(&repos, record, context.trust.allow_rollback)? {
         context.printer.warn(warning);
     }
-    let gpus = choose_gpus(context, record, upgrading)?;
+    let chosen = choose_gpus(context, record, upgrading)?;
+    let gpus = chosen.targets.clone();
     let settings = &context.settings;
     let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
     let requests = with_relayout(requests, record, decision.layout);
@@ -295,6 +318,7 @@ fn plan(
     }
     Ok(Planned {
         plan,
+        chosen,
         search,
         decision,
     })
@@ -347,7 +371,7 @@ fn choose_gpus(
     context: &Context,
     record: &InstalledRecord,
     upgrading: bool,
-) -> Result<Vec<Target>, Failure> {
+) -> Result<ChosenTargets, Failure> {
     let mut chosen = context.gpus()?;
     if upgrading {
         chosen = chosen.or_recorded(record);
@@ -368,7 +392,7 @@ fn choose_gpus(
             kpack_gpu::target::join_targets(&chosen.targets)
         ));
     }
-    Ok(chosen.targets)
+    Ok(chosen)
 }
 
 /// Fetches the chosen artifacts of the pending packages into the cache,
@@ -400,10 +424,16 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
             ));
             continue;
         }
+        // An upgrade or downgrade says from which version.
+        let version = match &package.installed {
+            Some(installed) if *installed != package.version => {
+                format!("{installed} -> {}", package.version)
+            }
+            _ => package.version.to_string(),
+        };
         printer.line(format!(
-            "{} {} from {}: {}",
+            "{} {version} from {}: {}",
             package.name,
-            package.version,
             package.repo.name,
             saving(package.size(), package.full_size)
         ));
@@ -419,8 +449,11 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
         for explanation in &package.explanations {
             match explanation {
                 // A package without any device code (host only) is no
-                // cause for a warning.
-                Explanation::NoDeviceCode { offered, .. } if !offered.is_empty() => {
+                // cause for a warning; one with code for none of the GPUs
+                // is refused, which says it once.
+                Explanation::NoDeviceCode { offered, .. }
+                    if !offered.is_empty() && package.unserved.is_none() =>
+                {
                     printer.warn(explanation.to_string())
                 }
                 _ => printer.detail(format!("  why: {explanation}")),

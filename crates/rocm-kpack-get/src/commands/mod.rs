@@ -37,6 +37,8 @@ use crate::printer::Printer;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Failure = 1,
+    /// What was typed cannot be read (clap's own errors exit 2 too).
+    Usage = 2,
     Config = 3,
     Network = 4,
     Verification = 5,
@@ -142,6 +144,9 @@ impl From<RepoError> for Failure {
             RepoError::Signature { .. } => {
                 Some("the index is not signed by the configured key: check the key, or the mirror has been tampered with")
             }
+            RepoError::Unsigned { .. } => {
+                Some("the publisher signs it with `kpack-repo sign REPO --secret-key SECRET_KEY`; a mirror that lost the signature is incomplete")
+            }
             _ => None,
         };
         Failure::new(code, error).maybe_hint(hint)
@@ -198,8 +203,7 @@ impl From<PlanError> for Failure {
     fn from(error: PlanError) -> Failure {
         match error {
             PlanError::Repo(inner) => inner.into(),
-            PlanError::NoDeviceCode { .. } => Failure::new(Exit::NothingFits, error)
-                .hint("--target picks GPU targets explicitly"),
+            PlanError::NoDeviceCode { .. } => Failure::new(Exit::NothingFits, error),
             PlanError::OlderThanPrefix { .. } => Failure::new(Exit::Verification, error),
             PlanError::Resolve(_) => Failure::new(Exit::NothingFits, error)
                 .hint("`kpack-get search` and `kpack-get info` show what is available; `kpack-get update` refreshes the index"),
@@ -445,22 +449,41 @@ fn repeated(global: &GlobalArgs) -> Vec<String> {
 
 /// `NAME` or `NAME@REQUIREMENT`; a bare version means exactly it.
 pub fn parse_request(text: &str) -> Result<Dependency, Failure> {
-    let bad =
-        |message: String| Failure::new(Exit::NothingFits, anyhow::anyhow!("{text:?}: {message}"));
+    let bad = |message: String| Failure::new(Exit::Usage, anyhow::anyhow!("{text:?}: {message}"));
+    let text = text.trim();
+    // `NAME@REQ`, or pip's `NAME==1.2` and `NAME>=1.2`, answered the same.
     let (name, requirement) = match text.split_once('@') {
-        Some((name, requirement)) => (name, requirement.trim()),
-        None => (text, ""),
+        Some((name, requirement)) => (name, requirement.trim().to_owned()),
+        None => match text.find(['=', '<', '>', '!', '~']) {
+            Some(at) => {
+                let (name, requirement) = text.split_at(at);
+                let requirement = match requirement.strip_prefix("==") {
+                    Some(version) => format!("={}", version.trim()),
+                    None if requirement.starts_with("!=") || requirement.starts_with("~=") => {
+                        return Err(bad(format!(
+                            "{} is pip's; kpack-get takes NAME@=VERSION, NAME@>=VERSION, NAME@<VERSION or NAME@^VERSION",
+                            &requirement[..2]
+                        )))
+                    }
+                    None => requirement.to_owned(),
+                };
+                (name.trim_end(), requirement)
+            }
+            None => (text, String::new()),
+        },
     };
+    // Package names fold case, as pip's do.
     let name: PackageName = name
+        .to_ascii_lowercase()
         .parse()
         .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.to_string()))?;
     if requirement.is_empty() {
         return Ok(Dependency::any(name));
     }
-    if let Ok(version) = semver::Version::parse(requirement) {
+    if let Ok(version) = semver::Version::parse(&requirement) {
         return Ok(Dependency::exact(name, &version));
     }
-    let requirement = semver::VersionReq::parse(requirement).map_err(|e| bad(e.to_string()))?;
+    let requirement = semver::VersionReq::parse(&requirement).map_err(|e| bad(e.to_string()))?;
     Ok(Dependency { name, requirement })
 }
 
@@ -469,12 +492,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names_fold_case_and_pip_s_spellings_are_read() {
+        let request = parse_request("ROCm-Rand==5.3.3").unwrap();
+        assert_eq!(request.name.as_str(), "rocm-rand");
+        assert!(request.requirement.matches(&"5.3.3".parse().unwrap()));
+        assert!(!request.requirement.matches(&"5.3.4".parse().unwrap()));
+        let request = parse_request("rocm-rand>=5.3").unwrap();
+        assert!(request.requirement.matches(&"5.4.0".parse().unwrap()));
+        assert!(!request.requirement.matches(&"5.2.0".parse().unwrap()));
+        for bad in ["rocm-rand!=5", "rocm-rand~=5.3", "sm_80!", "-rand"] {
+            assert_eq!(parse_request(bad).unwrap_err().code, Exit::Usage, "{bad}");
+        }
+    }
+
+    #[test]
     fn a_bare_version_is_exact() {
         let request = parse_request("rocm-rand@5.3.3").unwrap();
         assert!(request.requirement.matches(&"5.3.3".parse().unwrap()));
         assert!(!request.requirement.matches(&"5.3.4".parse().unwrap()));
         let request = parse_request("rocm-rand@>=5").unwrap();
         assert!(request.requirement.matches(&"6.0.0".parse().unwrap()));
-        assert!(parse_request("Bad_Name").is_err());
+        assert!(parse_request("bad name").is_err());
+        assert_eq!(parse_request("Bad_Name").unwrap().name.as_str(), "bad_name");
     }
 }

@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use kpack_gpu::Target;
+
 use super::sysfs::processor_for_gfx_target_version;
 
 /// The variable that applies to every GPU.
@@ -119,9 +121,80 @@ pub fn processor(variable: &str, value: &str, chip: u64) -> Result<String, Overr
     })
 }
 
+/// The value that makes the runtime run a chip as `processor`
+/// (`gfx1030` is `10.3.0`, `gfx90a` `9.0.10`); `None` for a name that is
+/// not `gfx` and a decimal major with hex minor and stepping.
+pub fn value_for(processor: &str) -> Option<String> {
+    let number = processor.strip_prefix("gfx")?;
+    if !(3..=4).contains(&number.len()) || !number.is_ascii() {
+        return None;
+    }
+    let (major, rest) = number.split_at(number.len() - 2);
+    let major: u32 = major.parse().ok()?;
+    let minor = u32::from_str_radix(&rest[..1], 16).ok()?;
+    let stepping = u32::from_str_radix(&rest[1..], 16).ok()?;
+    Some(format!("{major}.{minor}.{stepping}"))
+}
+
+/// How ROCm users run a GPU whose own processor has no code in a package
+/// that has code for a sibling: the per-node override (the variable for
+/// every GPU when the node is unknown) naming the first processor of
+/// `offered` that shares the GPU's generic target, which keeps the major
+/// version the runtime insists on. `None` when none does.
+pub fn suggestion(gpu: &Target, node: Option<u32>, offered: &[Target]) -> Option<String> {
+    let generic = gpu.generic()?.without_features();
+    let sibling = offered.iter().find(|target| {
+        target.processor() != gpu.processor()
+            && target.generic().map(|g| g.without_features()).as_ref() == Some(&generic)
+    })?;
+    let value = value_for(sibling.processor())?;
+    let variable = match node {
+        Some(node) => format!("{VARIABLE}_{node}"),
+        None => VARIABLE.to_owned(),
+    };
+    Some(format!(
+        "ROCm users run a {} with {}'s code: set {variable}={value} (this GPU only) for the programs that use it and for kpack-get, which then installs that code",
+        gpu.processor(),
+        sibling.processor()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_name_processors_as_the_runtime_reads_them() {
+        for (processor, value) in [
+            ("gfx1030", "10.3.0"),
+            ("gfx90a", "9.0.10"),
+            ("gfx1151", "11.5.1"),
+            ("gfx900", "9.0.0"),
+        ] {
+            assert_eq!(value_for(processor).as_deref(), Some(value), "{processor}");
+        }
+        assert_eq!(value_for("gfx11-generic"), None);
+        assert_eq!(value_for("sm_80"), None);
+    }
+
+    #[test]
+    fn a_sibling_with_code_is_suggested_per_node() {
+        let t = |s: &str| Target::parse(s).unwrap();
+        let offered = [t("gfx1030"), t("gfx90a:xnack-"), t("gfx1100")];
+        let suggestion = suggestion(&t("gfx1036"), Some(2), &offered).unwrap();
+        assert!(
+            suggestion.contains("HSA_OVERRIDE_GFX_VERSION_2=10.3.0"),
+            "{suggestion}"
+        );
+        assert!(suggestion.contains("gfx1030's code"), "{suggestion}");
+        let global = super::suggestion(&t("gfx1103"), None, &offered).unwrap();
+        assert!(
+            global.contains("HSA_OVERRIDE_GFX_VERSION=11.0.0"),
+            "{global}"
+        );
+        assert_eq!(super::suggestion(&t("gfx1201"), Some(1), &offered), None);
+        assert_eq!(super::suggestion(&t("gfx908"), Some(1), &offered), None);
+    }
 
     #[test]
     fn values_are_decimal_with_hex_rendered_minor_and_stepping() {

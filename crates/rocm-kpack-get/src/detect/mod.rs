@@ -52,6 +52,10 @@ pub enum GpuSource {
 pub struct Gpu {
     /// Which agent or node it is: `hsa agent 0`, `sysfs node 1`, `override`.
     pub id: String,
+    /// Its kfd topology node, when sysfs lists it: the `<node>` of the
+    /// per-GPU `HSA_OVERRIDE_GFX_VERSION_<node>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
     /// Set when an `HSA_OVERRIDE_GFX_VERSION` variable makes the runtime
     /// run this GPU as `target` rather than as the chip it is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,6 +246,7 @@ pub fn detect(options: &DetectOptions) -> Detection {
                 product: None,
                 source: GpuSource::Override,
                 id: "override".to_owned(),
+                node: None,
                 overridden: None,
                 silicon: None,
             })
@@ -312,6 +317,7 @@ pub fn detect(options: &DetectOptions) -> Detection {
                 if gpu.product.is_none() {
                     gpu.product = node.product;
                 }
+                gpu.node = node.node;
                 gpu.overridden = node.overridden;
                 if node.silicon.is_some() {
                     gpu.silicon = node.silicon;
@@ -362,6 +368,7 @@ fn sysfs_as_run(
                 product: name.or(gpu.product),
                 source: GpuSource::Sysfs,
                 id: format!("sysfs node {}", gpu.node),
+                node: Some(gpu.node),
                 overridden: None,
                 silicon,
             };
@@ -425,6 +432,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
                 product: agent.product,
                 source: GpuSource::Hsa,
                 id: format!("hsa agent {}", agent.index),
+                node: None,
                 overridden: None,
             }),
             Err(error) => notes.push(format!(
@@ -459,6 +467,7 @@ mod tests {
     fn gpu(reported: &str, a0: bool, value: Option<&str>) -> Gpu {
         Gpu {
             id: "sysfs node 1".to_owned(),
+            node: Some(1),
             overridden: None,
             product: None,
             silicon: a0.then(|| Silicon {
@@ -536,6 +545,7 @@ mod tests {
             serde_json::to_value(gpu("gfx1250", true, None)).unwrap(),
             serde_json::json!({
                 "id": "sysfs node 1",
+                "node": 1,
                 "product": null,
                 "silicon": {
                     "asic_revision": 0,

@@ -14,6 +14,7 @@ use kpack_repo_index::{
 
 use super::record::{InstalledPackage, InstalledRecord};
 use super::{PackageInstall, ReadyArtifact};
+use crate::detect::{gfx_override, Detection};
 use crate::layout::Layout;
 use crate::repo::{Repo, RepoError};
 use kpack_repo_index::fetch::{Cache, Client, Mirror, Wanted};
@@ -27,15 +28,15 @@ pub enum PlanError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error(
-        "{package} {version} has no device code for {}; it offers code for {}",
-        kpack_gpu::target::join_targets(gpus),
-        kpack_repo_index::resolve::join_listed(offered)
+        "{package} {version} has no device code for {}; it offers code for {}{}",
+        kpack_gpu::target::join_targets(&unserved.gpus),
+        kpack_repo_index::resolve::join_listed(&unserved.offered),
+        unserved.other_versions()
     )]
     NoDeviceCode {
         package: PackageName,
         version: semver::Version,
-        gpus: Vec<Target>,
-        offered: Vec<Listed>,
+        unserved: Box<Unserved>,
     },
     #[error("repository {repo}: its root is version {found}, older than version {installed} that packages in this prefix were installed from: a stale or malicious mirror (--allow-rollback overrides)")]
     OlderThanPrefix {
@@ -111,11 +112,93 @@ pub struct PlannedPackage {
     pub installed: Option<semver::Version>,
     /// Installed already, with these very artifacts.
     pub up_to_date: bool,
+    /// Set when the version has device code but none for these GPUs.
+    pub unserved: Option<Unserved>,
 }
 
 impl PlannedPackage {
     pub fn size(&self) -> u64 {
         self.chosen.iter().map(|a| a.size).sum()
+    }
+}
+
+/// A package version with device code for none of the GPUs: host parts
+/// alone would not run there, so it is not installed; a dry run shows
+/// the plan and says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unserved {
+    pub gpus: Vec<Target>,
+    /// What the version has code for.
+    pub offered: Vec<Listed>,
+    /// Other versions of the package that have code for one of the GPUs,
+    /// newest first.
+    pub with_code: Vec<semver::Version>,
+}
+
+impl Unserved {
+    /// Whether `entry`, a version of `shard`, has device code but none for
+    /// `gpus`: what it offers, and the other versions that have code for
+    /// one of them.
+    pub fn find(
+        entry: &VersionEntry,
+        shard: &Shard,
+        gpus: &[Target],
+        families: &Families,
+    ) -> Option<Unserved> {
+        let serves = |version: &VersionEntry| {
+            select_artifacts(version, gpus, families)
+                .artifacts
+                .iter()
+                .any(|a| a.is_device())
+        };
+        let has_device = entry.artifacts.iter().any(Artifact::is_device);
+        if gpus.is_empty() || !has_device || serves(entry) {
+            return None;
+        }
+        let mut with_code: Vec<semver::Version> = shard
+            .versions
+            .iter()
+            .filter(|other| other.version != entry.version && serves(other))
+            .map(|other| other.version.clone())
+            .collect();
+        with_code.sort_by(|a, b| b.cmp(a));
+        Some(Unserved {
+            gpus: gpus.to_vec(),
+            offered: entry.offered(),
+            with_code,
+        })
+    }
+
+    /// How ROCm users run each detected GPU here whose sibling has code in
+    /// the version (the per-node override, by the GPU's node number).
+    pub fn override_suggestions(&self, detection: &Detection) -> Vec<String> {
+        let offered: Vec<Target> = self
+            .offered
+            .iter()
+            .filter_map(|listed| match listed {
+                Listed::Target(target) => Some(target.clone()),
+                Listed::Family(_) => None,
+            })
+            .collect();
+        detection
+            .gpus
+            .iter()
+            .filter(|gpu| self.gpus.contains(&gpu.target))
+            .filter_map(|gpu| gfx_override::suggestion(&gpu.target, gpu.node, &offered))
+            .collect()
+    }
+
+    /// `; versions 5.3.3 and 5.2.0 have code for it`, or that none has.
+    fn other_versions(&self) -> String {
+        let list: Vec<String> = self.with_code.iter().map(ToString::to_string).collect();
+        match list.as_slice() {
+            [] => "; no other version has code for it".to_owned(),
+            [one] => format!("; version {one} has code for it"),
+            [first @ .., last] => format!(
+                "; versions {} and {last} have code for it",
+                first.join(", ")
+            ),
+        }
     }
 }
 
@@ -129,6 +212,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Why the plan must not be carried out: a package with device code
+    /// for none of the GPUs (the first such).
+    pub fn refusal(&self) -> Option<PlanError> {
+        self.packages.iter().find_map(|package| {
+            Some(PlanError::NoDeviceCode {
+                package: package.name.clone(),
+                version: package.version.clone(),
+                unserved: Box::new(package.unserved.clone()?),
+            })
+        })
+    }
+
     /// Bytes of the chosen artifacts of packages that need installing.
     pub fn size(&self) -> u64 {
         self.pending().map(PlannedPackage::size).sum()
@@ -309,9 +404,9 @@ pub fn make_plan(
     for (name, version) in versions {
         // Every version resolved is of a shard fetched, from a repository.
         let found = shards.shards.get(&name).zip(shards.origin.get(&name));
-        let Some((entry, repo)) = found.and_then(|(shard, &index)| {
+        let Some((entry, shard, repo)) = found.and_then(|(shard, &index)| {
             let entry = shard.versions.iter().find(|v| v.version == version)?;
-            Some((entry, repos.get(index)?))
+            Some((entry, shard, repos.get(index)?))
         }) else {
             continue;
         };
@@ -319,12 +414,12 @@ pub fn make_plan(
         let origin = Origin::from(repo);
         packages.push(plan_package(
             name,
-            entry,
+            (entry, shard),
             origin,
             &repo.families,
             goal,
             installed,
-        )?);
+        ));
     }
     Ok(Plan {
         packages,
@@ -362,34 +457,25 @@ impl Goal<'_> {
     }
 }
 
-/// One resolved version's artifacts for `gpus`; a package with device code
-/// for none of them is an error (host parts alone would not run there).
+/// One resolved version (`entry`, of `shard`) and its artifacts for
+/// `gpus`; a version with device code for none of them is planned all the
+/// same, marked [`Unserved`] with the other versions that have their code.
 fn plan_package(
     name: PackageName,
-    entry: &VersionEntry,
+    (entry, shard): (&VersionEntry, &Shard),
     repo: Origin,
     families: &Families,
     goal: Goal<'_>,
     installed: &InstalledRecord,
-) -> Result<PlannedPackage, PlanError> {
+) -> PlannedPackage {
     let gpus = goal.gpus;
     let version = entry.version.clone();
     let selection = select_artifacts(entry, gpus, families);
-    let has_device = entry.artifacts.iter().any(Artifact::is_device);
-    let chose_device = selection.artifacts.iter().any(|a| a.is_device());
-    if !gpus.is_empty() && has_device && !chose_device {
-        let offered = entry.offered();
-        return Err(PlanError::NoDeviceCode {
-            package: name,
-            version,
-            gpus: gpus.to_vec(),
-            offered,
-        });
-    }
+    let unserved = Unserved::find(entry, shard, gpus, families);
     let chosen: Vec<Artifact> = selection.artifacts.iter().map(|a| (*a).clone()).collect();
     let current = installed.packages.get(&name);
     let up_to_date = current.is_some_and(|c| c.version == version && goal.met_by(c, &chosen));
-    Ok(PlannedPackage {
+    PlannedPackage {
         full_size: entry.artifacts.iter().map(|a| a.size).sum(),
         installed: current.map(|c| c.version.clone()),
         up_to_date,
@@ -398,19 +484,20 @@ fn plan_package(
         repo,
         chosen,
         explanations: selection.explanations,
-    })
+        unserved,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn plan(gpus: &[&str]) -> Result<Vec<String>, PlanError> {
+    fn plan(gpus: &[&str]) -> Result<Vec<String>, Unserved> {
         let shard = Shard::parse("shard.toml", kpack_test_support::COMPONENTS_SHARD).unwrap();
         let gpus: Vec<Target> = gpus.iter().map(|g| Target::parse(g).unwrap()).collect();
         let planned = plan_package(
             shard.name.clone(),
-            &shard.versions[0],
+            (&shard.versions[0], &shard),
             Origin {
                 name: "test".to_owned(),
                 root_version: 1,
@@ -422,7 +509,10 @@ mod tests {
                 layout: Layout::Kpack,
             },
             &InstalledRecord::empty(),
-        )?;
+        );
+        if let Some(unserved) = planned.unserved {
+            return Err(unserved);
+        }
         Ok(planned
             .chosen
             .iter()
@@ -447,12 +537,18 @@ mod tests {
         );
         assert_eq!(plan(&[]).unwrap(), ["host.tar.zst"]);
         match plan(&["gfx1030"]) {
-            Err(error @ PlanError::NoDeviceCode { .. }) => {
+            Err(unserved) => {
+                let error = PlanError::NoDeviceCode {
+                    package: "rocm-blas".parse().unwrap(),
+                    version: semver::Version::new(5, 5, 1),
+                    unserved: Box::new(unserved),
+                };
                 let message = error.to_string();
                 assert!(
                     message.contains("has no device code for gfx1030")
                         && message.contains("gfx110X-all")
-                        && message.contains("gfx942"),
+                        && message.contains("gfx942")
+                        && message.ends_with("; no other version has code for it"),
                     "{message}"
                 );
             }

@@ -620,6 +620,7 @@ fn detect_serialises_targets_as_their_ids() {
             "product": "MI210",
             "source": "sysfs",
             "id": "sysfs node 0",
+            "node": 0,
         }])
     );
 }
@@ -806,6 +807,7 @@ fn sysfs_gpus_run_as_hsa_override_gfx_version_says_per_node_first() {
                 "product": null,
                 "source": "sysfs",
                 "id": "sysfs node 1",
+                "node": 1,
                 "overridden": {
                     "chip": "gfx1031",
                     "variable": "HSA_OVERRIDE_GFX_VERSION",
@@ -817,6 +819,7 @@ fn sysfs_gpus_run_as_hsa_override_gfx_version_says_per_node_first() {
                 "product": null,
                 "source": "sysfs",
                 "id": "sysfs node 2",
+                "node": 2,
                 "overridden": {
                     "chip": "gfx1103",
                     "variable": "HSA_OVERRIDE_GFX_VERSION_2",
@@ -1113,6 +1116,7 @@ fn a0_silicon_is_reported_as_hsa_disable_gfx12_strict_says_and_installed_for_bot
             gpus[2],
             serde_json::json!({
                 "id": "sysfs node 3",
+                "node": 3,
                 "product": "MI450 A0",
                 "silicon": {
                     "asic_revision": 0,

@@ -13,6 +13,7 @@ mod crash;
 mod detect;
 mod errors;
 mod faults;
+mod first_hour;
 mod gpu_names;
 mod hip_runtime;
 mod install;

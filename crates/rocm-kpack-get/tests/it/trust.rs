@@ -544,3 +544,72 @@ fn concurrent_updates_of_two_repositories_keep_both_records() {
         }
     }
 }
+
+/// A repository published unsigned (`kpack-repo build --unsigned`, or a
+/// mirror that lost the signature) serves `index.toml` and no
+/// `index.toml.minisig`: that is a verification failure saying so (exit
+/// 5), not a network error.
+#[test]
+fn an_unsigned_repository_is_refused_as_unsigned() {
+    let private = TestContext::own_key();
+    fs_err::remove_file(private.repo.dir.join("index.toml.minisig")).unwrap();
+    let server = &private.server;
+    let env = &private.env;
+    let out = output(&mut env.with_repo(&server.url(), &private.repo.public_key, &["update"]));
+    let stderr = assert_refused(&out);
+    assert!(stderr.contains("is unsigned"), "{stderr}");
+    insta::assert_snapshot!("unsigned_refused", private.transcript(&out));
+    assert_eq!(stored_version(env), None);
+
+    // One `kpack-repo build --unsigned` published, read from its directory.
+    let unsigned = private.home().join("unsigned");
+    kpack_test_support::run(
+        Command::new(kpack_repo_exe())
+            .arg("build")
+            .arg(&unsigned)
+            .arg(kpack_test_support::workspace().join("manifests/rocm-rand.toml"))
+            .arg("--sources")
+            .arg(kpack_test_support::fixtures().join("debian"))
+            .arg("--unsigned"),
+    );
+    let out = output(&mut env.with_repo(
+        &unsigned.display().to_string(),
+        &private.repo.public_key,
+        &["update"],
+    ));
+    let stderr = assert_refused(&out);
+    assert!(stderr.contains("is unsigned"), "{stderr}");
+}
+
+/// An index older than `max-index-age` is fetched again before an
+/// install; with `--offline` it is used as it is, and said with its age.
+#[test]
+fn an_old_index_used_offline_is_said_with_its_age() {
+    let private = TestContext::own_key();
+    let env = &private.env;
+    configure_always_update(env, &private.repo_path(), &private.repo.public_key);
+    let plan = ["--target", "gfx1030", "install", "rocm-rand", "--dry-run"];
+    // Online, the old index is fetched again, silently; its shard cached.
+    let online = output(env.command().args(plan));
+    assert!(online.status.success(), "{}", describe(&online));
+    assert!(
+        !stderr(&online).contains("using its index"),
+        "{}",
+        describe(&online)
+    );
+    let out = output(env.command().args([
+        "--offline",
+        "--target",
+        "gfx1030",
+        "install",
+        "rocm-rand",
+        "--dry-run",
+    ]));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stderr = stderr(&out);
+    assert!(
+        stderr.contains("repository rocm: using its index fetched ")
+            && stderr.contains(" ago (--offline); `kpack-get update` fetches the current one"),
+        "{stderr}"
+    );
+}
