@@ -448,6 +448,12 @@ fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result
         secret_path.display(),
         public_path.display()
     );
+    // What users configure kpack-get with: the file or this line.
+    let public = PublicKey::load(&public_path.to_string_lossy())?;
+    println!(
+        "public key: {} (kpack-get --key, or `key` in its configuration)",
+        public.to_base64()
+    );
     Ok(())
 }
 
