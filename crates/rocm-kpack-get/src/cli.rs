@@ -372,6 +372,11 @@ pub enum CacheCommand {
 /// A `--target` as typed, checked and case-folded where it is parsed: a
 /// name that is no AMD GPU target is a usage error.
 fn given_target(text: &str) -> Result<String, kpack_gpu::target::ParseTargetError> {
+    // An empty item (`KPACK_GET_TARGETS=`, `gfx1100,`) names nothing; the
+    // choice of targets leaves it out.
+    if text.trim().is_empty() {
+        return Ok(String::new());
+    }
     kpack_gpu::Target::parse_given(text).map(|target| target.to_string())
 }
 

@@ -70,6 +70,16 @@ fn a_target_without_features_gets_the_code_of_each_mode() {
 #[test]
 fn targets_that_name_no_amd_gpu_are_usage_errors() {
     let context = TestContext::new();
+    // Empty items name nothing: an empty variable (detection, which
+    // finds no GPU here), a trailing comma.
+    let dry_run = |variable: &str| {
+        success(
+            kpack_get(&context, &["install", "rocm-rand", "--dry-run"])
+                .env("KPACK_GET_TARGETS", variable),
+        )
+    };
+    assert!(!dry_run("").contains("rocrand_gfx"));
+    assert!(dry_run("gfx1030,").contains("rocrand_gfx1030"));
     for target in ["sm_80", "90a", "gfx1100:xnack+"] {
         let out = output(&mut kpack_get(
             &context,
