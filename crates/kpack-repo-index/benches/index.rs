@@ -86,6 +86,7 @@ fn main() {
                 size: Some(text.len() as u64),
                 latest: semver::Version::new(1, VERSIONS as u64 - 1, 0),
                 summary: format!("package {i}"),
+                built_from: Vec::new(),
             },
         );
     }

@@ -72,6 +72,11 @@ pub struct PackageEntry {
     pub latest: semver::Version,
     #[serde(default)]
     pub summary: String,
+    /// The distribution packages its versions were built from
+    /// (`librocrand1`), so a client can answer a user who types one of
+    /// them; absent in roots written before it was recorded.
+    #[serde(rename = "built-from", default, skip_serializing_if = "Vec::is_empty")]
+    pub built_from: Vec<String>,
 }
 
 /// `packages/<name>/<sha256>.toml`: every version of one package.
@@ -107,6 +112,49 @@ pub struct VersionEntry {
     pub requires_client: Option<semver::Version>,
     #[serde(default)]
     pub artifacts: Vec<Artifact>,
+    /// The fat packages this version was built from, what a user would
+    /// otherwise have downloaded; absent where unknown (04, "What a
+    /// version was built from").
+    #[serde(rename = "built-from", default, skip_serializing_if = "Vec::is_empty")]
+    pub built_from: Vec<BuiltFrom>,
+}
+
+/// One fat package a version was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuiltFrom {
+    pub kind: SourceKind,
+    /// Its file name (`librocrand1_5.3.3-4_amd64.deb`), without a directory.
+    pub file: String,
+    /// Its size in bytes, as it is downloaded.
+    pub size: u64,
+    /// The distribution's name for it (`librocrand1`), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+}
+
+/// What kind of fat package a version was built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A Debian package (`.deb`).
+    Deb,
+    /// A Python wheel holding every target's code.
+    Wheel,
+    /// A compressed fat install tree.
+    Tree,
+}
+
+impl SourceKind {
+    /// The kind a file's name says: `.deb`, `.whl`, else a tree.
+    pub fn of_file(name: &str) -> SourceKind {
+        if name.ends_with(".deb") {
+            SourceKind::Deb
+        } else if name.ends_with(".whl") {
+            SourceKind::Wheel
+        } else {
+            SourceKind::Tree
+        }
+    }
 }
 
 /// What an artifact is and how it is installed.
@@ -607,6 +655,7 @@ decoded-size = 300
                 system_requires: Vec::new(),
                 requires_client: None,
                 artifacts: vec![tree(3, Some(2048))],
+                built_from: Vec::new(),
             }],
         };
         let text = shard.to_toml().unwrap();
@@ -632,6 +681,7 @@ decoded-size = 300
                 system_requires: Vec::new(),
                 requires_client: None,
                 artifacts: vec![declared.clone(), tree(3, None)],
+                built_from: Vec::new(),
             }],
         };
         let text = shard.to_toml().unwrap();
@@ -654,6 +704,7 @@ decoded-size = 300
                 system_requires: Vec::new(),
                 requires_client: Some(OWNER_CLIENT),
                 artifacts: vec![owned],
+                built_from: Vec::new(),
             }],
         };
         let text = shard.to_toml().unwrap();

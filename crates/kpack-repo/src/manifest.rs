@@ -15,7 +15,7 @@ use kpack_repo_index::types::{Dependency, PackageName};
 use crate::debian::{
     dpkg_deb, Control, ControlError, DpkgError, NameTable, RelationError, VersionError,
 };
-use crate::publish::NewVersion;
+use crate::publish::{built_from, NewVersion};
 
 /// What is wrong with a manifest, or with the packages it names; each
 /// names the file at fault.
@@ -266,8 +266,10 @@ pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, Manifest
     let mut mapped = Vec::new();
     let mut system_requires: Vec<String> = Vec::new();
     let mut first_version = None;
+    let mut built = Vec::new();
     for (deb, control) in &debs {
         let package = control.package().map_err(|e| control_error(deb, e))?;
+        built.push(built_from(deb, Some(package.to_owned()))?);
         if let Some(ours) = table.0.get(package).filter(|ours| *ours != name) {
             return Err(ManifestError::MappedElsewhere {
                 path: path.to_owned(),
@@ -314,6 +316,7 @@ pub fn resolve(path: &Path, sources: Option<&Path>) -> Result<Resolved, Manifest
         depends: manifest.package.depends.clone().unwrap_or(mapped),
         system_requires,
         summary: manifest.package.summary.clone(),
+        built_from: built,
         ..NewVersion::new(name, &version)
     };
     Ok(Resolved {

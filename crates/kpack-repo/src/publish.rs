@@ -17,8 +17,8 @@ use crate::encode::TransportPolicy;
 use crate::store::{Body, CacheControl, Created, Etag, S3Options, Store, StoreError};
 use kpack_repo_index::address::Address;
 use kpack_repo_index::schema::{
-    Artifact, ArtifactKind, PackageEntry, Pin, RepoInfo, RootIndex, SchemaError, Shard,
-    VersionEntry, FORMAT,
+    Artifact, ArtifactKind, BuiltFrom, PackageEntry, Pin, RepoInfo, RootIndex, SchemaError, Shard,
+    SourceKind, VersionEntry, FORMAT,
 };
 use kpack_repo_index::sign::{sign_root, SignError};
 use kpack_repo_index::types::{
@@ -114,6 +114,8 @@ pub struct NewVersion {
     pub depends: Vec<Dependency>,
     pub system_requires: Vec<String>,
     pub summary: Option<String>,
+    /// The fat packages it was built from, where known.
+    pub built_from: Vec<BuiltFrom>,
 }
 
 impl NewVersion {
@@ -125,8 +127,24 @@ impl NewVersion {
             depends: Vec::new(),
             system_requires: Vec::new(),
             summary: None,
+            built_from: Vec::new(),
         }
     }
+}
+
+/// The fat package at `path` a version is built from, under its
+/// distribution's name `package` where it has one: its file name and size.
+pub fn built_from(path: &Path, package: Option<String>) -> std::io::Result<BuiltFrom> {
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(BuiltFrom {
+        kind: SourceKind::of_file(&file),
+        size: fs::metadata(path)?.len(),
+        file,
+        package,
+    })
 }
 
 /// A version whose artifacts are in the pool, ready to publish.
@@ -366,6 +384,7 @@ impl Publisher {
                         system_requires: new.system_requires.clone(),
                         requires_client: required_client(&one.artifacts),
                         artifacts: one.artifacts.clone(),
+                        built_from: new.built_from.clone(),
                     });
                     summary = new.summary.clone().or(summary);
                 }
@@ -536,6 +555,13 @@ impl Publisher {
             Body::Bytes(text.as_bytes()),
             CacheControl::Immutable,
         )?;
+        let mut built_from: Vec<String> = shard
+            .versions
+            .iter()
+            .flat_map(|v| v.built_from.iter().filter_map(|b| b.package.clone()))
+            .collect();
+        built_from.sort();
+        built_from.dedup();
         let latest = shard
             .versions
             .iter()
@@ -551,6 +577,7 @@ impl Publisher {
                 size: Some(text.len() as u64),
                 latest,
                 summary,
+                built_from,
             },
         );
         Ok(())

@@ -55,6 +55,9 @@ pub enum Fault {
     /// that never stalls long enough for a read timeout and never ends in
     /// useful time.
     Drip { every: Duration },
+    /// The file's headers, then its body at about `bytes_per_second`, in
+    /// twentieths of a second: a slow link.
+    Throttle { bytes_per_second: u64 },
 }
 
 impl Fault {
@@ -613,7 +616,19 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
 
     if let Some(Fault::Drip { every }) = &fault {
         file.seek(SeekFrom::Start(start))?;
-        return drip(&mut file, w, shared, id, send, *every);
+        return drip(&mut file, w, shared, id, send, (1, *every));
+    }
+    if let Some(Fault::Throttle { bytes_per_second }) = &fault {
+        file.seek(SeekFrom::Start(start))?;
+        let chunk = (bytes_per_second / 20).max(1);
+        return drip(
+            &mut file,
+            w,
+            shared,
+            id,
+            send,
+            (chunk, Duration::from_millis(50)),
+        );
     }
 
     file.seek(SeekFrom::Start(start))?;
@@ -678,16 +693,23 @@ fn drip(
     shared: &Shared,
     id: u64,
     len: u64,
-    every: Duration,
+    (chunk, every): (u64, Duration),
 ) -> io::Result<bool> {
-    let mut byte = [0u8; 1];
-    for _ in 0..len {
+    let mut buffer = vec![0u8; usize::try_from(chunk).unwrap_or(1)];
+    let mut left = len;
+    while left > 0 {
         std::thread::sleep(every);
-        if file.read(&mut byte)? == 0 || write_some(w, &byte) == 0 {
+        let want = buffer
+            .len()
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        let read = file.read(&mut buffer[..want])?;
+        let written = write_some(w, &buffer[..read]);
+        let _ = w.flush();
+        shared.update(id, |r| r.body_bytes += written as u64);
+        if read == 0 || written < read {
             return Ok(false);
         }
-        let _ = w.flush();
-        shared.update(id, |r| r.body_bytes += 1);
+        left -= read as u64;
     }
     Ok(true)
 }

@@ -182,6 +182,7 @@ fn shard(i: usize, versions: usize, packages: usize, shape: Shape) -> Result<Sha
             system_requires: Vec::new(),
             requires_client: None,
             artifacts,
+            built_from: Vec::new(),
         });
     }
     Ok(Shard {
@@ -238,6 +239,7 @@ fn write_index(
                 size: Some(text.len() as u64),
                 latest: semver::Version::new(1, versions as u64 - 1, 0),
                 summary: format!("benchmark package {i}"),
+                built_from: Vec::new(),
             },
         );
     }

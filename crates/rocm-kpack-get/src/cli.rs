@@ -27,6 +27,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// The install root; `.kpack/` lives under it [env: KPACK_GET_PREFIX].
     #[arg(long, global = true, value_name = "DIR")]

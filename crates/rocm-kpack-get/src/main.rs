@@ -4,6 +4,7 @@
 
 mod cli;
 mod commands;
+mod interrupt;
 mod printer;
 mod progress;
 

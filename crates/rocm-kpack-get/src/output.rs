@@ -12,4 +12,9 @@ pub trait Output {
     fn note(&self, text: &str);
     /// A warning, shown even when asked to be quiet.
     fn warn(&self, text: &str);
+    /// Whether a person watches on a terminal (not quiet, not JSON), so a
+    /// tool run for them may show its own progress there.
+    fn watched(&self) -> bool {
+        false
+    }
 }

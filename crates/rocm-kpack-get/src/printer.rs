@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Write};
 
 use kpack_gpu::Owner;
+use kpack_repo_index::schema::{BuiltFrom, SourceKind};
 use kpack_repo_index::{
     Artifact, ArtifactKind, ByteSize, Component, Encoding, Listed, RelativePath,
 };
@@ -81,6 +82,10 @@ impl rocm_kpack_get::output::Output for Printer {
     fn warn(&self, text: &str) {
         Printer::warn(self, text);
     }
+
+    fn watched(&self) -> bool {
+        self.bars
+    }
 }
 
 /// Writes a line to stdout; a closed pipe (`| head`) ends quietly.
@@ -95,11 +100,10 @@ pub fn write_err(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
-/// An artifact for a listing: size, path, and for device code the targets
-/// it serves and its component (`[gfx1100] tensile`), or the sub-family or
-/// family that owns it (`[owner gfx11] aotriton`).
-pub fn artifact_line(artifact: &kpack_repo_index::Artifact) -> String {
-    ArtifactReport::from(artifact).line()
+/// An artifact for a listing: its size and what it is, with its path in
+/// the pool when asked (see [`ArtifactReport::line`]).
+pub fn artifact_line(artifact: &kpack_repo_index::Artifact, with_path: bool) -> String {
+    ArtifactReport::from(artifact).line(with_path)
 }
 
 /// The format version of every report's JSON (`schema`): fields are
@@ -124,17 +128,28 @@ pub struct ArtifactReport<'a> {
 }
 
 impl ArtifactReport<'_> {
-    /// The artifact for a listing (see [`artifact_line`]).
-    pub fn line(&self) -> String {
-        let device = match (self.owner, self.targets, self.component) {
-            (Some(owner), _, Some(component)) => format!(" [owner {owner}] {component}"),
-            (None, Some(targets), Some(component)) => format!(
-                " [{}] {component}",
+    /// The artifact for a listing: its size and what it is (see
+    /// [`ArtifactReport::label`]), with its path in the pool when asked.
+    pub fn line(&self, with_path: bool) -> String {
+        let line = format!("{:>10}  {}", ByteSize(self.size), self.label());
+        match with_path {
+            true => format!("{line}  ({})", self.path),
+            false => line,
+        }
+    }
+
+    /// What the artifact is, as users think of it: "host part", "kernels
+    /// for gfx1100", "tensile for gfx1030", "aotriton for every gfx11 GPU".
+    pub fn label(&self) -> String {
+        let component = self.component.map_or("kernels", Component::as_str);
+        match (self.owner, self.targets) {
+            (Some(owner), _) => format!("{component} for every {owner} GPU"),
+            (None, Some(targets)) if !targets.is_empty() => format!(
+                "{component} for {}",
                 kpack_repo_index::resolve::join_listed(targets)
             ),
-            _ => String::new(),
-        };
-        format!("{:>10}  {}{device}", ByteSize(self.size), self.path)
+            _ => "host part".to_owned(),
+        }
     }
 }
 
@@ -153,30 +168,51 @@ impl<'a> From<&'a Artifact> for ArtifactReport<'a> {
     }
 }
 
-/// "downloads 2.1 MiB of 9.8 MiB: 79% saved".
-pub fn saving(part: u64, full: u64) -> String {
-    let saved = (full.saturating_sub(part))
+/// What a package's chosen artifacts weigh against the fat packages it
+/// was built from, where the index records them: "8.1 MiB; the Debian
+/// package: 7.9 MiB", "2.1 MiB; the fat wheel: 9.8 MiB (78% less)".
+pub fn against_source(part: u64, built_from: &[BuiltFrom]) -> String {
+    let Some(first) = built_from.first() else {
+        return ByteSize(part).to_string();
+    };
+    let full: u64 = built_from.iter().map(|b| b.size).sum();
+    let one = built_from.len() == 1;
+    let what = match first.kind {
+        _ if built_from.iter().any(|b| b.kind != first.kind) => "the fat packages",
+        SourceKind::Deb if one => "the Debian package",
+        SourceKind::Deb => "the Debian packages",
+        SourceKind::Wheel if one => "the fat wheel",
+        SourceKind::Wheel => "the fat wheels",
+        SourceKind::Tree if one => "the fat tree",
+        SourceKind::Tree => "the fat trees",
+    };
+    let less = match full
+        .saturating_sub(part)
         .saturating_mul(100)
         .checked_div(full)
-        .unwrap_or(0);
-    format!("{} of {}: {saved}% saved", ByteSize(part), ByteSize(full))
+    {
+        Some(share @ 1..) => format!(" ({share}% less)"),
+        _ => String::new(),
+    };
+    format!("{}; {what}: {}{less}", ByteSize(part), ByteSize(full))
 }
 
-/// What an install fetched of the `part` it needed (of a fat install's
-/// `full`), `cached` of it taken from the cache: "downloaded 696.7 KiB
-/// (7.8 MiB from the cache); 8.4 MiB of 10.2 MiB: 17% saved".
-pub fn fetched(part: u64, full: u64, cached: u64) -> String {
+/// What an install fetched of the `part` it needed, `cached` of it taken
+/// from the cache: "downloaded 696.7 KiB (7.8 MiB from the cache)"; a dry
+/// run (`done` false) says what it would download.
+pub fn fetched(part: u64, cached: u64, done: bool) -> String {
+    let (downloaded, nothing) = if done {
+        ("downloaded", "nothing downloaded")
+    } else {
+        ("would download", "would download nothing")
+    };
     match cached.min(part) {
-        0 => format!("downloaded {}", saving(part, full)),
-        all if all == part => format!(
-            "nothing downloaded (all from the cache); {}",
-            saving(part, full)
-        ),
+        0 => format!("{downloaded} {}", ByteSize(part)),
+        all if all == part => format!("{nothing} (all {} from the cache)", ByteSize(part)),
         some => format!(
-            "downloaded {} ({} from the cache); {}",
+            "{downloaded} {} ({} from the cache)",
             ByteSize(part - some),
-            ByteSize(some),
-            saving(part, full)
+            ByteSize(some)
         ),
     }
 }
@@ -185,29 +221,55 @@ pub fn fetched(part: u64, full: u64, cached: u64) -> String {
 mod tests {
     use super::*;
 
+    fn source(kind: SourceKind, size: u64) -> BuiltFrom {
+        BuiltFrom {
+            kind,
+            file: "f".into(),
+            size,
+            package: None,
+        }
+    }
+
     #[test]
-    fn saving_says_what_share_of_a_fat_install_is_left_out() {
+    fn a_download_is_compared_with_what_it_was_built_from() {
+        let deb = source(SourceKind::Deb, 10_276_044);
         assert_eq!(
-            saving(2_202_009, 10_276_044),
-            "2.1 MiB of 9.8 MiB: 78% saved"
+            against_source(2_202_009, std::slice::from_ref(&deb)),
+            "2.1 MiB; the Debian package: 9.8 MiB (78% less)"
         );
-        assert_eq!(saving(0, 0), "0 B of 0 B: 0% saved");
+        // More than the fat package is said as it is, never as a saving.
+        assert_eq!(
+            against_source(8_472_000, &[source(SourceKind::Deb, 8_231_000)]),
+            "8.1 MiB; the Debian package: 7.8 MiB"
+        );
+        assert_eq!(
+            against_source(100, &[source(SourceKind::Wheel, 100)]),
+            "100 B; the fat wheel: 100 B"
+        );
+        assert_eq!(
+            against_source(1, &[deb, source(SourceKind::Tree, 1)]),
+            "1 B; the fat packages: 9.8 MiB (99% less)"
+        );
+        // Unknown: no comparison, least of all with the split pieces.
+        assert_eq!(against_source(2_202_009, &[]), "2.1 MiB");
     }
 
     #[test]
     fn fetched_says_what_came_from_the_cache() {
-        let (part, full) = (2_202_009, 10_276_044);
+        let part = 2_202_009;
+        assert_eq!(fetched(part, 0, true), "downloaded 2.1 MiB");
         assert_eq!(
-            fetched(part, full, 0),
-            "downloaded 2.1 MiB of 9.8 MiB: 78% saved"
+            fetched(part, part, true),
+            "nothing downloaded (all 2.1 MiB from the cache)"
         );
         assert_eq!(
-            fetched(part, full, part),
-            "nothing downloaded (all from the cache); 2.1 MiB of 9.8 MiB: 78% saved"
+            fetched(part, 1 << 20, true),
+            "downloaded 1.1 MiB (1.0 MiB from the cache)"
         );
         assert_eq!(
-            fetched(part, full, 1 << 20),
-            "downloaded 1.1 MiB (1.0 MiB from the cache); 2.1 MiB of 9.8 MiB: 78% saved"
+            fetched(part, part, false),
+            "would download nothing (all 2.1 MiB from the cache)"
         );
+        assert_eq!(fetched(part, 0, false), "would download 2.1 MiB");
     }
 }

@@ -10,29 +10,47 @@ use kpack_repo_index::{ByteSize, Sha256};
 
 use crate::printer::{write_err, Printer};
 
-/// Bars on a terminal.
+/// A file a download fetches: what users call it (the host part, kernels
+/// for a target), its size, and how much of it the cache has already
+/// (all of it when cached, a partial download's kept bytes).
+#[derive(Debug, Clone)]
+pub struct PlannedFile {
+    pub label: String,
+    pub size: u64,
+    pub have: u64,
+}
+
+/// The files of a download, by the hash of the bytes served.
+pub type Files = HashMap<Sha256, PlannedFile>;
+
+/// Bars on a terminal: one per file, and a total of the bytes fetched in
+/// this run against the bytes this run has to fetch.
 #[derive(Debug)]
 pub struct Bars {
     multi: MultiProgress,
     total: ProgressBar,
+    planned: Files,
     files: Mutex<HashMap<Sha256, ProgressBar>>,
 }
 
 impl Bars {
-    pub fn new(total_bytes: u64) -> Bars {
+    /// Bars for a download of `planned`, whose total is what the cache
+    /// does not have.
+    pub fn new(planned: Files) -> Bars {
+        let to_fetch = planned
+            .values()
+            .map(|p| p.size.saturating_sub(p.have))
+            .sum();
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-        let total = multi.add(ProgressBar::new(total_bytes));
-        total.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
+        let total = multi.add(ProgressBar::new(to_fetch));
+        total.set_style(style(
+            "{prefix} [{bar:20}] {bytes}/{total_bytes} {bytes_per_sec}, {eta} left",
+        ));
         total.set_prefix("total");
         Bars {
             multi,
             total,
+            planned,
             files: Mutex::new(HashMap::new()),
         }
     }
@@ -42,28 +60,41 @@ impl Bars {
     }
 }
 
+/// A bar style from `template`; the templates' lines fit 80 columns with
+/// sizes up to `999.99 MiB`.
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
 impl Progress for Bars {
     fn start(&self, id: &Sha256, name: &str, total: u64, position: u64) {
         let Ok(mut files) = self.files.lock() else {
             return;
         };
+        let planned = self.planned.get(id);
+        let label = planned.map_or(name, |p| p.label.as_str());
+        let mut first = false;
         let bar = files.entry(*id).or_insert_with(|| {
+            first = true;
             let bar = self
                 .multi
                 .insert_before(&self.total, ProgressBar::new(total));
-            bar.set_style(
-                ProgressStyle::with_template("{msg:>40!} [{bar:20}] {bytes}/{total_bytes}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            bar.set_message(name.rsplit('/').next().unwrap_or(name).to_owned());
+            bar.set_style(style("{msg:30!} [{bar:20}] {bytes}/{total_bytes}"));
+            bar.set_message(label.to_owned());
             bar
         });
-        let previous = bar.position();
+        // The total was planned from where each file would start; a file
+        // starting elsewhere (its partial bytes discarded, or fetched
+        // meanwhile by another kpack-get), or restarting, moves its end.
+        let expected = match first {
+            true => planned.map_or(0, |p| p.have),
+            false => bar.position(),
+        };
+        let length = (self.total.length().unwrap_or(0) + expected).saturating_sub(position);
+        self.total.set_length(length.max(self.total.position()));
         bar.set_position(position);
-        // A restart takes back what the file had counted.
-        self.total
-            .set_position((self.total.position() + position).saturating_sub(previous));
     }
 
     fn advance(&self, id: &Sha256, bytes: u64) {
@@ -73,6 +104,7 @@ impl Progress for Bars {
             }
         }
         self.total.inc(bytes);
+        crate::interrupt::fetched(bytes);
     }
 
     fn finish(&self, id: &Sha256, _cached: bool) {
@@ -92,13 +124,15 @@ impl Progress for Bars {
 #[derive(Debug)]
 pub struct Lines {
     printer: Printer,
+    planned: Files,
     names: Mutex<HashMap<Sha256, (String, u64)>>,
 }
 
 impl Lines {
-    pub fn new(printer: Printer) -> Lines {
+    pub fn new(printer: Printer, planned: Files) -> Lines {
         Lines {
             printer,
+            planned,
             names: Mutex::new(HashMap::new()),
         }
     }
@@ -106,12 +140,15 @@ impl Lines {
 
 impl Progress for Lines {
     fn start(&self, id: &Sha256, name: &str, total: u64, _position: u64) {
+        let label = self.planned.get(id).map_or(name, |p| p.label.as_str());
         if let Ok(mut names) = self.names.lock() {
-            names.insert(*id, (name.to_owned(), total));
+            names.insert(*id, (label.to_owned(), total));
         }
     }
 
-    fn advance(&self, _id: &Sha256, _bytes: u64) {}
+    fn advance(&self, _id: &Sha256, bytes: u64) {
+        crate::interrupt::fetched(bytes);
+    }
 
     fn finish(&self, id: &Sha256, cached: bool) {
         let entry = self.names.lock().ok().and_then(|mut n| n.remove(id));

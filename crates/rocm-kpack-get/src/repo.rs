@@ -19,6 +19,7 @@
 //! the first one seen is refused.
 
 mod refresh;
+mod suggest;
 mod versions;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, Mirror};
 pub use refresh::{Opened, Refresh};
+pub use suggest::suggestions;
 pub use versions::StateError;
 use versions::Versions;
 

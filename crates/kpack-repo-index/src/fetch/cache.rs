@@ -61,6 +61,15 @@ impl Cache {
         self.root.join("partial").join(format!("{sha256}.from"))
     }
 
+    /// The bytes a partial download of `served` keeps for a resume (none
+    /// without its resume record, which a resume needs).
+    pub fn kept(&self, served: &Sha256) -> u64 {
+        if !self.partial_origin(served).exists() {
+            return 0;
+        }
+        fs_err::metadata(self.partial(served)).map_or(0, |m| m.len())
+    }
+
     /// The verified file, if it is cached with the expected size. Files in
     /// the cache were hashed when they were stored; their size is checked
     /// again so a truncated file is never used.

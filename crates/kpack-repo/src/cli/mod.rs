@@ -19,7 +19,7 @@ use kpack_repo::build::{write_tree, TreeCompression};
 use kpack_repo::encode::TransportPolicy;
 use kpack_repo::manifest;
 use kpack_repo::mirror::{mirror, Scope};
-use kpack_repo::publish::{NewArtifact, NewVersion, PublishOptions, Publisher};
+use kpack_repo::publish::{self, NewArtifact, NewVersion, PublishOptions, Publisher};
 use kpack_repo::source::Source;
 use kpack_repo::store::{store_address, S3Options, Store, StoreError};
 use kpack_repo::tidy::collect_garbage;
@@ -193,6 +193,11 @@ struct AddArgs {
     component: Option<Component>,
     #[arg(long)]
     summary: Option<String>,
+    /// The fat package (a .deb, a wheel, a compressed tree) the artifacts
+    /// were split from (repeatable): recorded with its size, so kpack-get
+    /// can compare what it downloads with it.
+    #[arg(long, value_name = "FILE")]
+    built_from: Vec<PathBuf>,
     /// Secret key to sign the new root with (`kpack-repo keygen` makes
     /// one); a repository is published signed unless --unsigned says not.
     #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
@@ -468,6 +473,7 @@ fn add_command(
         owner,
         component,
         summary,
+        built_from,
         key,
         unsigned: _,
         transport,
@@ -511,6 +517,10 @@ fn add_command(
         depends,
         system_requires: Vec::new(),
         summary,
+        built_from: built_from
+            .iter()
+            .map(|path| publish::built_from(path, None))
+            .collect::<Result<_, _>>()?,
     };
     let root = storage
         .open_with(&repo, transport.policy())?

@@ -95,9 +95,39 @@ impl EnvironmentCheck<'_> {
             split_binaries: split,
             fat_binaries: fat,
         };
+        notes.extend(orphans(&installed));
         let fix = self.invocation.sync(&findings);
+        if fix.is_some() {
+            notes.push(INSTALLER_ARGS.to_owned());
+        }
         Ok(CheckReport::new(checked, self.gpus, findings, fix, notes))
     }
+}
+
+/// What `pip sync` cannot know of how the distributions were installed.
+pub const INSTALLER_ARGS: &str = "pip sync installs with the environment's installer and its \
+configuration: if the distributions came from a find-links directory or another index, or were \
+installed with --no-deps, give the same installer arguments after `--` \
+(`kpack-get pip sync -- --find-links DIR`)";
+
+/// Device distributions whose host distribution is not installed (it was
+/// uninstalled after them): nothing loads their code.
+fn orphans(installed: &[InstalledDist]) -> Vec<String> {
+    let names: Vec<&str> = installed.iter().map(|d| d.metadata.name.as_str()).collect();
+    installed
+        .iter()
+        .filter_map(|dist| {
+            let name = dist.metadata.name.as_str();
+            let (host, _) = name.rsplit_once("-device-")?;
+            (!names.contains(&host)).then(|| {
+                format!(
+                    "{name} {} is installed without {host}, whose device code it holds: \
+                     `pip uninstall {name}` removes it",
+                    dist.metadata.version
+                )
+            })
+        })
+        .collect()
 }
 
 /// An installed distribution with device extras, among all installed.

@@ -206,7 +206,18 @@ impl CheckReport {
         if self.gpus.is_empty() {
             output.line("no GPU found: nothing to serve (--target names GPUs to check for)");
         }
-        for gpu in &self.gpus {
+        if self.checked.packages == 0 && self.findings.is_empty() {
+            // Nothing there serves a GPU, nor fails one.
+            output.line(match self.checked.place {
+                Place::Prefix { .. } => "nothing installed",
+                Place::Python { .. } => "no distribution with device extras installed",
+            });
+        }
+        let gpus = match self.checked.packages == 0 && self.findings.is_empty() {
+            true => &[][..],
+            false => &self.gpus[..],
+        };
+        for gpu in gpus {
             let verdict = if gpu.served { "served" } else { "not served" };
             output.line(&format!("{}: {verdict}", gpu.target));
             for finding in self.findings.iter().filter(|f| f.gpu == gpu.target) {

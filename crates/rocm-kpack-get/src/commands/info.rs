@@ -2,8 +2,9 @@
 //! for this machine's GPUs.
 
 use kpack_gpu::Target;
-use kpack_repo_index::{select_artifacts, RelativePath, Shard, VersionEntry};
-use rocm_kpack_get::repo::Repo;
+use kpack_repo_index::schema::BuiltFrom;
+use kpack_repo_index::{select_artifacts, ByteSize, RelativePath, Shard, VersionEntry};
+use rocm_kpack_get::repo::{suggestions, Repo};
 use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
@@ -19,8 +20,8 @@ struct InfoReport<'a> {
     name: &'a str,
     repo: &'a str,
     summary: String,
-    #[serde(rename = "system-requires")]
     system_requires: &'a [String],
+    built_from: &'a [BuiltFrom],
     version: String,
     versions: Vec<String>,
     why: Vec<String>,
@@ -45,6 +46,14 @@ impl InfoReport<'_> {
                 self.system_requires.join(", ")
             ));
         }
+        if !self.built_from.is_empty() {
+            let files: Vec<String> = self
+                .built_from
+                .iter()
+                .map(|b| format!("{} ({})", b.file, ByteSize(b.size)))
+                .collect();
+            printer.line(format!("built from: {}", files.join(", ")));
+        }
         printer.line(format!(
             "artifacts (* = chosen for {}):",
             if self.gpus.is_empty() {
@@ -55,7 +64,7 @@ impl InfoReport<'_> {
         ));
         for artifact in &self.artifacts {
             let mark = if artifact.chosen { "*" } else { " " };
-            printer.line(format!("{mark} {}", artifact.artifact.line()));
+            printer.line(format!("{mark} {}", artifact.artifact.line(true)));
         }
         for explanation in &self.why {
             printer.detail(format!("  why: {explanation}"));
@@ -94,7 +103,8 @@ pub fn info(context: &Context, package: &str) -> Result<(), Failure> {
         Exit::NothingFits,
         anyhow::anyhow!("no package {package} in the configured repositories"),
     )
-    .hint("`kpack-get search TEXT` lists what is available"))
+    .hint("`kpack-get search TEXT` lists what is available")
+    .did_you_mean(&suggestions(&repos, &request.name)))
 }
 
 /// A version of a package: its versions, dependencies, and each artifact,
@@ -125,6 +135,7 @@ fn show(context: &Context, repo: &Repo, shard: &Shard, entry: &VersionEntry, gpu
         repo: &repo.config.name,
         summary,
         system_requires: &entry.system_requires,
+        built_from: &entry.built_from,
         version: entry.version.to_string(),
         versions,
         why: selection

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
+use kpack_repo_index::schema::BuiltFrom;
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
 use rocm_kpack_get::detect::choice::ChosenTargets;
@@ -15,13 +16,13 @@ use rocm_kpack_get::install::plan::{
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::InstallError;
 use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
-use rocm_kpack_get::repo::Repo;
+use rocm_kpack_get::repo::{suggestions, Repo};
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
-use crate::printer::{artifact_line, fetched, saving, ArtifactReport, SCHEMA};
-use crate::progress::{Bars, Lines};
+use crate::printer::{against_source, artifact_line, fetched, ArtifactReport, SCHEMA};
+use crate::progress::{Bars, Files, Lines, PlannedFile};
 
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.
@@ -166,6 +167,10 @@ fn plan_keeping_newer(
             Ok(plan) => return Ok((plan, requests)),
             Err(error) => error,
         };
+        if let PlanError::Resolve(ResolveError::UnknownPackage { name, .. }) = &error {
+            let near = suggestions(planning.repos, name);
+            return Err(Failure::from(error).did_you_mean(&near));
+        }
         let PlanError::Resolve(ResolveError::NoVersion {
             name, available, ..
         }) = &error
@@ -240,14 +245,14 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         return Ok(());
     }
     let cached = plan.size().saturating_sub(download_size);
-    download(context, &client, plan, download_size)?;
+    download(context, &client, plan)?;
     let applied = prefix.apply(&lock, &plan.installs(&context.cache), &[])?;
     show_installed(context, plan, upgrading);
     printer.line(format!(
         "{} files into {}; {}",
         applied.files_added,
         prefix.root().display(),
-        fetched(plan.size(), plan.full_size(), cached)
+        fetched(plan.size(), cached, true)
     ));
     if plan.layout.is_fat() {
         printer.line(format!(
@@ -396,16 +401,37 @@ fn choose_gpus(
 }
 
 /// Fetches the chosen artifacts of the pending packages into the cache,
-/// with bars on a terminal and lines otherwise.
-fn download(context: &Context, client: &Client, plan: &Plan, size: u64) -> Result<(), Failure> {
+/// with bars on a terminal and lines otherwise, each file named as users
+/// think of it.
+fn download(context: &Context, client: &Client, plan: &Plan) -> Result<(), Failure> {
     let downloads = plan.downloads();
     let printer = &context.printer;
-    let bars = printer.bars.then(|| Arc::new(Bars::new(size)));
+    let cache = &context.cache;
+    let mut files = Files::new();
+    for package in plan.pending() {
+        for artifact in &package.chosen {
+            let stored = artifact.installed();
+            let have = match cache.get(&stored.sha256, stored.size) {
+                Some(_) => artifact.size,
+                None => cache.kept(&artifact.sha256),
+            };
+            let label = ArtifactReport::from(artifact).label();
+            let planned = PlannedFile {
+                label: format!("{} {label}", package.name),
+                size: artifact.size,
+                have,
+            };
+            files.insert(artifact.sha256, planned);
+        }
+    }
+    let bars = printer.bars.then(|| Arc::new(Bars::new(files.clone())));
     let progress: Arc<dyn Progress> = match &bars {
         Some(bars) => bars.clone(),
-        None => Arc::new(Lines::new(*printer)),
+        None => Arc::new(Lines::new(*printer, files)),
     };
+    let downloading = crate::interrupt::downloading();
     let fetched = client.fetch_all(&context.cache, &downloads, progress);
+    drop(downloading);
     if let Some(bars) = &bars {
         bars.finish();
     }
@@ -435,14 +461,18 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
             "{} {version} from {}: {}",
             package.name,
             package.repo.name,
-            saving(package.size(), package.full_size)
+            against_source(package.size(), &package.built_from)
+        ));
+        printer.detail(format!(
+            "  every target's artifacts: {}",
+            ByteSize(package.full_size)
         ));
         for artifact in &package.chosen {
             let stored = artifact.installed();
             let cached = context.cache.get(&stored.sha256, stored.size).is_some();
             printer.line(format!(
                 "  {}{}",
-                artifact_line(artifact),
+                artifact_line(artifact, printer.verbose),
                 if cached { " (cached)" } else { "" }
             ));
         }
@@ -461,10 +491,10 @@ fn show_plan(context: &Context, plan: &Plan, dry_run: Option<u64>) {
         }
     }
     if let Some(download_size) = dry_run {
-        printer.line(format!(
-            "would download {} (downloads {})",
-            ByteSize(download_size),
-            saving(plan.size(), plan.full_size())
+        printer.line(fetched(
+            plan.size(),
+            plan.size().saturating_sub(download_size),
+            false,
         ));
     }
 }
@@ -489,6 +519,9 @@ struct InstallReport<'a> {
 #[derive(Debug, Serialize)]
 struct PackageReport<'a> {
     artifacts: Vec<ArtifactReport<'a>>,
+    /// The fat packages the version was built from, where recorded.
+    built_from: &'a [BuiltFrom],
+    /// Every artifact of the version, for every target.
     full_size: u64,
     installed: Option<String>,
     name: &'a str,
@@ -532,6 +565,7 @@ impl<'a> From<&'a PlannedPackage> for PackageReport<'a> {
     fn from(package: &'a PlannedPackage) -> PackageReport<'a> {
         PackageReport {
             artifacts: package.chosen.iter().map(ArtifactReport::from).collect(),
+            built_from: &package.built_from,
             full_size: package.full_size,
             installed: package.installed.as_ref().map(ToString::to_string),
             name: package.name.as_str(),

@@ -71,6 +71,17 @@ impl Failure {
         self
     }
 
+    /// For a package no repository has: the names it may stand for, when
+    /// there are any, as the hint.
+    pub fn did_you_mean(self, near: &[PackageName]) -> Failure {
+        let names: Vec<&str> = near.iter().map(PackageName::as_str).collect();
+        match names.as_slice() {
+            [] => self,
+            [one] => self.hint(format!("did you mean {one}?")),
+            several => self.hint(format!("did you mean one of: {}?", several.join(", "))),
+        }
+    }
+
     /// Exit 9 when `report` finds a GPU not served.
     pub fn unless_served(report: &CheckReport) -> Result<(), Failure> {
         if report.served {

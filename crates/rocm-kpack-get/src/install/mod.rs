@@ -286,7 +286,9 @@ pub enum Problem {
         size: u64,
         recorded: Sha256,
     },
-    /// It cannot be read (missing, unreadable).
+    /// It is not there.
+    Missing,
+    /// It cannot be read.
     Unreadable(String),
 }
 
@@ -294,14 +296,22 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Problem::Link { actual, recorded } => {
-                write!(f, "links to {}, recorded {recorded}", actual.display())
+                write!(
+                    f,
+                    "modified: links to {}, recorded {recorded}",
+                    actual.display()
+                )
             }
             Problem::Contents {
                 actual,
                 size,
                 recorded,
-            } => write!(f, "sha256 {actual} ({size} bytes), recorded {recorded}"),
-            Problem::Unreadable(error) => f.write_str(error),
+            } => write!(
+                f,
+                "modified: sha256 {actual} ({size} bytes), recorded {recorded}"
+            ),
+            Problem::Missing => f.write_str("missing"),
+            Problem::Unreadable(error) => write!(f, "unreadable: {error}"),
         }
     }
 }
@@ -729,9 +739,12 @@ fn created_dirs(
 /// How an installed file differs from its record, if it does.
 fn check_file(root: &ConfinedDir, file: &record::InstalledFile) -> Option<Problem> {
     let path = Path::new(file.path.as_str());
-    let unreadable = |error: &dyn std::fmt::Display| Some(Problem::Unreadable(error.to_string()));
+    let unreadable = |error: &std::io::Error| match error.kind() {
+        std::io::ErrorKind::NotFound => Some(Problem::Missing),
+        _ => Some(Problem::Unreadable(error.to_string())),
+    };
     match (&file.link, file.sha256) {
-        (Some(link), _) => match root.read_link(path) {
+        (Some(link), _) => match root.read_link(path).map_err(std::io::Error::from) {
             Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
             Ok(actual) => Some(Problem::Link {
                 actual,

@@ -18,6 +18,7 @@ use crate::detect::{gfx_override, Detection};
 use crate::layout::Layout;
 use crate::repo::{Repo, RepoError};
 use kpack_repo_index::fetch::{Cache, Client, Mirror, Wanted};
+use kpack_repo_index::schema::BuiltFrom;
 
 /// Why no plan can be made.
 #[derive(Debug, thiserror::Error)]
@@ -106,8 +107,10 @@ pub struct PlannedPackage {
     pub repo: Origin,
     pub chosen: Vec<Artifact>,
     pub explanations: Vec<Explanation>,
-    /// Every artifact of the version: what a fat install would download.
+    /// Every artifact of the version, for every target.
     pub full_size: u64,
+    /// The fat packages the version was built from, where recorded.
+    pub built_from: Vec<BuiltFrom>,
     /// The version installed now, if any.
     pub installed: Option<semver::Version>,
     /// Installed already, with these very artifacts.
@@ -234,15 +237,18 @@ impl Plan {
         self.pending().map(|p| p.full_size).sum()
     }
 
-    /// Of the chosen artifacts, the bytes not in the cache yet.
+    /// Of the chosen artifacts, the bytes still to fetch: files not in the
+    /// cache, less what partial downloads of them keep; each file once.
     pub fn download_size(&self, cache: &Cache) -> u64 {
+        let mut seen = std::collections::HashSet::new();
         self.pending()
             .flat_map(|p| &p.chosen)
+            .filter(|a| seen.insert(a.sha256))
             .filter(|a| {
                 let stored = a.installed();
                 cache.get(&stored.sha256, stored.size).is_none()
             })
-            .map(|a| a.size)
+            .map(|a| a.size.saturating_sub(cache.kept(&a.sha256)))
             .sum()
     }
 
@@ -477,6 +483,7 @@ fn plan_package(
     let up_to_date = current.is_some_and(|c| c.version == version && goal.met_by(c, &chosen));
     PlannedPackage {
         full_size: entry.artifacts.iter().map(|a| a.size).sum(),
+        built_from: entry.built_from.clone(),
         installed: current.map(|c| c.version.clone()),
         up_to_date,
         name,

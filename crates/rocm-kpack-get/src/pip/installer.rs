@@ -74,8 +74,14 @@ impl Installer {
         }
     }
 
-    /// Installs requirements, installer arguments first; returns its output.
-    pub fn install(&self, requirements: &[String], args: &[String]) -> Result<Output, PipError> {
+    /// Installs requirements, installer arguments first; returns its
+    /// output, or, `shown` on the terminal as it runs, nothing of it.
+    pub fn install(
+        &self,
+        requirements: &[String],
+        args: &[String],
+        shown: bool,
+    ) -> Result<Output, PipError> {
         let mut command = match self {
             Installer::Pip { python } => {
                 let mut command = Command::new(python);
@@ -91,7 +97,10 @@ impl Installer {
             }
         };
         command.args(args).args(requirements);
-        run(&mut command)
+        match shown {
+            true => run_shown(&mut command),
+            false => run(&mut command),
+        }
     }
 }
 
@@ -135,6 +144,37 @@ pub fn resolver(env: &PythonEnvironment) -> Result<Command, PipError> {
     }
 }
 
+/// Runs a command to its end on the terminal, where its own progress
+/// shows; a failure points at what it printed there.
+fn run_shown(command: &mut Command) -> Result<Output, PipError> {
+    let program = PathBuf::from(command.get_program());
+    let status = command
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|source| PipError::Spawn { program, source })?;
+    if status.success() {
+        return Ok(Output {
+            status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        });
+    }
+    Err(PipError::Installer {
+        command: words(command),
+        status: status.to_string(),
+        message: "what it printed is above".to_owned(),
+    })
+}
+
+/// A command's words, for messages.
+fn words(command: &Command) -> String {
+    let words: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    words.join(" ")
+}
+
 /// Runs a command to its end; a failure carries what it printed.
 pub fn run(command: &mut Command) -> Result<Output, PipError> {
     let program = PathBuf::from(command.get_program());
@@ -151,12 +191,8 @@ pub fn run(command: &mut Command) -> Result<Output, PipError> {
     } else {
         stderr
     };
-    let words: Vec<String> = std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
     Err(PipError::Installer {
-        command: words.join(" "),
+        command: words(command),
         status: output.status.to_string(),
         message,
     })

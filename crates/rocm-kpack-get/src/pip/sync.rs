@@ -196,7 +196,7 @@ pub fn sync_environment(
     }
     let requirements = outcome.requirements();
     if !dry_run {
-        let installed = installer.install(&requirements, args)?;
+        let installed = installer.install(&requirements, args, output.watched())?;
         for line in String::from_utf8_lossy(&installed.stdout).lines() {
             output.detail(line);
         }

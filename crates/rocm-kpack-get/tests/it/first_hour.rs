@@ -78,8 +78,8 @@ fn targets_that_name_no_amd_gpu_are_usage_errors() {
                 .env("KPACK_GET_TARGETS", variable),
         )
     };
-    assert!(!dry_run("").contains("rocrand_gfx"));
-    assert!(dry_run("gfx1030,").contains("rocrand_gfx1030"));
+    assert!(!dry_run("").contains("kernels for gfx"));
+    assert!(dry_run("gfx1030,").contains("kernels for gfx1030"));
     for target in ["sm_80", "90a", "gfx1100:xnack+"] {
         let out = output(&mut kpack_get(
             &context,
@@ -164,4 +164,61 @@ fn no_code_for_the_gpus_shows_the_plan_then_says_why_and_the_per_node_override()
         detected.contains("  hint: ROCm users run a gfx1036 with gfx1030's code: set HSA_OVERRIDE_GFX_VERSION_2=10.3.0"),
         "{detected}"
     );
+}
+
+#[test]
+fn a_typo_or_a_debian_name_gets_did_you_mean() {
+    let context = TestContext::new();
+    for (typed, command) in [
+        ("rocm-rnad", "install"),
+        ("rocrand", "install"),
+        ("librocrand1", "install"),
+        ("librocrand1", "info"),
+    ] {
+        let out = output(&mut kpack_get(
+            &context,
+            &["--target", "gfx1030", command, typed],
+        ));
+        assert_eq!(out.status.code(), Some(6), "{typed}");
+        insta::assert_snapshot!(
+            format!("did_you_mean_{command}_{typed}"),
+            context.transcript(&out)
+        );
+    }
+    // Nothing near: no suggestion, the usual hint.
+    let out = output(&mut kpack_get(&context, &["install", "pytorch-triton"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+}
+
+#[test]
+fn the_plan_compares_the_download_with_the_debian_package_it_was_built_from() {
+    let context = TestContext::new();
+    let out = output(&mut kpack_get(
+        &context,
+        &[
+            "--target",
+            "gfx1030",
+            "install",
+            "rocm-rand",
+            "--dry-run",
+            "-v",
+        ],
+    ));
+    insta::assert_snapshot!(context.transcript(&out));
+    let deb = fs_err::read_dir(kpack_test_support::fixtures().join("debian"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("librocrand1_"))
+        })
+        .unwrap();
+    let size = kpack_repo_index::ByteSize(fs_err::metadata(&deb).unwrap().len()).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("; the Debian package: {size}")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("saved"), "{stdout}");
 }

@@ -20,6 +20,7 @@ mod install;
 mod mounts;
 mod pip;
 mod pip_layout;
+mod progress;
 mod python_package;
 mod snapshots_cli;
 mod transport;

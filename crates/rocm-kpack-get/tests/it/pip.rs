@@ -4,7 +4,7 @@
 
 use kpack_test_support::python_venv;
 use kpack_test_support::venv::{pip_venv, uv_venv, with_python_tools};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -235,7 +235,37 @@ fn sync_fails_with_the_installer_message_when_a_device_wheel_is_missing() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("demo-device-gfx1100"), "{stderr}");
     assert!(stderr.contains("No matching distribution"), "{stderr}");
+    // What to try is said after the installer's own words.
+    assert!(
+        stderr.contains("hint: the installer runs with the environment's configuration")
+            && stderr.contains("`-- --find-links DIR`"),
+        "{stderr}"
+    );
     assert_eq!(installed(&python), names(&["demo"]));
+}
+
+#[test]
+fn check_names_device_distributions_whose_host_was_uninstalled() {
+    let demo = Demo::with_pip();
+    demo.pip_install(&["demo[device-gfx1100]"]);
+    success(Command::new(&demo.python).args([
+        "-m",
+        "pip",
+        "uninstall",
+        "--yes",
+        "--quiet",
+        "demo",
+    ]));
+    let out = output(&mut demo.kpack(&["--target", "gfx1100", "pip", "check"]));
+    let (stdout, stderr) = text(&out);
+    let said = format!("{stdout}{stderr}");
+    assert!(
+        said.contains(
+            "demo-device-gfx1100 1.0 is installed without demo, whose device code it holds: \
+             `pip uninstall demo-device-gfx1100` removes it"
+        ),
+        "{said}"
+    );
 }
 
 #[test]
@@ -839,4 +869,56 @@ fn pip_install_reads_a_wheel_no_further_than_its_json_page_gives() {
         assert!(text.contains(mention), "no {mention:?} in {text}");
     }
     assert_eq!(disk_use(&tmp), 0, "left in {}", tmp.display());
+}
+
+#[test]
+fn pip_install_fetches_each_wheel_once_from_a_find_links_page() {
+    let context = TestContext::new();
+    let home = context.env.home.path();
+    let root = home.join("www");
+    let files = root.join("files");
+    demo_links(&files);
+    let anchors: String = fs_err::read_dir(&files)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|name| format!("<a href=\"{name}\">{name}</a><br/>\n"))
+        .collect();
+    fs_err::write(
+        files.join("links.html"),
+        format!("<!DOCTYPE html>\n<html><body>\n{anchors}</body></html>\n"),
+    )
+    .unwrap();
+    let server = TestServer::start(&root);
+    let python = pip_venv(&home.join("venv"));
+    let mut command = kpack(&context.env);
+    command
+        .args(["pip", "install", "demo", "--target", "gfx1100", "--python"])
+        .arg(&python)
+        // pip's own cache would hide a second download.
+        .env("PIP_NO_CACHE_DIR", "1")
+        .args([
+            "--",
+            "--no-index",
+            "--find-links",
+            &format!("{}/files/links.html", server.url()),
+        ]);
+    let out = output(&mut command);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(installed(&python), names(&["demo", "demo-device-gfx1100"]));
+    let mut fetched: BTreeMap<String, usize> = BTreeMap::new();
+    for request in server.requests() {
+        if request.method == "GET" && request.path.ends_with(".whl") {
+            *fetched.entry(request.path).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        fetched,
+        BTreeMap::from([
+            ("files/demo-1.0-py3-none-any.whl".to_owned(), 1),
+            (
+                "files/demo_device_gfx1100-1.0-py3-none-any.whl".to_owned(),
+                1
+            ),
+        ])
+    );
 }

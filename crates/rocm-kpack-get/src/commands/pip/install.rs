@@ -1,8 +1,10 @@
 //! `pip install`: variant wheels chosen for this machine from the
 //! installer's sources (find-links directories and pages, package indexes),
-//! requirements resolved with their device extras, then the environment's
-//! installer (pip, or uv where there is no pip); then the split binaries
-//! laid out for the environment's HIP runtime, the steps `sync` runs too.
+//! the requirements installed by the environment's installer (pip, or uv
+//! where there is no pip), then the device distributions they offer for
+//! this machine, as `sync` installs them; then the split binaries laid out
+//! for the environment's HIP runtime. A dry run resolves the requirements
+//! with their device extras instead.
 
 use kpack_wheel::variants::SupportedProperties;
 use rocm_kpack_get::pip::environment::PythonEnvironment;
@@ -20,7 +22,7 @@ use super::{environment, machine, Machine, MachineReport};
 use crate::cli::PipOptions;
 use crate::commands::{Context, Exit, Failure};
 use crate::printer::SCHEMA;
-use crate::progress::Lines;
+use crate::progress::{Files, Lines};
 
 /// A variant wheel chosen for a requirement.
 #[derive(Debug, Serialize)]
@@ -111,7 +113,7 @@ fn choose_variants(
     if sources.is_empty() {
         return Ok(chosen);
     }
-    let progress = Box::new(Lines::new(context.printer));
+    let progress = Box::new(Lines::new(context.printer, Files::new()));
     let mut from = VariantSources {
         sources,
         fetcher: Fetcher::new(context.client()?, progress),
@@ -164,8 +166,9 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    /// Installs requirements resolved with their extras by pip's report.
-    fn install_resolved(
+    /// A dry run: requirements resolved with their extras by pip's report,
+    /// said as what would be installed.
+    fn would_install(
         &self,
         pip: std::process::Command,
         requirements: &[Requirement],
@@ -178,31 +181,16 @@ impl Job<'_> {
             &self.args.args,
             &self.context.printer,
         )?;
-        let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
         let shown: Vec<String> = resolved.iter().map(Resolved::shown).collect();
-        if !self.dry_run {
-            let output = self.installer.install(&texts, &self.args.args)?;
-            for line in String::from_utf8_lossy(&output.stdout).lines() {
-                self.context.printer.detail(line);
-            }
-        }
-        let verb = if self.dry_run {
-            "would install"
-        } else {
-            "installed"
-        };
         self.context.printer.line(format!(
-            "{verb} {} with {}",
+            "would install {} with {}",
             shown.join(" "),
             self.installer.describe()
         ));
-        // `--no-deps` leaves an extra's requirements out, device
-        // distributions included: bring those in as a sync does.
-        let sync = match !self.dry_run && self.args.no_deps {
-            true => Some(self.sync()?),
-            false => None,
-        };
-        Ok(Installed::Resolved { resolved, sync })
+        Ok(Installed::Resolved {
+            resolved,
+            sync: None,
+        })
     }
 
     /// Installs the device distributions the environment lacks, as `sync`.
@@ -218,14 +206,11 @@ impl Job<'_> {
         Ok(outcome)
     }
 
-    /// Without pip anywhere to resolve with: installs the requirements as
-    /// given, then what a sync finds missing in the environment.
+    /// Installs the requirements as given, then what a sync finds the
+    /// environment lacks: each wheel is fetched once, where resolving the
+    /// extras first would fetch the host wheels twice.
     fn install_then_sync(&self, requirements: &[Requirement]) -> Result<Installed, Failure> {
         let printer = &self.context.printer;
-        printer.note(
-            "no pip to learn extras from (neither the environment's nor a python3 on PATH): \
-             installing as given, then the device extras of what is installed",
-        );
         let texts: Vec<String> = requirements.iter().map(|r| r.with_extras(&[])).collect();
         let shown: Vec<String> = requirements
             .iter()
@@ -239,7 +224,12 @@ impl Job<'_> {
             ));
             return Ok(Installed::AsGiven { texts, sync: None });
         }
-        self.installer.install(&texts, &self.args.args)?;
+        let output = self
+            .installer
+            .install(&texts, &self.args.args, printer.bars)?;
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            printer.detail(line);
+        }
         printer.line(format!(
             "installed {} with {}",
             shown.join(" "),
@@ -289,8 +279,15 @@ pub fn install(
         args: &args,
     };
     let installed = match resolver(&env) {
-        Ok(pip) => job.install_resolved(pip, &requirements)?,
-        Err(PipError::NoResolver { .. }) => job.install_then_sync(&requirements)?,
+        Ok(pip) if dry_run => job.would_install(pip, &requirements)?,
+        Ok(_) => job.install_then_sync(&requirements)?,
+        Err(PipError::NoResolver { .. }) => {
+            context.printer.note(
+                "no pip to learn extras from (neither the environment's nor a python3 on PATH): \
+                 installing as given, then the device extras of what is installed",
+            );
+            job.install_then_sync(&requirements)?
+        }
         Err(error) => return Err(error.into()),
     };
     // Nothing is installed yet in a dry run, so there is nothing to lay out.

@@ -35,6 +35,11 @@ impl From<PipError> for Failure {
             PipError::Spawn { .. } | PipError::Interpreter { .. } => {
                 Some("--python names the environment's interpreter")
             }
+            PipError::Installer { .. } => Some(
+                "the installer runs with the environment's configuration and the arguments after `--`: \
+                 give it where the distributions come from (`-- --find-links DIR`, `-- --index-url URL`), \
+                 and `-- --no-deps` if they were installed without their dependencies",
+            ),
             _ => None,
         };
         let code = match &error {
