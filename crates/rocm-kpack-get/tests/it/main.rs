@@ -11,6 +11,7 @@ mod components;
 mod confinement;
 mod crash;
 mod detect;
+mod detect_explained;
 mod errors;
 mod faults;
 mod first_hour;
