@@ -27,7 +27,7 @@ use rocm_kpack_get::detect::choice::{ChosenTargets, TargetChoice, TargetChoiceEr
 use rocm_kpack_get::detect::DetectOptions;
 use rocm_kpack_get::install::lock_holder::LockHolder;
 use rocm_kpack_get::install::plan::PlanError;
-use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock};
+use rocm_kpack_get::install::{InstallError, Prefix, PrefixChange, PrefixLock};
 use rocm_kpack_get::repo::{Refresh, Repo, RepoError, RepoStore, Trust};
 
 use crate::cli::GlobalArgs;
@@ -346,21 +346,34 @@ impl Context {
         Ok(Prefix::open(&self.settings.prefix, create)?)
     }
 
-    /// Takes the prefix's lock shared, for a command that only reads it
-    /// (`list`, `verify`): nothing in the prefix is written, and a change an
-    /// interrupted run left is reported, not completed.
-    pub fn read_lock(&self, prefix: &Prefix) -> Result<Option<PrefixReadLock>, Failure> {
-        let lock = prefix.read_lock(self.wait, |holder| {
-            self.printer.note(waiting_note(prefix, holder))
-        })?;
-        if let Some(id) = prefix.pending_change()? {
-            self.printer.warn(format!(
-                "an interrupted change ({id}) in {} is not finished, so what is shown is the state before it; \
-                 the next `kpack-get install`, `remove` or `upgrade` completes it",
-                prefix.root().display()
-            ));
+    /// What a command that only reads the prefix (`list`, `verify`,
+    /// `check`) says of a change: it takes no lock, so it never waits for
+    /// one and writes nothing, and it shows the state before a change
+    /// still under way or left unfinished ([`Prefix::change`]).
+    pub fn read_state(&self, prefix: &Prefix) -> Result<PrefixChange, Failure> {
+        let change = prefix.change()?;
+        let root = prefix.root().display();
+        match &change {
+            PrefixChange::None => {}
+            PrefixChange::UnderWay {
+                holder,
+                journal: None,
+            } => self.printer.note(format!(
+                "{root} is locked by {holder}, which may be changing it; \
+                 what is shown is the state before any change it makes"
+            )),
+            PrefixChange::UnderWay {
+                holder,
+                journal: Some((id, _)),
+            } => self.printer.note(format!(
+                "{holder} is changing {root} ({id}); what is shown is the state before the change"
+            )),
+            PrefixChange::Interrupted(id) => self.printer.warn(format!(
+                "an interrupted change ({id}) in {root} is not finished, so what is shown is the state before it; \
+                 the next `kpack-get install`, `remove` or `upgrade` completes it"
+            )),
         }
-        Ok(lock)
+        Ok(change)
     }
 
     /// Takes the prefix's lock and finishes what an interrupted run left.

@@ -22,6 +22,7 @@ mod mounts;
 mod pip;
 mod pip_layout;
 mod python_package;
+mod readers_and_failures;
 mod snapshots_cli;
 mod transport;
 mod trust;

@@ -1,0 +1,54 @@
+//! Commands that only read the prefix never wait for its lock.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use kpack_test_support::context::TestContext;
+
+const TARGET: &str = "gfx90a:xnack-";
+
+/// Runs `command`, which must end within `limit`: killed and failed
+/// otherwise.
+fn within(limit: Duration, command: &mut Command) -> Output {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("{command:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn list_verify_and_check_answer_while_another_install_holds_the_lock() {
+    let context = TestContext::new();
+    context.install_for(TARGET);
+    // Held as an install holds it while it downloads.
+    let lock = fs_err::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(context.env.prefix.join(".kpack/.lock"))
+        .unwrap();
+    lock.file().lock().unwrap();
+
+    for args in [&["list"][..], &["verify"], &["--target", TARGET, "check"]] {
+        let out = within(Duration::from_secs(30), &mut context.kpack_get(args));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("is locked by pid") && stderr.contains("the state before"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let listed = within(Duration::from_secs(30), &mut context.kpack_get(&["list"]));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("rocm-rand"));
+    drop(lock);
+}
