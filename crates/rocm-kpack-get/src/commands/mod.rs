@@ -93,12 +93,35 @@ impl Failure {
     }
 }
 
-fn local_hint(kind: Option<std::io::ErrorKind>) -> (Exit, Option<&'static str>) {
+/// Which of kpack-get's directories a local failure was in, for its hint.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Prefix,
+    Cache,
+    State,
+}
+
+/// Exit 8 and what to do for a directory that cannot be written: no
+/// rights, a read-only file system, a full disk, or (for the cache and
+/// state directories, made as needed) a file where a directory belongs.
+fn local_hint(kind: Option<std::io::ErrorKind>, place: Place) -> (Exit, Option<&'static str>) {
+    use std::io::ErrorKind;
+    let unwritable = match place {
+        Place::Prefix => "choose a prefix you may write (--prefix), or run with the rights to write this one",
+        Place::Cache => "choose a cache directory you may write (--cache-dir or KPACK_GET_CACHE_DIR); nothing was changed",
+        Place::State => "choose a state directory you may write (--state-dir or KPACK_GET_STATE_DIR); nothing was changed",
+    };
+    let not_a_directory = matches!(
+        kind,
+        Some(ErrorKind::NotADirectory | ErrorKind::AlreadyExists)
+    ) && !matches!(place, Place::Prefix);
+    if not_a_directory {
+        return (Exit::Local, Some(unwritable));
+    }
     match kind {
-        Some(std::io::ErrorKind::PermissionDenied) | Some(std::io::ErrorKind::ReadOnlyFilesystem) => (
-            Exit::Local,
-            Some("choose a prefix you may write (--prefix), or run with the rights to write this one"),
-        ),
+        Some(ErrorKind::PermissionDenied) | Some(ErrorKind::ReadOnlyFilesystem) => {
+            (Exit::Local, Some(unwritable))
+        }
         Some(std::io::ErrorKind::StorageFull) | Some(std::io::ErrorKind::QuotaExceeded) => (
             Exit::Local,
             Some("the disk is full: free space, or use --prefix / --cache-dir on another disk; nothing was changed"),
@@ -119,7 +142,7 @@ impl From<ClientError> for Failure {
                 Exit::Network,
                 Some("check the network and the repository URLs; nothing was installed"),
             ),
-            ClientError::Cache(source) => local_hint(Some(source.kind())),
+            ClientError::Cache(source) => local_hint(Some(source.kind()), Place::Cache),
             _ => (Exit::Failure, None),
         };
         Failure::new(code, error).maybe_hint(hint)
@@ -130,6 +153,10 @@ impl From<RepoError> for Failure {
     fn from(error: RepoError) -> Failure {
         if let RepoError::Fetch(inner) = error {
             return inner.into();
+        }
+        if let RepoError::State(source) = &error {
+            let (code, hint) = local_hint(Some(source.kind()), Place::State);
+            return Failure::new(code, error).maybe_hint(hint);
         }
         let code = if error.is_verification() {
             Exit::Verification
@@ -193,7 +220,7 @@ impl From<InstallError> for Failure {
                 Exit::NothingFits,
                 Some("`kpack-get list` shows what is installed"),
             ),
-            _ => local_hint(error.io_kind()),
+            _ => local_hint(error.io_kind(), Place::Prefix),
         };
         Failure::new(code, error).maybe_hint(hint)
     }

@@ -1,8 +1,11 @@
-//! Commands that only read the prefix never wait for its lock.
+//! Commands that only read the prefix never wait for its lock, and a
+//! cache or state directory that cannot be written exits 8 with a hint.
 
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::common::output;
 use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:xnack-";
@@ -51,4 +54,52 @@ fn list_verify_and_check_answer_while_another_install_holds_the_lock() {
     let listed = within(Duration::from_secs(30), &mut context.kpack_get(&["list"]));
     assert!(String::from_utf8_lossy(&listed.stdout).contains("rocm-rand"));
     drop(lock);
+}
+
+/// The exit code and stderr of `command`.
+fn failure(command: &mut Command) -> (i32, String) {
+    let out = output(command);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A path no one can make a directory at, root included: under a file.
+fn under_a_file(home: &Path, name: &str) -> std::path::PathBuf {
+    let file = home.join(format!("{name}-is-a-file"));
+    fs_err::write(&file, "").unwrap();
+    file.join(name)
+}
+
+#[test]
+fn a_cache_directory_that_cannot_be_written_exits_8_with_a_hint() {
+    let context = TestContext::new();
+    let cache = under_a_file(context.home(), "cache");
+    let mut command = context.kpack_get(&["--target", TARGET, "install", "rocm-rand"]);
+    command.env("KPACK_GET_CACHE_DIR", &cache);
+
+    let (code, stderr) = failure(&mut command);
+
+    assert_eq!(code, 8, "{stderr}");
+    assert!(
+        stderr.contains("hint: choose a cache directory you may write"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_state_directory_that_cannot_be_written_exits_8_with_a_hint() {
+    let context = TestContext::new();
+    let state = under_a_file(context.home(), "state");
+    let mut command = context.kpack_get(&["update"]);
+    command.env("KPACK_GET_STATE_DIR", &state);
+
+    let (code, stderr) = failure(&mut command);
+
+    assert_eq!(code, 8, "{stderr}");
+    assert!(
+        stderr.contains("hint: choose a state directory you may write"),
+        "{stderr}"
+    );
 }
