@@ -13,7 +13,7 @@ use rocm_kpack_get::install::plan::{
     check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
 };
 use rocm_kpack_get::install::record::InstalledRecord;
-use rocm_kpack_get::install::InstallError;
+use rocm_kpack_get::install::{InstallError, PrefixLock};
 use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
 use rocm_kpack_get::repo::Repo;
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
@@ -25,6 +25,7 @@ use crate::progress::{Bars, Lines};
 
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.
+#[derive(Clone)]
 enum Wanted {
     /// Packages asked for; with `reinstall`, installed again even when
     /// installed as planned.
@@ -193,16 +194,19 @@ fn plan_keeping_newer(
 }
 
 /// Installs (or upgrades) what is `wanted`: the requests read under the
-/// prefix's lock, a plan shown, then downloaded, staged and committed.
+/// prefix's lock, a plan shown, then downloaded, staged and committed. A
+/// prefix not set up yet is made (with its lock) only once there is
+/// something to install, so a command that fails creates nothing.
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
     let printer = &context.printer;
-    let prefix = context.prefix(!dry_run)?;
+    let prefix = context.prefix(false)?;
     // A dry run reads the record without the lock; it changes nothing.
-    let lock = if dry_run {
+    let lock = if dry_run || !prefix.is_set_up()? {
         None
     } else {
         Some(context.lock(&prefix)?)
     };
+    let again = wanted.clone();
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades { .. });
     let (requests, reinstall) = wanted.requests(&record, prefix.root())?;
@@ -227,9 +231,13 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         printer.report(&report);
         return Err(no_device_code(error, &planned.chosen));
     }
-    let Some(lock) = lock else {
+    if dry_run {
         printer.report(&report);
         return Ok(());
+    }
+    let Some(lock) = lock_for_first_install(context, lock)? else {
+        // Another install got here first: plan again, on its record.
+        return run(context, again, dry_run);
     };
     if plan.pending().next().is_none() {
         printer.line(format!(
@@ -261,6 +269,21 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     }
     printer.report(&report);
     Ok(())
+}
+
+/// The prefix's lock, taken now for a prefix not set up before (`lock`
+/// `None`), which is made first; `None` when another install set it up
+/// meanwhile, so that the plan made for an empty prefix is stale.
+fn lock_for_first_install(
+    context: &Context,
+    lock: Option<PrefixLock>,
+) -> Result<Option<PrefixLock>, Failure> {
+    if lock.is_some() {
+        return Ok(lock);
+    }
+    let prefix = context.prefix(true)?;
+    let lock = context.lock(&prefix)?;
+    Ok(prefix.record()?.packages.is_empty().then_some(lock))
 }
 
 /// A plan, and the GPUs, runtime search and layout decision it was made

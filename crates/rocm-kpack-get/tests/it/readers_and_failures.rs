@@ -1,11 +1,13 @@
 //! Commands that only read the prefix never wait for its lock, and a
-//! cache or state directory that cannot be written exits 8 with a hint.
+//! command that fails leaves nothing behind: not the prefix, not its
+//! `.kpack/`, not its lock; a cache or state directory that cannot be
+//! written exits 8 with a hint.
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::common::output;
+use crate::common::{output, success};
 use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:xnack-";
@@ -102,4 +104,34 @@ fn a_state_directory_that_cannot_be_written_exits_8_with_a_hint() {
         stderr.contains("hint: choose a state directory you may write"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_failed_install_creates_no_prefix() {
+    let context = TestContext::new();
+    let prefix = context.home().join("new-prefix");
+    let at = prefix.to_str().unwrap();
+
+    // A typo in the package's name.
+    let (code, stderr) = failure(
+        &mut context.kpack_get(&["--prefix", at, "--target", TARGET, "install", "rocm-rnd"]),
+    );
+    assert_eq!(code, 6, "{stderr}");
+    assert!(!prefix.exists(), "{stderr}");
+
+    // No repository configured.
+    let (code, stderr) = failure(context.env.command().args([
+        "--prefix",
+        at,
+        "--target",
+        TARGET,
+        "install",
+        "rocm-rand",
+    ]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!prefix.exists(), "{stderr}");
+
+    // What succeeds makes it.
+    success(&mut context.kpack_get(&["--prefix", at, "--target", TARGET, "install", "rocm-rand"]));
+    assert!(prefix.join(".kpack/installed.toml").is_file());
 }
