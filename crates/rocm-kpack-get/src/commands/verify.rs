@@ -123,11 +123,11 @@ fn verify_unlocked(context: &Context, prefix: &Prefix) -> Result<(usize, Vec<Mis
         let record = prefix.record()?;
         let result = prefix.verify()?;
         let now = prefix.change()?;
-        if attempt == ATTEMPTS || (now == change && prefix.record()? == record) {
-            change = now;
+        let settled = now == change && prefix.record()? == record;
+        change = now;
+        if settled || attempt == ATTEMPTS {
             break result;
         }
-        change = now;
         attempt += 1;
     };
     if let PrefixChange::UnderWay {
@@ -140,7 +140,8 @@ fn verify_unlocked(context: &Context, prefix: &Prefix) -> Result<(usize, Vec<Mis
         let moving = before - mismatches.len();
         if moving > 0 {
             context.printer.note(format!(
-                "{moving} files the change under way is moving are not judged"
+                "{moving} installed file{} the change under way is moving not judged",
+                if moving == 1 { "" } else { "s" }
             ));
         }
     }

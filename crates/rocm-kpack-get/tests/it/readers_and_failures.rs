@@ -58,6 +58,46 @@ fn list_verify_and_check_answer_while_another_install_holds_the_lock() {
     drop(lock);
 }
 
+#[test]
+fn verify_does_not_judge_the_files_a_change_under_way_is_moving() {
+    let context = TestContext::new();
+    context.install_for(TARGET);
+    let env = &context.env;
+    let record = rocm_kpack_get::install::Prefix::open(&env.prefix, false)
+        .unwrap()
+        .record()
+        .unwrap();
+    let moving = record.packages.values().next().unwrap().files[0]
+        .path
+        .clone();
+    fs_err::write(env.prefix.join(moving.as_str()), "half moved").unwrap();
+    // A committed change, its journal naming that file.
+    fs_err::create_dir_all(env.prefix.join(".kpack/staging/4242-1/root")).unwrap();
+    fs_err::write(
+        env.prefix.join(".kpack/transaction.toml"),
+        format!("format = 1\nid = \"4242-1\"\nmoves = [\"{moving}\"]\n"),
+    )
+    .unwrap();
+    let lock = fs_err::File::open(env.prefix.join(".kpack/.lock")).unwrap();
+
+    // Held by the process carrying the change out: the file is in motion.
+    lock.file().lock().unwrap();
+    let out = within(Duration::from_secs(30), &mut context.kpack_get(&["verify"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is changing")
+            && stderr.contains("1 installed file the change under way is moving not judged"),
+        "{stderr}"
+    );
+
+    // Left by an interrupted run, nobody is moving it: it differs.
+    lock.file().unlock().unwrap();
+    let (code, stderr) = failure(&mut context.kpack_get(&["verify"]));
+    assert_eq!(code, 5, "{stderr}");
+    assert!(stderr.contains(moving.as_str()), "{stderr}");
+}
+
 /// The exit code and stderr of `command`.
 fn failure(command: &mut Command) -> (i32, String) {
     let out = output(command);
