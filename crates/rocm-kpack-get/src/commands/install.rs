@@ -195,8 +195,9 @@ fn plan_keeping_newer(
 
 /// Installs (or upgrades) what is `wanted`: the requests read under the
 /// prefix's lock, a plan shown, then downloaded, staged and committed. A
-/// prefix not set up yet is made (with its lock) only once there is
-/// something to install, so a command that fails creates nothing.
+/// prefix not set up yet is made (with its lock) only once a plan can be
+/// carried out, before it is shown, so a command that fails creates
+/// nothing.
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
     let printer = &context.printer;
     let prefix = context.prefix(false)?;
@@ -221,6 +222,15 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let client = context.client()?;
     let planned = plan(context, &client, &record, requests, reinstall, upgrading)?;
     let plan = &planned.plan;
+    let lock = if dry_run || plan.refusal().is_some() {
+        lock
+    } else {
+        match lock_for_first_install(context, lock)? {
+            Some(lock) => Some(lock),
+            // Another install got here first: plan again, on its record.
+            None => return run(context, again, dry_run),
+        }
+    };
     // What is not in the cache yet, measured once, before anything is fetched.
     let download_size = plan.download_size(&context.cache);
     show_plan(context, plan, dry_run.then_some(download_size));
@@ -231,13 +241,9 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
         printer.report(&report);
         return Err(no_device_code(error, &planned.chosen));
     }
-    if dry_run {
+    let Some(lock) = lock else {
         printer.report(&report);
         return Ok(());
-    }
-    let Some(lock) = lock_for_first_install(context, lock)? else {
-        // Another install got here first: plan again, on its record.
-        return run(context, again, dry_run);
     };
     if plan.pending().next().is_none() {
         printer.line(format!(
