@@ -108,6 +108,12 @@ impl EnvVars {
     /// The HSA runtime's switch for the name gfx1250 A0 silicon reports
     /// (`gfx1250` or `gfx1250-strict`).
     pub const HSA_DISABLE_GFX12_STRICT: &'static str = "HSA_DISABLE_GFX12_STRICT";
+    /// The GPUs the HSA runtime shows programs (by index or UUID).
+    pub const ROCR_VISIBLE_DEVICES: &'static str = "ROCR_VISIBLE_DEVICES";
+    /// The GPUs HIP shows programs, among those HSA shows.
+    pub const HIP_VISIBLE_DEVICES: &'static str = "HIP_VISIBLE_DEVICES";
+    /// Read by HIP as `HIP_VISIBLE_DEVICES` when that is unset.
+    pub const CUDA_VISIBLE_DEVICES: &'static str = "CUDA_VISIBLE_DEVICES";
     /// The active Python virtual environment.
     pub const VIRTUAL_ENV: &'static str = "VIRTUAL_ENV";
     /// The uv binary running this one, as uv sets it.

@@ -151,6 +151,19 @@ pub const PROCESSORS: &[Processor] = &[
     gpu("gfx1251", "", &[], GFX12_5, NONE, S12_5),
 ];
 
+/// APUs TheRock does not build, whose GPUs are integrated all the same.
+const OTHER_INTEGRATED: &[&str] = &["gfx902", "gfx909"];
+
+impl Processor {
+    /// Whether it is an APU's integrated GPU: TheRock puts it in
+    /// `igpu-all`, or it is an older APU's (Raven Ridge, Raven 2). The
+    /// kernel's topology does not say (ROCr asks the DRM driver), so this
+    /// table does.
+    pub fn is_integrated(&self) -> bool {
+        self.families.contains(&"igpu-all") || OTHER_INTEGRATED.contains(&self.name)
+    }
+}
+
 /// The facts about processor `name`, if it is known.
 pub fn processor(name: &str) -> Option<&'static Processor> {
     PROCESSORS.iter().find(|p| p.name == name)
@@ -217,6 +230,26 @@ mod tests {
             members("gfx11-7-generic"),
             ["gfx1170", "gfx1171", "gfx1172"]
         );
+    }
+
+    #[test]
+    fn apus_are_integrated_and_the_rest_are_not() {
+        let integrated: Vec<&str> = PROCESSORS
+            .iter()
+            .filter(|p| p.is_integrated())
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(
+            integrated,
+            [
+                "gfx902", "gfx909", "gfx90c", "gfx1033", "gfx1035", "gfx1036", "gfx1103",
+                "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1170", "gfx1171", "gfx1172"
+            ]
+        );
+        // Every one says so in its product too.
+        assert!(PROCESSORS
+            .iter()
+            .all(|p| p.is_integrated() == p.product.ends_with("iGPU")));
     }
 
     #[test]

@@ -207,9 +207,16 @@ impl Env {
             .env_remove("LD_LIBRARY_PATH")
             .env("KPACK_GET_LAYOUT", "kpack")
             .stdin(std::process::Stdio::null());
-        // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]) and
-        // its choice of gfx1250 A0's name stay out.
+        // The machine's GPU overrides (HSA_OVERRIDE_GFX_VERSION[_N]), its
+        // choice of gfx1250 A0's name and the GPUs it hides stay out.
         command.env_remove("HSA_DISABLE_GFX12_STRICT");
+        for name in [
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "CUDA_VISIBLE_DEVICES",
+        ] {
+            command.env_remove(name);
+        }
         for (name, _) in std::env::vars_os() {
             if name
                 .to_string_lossy()

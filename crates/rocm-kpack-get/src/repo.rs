@@ -528,7 +528,7 @@ impl Repo {
                 )?;
                 cache
                     .put_shard(&entry.sha256, &bytes)
-                    .map_err(RepoError::State)?;
+                    .map_err(|source| RepoError::Fetch(ClientError::Cache(source)))?;
                 bytes
             }
         };

@@ -13,12 +13,10 @@ pub fn check(context: &Context) -> Result<(), Failure> {
     let warnings = chosen.detection.strict_warnings();
     let prefix = context.prefix(false)?;
     let installed = prefix.root().join(".kpack").is_dir();
-    // Read-only, like `verify`: nothing in the prefix is written.
-    let _lock = if installed {
-        context.read_lock(&prefix)?
-    } else {
-        None
-    };
+    // Read-only, like `list`: no lock, nothing written.
+    if installed {
+        context.read_state(&prefix)?;
+    }
     let record = if installed {
         prefix.record()?
     } else {

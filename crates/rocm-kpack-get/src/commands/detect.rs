@@ -86,17 +86,24 @@ pub fn detect(context: &Context) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The table of GPUs, each with its source named once (`hsa agent 0`,
+/// The table of GPUs, each with its kfd node (the `N` of
+/// `HSA_OVERRIDE_GFX_VERSION_N`) and its source named once (`hsa agent 0`,
 /// `sysfs node 1`, `override`), then the notes.
 fn print_gpus(printer: &Printer, detection: &Detection) {
     if detection.gpus.is_empty() {
         printer.line("no GPU found");
     } else {
         printer.line(format!(
-            "{:<4} {:<26} {:<32} {}",
-            "GPU", "TARGET", "PRODUCT", "SOURCE"
+            "{:<4} {:<4} {:<26} {:<32} {}",
+            "GPU", "NODE", "TARGET", "PRODUCT", "SOURCE"
         ));
         for (index, gpu) in detection.gpus.iter().enumerate() {
+            let node = gpu.node.map_or_else(|| "-".to_owned(), |n| n.to_string());
+            let integrated = if gpu.integrated {
+                ", integrated GPU"
+            } else {
+                ""
+            };
             // The chip behind an override, and the variable that is why.
             let overridden = gpu
                 .overridden
@@ -122,8 +129,9 @@ fn print_gpus(printer: &Printer, detection: &Detection) {
                 })
                 .unwrap_or_default();
             printer.line(format!(
-                "{:<4} {:<26} {:<32} {}{overridden}{silicon}",
+                "{:<4} {:<4} {:<26} {:<32} {}{integrated}{overridden}{silicon}",
                 index,
+                node,
                 gpu.target.to_string(),
                 gpu.product.as_deref().unwrap_or("-"),
                 gpu.id

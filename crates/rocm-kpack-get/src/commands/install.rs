@@ -14,7 +14,7 @@ use rocm_kpack_get::install::plan::{
     check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
 };
 use rocm_kpack_get::install::record::InstalledRecord;
-use rocm_kpack_get::install::InstallError;
+use rocm_kpack_get::install::{InstallError, PrefixLock};
 use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
 use rocm_kpack_get::repo::{suggestions, Repo};
 use rocm_kpack_get::runtime_report::{show, RuntimeReport};
@@ -26,6 +26,7 @@ use crate::progress::{Bars, Files, Lines, PlannedFile};
 
 /// What to install: packages asked for, or newer versions of installed
 /// ones (all, or those named), decided from the record read under the lock.
+#[derive(Clone)]
 enum Wanted {
     /// Packages asked for; with `reinstall`, installed again even when
     /// installed as planned.
@@ -198,16 +199,20 @@ fn plan_keeping_newer(
 }
 
 /// Installs (or upgrades) what is `wanted`: the requests read under the
-/// prefix's lock, a plan shown, then downloaded, staged and committed.
+/// prefix's lock, a plan shown, then downloaded, staged and committed. A
+/// prefix not set up yet is made (with its lock) only once a plan can be
+/// carried out, before it is shown, so a command that fails creates
+/// nothing.
 fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> {
     let printer = &context.printer;
-    let prefix = context.prefix(!dry_run)?;
+    let prefix = context.prefix(false)?;
     // A dry run reads the record without the lock; it changes nothing.
-    let lock = if dry_run {
+    let lock = if dry_run || !prefix.is_set_up()? {
         None
     } else {
         Some(context.lock(&prefix)?)
     };
+    let again = wanted.clone();
     let record = prefix.record()?;
     let upgrading = matches!(wanted, Wanted::Upgrades { .. });
     let (requests, reinstall) = wanted.requests(&record, prefix.root())?;
@@ -222,6 +227,15 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let client = context.client()?;
     let planned = plan(context, &client, &record, requests, reinstall, upgrading)?;
     let plan = &planned.plan;
+    let lock = if dry_run || plan.refusal().is_some() {
+        lock
+    } else {
+        match lock_for_first_install(context, lock)? {
+            Some(lock) => Some(lock),
+            // Another install got here first: plan again, on its record.
+            None => return run(context, again, dry_run),
+        }
+    };
     // What is not in the cache yet, measured once, before anything is fetched.
     let download_size = plan.download_size(&context.cache);
     show_plan(context, plan, dry_run.then_some(download_size));
@@ -266,6 +280,21 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     }
     printer.report(&report);
     Ok(())
+}
+
+/// The prefix's lock, taken now for a prefix not set up before (`lock`
+/// `None`), which is made first; `None` when another install set it up
+/// meanwhile, so that the plan made for an empty prefix is stale.
+fn lock_for_first_install(
+    context: &Context,
+    lock: Option<PrefixLock>,
+) -> Result<Option<PrefixLock>, Failure> {
+    if lock.is_some() {
+        return Ok(lock);
+    }
+    let prefix = context.prefix(true)?;
+    let lock = context.lock(&prefix)?;
+    Ok(prefix.record()?.packages.is_empty().then_some(lock))
 }
 
 /// A plan, and the GPUs, runtime search and layout decision it was made

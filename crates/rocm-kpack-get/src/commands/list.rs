@@ -60,9 +60,8 @@ impl ListReport<'_> {
 
 pub fn list(context: &Context) -> Result<(), Failure> {
     let prefix = context.prefix(false)?;
-    // Read-only: a shared lock keeps a change from starting while the
-    // record is read, and writes nothing (a root-owned prefix lists).
-    let _lock = context.read_lock(&prefix)?;
+    // Read-only and without the lock: the record is one whole state.
+    context.read_state(&prefix)?;
     let record = prefix.record()?;
     let packages = record.packages.iter().map(|(name, p)| Listed {
         artifacts: p.artifacts.iter().map(|a| &a.path).collect(),

@@ -27,7 +27,7 @@ use rocm_kpack_get::detect::choice::{ChosenTargets, TargetChoice, TargetChoiceEr
 use rocm_kpack_get::detect::DetectOptions;
 use rocm_kpack_get::install::lock_holder::LockHolder;
 use rocm_kpack_get::install::plan::PlanError;
-use rocm_kpack_get::install::{InstallError, Prefix, PrefixLock, PrefixReadLock};
+use rocm_kpack_get::install::{InstallError, Prefix, PrefixChange, PrefixLock};
 use rocm_kpack_get::repo::{Refresh, Repo, RepoError, RepoStore, Trust};
 
 use crate::cli::GlobalArgs;
@@ -104,12 +104,35 @@ impl Failure {
     }
 }
 
-fn local_hint(kind: Option<std::io::ErrorKind>) -> (Exit, Option<&'static str>) {
+/// Which of kpack-get's directories a local failure was in, for its hint.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Prefix,
+    Cache,
+    State,
+}
+
+/// Exit 8 and what to do for a directory that cannot be written: no
+/// rights, a read-only file system, a full disk, or (for the cache and
+/// state directories, made as needed) a file where a directory belongs.
+fn local_hint(kind: Option<std::io::ErrorKind>, place: Place) -> (Exit, Option<&'static str>) {
+    use std::io::ErrorKind;
+    let unwritable = match place {
+        Place::Prefix => "choose a prefix you may write (--prefix), or run with the rights to write this one",
+        Place::Cache => "choose a cache directory you may write (--cache-dir or KPACK_GET_CACHE_DIR); nothing was changed",
+        Place::State => "choose a state directory you may write (--state-dir or KPACK_GET_STATE_DIR); nothing was changed",
+    };
+    let not_a_directory = matches!(
+        kind,
+        Some(ErrorKind::NotADirectory | ErrorKind::AlreadyExists)
+    ) && !matches!(place, Place::Prefix);
+    if not_a_directory {
+        return (Exit::Local, Some(unwritable));
+    }
     match kind {
-        Some(std::io::ErrorKind::PermissionDenied) | Some(std::io::ErrorKind::ReadOnlyFilesystem) => (
-            Exit::Local,
-            Some("choose a prefix you may write (--prefix), or run with the rights to write this one"),
-        ),
+        Some(ErrorKind::PermissionDenied) | Some(ErrorKind::ReadOnlyFilesystem) => {
+            (Exit::Local, Some(unwritable))
+        }
         Some(std::io::ErrorKind::StorageFull) | Some(std::io::ErrorKind::QuotaExceeded) => (
             Exit::Local,
             Some("the disk is full: free space, or use --prefix / --cache-dir on another disk; nothing was changed"),
@@ -130,7 +153,7 @@ impl From<ClientError> for Failure {
                 Exit::Network,
                 Some("check the network and the repository URLs; nothing was installed"),
             ),
-            ClientError::Cache(source) => local_hint(Some(source.kind())),
+            ClientError::Cache(source) => local_hint(Some(source.kind()), Place::Cache),
             _ => (Exit::Failure, None),
         };
         Failure::new(code, error).maybe_hint(hint)
@@ -141,6 +164,10 @@ impl From<RepoError> for Failure {
     fn from(error: RepoError) -> Failure {
         if let RepoError::Fetch(inner) = error {
             return inner.into();
+        }
+        if let RepoError::State(source) = &error {
+            let (code, hint) = local_hint(Some(source.kind()), Place::State);
+            return Failure::new(code, error).maybe_hint(hint);
         }
         let code = if error.is_verification() {
             Exit::Verification
@@ -204,7 +231,7 @@ impl From<InstallError> for Failure {
                 Exit::NothingFits,
                 Some("`kpack-get list` shows what is installed"),
             ),
-            _ => local_hint(error.io_kind()),
+            _ => local_hint(error.io_kind(), Place::Prefix),
         };
         Failure::new(code, error).maybe_hint(hint)
     }
@@ -357,21 +384,34 @@ impl Context {
         Ok(Prefix::open(&self.settings.prefix, create)?)
     }
 
-    /// Takes the prefix's lock shared, for a command that only reads it
-    /// (`list`, `verify`): nothing in the prefix is written, and a change an
-    /// interrupted run left is reported, not completed.
-    pub fn read_lock(&self, prefix: &Prefix) -> Result<Option<PrefixReadLock>, Failure> {
-        let lock = prefix.read_lock(self.wait, |holder| {
-            self.printer.note(waiting_note(prefix, holder))
-        })?;
-        if let Some(id) = prefix.pending_change()? {
-            self.printer.warn(format!(
-                "an interrupted change ({id}) in {} is not finished, so what is shown is the state before it; \
-                 the next `kpack-get install`, `remove` or `upgrade` completes it",
-                prefix.root().display()
-            ));
+    /// What a command that only reads the prefix (`list`, `verify`,
+    /// `check`) says of a change: it takes no lock, so it never waits for
+    /// one and writes nothing, and it shows the state before a change
+    /// still under way or left unfinished ([`Prefix::change`]).
+    pub fn read_state(&self, prefix: &Prefix) -> Result<PrefixChange, Failure> {
+        let change = prefix.change()?;
+        let root = prefix.root().display();
+        match &change {
+            PrefixChange::None => {}
+            PrefixChange::UnderWay {
+                holder,
+                journal: None,
+            } => self.printer.note(format!(
+                "{root} is locked by {holder}, which may be changing it; \
+                 what is shown is the state before any change it makes"
+            )),
+            PrefixChange::UnderWay {
+                holder,
+                journal: Some((id, _)),
+            } => self.printer.note(format!(
+                "{holder} is changing {root} ({id}); what is shown is the state before the change"
+            )),
+            PrefixChange::Interrupted(id) => self.printer.warn(format!(
+                "an interrupted change ({id}) in {root} is not finished, so what is shown is the state before it; \
+                 the next `kpack-get install`, `remove` or `upgrade` completes it"
+            )),
         }
-        Ok(lock)
+        Ok(change)
     }
 
     /// Takes the prefix's lock and finishes what an interrupted run left.

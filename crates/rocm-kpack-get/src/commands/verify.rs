@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use kpack_repo_index::{PackageName, RelativePath};
-use rocm_kpack_get::install::Mismatch;
+use rocm_kpack_get::install::{Mismatch, Prefix, PrefixChange};
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};
@@ -78,9 +78,8 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
         context.printer.report(&report);
         return Ok(());
     }
-    // Read-only, like `list`: nothing in the prefix is written.
-    let _lock = context.read_lock(&prefix)?;
-    let (checked, mismatches) = prefix.verify()?;
+    // Read-only, like `list`: no lock, nothing written.
+    let (checked, mismatches) = verify_unlocked(context, &prefix)?;
     let report = VerifyReport {
         schema: SCHEMA,
         checked,
@@ -107,4 +106,44 @@ pub fn verify(context: &Context) -> Result<(), Failure> {
         "`kpack-get install --reinstall {}` writes them anew",
         packages.join(" ")
     )))
+}
+
+/// How often `verify` reads the prefix again when a change committed while
+/// it was hashing.
+const ATTEMPTS: usize = 3;
+
+/// Hashes the installed files against the record without the prefix's
+/// lock: again when a change committed meanwhile (the record or journal
+/// differs after), and not judging the files a change under way names,
+/// which it may be moving.
+fn verify_unlocked(context: &Context, prefix: &Prefix) -> Result<(usize, Vec<Mismatch>), Failure> {
+    let mut change = context.read_state(prefix)?;
+    let mut attempt = 1;
+    let (checked, mut mismatches) = loop {
+        let record = prefix.record()?;
+        let result = prefix.verify()?;
+        let now = prefix.change()?;
+        let settled = now == change && prefix.record()? == record;
+        change = now;
+        if settled || attempt == ATTEMPTS {
+            break result;
+        }
+        attempt += 1;
+    };
+    if let PrefixChange::UnderWay {
+        journal: Some((_, named)),
+        ..
+    } = &change
+    {
+        let before = mismatches.len();
+        mismatches.retain(|mismatch| !named.contains(&mismatch.path));
+        let moving = before - mismatches.len();
+        if moving > 0 {
+            context.printer.note(format!(
+                "{moving} installed file{} the change under way is moving not judged",
+                if moving == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    Ok((checked, mismatches))
 }

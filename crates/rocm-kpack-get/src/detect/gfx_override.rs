@@ -136,6 +136,58 @@ pub fn value_for(processor: &str) -> Option<String> {
     Some(format!("{major}.{minor}.{stepping}"))
 }
 
+/// A GPU the variable for every GPU applies to: its node, its chip's
+/// processor and `gfx_target_version`.
+pub type Chip<'a> = (u32, &'a str, u64);
+
+/// The warning for an `HSA_OVERRIDE_GFX_VERSION` that applies to GPUs of
+/// different processors (`chips`, in node order) and retargets some of
+/// them: the per-node variables that retarget only those. `None` when all
+/// the GPUs it applies to are one processor, or it retargets none (a value
+/// the runtime refuses is warned of per GPU).
+pub fn global_warning(variables: &BTreeMap<String, String>, chips: &[Chip<'_>]) -> Option<String> {
+    let value = variables.get(VARIABLE).filter(|value| !is_unset(value))?;
+    let applies: Vec<&Chip<'_>> = chips
+        .iter()
+        .filter(|(node, _, _)| for_node(variables, *node).is_some_and(|(name, _)| name == VARIABLE))
+        .collect();
+    let first = applies.first()?;
+    if applies
+        .iter()
+        .all(|(_, processor, _)| processor == &first.1)
+    {
+        return None;
+    }
+    let meant: Vec<&Chip<'_>> = applies
+        .iter()
+        .copied()
+        .filter(|(_, processor, version)| {
+            self::processor(VARIABLE, value, *version).is_ok_and(|target| target != *processor)
+        })
+        .collect();
+    if meant.is_empty() {
+        return None;
+    }
+    let value = value.trim();
+    let listed = |chips: &[&Chip<'_>]| -> Vec<String> {
+        chips
+            .iter()
+            .map(|(node, processor, _)| format!("{processor} (node {node})"))
+            .collect()
+    };
+    let per_node: Vec<String> = meant
+        .iter()
+        .map(|(node, _, _)| format!("{VARIABLE}_{node}={value}"))
+        .collect();
+    Some(format!(
+        "{VARIABLE}={value} applies to every GPU, and this machine's are different processors: {}; \
+         to retarget only the {}, set {} instead and unset {VARIABLE}",
+        listed(&applies).join(", "),
+        listed(&meant).join(" and "),
+        per_node.join(" and "),
+    ))
+}
+
 /// How ROCm users run a GPU whose own processor has no code in a package
 /// that has code for a sibling: the per-node override (the variable for
 /// every GPU when the node is unknown) naming the first processor of
@@ -259,6 +311,30 @@ mod tests {
             processor(VARIABLE, "12.5.0", 120001).as_deref(),
             Ok("gfx1250")
         );
+    }
+
+    #[test]
+    fn a_global_value_over_different_processors_names_the_per_node_form() {
+        let chips = [(1, "gfx1100", 110000), (2, "gfx1036", 100306)];
+        let global = |value: &str| BTreeMap::from([(VARIABLE.to_owned(), value.to_owned())]);
+        assert_eq!(
+            global_warning(&global("10.3.0"), &chips).as_deref(),
+            Some(
+                "HSA_OVERRIDE_GFX_VERSION=10.3.0 applies to every GPU, and this machine's are \
+                 different processors: gfx1100 (node 1), gfx1036 (node 2); to retarget only the \
+                 gfx1036 (node 2), set HSA_OVERRIDE_GFX_VERSION_2=10.3.0 instead and unset \
+                 HSA_OVERRIDE_GFX_VERSION"
+            )
+        );
+        // One processor, or a per-node variable for the other: no surprise.
+        let same = [(1, "gfx1031", 100301), (2, "gfx1031", 100301)];
+        assert_eq!(global_warning(&global("10.3.0"), &same), None);
+        let mut both = global("10.3.0");
+        both.insert(format!("{VARIABLE}_1"), "11.0.0".to_owned());
+        assert_eq!(global_warning(&both, &chips), None);
+        // A value that retargets none of them.
+        assert_eq!(global_warning(&global("10.3.6"), &chips), None);
+        assert_eq!(global_warning(&global(""), &chips), None);
     }
 
     #[test]

@@ -214,7 +214,7 @@ type Status = u32;
 const HSA_STATUS_SUCCESS: Status = 0;
 const HSA_STATUS_INFO_BREAK: Status = 1;
 const HSA_STATUS_ERROR: Status = 0x1000;
-const HSA_STATUS_ERROR_OUT_OF_RESOURCES: Status = 0x1008;
+pub(crate) const HSA_STATUS_ERROR_OUT_OF_RESOURCES: Status = 0x1008;
 
 const HSA_AGENT_INFO_NAME: u32 = 0;
 const HSA_AGENT_INFO_DEVICE: u32 = 17;

@@ -14,6 +14,7 @@
 //! which decides how they are installed ([`crate::layout`]).
 
 pub mod choice;
+mod explain;
 pub mod gfx12_strict;
 pub mod gfx_override;
 pub mod hip_runtime;
@@ -52,6 +53,9 @@ pub enum GpuSource {
 pub struct Gpu {
     /// Which agent or node it is: `hsa agent 0`, `sysfs node 1`, `override`.
     pub id: String,
+    /// Whether the chip is an APU's integrated GPU (the GPU table says,
+    /// [`kpack_gpu::gpus::Processor::is_integrated`]).
+    pub integrated: bool,
     /// Its kfd topology node, when sysfs lists it: the `<node>` of the
     /// per-GPU `HSA_OVERRIDE_GFX_VERSION_<node>`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,7 +64,8 @@ pub struct Gpu {
     /// run this GPU as `target` rather than as the chip it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overridden: Option<TargetOverride>,
-    /// The product name, when a source knows it.
+    /// The product name: as HSA or `pci.ids` gives it, else the node's
+    /// `name`, else the GPU table's for the chip's processor.
     pub product: Option<String>,
     /// Set for gfx1250 A0 silicon, whose own target (`gfx1250-strict`)
     /// `target` may not be: the runtime reports either name.
@@ -168,6 +173,9 @@ pub struct DetectOptions {
     /// `HSA_DISABLE_GFX12_STRICT`, when set: which name the runtime
     /// reports for gfx1250 A0 silicon.
     pub gfx12_strict: Option<String>,
+    /// The visibility variables set (`ROCR_VISIBLE_DEVICES`, ...), by
+    /// name: HSA and HIP honour them, sysfs does not.
+    pub visible_devices: BTreeMap<String, String>,
 }
 
 impl DetectOptions {
@@ -187,6 +195,7 @@ impl DetectOptions {
                 .is_ok_and(|value| value.trim() == "1"),
             gfx12_strict: std::env::var_os(gfx12_strict::VARIABLE)
                 .map(|value| value.to_string_lossy().into_owned()),
+            visible_devices: explain::visibility_from_environment(),
         }
     }
 }
@@ -238,31 +247,15 @@ fn distinct(all: impl Iterator<Item = Target>) -> Vec<Target> {
 /// else what sysfs lists.
 pub fn detect(options: &DetectOptions) -> Detection {
     if !options.overrides.is_empty() {
-        let gpus = options
-            .overrides
-            .iter()
-            .map(|target| Gpu {
-                target: target.clone(),
-                product: None,
-                source: GpuSource::Override,
-                id: "override".to_owned(),
-                node: None,
-                overridden: None,
-                silicon: None,
-            })
-            .collect();
-        return Detection {
-            gpus,
-            ..Detection::default()
-        };
+        return given(&options.overrides);
     }
 
     let mut notes = Vec::new();
-    let hsa_gpus = if options.hsa_enabled {
+    let (hsa_gpus, hsa_error) = if options.hsa_enabled {
         hsa_gpus(options, &mut notes)
     } else {
         notes.push("hsa: not consulted (disabled)".to_owned());
-        Vec::new()
+        (Vec::new(), None)
     };
 
     let (sysfs_gpus, sysfs_notes) = sysfs::read_topology(&options.sysfs_root, options.hsa_xnack);
@@ -275,6 +268,15 @@ pub fn detect(options: &DetectOptions) -> Detection {
         ));
     }
     let mut warnings = Vec::new();
+    warnings.extend(explain::kfd_denied(hsa_error.as_ref(), sysfs_gpus.len()));
+    let chips: Vec<gfx_override::Chip<'_>> = sysfs_gpus
+        .iter()
+        .map(|gpu| (gpu.node, gpu.target.processor(), gpu.gfx_target_version))
+        .collect();
+    warnings.extend(gfx_override::global_warning(
+        &options.gfx_version_overrides,
+        &chips,
+    ));
     let sysfs_gpus = sysfs_as_run(options, sysfs_gpus, &mut warnings);
     for (variable, value) in &options.gfx_version_overrides {
         if gfx_override::is_unset(value) {
@@ -285,8 +287,11 @@ pub fn detect(options: &DetectOptions) -> Detection {
     }
 
     if hsa_gpus.is_empty() {
+        if !sysfs_gpus.is_empty() {
+            notes.extend(explain::visibility_ignored(&options.visible_devices));
+        }
         return Detection {
-            gpus: sysfs_gpus,
+            gpus: explain::described(sysfs_gpus),
             notes,
             warnings,
         };
@@ -300,12 +305,42 @@ pub fn detect(options: &DetectOptions) -> Detection {
             sysfs_gpus.len()
         ));
     }
+    Detection {
+        gpus: explain::described(paired(hsa_gpus, sysfs_gpus)),
+        notes,
+        warnings,
+    }
+}
+
+/// The targets the user gave, as GPUs.
+fn given(targets: &[Target]) -> Detection {
+    let gpus = targets
+        .iter()
+        .map(|target| Gpu {
+            target: target.clone(),
+            product: None,
+            source: GpuSource::Override,
+            id: "override".to_owned(),
+            integrated: false,
+            node: None,
+            overridden: None,
+            silicon: None,
+        })
+        .collect();
+    Detection {
+        gpus,
+        ..Detection::default()
+    }
+}
+
+/// The HSA GPUs, each with what its sysfs node adds.
+fn paired(hsa_gpus: Vec<Gpu>, sysfs_gpus: Vec<Gpu>) -> Vec<Gpu> {
     // Pair each HSA GPU with the next sysfs node of the same chip (as the
     // runtime runs it; either name of gfx1250), for the product name when
     // HSA has none, the chip behind an override HSA applied itself, and
     // what A0 silicon is whichever name HSA reports.
     let mut unpaired: Vec<Option<Gpu>> = sysfs_gpus.into_iter().map(Some).collect();
-    let gpus = hsa_gpus
+    hsa_gpus
         .into_iter()
         .map(|mut gpu| {
             let pair = unpaired.iter_mut().find(|node| {
@@ -325,12 +360,7 @@ pub fn detect(options: &DetectOptions) -> Detection {
             }
             gpu
         })
-        .collect();
-    Detection {
-        gpus,
-        notes,
-        warnings,
-    }
+        .collect()
 }
 
 /// The sysfs GPUs as the runtime will run them: named from `pci.ids` (read
@@ -368,6 +398,7 @@ fn sysfs_as_run(
                 product: name.or(gpu.product),
                 source: GpuSource::Sysfs,
                 id: format!("sysfs node {}", gpu.node),
+                integrated: false,
                 node: Some(gpu.node),
                 overridden: None,
                 silicon,
@@ -404,8 +435,9 @@ fn sysfs_as_run(
         .collect()
 }
 
-/// The GPUs HSA reports, with a note when it reports none.
-fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
+/// The GPUs HSA reports, with a note when it reports none, and why the
+/// probe failed.
+fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> (Vec<Gpu>, Option<hsa::HsaError>) {
     let agents = match hsa::probe(
         &options.probe_exe,
         options.hsa_library.as_deref(),
@@ -414,7 +446,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
         Ok(agents) => agents,
         Err(error) => {
             notes.push(format!("hsa: {}", kpack_error::one_line(&error)));
-            return Vec::new();
+            return (Vec::new(), Some(error));
         }
     };
     let mut gpus = Vec::new();
@@ -432,6 +464,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
                 product: agent.product,
                 source: GpuSource::Hsa,
                 id: format!("hsa agent {}", agent.index),
+                integrated: false,
                 node: None,
                 overridden: None,
             }),
@@ -452,7 +485,7 @@ fn hsa_gpus(options: &DetectOptions, notes: &mut Vec<String>) -> Vec<Gpu> {
             "hsa: HSA_OVERRIDE_GFX_VERSION={version} is set, so HSA reports that target rather than the chip's"
         ));
     }
-    gpus
+    (gpus, None)
 }
 
 #[cfg(test)]
@@ -467,6 +500,7 @@ mod tests {
     fn gpu(reported: &str, a0: bool, value: Option<&str>) -> Gpu {
         Gpu {
             id: "sysfs node 1".to_owned(),
+            integrated: false,
             node: Some(1),
             overridden: None,
             product: None,
@@ -545,6 +579,7 @@ mod tests {
             serde_json::to_value(gpu("gfx1250", true, None)).unwrap(),
             serde_json::json!({
                 "id": "sysfs node 1",
+                "integrated": false,
                 "node": 1,
                 "product": null,
                 "silicon": {

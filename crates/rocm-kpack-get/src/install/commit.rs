@@ -292,6 +292,16 @@ impl Journal {
         Ok(root.sync()?)
     }
 
+    /// Every path the change moves, deletes or clears.
+    pub fn named_paths(&self) -> BTreeSet<RelativePath> {
+        self.moves
+            .iter()
+            .chain(&self.deletes)
+            .chain(&self.clear)
+            .cloned()
+            .collect()
+    }
+
     /// Reads the journal left in a prefix, if any.
     pub fn load(paths: &PrefixPaths) -> Result<Option<Journal>, InstallError> {
         let path = paths.journal();

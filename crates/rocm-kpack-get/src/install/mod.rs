@@ -180,11 +180,20 @@ pub struct PrefixLock {
     _file: File,
 }
 
-/// Holds the prefix's lock shared, for reading, until dropped: no change
-/// starts while it is held, and taking it writes nothing.
-#[derive(Debug)]
-pub struct PrefixReadLock {
-    _file: File,
+/// What a reading command finds of a change to the prefix, without
+/// taking its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrefixChange {
+    /// Nothing is under way, or the system cannot say.
+    None,
+    /// Another process holds the lock: a change may be under way, its
+    /// journal (`id`, the files it names) already written when `journal`.
+    UnderWay {
+        holder: LockHolder,
+        journal: Option<(String, BTreeSet<RelativePath>)>,
+    },
+    /// A committed change an interrupted run left unfinished.
+    Interrupted(String),
 }
 
 /// A package version to put into the prefix, with its artifacts already
@@ -362,36 +371,49 @@ impl Prefix {
         // write access), and root's kpack-get would wait for them.
         let file = meta.open_or_create(Path::new(commit::LOCK), 0o600)?;
         make_private(&file, &self.paths.lock())?;
-        self.acquire(&file, self.paths.lock(), LockKind::Exclusive, wait, waiting)?;
+        self.acquire(&file, self.paths.lock(), wait, waiting)?;
         Ok(PrefixLock { _file: file })
     }
 
-    /// Takes the prefix's lock shared, to read it while no change is under
-    /// way, without writing anything: `None` when there is no lock file
-    /// (nothing was ever installed) or it may not be opened (then a change
-    /// could not be under way by this user either, and reading goes on).
-    pub fn read_lock(
-        &self,
-        wait: bool,
-        waiting: impl FnOnce(Option<LockHolder>),
-    ) -> Result<Option<PrefixReadLock>, InstallError> {
+    /// Whether `.kpack/` exists (anything was ever installed here).
+    pub fn is_set_up(&self) -> Result<bool, InstallError> {
+        Ok(self.paths.existing_meta()?.is_some())
+    }
+
+    /// What a reader should know of a change, found without taking the
+    /// lock (so it never waits, and writes nothing): the lock's holder, as
+    /// `/proc/locks` names it, and the journal. The record is replaced by
+    /// a rename, so a reader reads it whole: the state before the change.
+    pub fn change(&self) -> Result<PrefixChange, InstallError> {
         let Some(meta) = self.paths.existing_meta()? else {
-            return Ok(None);
+            return Ok(PrefixChange::None);
         };
-        let file = match meta.open_file(Path::new(commit::LOCK)) {
-            Ok(file) => file,
+        let holder = match meta.open_file(Path::new(commit::LOCK)) {
+            Ok(file) => lock_holder::holder_of(&file),
+            // No lock file, or one this user may not open: no change by
+            // this user, and reading goes on.
             Err(error)
                 if matches!(
                     error.kind(),
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
                 ) =>
             {
-                return Ok(None)
+                None
             }
             Err(error) => return Err(error.into()),
         };
-        self.acquire(&file, self.paths.lock(), LockKind::Shared, wait, waiting)?;
-        Ok(Some(PrefixReadLock { _file: file }))
+        let journal = Journal::load(&self.paths)?;
+        Ok(match (holder, journal) {
+            (Some(holder), journal) => PrefixChange::UnderWay {
+                holder,
+                journal: journal.map(|journal| {
+                    let named = journal.named_paths();
+                    (journal.id, named)
+                }),
+            },
+            (None, Some(journal)) => PrefixChange::Interrupted(journal.id),
+            (None, None) => PrefixChange::None,
+        })
     }
 
     /// Takes `file`'s lock; when another process holds it, waits (after
@@ -400,14 +422,10 @@ impl Prefix {
         &self,
         file: &File,
         path: PathBuf,
-        kind: LockKind,
         wait: bool,
         waiting: impl FnOnce(Option<LockHolder>),
     ) -> Result<(), InstallError> {
-        let tried = match kind {
-            LockKind::Exclusive => file.try_lock(),
-            LockKind::Shared => file.try_lock_shared(),
-        };
+        let tried = file.try_lock();
         let named = |source: std::io::Error| {
             std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
         };
@@ -420,20 +438,10 @@ impl Prefix {
             }),
             Err(std::fs::TryLockError::WouldBlock) => {
                 waiting(lock_holder::holder_of(file));
-                let locked = match kind {
-                    LockKind::Exclusive => file.lock(),
-                    LockKind::Shared => file.lock_shared(),
-                };
-                Ok(locked.map_err(named)?)
+                Ok(file.lock().map_err(named)?)
             }
             Err(std::fs::TryLockError::Error(error)) => Err(named(error).into()),
         }
-    }
-
-    /// The id of a committed change an interrupted run left unfinished, if
-    /// any; only a command that may write completes it ([`Prefix::recover`]).
-    pub fn pending_change(&self) -> Result<Option<String>, InstallError> {
-        Ok(Journal::load(&self.paths)?.map(|journal| journal.id))
     }
 
     /// Finishes or discards what an interrupted run left.
@@ -784,15 +792,6 @@ fn move_staged(
     }
     own.rename(at, root, at)?;
     Ok(())
-}
-
-/// Which lock a command takes on the prefix.
-#[derive(Debug, Clone, Copy)]
-enum LockKind {
-    /// Changes the prefix.
-    Exclusive,
-    /// Only reads it.
-    Shared,
 }
 
 /// Stages `package`'s artifacts in `own`: trees extracted, archives

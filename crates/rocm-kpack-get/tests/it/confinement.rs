@@ -700,7 +700,12 @@ mod property {
                 }
             };
             prop_assert_eq!(&outside(root.path()), &before, "{:?}: {:?}", step, result);
-            prop_assert!(prefix.pending_change().unwrap().is_none(), "{:?}", result);
+            prop_assert_eq!(
+                prefix.change().unwrap(),
+                rocm_kpack_get::install::PrefixChange::None,
+                "{:?}",
+                result
+            );
             let (_, mismatches) = prefix.verify().unwrap();
             prop_assert!(
                 mismatches.is_empty(),

@@ -54,6 +54,7 @@ fn options(hsa_library: Option<&Path>, sysfs_root: &Path) -> DetectOptions {
     options.gfx_version_overrides.clear();
     options.hsa_xnack = false;
     options.gfx12_strict = None;
+    options.visible_devices.clear();
     options
 }
 
@@ -620,6 +621,7 @@ fn detect_serialises_targets_as_their_ids() {
             "product": "MI210",
             "source": "sysfs",
             "id": "sysfs node 0",
+            "integrated": false,
             "node": 0,
         }])
     );
@@ -804,9 +806,10 @@ fn sysfs_gpus_run_as_hsa_override_gfx_version_says_per_node_first() {
         serde_json::json!([
             {
                 "target": "gfx1030",
-                "product": null,
+                "product": "RX 6700 / XT",
                 "source": "sysfs",
                 "id": "sysfs node 1",
+                "integrated": false,
                 "node": 1,
                 "overridden": {
                     "chip": "gfx1031",
@@ -816,9 +819,10 @@ fn sysfs_gpus_run_as_hsa_override_gfx_version_says_per_node_first() {
             },
             {
                 "target": "gfx1100",
-                "product": null,
+                "product": "Radeon 780M iGPU",
                 "source": "sysfs",
                 "id": "sysfs node 2",
+                "integrated": true,
                 "node": 2,
                 "overridden": {
                     "chip": "gfx1103",
@@ -951,16 +955,27 @@ fn sysfs_gpus_are_named_from_pci_ids_when_it_is_there() {
         [
             Some("Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]".to_owned()),
             Some("Navi 22 [Radeon RX 6700/6700 XT/6750 XT / 6800M/6850M XT]".to_owned()),
-            None,
+            // A device the database lacks: the GPU table's name.
+            Some("RX 7900 XTX".to_owned()),
         ]
     );
 
-    // Without a database, the kernel's phrase is no name either.
+    // Without a database, the kernel's phrase is no name either: the GPU
+    // table names each processor.
     options.pci_ids = vec![dir.path().join("missing.ids")];
-    assert!(detect(&options)
+    let products: Vec<Option<String>> = detect(&options)
         .gpus
-        .iter()
-        .all(|gpu| gpu.product.is_none()));
+        .into_iter()
+        .map(|gpu| gpu.product)
+        .collect();
+    assert_eq!(
+        products,
+        [
+            Some("RX 7900 XTX".to_owned()),
+            Some("RX 6700 / XT".to_owned()),
+            Some("RX 7900 XTX".to_owned()),
+        ]
+    );
 }
 
 #[test]
@@ -1116,6 +1131,7 @@ fn a0_silicon_is_reported_as_hsa_disable_gfx12_strict_says_and_installed_for_bot
             gpus[2],
             serde_json::json!({
                 "id": "sysfs node 3",
+                "integrated": false,
                 "node": 3,
                 "product": "MI450 A0",
                 "silicon": {

@@ -34,6 +34,12 @@ fn nothing_installed(env: &Env) {
     assert!(left.is_empty(), "nothing installed: {left:#?}");
 }
 
+/// A command that failed before it could install anything made nothing:
+/// not the prefix, not its `.kpack/`, not its lock.
+fn nothing_created(env: &Env) {
+    assert!(!env.prefix.exists(), "{:#?}", snapshot(&env.prefix));
+}
+
 /// `kpack-get --no-progress EXTRA install rocm-rand` from the context's
 /// server.
 fn install(context: &TestContext, extra: &[&str]) -> Command {
@@ -58,7 +64,7 @@ fn no_repository_configured() {
             .args(["--target", TARGET, "install", "rocm-rand"]),
     );
     insta::assert_snapshot!(context.transcript(&out));
-    nothing_installed(&context.env);
+    nothing_created(&context.env);
 }
 
 #[test]
@@ -77,7 +83,7 @@ fn no_network() {
             .env("KPACK_GET_ATTEMPTS", "1"),
     );
     insta::assert_snapshot!(context.transcript_masking(&out, &[(&url, "<NOBODY>")]));
-    nothing_installed(&context.env);
+    nothing_created(&context.env);
 }
 
 #[test]
@@ -87,7 +93,7 @@ fn no_device_code_for_the_gpu() {
     insta::assert_snapshot!(context.transcript(&out));
     let gets = context.pool_gets();
     assert!(gets.is_empty(), "{:?}", context.server.requests());
-    nothing_installed(&context.env);
+    nothing_created(&context.env);
 }
 
 #[test]

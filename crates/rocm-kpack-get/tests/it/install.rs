@@ -323,7 +323,7 @@ fn detect_names_each_source_once_and_every_gpu_a_package_does_not_serve() {
         .unwrap_or_else(|| panic!("a line for GPU 0:\n{stdout}"));
     assert_eq!(
         gpu_line.split_whitespace().collect::<Vec<_>>(),
-        ["0", "gfx1030", "-", "override"],
+        ["0", "-", "gfx1030", "-", "override"],
         "{stdout}"
     );
 
