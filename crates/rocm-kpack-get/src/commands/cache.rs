@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kpack_repo_index::ByteSize;
+use kpack_cli::ByteSize;
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};

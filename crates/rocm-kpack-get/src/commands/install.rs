@@ -3,10 +3,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use kpack_cli::ByteSize;
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::ResolveError;
-use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
+use kpack_repo_index::{Dependency, Explanation, PackageName};
 use rocm_kpack_get::detect::choice::ChosenTargets;
 use rocm_kpack_get::detect::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::install::plan::{

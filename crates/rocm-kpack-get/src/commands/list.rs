@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use kpack_cli::ByteSize;
 use kpack_gpu::Target;
-use kpack_repo_index::{ByteSize, PackageName, RelativePath};
+use kpack_repo_index::{PackageName, RelativePath};
 use rocm_kpack_get::layout::Layout;
 use serde::Serialize;
 
