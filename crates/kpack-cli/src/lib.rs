@@ -1,7 +1,17 @@
 //! What the kpack binaries (`kpack-get`, `kpack-pack`, `kpack-repo`) share
 //! and their libraries never carry: the one renderer of a failure for
 //! people (`error: ...`, `caused by: ...`, `hint: ...` on stderr, a closed
-//! pipe ignored) and the exit codes every binary documents.
+//! pipe ignored), the exit codes every binary documents, sizes and counts
+//! as people read them, and the printer and report `schema` of the
+//! publisher tools.
+
+mod bytes;
+mod printer;
+mod words;
+
+pub use bytes::ByteSize;
+pub use printer::{write_out, JsonArg, OutputArgs, Printer, SCHEMA};
+pub use words::{counted, plural};
 
 use std::error::Error;
 use std::io::Write;

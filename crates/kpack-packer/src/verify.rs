@@ -16,13 +16,26 @@ use kpack_binary::bundle::{Bundle, CodeObject};
 use kpack_binary::elf::check_program_headers;
 use kpack_binary::image::FatImage;
 
-/// One wrapper that did not resolve.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One wrapper whose code for a target is not what it should be.
+#[derive(Debug)]
 pub struct Failure {
     pub binary: PathBuf,
     pub bundle: u32,
     pub target: Target,
-    pub error: String,
+    pub problem: Problem,
+}
+
+/// How a wrapper's code for a target falls short.
+#[derive(Debug)]
+pub enum Problem {
+    /// The code object loaded for `chosen` differs from the original's.
+    Modified { chosen: Target, bytes: usize },
+    /// The original has a code object for the target that no archive
+    /// serves.
+    Missing,
+    /// The loader found no code object for the target (no original says
+    /// there should be one), or could not read it.
+    Lookup(rocm_kpack::Error),
 }
 
 /// A split binary whose program headers old kernels would misread.
@@ -46,7 +59,7 @@ pub struct Resolved {
 }
 
 /// What `verify_tree` checked.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct VerifyReport {
     pub binaries: usize,
     pub wrappers: usize,
@@ -92,7 +105,7 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Verifies the split tree (or single split output) at `root`, for
+/// Verifies the split tree (or single split binary) at `root`, for
 /// `targets` (GPU targets as the runtime would be asked for them), or when
 /// empty for every target the tree's archives hold binaries' code for.
 pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
@@ -104,8 +117,11 @@ pub fn verify_tree(root: &Path, targets: &[Target]) -> Result<VerifyReport> {
 /// chosen target (a split binary's wrappers keep their bundles' numbers).
 /// `original` is that binary, or a directory holding each split binary's
 /// original at the same path relative to it as the split one has below
-/// `root` (an unpacked wheel beside the installed split one), read one at
-/// a time.
+/// `root` (an unpacked wheel beside the installed split one; when `root`
+/// is one split binary, its original is the file of the same name there),
+/// read one at a time. A code object the original has and the archives do
+/// not serve is [`Problem::Missing`]; one that differs,
+/// [`Problem::Modified`].
 pub fn verify_against(root: &Path, targets: &[Target], original: &Path) -> Result<VerifyReport> {
     if original.is_dir() {
         return check_tree(root, targets, Original::Dir(original));
@@ -166,40 +182,20 @@ fn original_code<'a>(
 fn check_tree(root: &Path, targets: &[Target], original: Original<'_, '_>) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let mut archives = ArchiveDirs::default();
-    archives.served(&root.join(KPACK_DIR), &mut report)?;
     let mut candidates = Vec::new();
-    files(root, &mut candidates)?;
-    let mut binaries = Vec::new();
-    for path in candidates.iter().filter(|p| !in_kpack_dir(p)) {
-        let data = fs_err::read(path)?;
-        let Some((marker, bundles)) = split_binary_info(&data, path) else {
-            continue;
-        };
-        if let Err(error) = check_program_headers(&data) {
-            report.layout_failures.push(LayoutFailure {
-                binary: path.clone(),
-                error,
-            });
-        }
-        report
-            .marker_paths
-            .extend(marker.search_paths.iter().cloned());
-        let mut served = BTreeMap::new();
-        for dir in archive_dirs(path, &marker) {
-            for (key, held) in archives.served(&dir, &mut report)? {
-                served
-                    .entry(key.clone())
-                    .or_insert_with(BTreeSet::new)
-                    .extend(held.iter().cloned());
-            }
-        }
-        binaries.push((path, marker, bundles, served));
+    if fs_err::metadata(root)?.is_dir() {
+        archives.served(&root.join(KPACK_DIR), &mut report)?;
+        files(root, &mut candidates)?;
+    } else {
+        candidates.push(root.to_owned());
     }
-    let every_target: BTreeSet<Target> = binaries
+    let binaries = split_binaries(&candidates, &mut archives, &mut report)?;
+    let mut every_target: BTreeSet<Target> = binaries
         .iter()
         .flat_map(|(_, _, _, served)| served.values().flatten().cloned())
         .collect();
     let loader = Loader::new(LoaderConfig::default());
+    let served_targets = every_target.clone();
     for (path, marker, bundles, served) in &binaries {
         report.binaries += 1;
         report.wrappers += bundles.len();
@@ -208,7 +204,7 @@ fn check_tree(root: &Path, targets: &[Target], original: Original<'_, '_>) -> Re
             Original::None => None,
             Original::One(bundles) => Some(bundles),
             Original::Dir(dir) => {
-                let at = dir.join(path.strip_prefix(root).unwrap_or(path));
+                let at = dir.join(relative_to(path, root));
                 data = fs_err::read(&at)?;
                 parsed = original_bundles(&data, &at)?;
                 Some(&parsed[..])
@@ -219,10 +215,13 @@ fn check_tree(root: &Path, targets: &[Target], original: Original<'_, '_>) -> Re
             // Without targets asked for, each wrapper is checked for the
             // targets its archives hold its code for (binaries need not
             // share targets), or for all of them when they hold none.
-            let asked: Vec<Target> = match (targets.is_empty(), served.get(&key)) {
-                (false, _) => targets.to_vec(),
-                (true, Some(held)) => held.iter().cloned().collect(),
-                (true, None) => every_target.iter().cloned().collect(),
+            let asked = if targets.is_empty() {
+                let held = served.get(&key).unwrap_or(&served_targets);
+                let asked = held_targets(held, original, bundle);
+                every_target.extend(asked.iter().cloned());
+                asked
+            } else {
+                targets.iter().cloned().collect()
             };
             for target in &asked {
                 let lookup = Lookup {
@@ -243,6 +242,75 @@ fn check_tree(root: &Path, targets: &[Target], original: Original<'_, '_>) -> Re
         targets.to_vec()
     };
     Ok(report)
+}
+
+/// A split binary found: its path, marker, bundle indices, and the targets
+/// its archives hold each of its bundles' code for, by TOC key.
+type SplitBinary<'p> = (
+    &'p PathBuf,
+    Marker,
+    Vec<u32>,
+    BTreeMap<String, BTreeSet<Target>>,
+);
+
+/// The split binaries among `candidates` (outside `.kpack/`), with the
+/// archives their markers point to; notes those that break the program
+/// header rule.
+fn split_binaries<'p>(
+    candidates: &'p [PathBuf],
+    archives: &mut ArchiveDirs,
+    report: &mut VerifyReport,
+) -> Result<Vec<SplitBinary<'p>>> {
+    let mut binaries = Vec::new();
+    for path in candidates.iter().filter(|p| !in_kpack_dir(p)) {
+        let data = fs_err::read(path)?;
+        let Some((marker, bundles)) = split_binary_info(&data, path) else {
+            continue;
+        };
+        if let Err(error) = check_program_headers(&data) {
+            report.layout_failures.push(LayoutFailure {
+                binary: path.clone(),
+                error,
+            });
+        }
+        report
+            .marker_paths
+            .extend(marker.search_paths.iter().cloned());
+        let mut served = BTreeMap::new();
+        for dir in archive_dirs(path, &marker) {
+            for (key, held) in archives.served(&dir, report)? {
+                served
+                    .entry(key.clone())
+                    .or_insert_with(BTreeSet::new)
+                    .extend(held.iter().cloned());
+            }
+        }
+        binaries.push((path, marker, bundles, served));
+    }
+    Ok(binaries)
+}
+
+/// The targets a wrapper is checked for when none are asked: those its
+/// archives hold its code for (`held`: binaries need not share targets,
+/// all of the tree's when they hold none of its code), and the original's
+/// bundle's, whose code no archive serving it is missing.
+fn held_targets(
+    held: &BTreeSet<Target>,
+    original: Option<&[Vec<CodeObject<'_>>]>,
+    bundle: u32,
+) -> BTreeSet<Target> {
+    let mut asked = held.clone();
+    let original = original.and_then(|o| o.get(bundle as usize));
+    asked.extend(original.into_iter().flatten().map(|c| c.target.clone()));
+    asked
+}
+
+/// `path` below `root`; a `root` that is the file itself gives its name.
+fn relative_to<'p>(path: &'p Path, root: &Path) -> &'p Path {
+    match path.strip_prefix(root) {
+        Ok(relative) if !relative.as_os_str().is_empty() => relative,
+        _ => path.file_name().map_or(path, Path::new),
+    }
 }
 
 /// Whether `path` lies in a `.kpack/` directory (archives, not binaries).
@@ -361,10 +429,10 @@ impl Lookup<'_> {
             });
         match result {
             Ok((resolved, Some(false))) => report.failures.push(Failure {
-                error: format!(
-                    "the {} code object ({} bytes) differs from the original's",
-                    resolved.chosen, resolved.bytes
-                ),
+                problem: Problem::Modified {
+                    chosen: resolved.chosen,
+                    bytes: resolved.bytes,
+                },
                 binary: resolved.binary,
                 bundle,
                 target: target.clone(),
@@ -377,7 +445,10 @@ impl Lookup<'_> {
                 binary: self.binary.to_owned(),
                 bundle,
                 target: target.clone(),
-                error: error.to_string(),
+                problem: match original.and_then(|o| original_code(o, bundle, target)) {
+                    Some(_) => Problem::Missing,
+                    None => Problem::Lookup(error),
+                },
             }),
         }
     }

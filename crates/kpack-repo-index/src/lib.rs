@@ -12,7 +12,6 @@
 //! (`kpack-repo`); this crate never carries it.
 
 pub mod address;
-mod bytes;
 pub mod families;
 pub mod fetch;
 pub mod freshness;
@@ -23,7 +22,6 @@ pub mod sign;
 pub mod transport;
 pub mod types;
 
-pub use bytes::ByteSize;
 pub use families::Families;
 pub use resolve::{
     resolve, select_artifacts, Explanation, ResolveError, Resolved, Resolver, Selection,

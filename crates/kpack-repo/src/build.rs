@@ -47,12 +47,48 @@ pub enum BuildError {
     Publish(#[from] PublishError),
 }
 
+/// A step of one manifest's build, in the order they come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Unpacking the source packages into a prefix.
+    Reading,
+    /// Splitting the prefix: fat binaries, archives, database payloads.
+    Splitting,
+    /// Compressing the host tree and the payloads into artifacts.
+    Compressing,
+    /// Writing the artifacts to the repository's pool.
+    Writing,
+}
+
+impl Phase {
+    /// The phase as a person reads it: `reading sources`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Phase::Reading => "reading sources",
+            Phase::Splitting => "splitting",
+            Phase::Compressing => "compressing",
+            Phase::Writing => "writing",
+        }
+    }
+}
+
+/// Told each phase of a build as it starts.
+pub trait BuildProgress: Sync {
+    fn phase(&self, resolved: &Resolved, phase: Phase);
+}
+
 /// Builds `resolved` and stages it in `repo`'s pool, unpublished: a host
 /// tree, one archive per processor (or family), and one payload per
 /// processor and kernel database (a component of its own, e.g. `tensile`).
-pub fn build(resolved: &Resolved, repo: &Publisher) -> Result<Staged, BuildError> {
+/// `progress` is told each phase.
+pub fn build(
+    resolved: &Resolved,
+    repo: &Publisher,
+    progress: &dyn BuildProgress,
+) -> Result<Staged, BuildError> {
     let manifest = &resolved.manifest;
     let work = tempfile::tempdir().map_err(BuildError::WorkDir)?;
+    progress.phase(resolved, Phase::Reading);
     let prefix = unpack(resolved, work.path())?;
     let split = work.path().join("split");
     let grouping = match manifest.pack.group_by {
@@ -67,8 +103,11 @@ pub fn build(resolved: &Resolved, repo: &Publisher) -> Result<Staged, BuildError
         },
         ..TreeOptions::new(&manifest.pack.group)
     };
+    progress.phase(resolved, Phase::Splitting);
     let report = split_tree_with(&prefix, &split, &options)?;
+    progress.phase(resolved, Phase::Compressing);
     let artifacts = pack_artifacts(resolved, &split, &report, work.path())?;
+    progress.phase(resolved, Phase::Writing);
     Ok(repo.stage(&resolved.new, &artifacts)?)
 }
 

@@ -14,9 +14,9 @@ use kpack_repo_index::PackageName;
 /// rollback, expiry, hash mismatch, modified installed files); 6 nothing
 /// fits (unknown package, no version satisfies, no device code for the
 /// GPU); 7 the prefix is locked by another kpack-get (--no-wait); 8 the
-/// prefix or cache cannot be written (permission denied, disk full); 9 not
-/// every GPU is served (`check`, `pip check`: device code missing or made
-/// for other GPUs).
+/// prefix, cache or state directory cannot be written (permission denied,
+/// disk full); 9 not every GPU is served (`check`, `pip check`: device
+/// code missing or made for other GPUs).
 #[derive(Debug, Parser)]
 #[command(name = "kpack-get", version, propagate_version = true)]
 pub struct Cli {
@@ -254,7 +254,8 @@ pub enum Command {
     },
     /// List installed packages.
     List,
-    /// Install newer versions of installed packages (all, or those named).
+    /// Install newer versions of installed packages (all, or those named)
+    ///
     /// A package the repositories offer only older versions of is kept.
     Upgrade {
         #[arg(value_parser = package_name)]
@@ -268,19 +269,22 @@ pub enum Command {
     },
     /// Re-hash installed files against the install record.
     Verify,
-    /// Check that every GPU's device code is installed: each split and fat
-    /// binary as its runtime loads it, and the packages' device code and
-    /// database payloads against what an install for the GPUs would
-    /// choose. Names each binary and GPU that would fail, why, and the
-    /// command that fixes it; exits 9 when a GPU is not served.
+    /// Check that every GPU's device code is installed
+    ///
+    /// Each split and fat binary as its runtime loads it, and the packages'
+    /// device code and database payloads against what an install for the
+    /// GPUs would choose. Names each binary and GPU that would fail, why,
+    /// and the command that fixes it; exits 9 when a GPU is not served.
     Check,
     /// Manage the download cache.
     Cache {
         #[command(subcommand)]
         command: CacheCommand,
     },
-    /// Python integration: the device extras and wheel variants this
-    /// machine's GPUs need, installed with the environment's pip or uv.
+    /// Python environments: the device wheels this machine's GPUs need
+    ///
+    /// The device extras and wheel variants this machine's GPUs need,
+    /// installed with the environment's pip or uv.
     Pip {
         #[command(subcommand)]
         command: PipCommand,

@@ -3,11 +3,10 @@
 
 use std::io::{IsTerminal, Write};
 
+use kpack_cli::ByteSize;
 use kpack_gpu::Owner;
 use kpack_repo_index::schema::{BuiltFrom, SourceKind};
-use kpack_repo_index::{
-    Artifact, ArtifactKind, ByteSize, Component, Encoding, Listed, RelativePath,
-};
+use kpack_repo_index::{Artifact, ArtifactKind, Component, Encoding, Listed, RelativePath};
 use serde::Serialize;
 
 /// How much to say, and in what form.
@@ -106,10 +105,10 @@ pub fn artifact_line(artifact: &kpack_repo_index::Artifact, with_path: bool) -> 
     ArtifactReport::from(artifact).line(with_path)
 }
 
-/// The format version of every report's JSON (`schema`): fields are
-/// added, never repurposed. Report fields are declared in the order the
-/// JSON has always listed them, by name, `schema` first.
-pub const SCHEMA: u32 = 1;
+/// The format version of every report's JSON (`schema`), shared by the
+/// kpack tools. Report fields are declared in the order the JSON has
+/// always listed them, by name, `schema` first.
+pub use kpack_cli::SCHEMA;
 
 /// An artifact in a report: path, kind, size, hash (of the bytes served),
 /// targets, owner, component, and the transport encoding it is served

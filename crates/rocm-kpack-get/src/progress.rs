@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kpack_cli::ByteSize;
 use kpack_repo_index::fetch::Progress;
-use kpack_repo_index::{ByteSize, Sha256};
+use kpack_repo_index::Sha256;
 
 use crate::printer::{write_err, Printer};
 

@@ -7,6 +7,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::bail;
+use kpack_cli::{counted, plural, JsonArg, OutputArgs, Printer};
 use kpack_gpu::Target;
 use kpack_packer::deps::{deps, ArchivePattern, BinaryDeps, DepsReport};
 
@@ -24,19 +25,17 @@ pub struct DepsArgs {
     /// it, and fail unless every binary has one present.
     #[arg(long = "target", value_name = "TARGET", value_delimiter = ',', value_parser = Target::parse_given)]
     targets: Vec<Target>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
-pub fn run(args: DepsArgs) -> anyhow::Result<()> {
+pub fn run(args: DepsArgs, output: OutputArgs) -> anyhow::Result<()> {
+    let printer = Printer::new(output, args.json.json);
     let report = deps(&args.paths, &args.targets)?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        render(&report)?
-    };
-    write_stdout(&text)?;
+    if printer.says() {
+        write_stdout(&render(&report)?)?;
+    }
+    printer.report(&report);
     let missing: Vec<String> = report
         .missing()
         .map(|(binary, target)| format!("{} for {target}", shown(&binary.path)))
@@ -68,11 +67,10 @@ fn render(report: &DepsReport) -> Result<String, fmt::Error> {
     }
     let binaries = match report.binaries.len() {
         0 => "no split binary found".to_owned(),
-        1 => "1 split binary".to_owned(),
-        count => format!("{count} split binaries"),
+        count => counted(count, "split binary", "split binaries"),
     };
     let targets = report.targets.len();
-    let targets_text = format!("{targets} {}", plural(targets, "target", "targets"));
+    let targets_text = counted(targets, "target", "targets");
     let lacking = report
         .binaries
         .iter()
@@ -137,12 +135,4 @@ fn render_pattern(out: &mut String, pattern: &ArchivePattern) -> fmt::Result {
         }
     }
     Ok(())
-}
-
-fn plural<'a>(count: usize, one: &'a str, many: &'a str) -> &'a str {
-    if count == 1 {
-        one
-    } else {
-        many
-    }
 }

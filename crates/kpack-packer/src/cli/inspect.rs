@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use kpack_cli::{counted, ByteSize, JsonArg, OutputArgs, Printer};
+use kpack_gpu::Target;
 use rocm_kpack::Archive;
 use serde::Serialize;
 
@@ -15,16 +17,19 @@ pub struct InspectArgs {
     /// describe: offload bundles, a split binary's marker, code objects
     /// embedded in other sections.
     archive: PathBuf,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 #[derive(Debug, Serialize)]
 struct Report {
     path: String,
     group: String,
+    /// The archive header's family field: a processor (`gfx90a`) for
+    /// archives per processor, a family (`gfx110X-all`) otherwise.
     family: String,
+    /// `processor` or `family`: what `family` names.
+    grouping: &'static str,
     scheme: String,
     targets: Vec<String>,
     stored_code_objects: usize,
@@ -42,15 +47,16 @@ struct BinaryReport {
 #[derive(Debug, Serialize)]
 struct CodeObjectReport {
     target: String,
-    /// Uncompressed size in bytes.
-    bytes: u64,
+    /// Decoded (uncompressed) size in bytes.
+    decoded_size: u64,
 }
 
-pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+pub fn run(args: InspectArgs, output: OutputArgs) -> anyhow::Result<()> {
+    let printer = Printer::new(output, args.json.json);
     let format = BinaryFormat::of_path(&args.archive)
         .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
     if format.is_some() {
-        return super::inspect_binary::run(&args.archive, args.json);
+        return super::inspect_binary::run(&args.archive, &printer);
     }
     let archive = Archive::open(&args.archive)
         .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
@@ -60,7 +66,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         for target in archive.targets_of(key).into_iter().flatten() {
             code_objects.push(CodeObjectReport {
                 target: target.to_string(),
-                bytes: archive.find(key, target)?.size(),
+                decoded_size: archive.find(key, target)?.size(),
             });
         }
         binaries.push(BinaryReport {
@@ -72,6 +78,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         path: shown(&args.archive),
         group: archive.group().to_owned(),
         family: archive.family().to_owned(),
+        grouping: if Target::parse(archive.family()).is_ok() {
+            "processor"
+        } else {
+            "family"
+        },
         scheme: archive.scheme().to_string(),
         targets: archive
             .architectures()
@@ -82,32 +93,39 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         empty: archive.kernel_count() == 0,
         binaries,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
+    print_report(&report, &printer);
+    printer.report(&report);
     if report.empty {
         return Err(EmptyArchives(vec![report.path]).into());
     }
     Ok(())
 }
 
-fn print_report(report: &Report) {
-    println!("archive  {}", report.path);
-    println!("group    {}", report.group);
-    println!("family   {}", report.family);
-    println!("scheme   {}", report.scheme);
-    println!("targets  {}", report.targets.join(", "));
-    println!("stored   {} code objects", report.stored_code_objects);
-    println!();
-    println!("{:<40} {:<24} {:>12}", "binary", "target", "bytes");
+/// The archive's header, then a line per code object with its decoded
+/// size.
+fn print_report(report: &Report, printer: &Printer) {
+    printer.line(format!("archive    {}", report.path));
+    printer.line(format!("group      {}", report.group));
+    printer.line(format!("{:<10} {}", report.grouping, report.family));
+    printer.line(format!("scheme     {}", report.scheme));
+    printer.line(format!("targets    {}", report.targets.join(", ")));
+    printer.line(format!(
+        "stored     {}",
+        counted(report.stored_code_objects, "code object", "code objects")
+    ));
+    printer.line("");
+    printer.line(format!(
+        "{:<40} {:<24} {:>12}",
+        "binary", "target", "decoded size"
+    ));
     for binary in &report.binaries {
         for code_object in &binary.code_objects {
-            println!(
+            printer.line(format!(
                 "{:<40} {:<24} {:>12}",
-                binary.key, code_object.target, code_object.bytes
-            );
+                binary.key,
+                code_object.target,
+                ByteSize(code_object.decoded_size)
+            ));
         }
     }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::Context;
+use kpack_cli::{counted, ByteSize, Printer};
 use serde::Serialize;
 
 use super::shown;
@@ -49,7 +50,7 @@ impl From<&Embedded> for EmbeddedReport {
     }
 }
 
-pub fn run(path: &Path, json: bool) -> anyhow::Result<()> {
+pub fn run(path: &Path, printer: &Printer) -> anyhow::Result<()> {
     let mapped = MappedFile::open(path)?;
     let data = mapped.bytes();
     let sniffed = sniff(data, path).with_context(|| format!("cannot inspect {}", shown(path)))?;
@@ -86,45 +87,42 @@ pub fn run(path: &Path, json: bool) -> anyhow::Result<()> {
         }
         Sniffed::Plain | Sniffed::NotBinary => {}
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_report(&report);
-    }
+    print_report(&report, printer);
+    printer.report(&report);
     Ok(())
 }
 
-fn print_report(report: &Report) {
-    println!("binary    {}", report.path);
+/// The binary's format, kind and embedded code objects, a line each.
+fn print_report(report: &Report, printer: &Printer) {
+    printer.line(format!("binary    {}", report.path));
     let format = match report.format {
         BinaryFormat::Elf => "ELF",
         BinaryFormat::Pe => "PE",
     };
-    println!("format    {format}");
-    match report.kind {
-        "fat" => println!(
-            "kind      fat: {} bundles, {} code objects for {}",
-            report.bundles,
-            report.code_objects,
+    printer.line(format!("format    {format}"));
+    let kind = match report.kind {
+        "fat" => format!(
+            "fat: {}, {} for {}",
+            counted(report.bundles, "bundle", "bundles"),
+            counted(report.code_objects, "code object", "code objects"),
             report.targets.join(", ")
         ),
-        "split" => println!(
-            "kind      split: {} wrappers, archives {}",
-            report.bundles,
+        "split" => format!(
+            "split: {}, archives {}",
+            counted(report.bundles, "wrapper", "wrappers"),
             report.marker.join(", ")
         ),
-        _ if report.embedded.is_empty() => {
-            println!("kind      not a binary with device code")
-        }
-        _ => println!("kind      no offload bundles"),
-    }
+        _ if report.embedded.is_empty() => "not a binary with device code".to_owned(),
+        _ => "no offload bundles".to_owned(),
+    };
+    printer.line(format!("kind      {kind}"));
     for embedded in &report.embedded {
-        println!(
-            "embedded  {}: {} code objects for {} ({} bytes), loaded by the binary itself; they cannot be split",
+        printer.line(format!(
+            "embedded  {}: {} for {} ({}), loaded by the binary itself; they cannot be split",
             embedded.section,
-            embedded.count,
+            counted(embedded.count, "code object", "code objects"),
             embedded.targets.join(", "),
-            embedded.bytes
-        );
+            ByteSize(embedded.bytes)
+        ));
     }
 }

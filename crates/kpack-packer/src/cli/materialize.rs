@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use kpack_cli::counted;
 use kpack_gpu::Target;
 
 use kpack_binary::materialize::{materialize_file, ArchiveSource, BundleEncoding};
@@ -45,7 +46,7 @@ pub struct MaterializeArgs {
     compress: bool,
 }
 
-pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
+pub fn run(args: MaterializeArgs, printer: &kpack_cli::Printer) -> anyhow::Result<()> {
     let targets = args.targets.clone();
     let source = match &args.archives {
         Some(dir) => ArchiveSource::Dir(dir.clone()),
@@ -64,25 +65,25 @@ pub fn run(args: MaterializeArgs) -> anyhow::Result<()> {
         },
     )
     .with_context(|| format!("cannot materialize {}", shown(&args.input)))?;
-    println!(
-        "{}: {} wrappers, {} code objects for {} from {} archives{}",
+    printer.line(format!(
+        "{}: {}, {} for {} from {}{}",
         shown(&args.output),
-        report.wrappers,
-        report.code_objects,
+        counted(report.wrappers, "wrapper", "wrappers"),
+        counted(report.code_objects, "code object", "code objects"),
         if report.targets.is_empty() {
             "no target".to_owned()
         } else {
             kpack_gpu::target::join_targets(&report.targets)
         },
-        report.archives.len(),
+        counted(report.archives.len(), "archive", "archives"),
         if report.empty > 0 {
             format!(
-                " ({} wrappers without code for these targets)",
-                report.empty
+                " ({} without code for these targets)",
+                counted(report.empty, "wrapper", "wrappers")
             )
         } else {
             String::new()
         }
-    );
+    ));
     Ok(())
 }

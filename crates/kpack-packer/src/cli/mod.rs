@@ -4,7 +4,6 @@
 //! Exit codes: 0 success, 1 the command failed (for `deps --target`: some
 //! binary has no archive present for a target), 2 bad usage, 3 the command
 //! ran but met an archive that holds no code object (`inspect`, `verify`).
-#![allow(clippy::print_stdout)]
 
 mod archive_args;
 mod deps;
@@ -26,32 +25,43 @@ use clap::{Parser, Subcommand, ValueEnum};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    output: kpack_cli::OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Split a fat binary or an install tree: writes the host-only file (or
-    /// tree) to OUT, its device code to `OUT/.kpack/<group>_<processor>.kpack`
-    /// and, for a tree, kernel database files for one target to
+    /// Split a fat binary or an install tree into host-only files and
+    /// per-target archives.
+    ///
+    /// Writes the host-only file (or tree) to OUT, its device code to
+    /// `OUT/.kpack/<group>_<processor>.kpack` and, for a tree, kernel
+    /// database files for one target to
     /// `OUT.payloads/<component>/<processor>/` (or into the archives).
     Split(split::SplitArgs),
-    /// Make a split binary fat again for the installed GPU targets, so a
-    /// HIP runtime without kpack support loads it: its code comes from the
-    /// archives its marker names (or `--archives`).
+    /// Make a split binary fat again for the installed GPU targets.
+    ///
+    /// A HIP runtime without kpack support then loads it: its code comes
+    /// from the archives its marker names (or `--archives`).
     Materialize(materialize::MaterializeArgs),
     /// Show what an archive holds, or what device code a binary carries.
     Inspect(inspect::InspectArgs),
-    /// Check that every split binary under a directory loads its code
-    /// objects, through its marker, for every target in `.kpack/`, and
-    /// that every split executable has its program headers where RHEL 8
-    /// kernels look for them.
+    /// Check that split binaries load their code objects through their
+    /// markers.
+    ///
+    /// Every split binary under a directory (or the one given) must load
+    /// its code objects, through its marker, for every target in
+    /// `.kpack/`, and every split executable must have its program headers
+    /// where RHEL 8 kernels look for them.
     Verify(verify::VerifyArgs),
-    /// List the kpack archives split binaries need at run time: each one's
-    /// kernel name, bundle indices and archive patterns (as its marker has
-    /// them, and resolved against its directory as the runtime resolves
-    /// them) with the archive files present; with `--target`, the paths the
-    /// runtime's loader tries for each target, present or missing, and exit
-    /// code 1 when a binary has none present for a target.
+    /// List the kpack archives split binaries need at run time.
+    ///
+    /// Each one's kernel name, bundle indices and archive patterns (as its
+    /// marker has them, and resolved against its directory as the runtime
+    /// resolves them) with the archive files present; with `--target`, the
+    /// paths the runtime's loader tries for each target, present or
+    /// missing, and exit code 1 when a binary has none present for a
+    /// target.
     Deps(deps::DepsArgs),
     /// Split Python wheels into a host wheel and per-processor device
     /// wheels.
@@ -78,18 +88,20 @@ impl From<GroupByArg> for kpack_packer::archive::Grouping {
 /// Parses arguments, runs the command, renders errors.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let output = cli.output;
+    let printer = kpack_cli::Printer::new(output, false);
     let result = match cli.command {
-        Command::Split(args) => split::run(args),
-        Command::Materialize(args) => materialize::run(args),
-        Command::Inspect(args) => inspect::run(args),
-        Command::Verify(args) => verify::run(args),
-        Command::Deps(args) => deps::run(args),
-        Command::Wheel(command) => wheel::run(command),
+        Command::Split(args) => split::run(args, &printer),
+        Command::Materialize(args) => materialize::run(args, &printer),
+        Command::Inspect(args) => inspect::run(args, output),
+        Command::Verify(args) => verify::run(args, output),
+        Command::Deps(args) => deps::run(args, output),
+        Command::Wheel(command) => wheel::run(command, &printer),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<EmptyArchives>() => {
-            eprintln!("warning: {error}");
+            kpack_cli::write_err(&format!("warning: {error}"));
             ExitCode::from(3)
         }
         Err(error) => kpack_cli::fail(&*error, None, kpack_cli::FAILURE),
@@ -100,7 +112,7 @@ pub fn main() -> ExitCode {
 /// over them, but they are a packaging mistake (ROCm's reference splitter
 /// writes them for targets without code), so scripts see exit code 3.
 #[derive(Debug, thiserror::Error)]
-#[error("{} no code object: {}", if .0.len() == 1 { "an archive holds" } else { "archives hold" }, .0.join(", "))]
+#[error("{} no code object: {}", kpack_cli::plural(.0.len(), "an archive holds", "archives hold"), .0.join(", "))]
 struct EmptyArchives(Vec<String>);
 
 /// An environment variable the command line reads besides its flags':
@@ -117,23 +129,27 @@ fn shown(path: &std::path::Path) -> String {
 /// Names the code objects `file` embeds outside offload bundles, one line
 /// per section: device code the binary loads by its own means, which no
 /// marker can redirect, so it stays in the host output.
-fn embedded_notes(file: impl std::fmt::Display, sections: &[kpack_binary::code_object::Embedded]) {
+fn embedded_notes(
+    printer: &kpack_cli::Printer,
+    file: impl std::fmt::Display,
+    sections: &[kpack_binary::code_object::Embedded],
+) {
     for section in sections {
         let targets: Vec<String> = section.targets.iter().map(ToString::to_string).collect();
-        println!(
-            "note: {file}: embeds {} code objects for {} in {} ({} bytes), which it loads itself: they cannot be split and stay in the host output",
-            section.count,
+        printer.line(format!(
+            "note: {file}: embeds {} for {} in {} ({}), which it loads itself: they cannot be split and stay in the host output",
+            kpack_cli::counted(section.count, "code object", "code objects"),
             targets.join(", "),
             section.section,
-            section.bytes
-        );
+            kpack_cli::ByteSize(section.bytes)
+        ));
     }
 }
 
 /// Says that the host-only file `host` lost its Authenticode signature:
 /// a split changes the image, so the signature no longer held.
-fn unsigned_note(host: impl std::fmt::Display) {
-    println!(
+fn unsigned_note(printer: &kpack_cli::Printer, host: impl std::fmt::Display) {
+    printer.line(format!(
         "note: {host}: its Authenticode signature was removed (the split changed the image); sign it again"
-    );
+    ));
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use kpack_cli::{counted, ByteSize, Printer};
 use rocm_kpack::Compression;
 
 use super::archive_args::ArchiveArgs;
@@ -47,22 +48,26 @@ pub struct SplitArgs {
     group_by: GroupByArg,
 }
 
-fn sign_all(signer: Option<&SecretKey>, archives: &[WrittenArchive]) -> anyhow::Result<()> {
+fn sign_all(
+    printer: &Printer,
+    signer: Option<&SecretKey>,
+    archives: &[WrittenArchive],
+) -> anyhow::Result<()> {
     if let Some(signer) = signer {
         for archive in archives {
             let signature = sign_archive(signer, &archive.path)?;
-            println!("  signed {}", shown(&signature));
+            printer.line(format!("  signed {}", shown(&signature)));
         }
     }
     Ok(())
 }
 
-pub fn run(args: SplitArgs) -> anyhow::Result<()> {
+pub fn run(args: SplitArgs, printer: &Printer) -> anyhow::Result<()> {
     let group = args.archive.group()?;
     let compression = args.archive.compression();
     let signer = args.archive.signer()?;
     if args.input.is_dir() {
-        return run_tree(&args, compression, signer.as_ref());
+        return run_tree(&args, compression, signer.as_ref(), printer);
     }
     if args.pack_databases || args.payloads.is_some() {
         bail!("--pack-databases and --payloads apply to trees, not to one file");
@@ -88,7 +93,7 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
                 shown(input)
             );
         }
-        embedded_notes(shown(input), &embedded);
+        embedded_notes(printer, shown(input), &embedded);
         bail!(
             "{} has no offload bundles to split: its device code is embedded and loaded by the binary itself",
             shown(input)
@@ -104,21 +109,21 @@ pub fn run(args: SplitArgs) -> anyhow::Result<()> {
     archives.add(&binary.units(), |bytes| mapped.release(bytes))?;
     let archives = archives.finish()?;
     let (layout, host_bytes) = binary.write_host_like(data, mapped.file(), &host, input)?;
-    sign_all(signer.as_ref(), &archives)?;
+    sign_all(printer, signer.as_ref(), &archives)?;
 
     let mut targets: Vec<String> = binary.targets.iter().map(ToString::to_string).collect();
     targets.sort();
-    println!(
-        "split {}: {} code objects for {} targets [{}]",
+    printer.line(format!(
+        "split {}: {} for {} [{}]",
         shown(input),
-        binary.code_objects(),
-        targets.len(),
+        counted(binary.code_objects(), "code object", "code objects"),
+        counted(targets.len(), "target", "targets"),
         targets.join(", ")
-    );
-    summary(1, 1, data.len() as u64, host_bytes, &archives);
-    embedded_notes(shown(input), &code_object::embedded_in(data));
+    ));
+    summary(printer, 1, 1, data.len() as u64, host_bytes, &archives);
+    embedded_notes(printer, shown(input), &code_object::embedded_in(data));
     if layout.removed_signature() {
-        unsigned_note(shown(&host));
+        unsigned_note(printer, shown(&host));
     }
     Ok(())
 }
@@ -127,6 +132,7 @@ fn run_tree(
     args: &SplitArgs,
     compression: Compression,
     signer: Option<&SecretKey>,
+    printer: &Printer,
 ) -> anyhow::Result<()> {
     let options = TreeOptions {
         grouping: args.group_by.into(),
@@ -142,9 +148,10 @@ fn run_tree(
     };
     let report = split_tree_with(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the tree {}", shown(&args.input)))?;
-    sign_all(signer, &report.archives)?;
-    payload_lines(&report.payloads);
+    sign_all(printer, signer, &report.archives)?;
+    payload_lines(printer, &report.payloads);
     summary(
+        printer,
         report.files,
         report.binaries,
         report.bytes_in,
@@ -152,39 +159,40 @@ fn run_tree(
         &report.archives,
     );
     for host in &report.unsigned {
-        unsigned_note(shown(&args.output.join(host)));
+        unsigned_note(printer, shown(&args.output.join(host)));
     }
     for (file, sections) in &report.embedded {
-        embedded_notes(shown(file), sections);
+        embedded_notes(printer, shown(file), sections);
     }
     if report.database_files > 0 {
-        println!(
+        printer.line(format!(
             "database files {}, payloads {}",
             report.database_files,
             report.payloads.len()
-        );
+        ));
     }
     Ok(())
 }
 
 /// One line per database payload written.
-fn payload_lines(payloads: &[DatabasePayload]) {
+fn payload_lines(printer: &Printer, payloads: &[DatabasePayload]) {
     for payload in payloads {
         let targets: Vec<String> = payload.targets.iter().map(ToString::to_string).collect();
-        println!(
-            "  {} ({} {} [{}], {} files, {} bytes)",
+        printer.line(format!(
+            "  {} ({} {} [{}], {}, {})",
             shown(&payload.dir),
             payload.component,
             payload.owner,
             targets.join(", "),
-            payload.files,
-            payload.bytes
-        );
+            counted(payload.files, "file", "files"),
+            ByteSize(payload.bytes)
+        ));
     }
 }
 
 /// The archives written and the closing line every split prints.
 fn summary(
+    printer: &Printer,
     files: usize,
     binaries: usize,
     bytes_in: u64,
@@ -198,18 +206,18 @@ fn summary(
     targets.sort();
     targets.dedup();
     for archive in archives {
-        println!(
-            "  {} ({} code objects, {} bytes)",
+        printer.line(format!(
+            "  {} ({}, {})",
             shown(&archive.path),
-            archive.code_objects,
-            archive.bytes
-        );
+            counted(archive.code_objects, "code object", "code objects"),
+            ByteSize(archive.bytes)
+        ));
     }
-    println!(
+    printer.line(format!(
         "files {files}, binaries split {binaries}, targets {}, bytes in {bytes_in}, host bytes out {host_bytes}, archive bytes out {}",
         targets.len(),
         archives.iter().map(|a| a.bytes).sum::<u64>()
-    );
+    ));
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use kpack_cli::{counted, ByteSize, Printer};
 
 use super::archive_args::ArchiveArgs;
 use super::shown;
@@ -42,13 +43,13 @@ pub struct SplitArgs {
     strict_record: bool,
 }
 
-pub fn run(command: WheelCommand) -> anyhow::Result<()> {
+pub fn run(command: WheelCommand, printer: &Printer) -> anyhow::Result<()> {
     match command {
-        WheelCommand::Split(args) => split(args),
+        WheelCommand::Split(args) => split(args, printer),
     }
 }
 
-fn split(args: SplitArgs) -> anyhow::Result<()> {
+fn split(args: SplitArgs, printer: &Printer) -> anyhow::Result<()> {
     let group = args.archive.group()?.to_owned();
     let source_date_epoch =
         match super::env(kpack_env::EnvVars::SOURCE_DATE_EPOCH) {
@@ -69,61 +70,67 @@ fn split(args: SplitArgs) -> anyhow::Result<()> {
     let report = split_wheel(&args.input, &args.output, &options)
         .with_context(|| format!("cannot split the wheel {}", shown(&args.input)))?;
     for note in &report.record_notes {
-        println!("note: {note}");
+        printer.line(format!("note: {note}"));
     }
     for (member, sections) in &report.embedded {
-        super::embedded_notes(format!("member {member:?}"), sections);
+        super::embedded_notes(printer, format!("member {member:?}"), sections);
     }
     let Some(host) = &report.host else {
-        println!(
-            "{}: nothing to split ({} files, no fat binary, no device code file); nothing written",
+        printer.line(format!(
+            "{}: nothing to split ({}, no fat binary, no device code file); nothing written",
             shown(&args.input),
-            report.members
-        );
+            counted(report.members, "file", "files")
+        ));
         return Ok(());
     };
-    println!(
-        "split {}: {} of {} files were fat binaries, device code for {} processors",
+    printer.line(format!(
+        "split {}: {} of {} {} fat {}, device code for {}",
         shown(&args.input),
         report.binaries,
-        report.members,
-        report.devices.len()
-    );
+        counted(report.members, "file", "files"),
+        kpack_cli::plural(report.binaries, "was a", "were"),
+        kpack_cli::plural(report.binaries, "binary", "binaries"),
+        counted(report.devices.len(), "processor", "processors")
+    ));
     if report.routed > 0 {
-        println!(
-            "  {} files routed whole to device wheels (code objects, their companions, kernel databases)",
-            report.routed
-        );
+        printer.line(format!(
+            "  {} routed whole to device wheels (code objects, their companions, kernel databases)",
+            counted(report.routed, "file", "files")
+        ));
     }
-    println!("  {} (host, {} bytes)", shown(host), report.host_bytes);
+    printer.line(format!(
+        "  {} (host, {})",
+        shown(host),
+        ByteSize(report.host_bytes)
+    ));
     for member in &report.unsigned {
-        super::unsigned_note(member);
+        super::unsigned_note(printer, member);
     }
     for device in &report.devices {
         let targets: Vec<String> = device.targets.iter().map(ToString::to_string).collect();
         let files = match device.files {
             0 => String::new(),
-            n => format!(", {n} files"),
+            n => format!(", {}", counted(n, "file", "files")),
         };
-        println!(
-            "  {} ({} [{}], {} code objects{files}, {} bytes)",
+        printer.line(format!(
+            "  {} ({} [{}], {}{files}, {})",
             shown(&device.path),
             device.distribution,
             targets.join(", "),
-            device.code_objects,
-            device.bytes
-        );
+            counted(device.code_objects, "code object", "code objects"),
+            ByteSize(device.bytes)
+        ));
     }
     for variant in &report.variants {
-        println!("  {} (variant)", shown(variant));
+        printer.line(format!("  {} (variant)", shown(variant)));
     }
     if let Some(index) = &report.variants_index {
-        println!("  {} (variants index)", shown(index));
+        printer.line(format!("  {} (variants index)", shown(index)));
     }
     let devices: u64 = report.devices.iter().map(|d| d.bytes).sum();
-    println!(
+    printer.line(format!(
         "bytes in {}, host bytes out {}, device bytes out {devices}",
         report.bytes_in, report.host_bytes
-    );
+    ));
     Ok(())
 }

@@ -41,7 +41,12 @@ fn split_then_inspect_rocrand() {
         report["binaries"][0]["code_objects"][1]["target"],
         "gfx90a:xnack-"
     );
-    assert_eq!(report["binaries"][0]["code_objects"][1]["bytes"], 1716776);
+    assert_eq!(report["schema"], 1);
+    assert_eq!(report["grouping"], "processor");
+    assert_eq!(
+        report["binaries"][0]["code_objects"][1]["decoded_size"],
+        1716776
+    );
 }
 
 #[test]
@@ -344,4 +349,81 @@ fn inspect_and_verify_flag_an_archive_without_code_objects() {
     // The archive with code is not flagged.
     let mut inspect = context.kpack_pack(&["inspect", "out/.kpack/fat_gfx1100.kpack"]);
     assert_eq!(inspect.output().unwrap().status.code(), Some(0));
+}
+
+/// A fat library in `dir` named `name` with one bundle holding `code` (by
+/// target).
+fn fat_library_of(dir: &std::path::Path, name: &str, code: &[(&str, u8)]) -> std::path::PathBuf {
+    use kpack_binary::bundle::build::offload_bundle;
+    let triples: Vec<(String, Vec<u8>)> = code
+        .iter()
+        .map(|(target, byte)| {
+            (
+                format!("hipv4-amdgcn-amd-amdhsa--{target}"),
+                vec![*byte; 700],
+            )
+        })
+        .collect();
+    let entries: Vec<(&str, &[u8])> = triples.iter().map(|(t, b)| (t.as_str(), &b[..])).collect();
+    let library = dir.join(name);
+    FatLibrary::new(offload_bundle(&entries)).compile(&library);
+    library
+}
+
+#[test]
+fn verify_of_one_file_names_modified_and_missing_code_objects() {
+    let context = TestContext::new();
+    fs_err::create_dir_all(context.path().join("original")).unwrap();
+    fat_library_of(
+        context.path(),
+        "libfat.so",
+        &[("gfx1100", 1), ("gfx1030", 2)],
+    );
+    // The original: gfx1100's code differs, gfx90a's was never split.
+    let original = context.path().join("original");
+    fat_library_of(
+        &original,
+        "libfat.so",
+        &[("gfx1100", 9), ("gfx1030", 2), ("gfx90a", 3)],
+    );
+    run(&mut context.kpack_pack(&["split", "libfat.so", "-o", "out", "--group", "fat"]));
+
+    let mut verify = context.kpack_pack(&[
+        "verify",
+        "out/libfat.so",
+        "--original",
+        "original/libfat.so",
+    ]);
+    insta::assert_snapshot!("verify_one_file_modified_missing", context.run(&mut verify));
+    // The same with the original's directory, and quietly: the problems only.
+    let mut verify =
+        context.kpack_pack(&["verify", "-q", "out/libfat.so", "--original", "original"]);
+    insta::assert_snapshot!("verify_one_file_quiet", context.run(&mut verify));
+    let mut verify = context.kpack_pack(&[
+        "verify",
+        "--json",
+        "out/libfat.so",
+        "--original",
+        "original/libfat.so",
+    ]);
+    insta::assert_snapshot!("verify_one_file_json", context.run(&mut verify));
+    // Against its own original, the one file verifies; -v shows each load.
+    let mut verify =
+        context.kpack_pack(&["verify", "-v", "out/libfat.so", "--original", "libfat.so"]);
+    insta::assert_snapshot!("verify_one_file_verbose", context.run(&mut verify));
+}
+
+#[test]
+fn inspect_json_carries_its_schema_and_decoded_sizes() {
+    let context = TestContext::new();
+    fat_library_of(
+        context.path(),
+        "libfat.so",
+        &[("gfx90a:xnack-", 1), ("gfx1030", 2)],
+    );
+    run(&mut context.kpack_pack(&["split", "libfat.so", "-o", "out", "--group", "fat"]));
+    let mut inspect = context.kpack_pack(&["inspect", "out/.kpack/fat_gfx90a.kpack"]);
+    insta::assert_snapshot!("inspect_text", context.run(&mut inspect));
+    let mut inspect = context.kpack_pack(&["inspect", "--json", "out/.kpack/fat_gfx90a.kpack"]);
+    insta::assert_snapshot!("inspect_json", context.run(&mut inspect));
 }

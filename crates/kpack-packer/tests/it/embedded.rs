@@ -44,8 +44,9 @@ fn library_embedding_code(dir: &Path) -> (PathBuf, u64) {
 
 fn expected_note(file: &str, total: u64) -> String {
     format!(
-        "note: {file}: embeds 2 code objects for gfx1030, gfx90a:xnack- in .rodata ({total} bytes), \
-         which it loads itself: they cannot be split and stay in the host output"
+        "note: {file}: embeds 2 code objects for gfx1030, gfx90a:xnack- in .rodata ({}), \
+         which it loads itself: they cannot be split and stay in the host output",
+        kpack_cli::ByteSize(total)
     )
 }
 
@@ -56,7 +57,8 @@ fn inspect_names_the_section_targets_count_and_bytes_of_embedded_code() {
     let text = run(kpack_pack().arg("inspect").arg(&library));
     assert!(
         text.contains(&format!(
-            "embedded  .rodata: 2 code objects for gfx1030, gfx90a:xnack- ({total} bytes)"
+            "embedded  .rodata: 2 code objects for gfx1030, gfx90a:xnack- ({})",
+            kpack_cli::ByteSize(total)
         )),
         "{text}"
     );

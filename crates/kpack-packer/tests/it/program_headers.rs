@@ -206,7 +206,7 @@ fn check(dir: &Path, (link, table): (Link, Table)) {
     assert_eq!(health_warnings(&stripped), Vec::<String>::new(), "{name}");
     assert_eq!(started(&stripped), greeting(0x4b50_4948), "{name}");
     let verified = run(kpack_pack().arg("verify").arg(&out));
-    assert!(verified.contains(", 0 failures"), "{name}: {verified}");
+    assert!(verified.contains(", 0 problems"), "{name}: {verified}");
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn verify_installed(site: &Path, targets: &[&str], originals: &Path) -> usize {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in {summary:?}"));
-    assert!(summary.ends_with(", 0 failures"), "{out}");
+    assert!(summary.ends_with(", 0 problems"), "{out}");
     assert_eq!(
         equal,
         format!("{loaded} code objects byte-equal to the original's"),

@@ -514,7 +514,7 @@ fn check_aarch64(case: Case) {
         .arg(&out));
     assert!(
         verified
-            .contains("1 split binaries, 3 wrappers, 3 targets: 9 code objects loaded, 0 failures"),
+            .contains("1 split binary, 3 wrappers, 3 targets: 9 code objects loaded, 0 problems"),
         "{verified}"
     );
 }

@@ -151,7 +151,7 @@ fn the_hip_quant_wheel_splits_into_windows_host_and_device_wheels_that_load_the_
     let verified = run(kpack_pack().arg("verify").arg(site.join("hip_quant")));
     assert!(
         verified.contains(
-            "2 split binaries, 2 wrappers, 8 targets: 12 code objects loaded, 0 failures"
+            "2 split binaries, 2 wrappers, 8 targets: 12 code objects loaded, 0 problems"
         ),
         "{verified}"
     );
@@ -294,7 +294,7 @@ fn a_tree_of_pe_and_elf_binaries_splits_both_and_compressed_bundles_materialize_
     let verified = run(kpack_pack().arg("verify").arg(&out));
     assert!(
         verified
-            .contains("2 split binaries, 2 wrappers, 2 targets: 4 code objects loaded, 0 failures"),
+            .contains("2 split binaries, 2 wrappers, 2 targets: 4 code objects loaded, 0 problems"),
         "{verified}"
     );
     assert_readobj_sees_the_split(&out.join("bin/compressed.dll"));

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use kpack_cli::ByteSize;
 use kpack_repo::publish::{Publisher, Staged};
 use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::types::PackageName;
-use kpack_repo_index::ByteSize;
 use kpack_sign::SecretKey;
 
-use kpack_repo::build::{build, BuildError};
+use kpack_repo::build::{build, BuildError, BuildProgress, Phase};
 use kpack_repo::manifest::Resolved;
 
 /// Why a manifest set cannot be published.
@@ -67,7 +67,7 @@ type Built = Result<(Staged, Duration), BatchError>;
 pub struct BatchOptions {
     /// Manifests built at once.
     pub jobs: usize,
-    /// Draw progress bars on a terminal.
+    /// Draw progress bars on a terminal; otherwise each phase is said.
     pub progress: bool,
 }
 
@@ -113,9 +113,9 @@ pub fn build_set(
         });
     }
     say(&format!(
-        "building {} of {} packages in dependency order: {}",
+        "building {} of {} in dependency order: {}",
         todo.len(),
-        set.len(),
+        kpack_cli::counted(set.len(), "package", "packages"),
         todo.iter()
             .map(|r| r.new.name.as_str())
             .collect::<Vec<_>>()
@@ -123,6 +123,11 @@ pub fn build_set(
     ));
     let built = run(&todo, repo, options, say)?;
     let staged: Vec<Staged> = built.iter().map(|(s, _)| s.clone()).collect();
+    say(if key.is_some() {
+        "signing and publishing the root"
+    } else {
+        "publishing the root, unsigned"
+    });
     let root = repo.add_staged(&staged, key)?;
     Ok(BatchReport {
         built,
@@ -164,10 +169,14 @@ fn run(
                     return;
                 };
                 let spinner = bars.insert_before(&overall, ProgressBar::new_spinner());
-                spinner.set_message(format!("building {}", resolved.new.name));
                 spinner.enable_steady_tick(Duration::from_millis(200));
+                let phases = Phases {
+                    spinner: &spinner,
+                    bars: options.progress,
+                    say,
+                };
                 let started = Instant::now();
-                let result = build(resolved, repo)
+                let result = build(resolved, repo, &phases)
                     .map(|staged| (staged, started.elapsed()))
                     .map_err(|source| BatchError::Build {
                         path: resolved.path.clone(),
@@ -207,6 +216,30 @@ fn run(
         built.push(result?);
     }
     Ok(built)
+}
+
+/// Tells each phase of a build: on its spinner on a terminal, as a line
+/// otherwise.
+struct Phases<'a> {
+    spinner: &'a ProgressBar,
+    bars: bool,
+    say: &'a (dyn Fn(&str) + Sync),
+}
+
+impl BuildProgress for Phases<'_> {
+    fn phase(&self, resolved: &Resolved, phase: Phase) {
+        let text = format!(
+            "{} {}: {}",
+            resolved.new.name,
+            resolved.new.version,
+            phase.describe()
+        );
+        if self.bars {
+            self.spinner.set_message(text);
+        } else {
+            (self.say)(&text);
+        }
+    }
 }
 
 /// The order to build `set` in: every manifest after those it depends on,

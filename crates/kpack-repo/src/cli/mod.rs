@@ -1,36 +1,29 @@
-//! The `kpack-repo` command line. Exit codes: 0 success, 1 the command
-//! failed, 2 bad usage.
-#![allow(clippy::print_stdout)]
+//! The `kpack-repo` command line: arguments here, one function per
+//! command in `commands`. Exit codes: 0 success, 1 the command failed, 2
+//! bad usage.
 
 mod batch;
+mod commands;
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use kpack_cli::{JsonArg, OutputArgs, Printer};
 use kpack_env::EnvVars;
 
-use batch::{build_set, BatchOptions};
 use kpack_gpu::Target;
-use kpack_repo::build::{write_tree, TreeCompression};
 use kpack_repo::encode::TransportPolicy;
-use kpack_repo::manifest;
-use kpack_repo::mirror::{mirror, Scope};
-use kpack_repo::publish::{self, NewArtifact, NewVersion, PublishOptions, Publisher};
+use kpack_repo::publish::{PublishOptions, Publisher};
 use kpack_repo::source::Source;
-use kpack_repo::store::{store_address, S3Options, Store, StoreError};
-use kpack_repo::tidy::collect_garbage;
-use kpack_repo::unpacked::verify_unpacked_sizes;
-use kpack_repo::verify::verify_repository_with;
+use kpack_repo::store::{store_address, S3Options, StoreError};
 use kpack_repo_index::address::Address;
 use kpack_repo_index::fetch::Progress;
 use kpack_repo_index::limits::{self, Limits};
-use kpack_repo_index::types::{Component, Dependency, Listed, PackageName, Timestamp};
-use kpack_repo_index::ByteSize;
-use kpack_sign::{keygen, PublicKey, SecretKey};
+use kpack_repo_index::types::{Component, Dependency, Listed, PackageName};
+use kpack_sign::SecretKey;
 
 /// Builds, signs and checks kpack repositories.
 #[derive(Debug, Parser)]
@@ -39,33 +32,43 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     #[command(flatten)]
-    storage: StorageArgs,
+    output: OutputArgs,
 }
 
-/// How to reach `s3://bucket/prefix` repositories; credentials and region
-/// come from the usual AWS_* environment.
+/// How commands that write reach `s3://bucket/prefix` repositories;
+/// credentials and region come from the usual AWS_* environment.
 #[derive(Debug, Args)]
 struct StorageArgs {
     /// The S3 API endpoint of a non-AWS store (MinIO, Ceph, R2, a local
     /// server); path-style addressing. Default: AWS_ENDPOINT_URL.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "S3 options")]
     endpoint: Option<String>,
     /// Publish to a store that ignores conditional writes (If-None-Match,
     /// If-Match); safe only with a single publisher.
-    #[arg(long, global = true)]
+    #[arg(long, help_heading = "S3 options")]
     no_conditional_writes: bool,
     /// Part size of multipart uploads, in MiB (at least 5).
-    #[arg(long, global = true, value_name = "MIB", default_value_t = 8,
+    #[arg(long, value_name = "MIB", default_value_t = 8, help_heading = "S3 options",
           value_parser = clap::value_parser!(u32).range(5..=4096))]
     part_size: u32,
+}
+
+/// How a command that only reads reaches an `s3://` repository: the
+/// AWS_* environment (AWS_ENDPOINT_URL, AWS_REGION, credentials).
+fn read_s3() -> S3Options {
+    S3Options {
+        endpoint: env(EnvVars::AWS_ENDPOINT_URL),
+        region: env(EnvVars::AWS_REGION).or_else(|| env(EnvVars::AWS_DEFAULT_REGION)),
+        part_size: 8 << 20,
+    }
 }
 
 impl StorageArgs {
     fn s3(&self) -> S3Options {
         S3Options {
             endpoint: (self.endpoint.clone()).or_else(|| env(EnvVars::AWS_ENDPOINT_URL)),
-            region: env(EnvVars::AWS_REGION).or_else(|| env(EnvVars::AWS_DEFAULT_REGION)),
             part_size: (self.part_size as usize) << 20,
+            ..read_s3()
         }
     }
 
@@ -126,29 +129,39 @@ fn saving_percent(text: &str) -> Result<f64, String> {
 enum Command {
     /// Make a minisign key pair (KEY.key, KEY.pub).
     Keygen(KeygenArgs),
-    /// Add a package version's artifacts (.kpack archives, .tar.zst trees)
-    /// and publish.
+    /// Add a package version's artifacts and publish.
+    ///
+    /// Artifacts are .kpack archives, .tar.zst trees, or directories packed
+    /// into trees.
     Add(AddArgs),
-    /// Pack manifests' packages with the packer and publish them, in one
-    /// root update; what is published already is left alone.
+    /// Pack manifests' packages and publish them in one root update.
+    ///
+    /// The packages are split with the packer; what is published already
+    /// is left alone.
     Build(BuildArgs),
-    /// Check every published file against its shard and publish a new
-    /// root (version bumped, dates refreshed).
+    /// Check every published file and publish a new root.
+    ///
+    /// Every file is checked against its shard; the new root has its
+    /// version bumped and its dates refreshed.
     Index(IndexArgs),
-    /// Drop all but the newest N versions of each package from the index,
-    /// in one root update (files stay until `gc`).
+    /// Drop all but the newest N versions of each package from the index.
+    ///
+    /// One root update; the files stay until `gc`.
     Prune(PruneArgs),
-    /// Delete root copies, shards and pool files that no root a reader may
-    /// still hold pins, once older than the grace period (a dry run unless
-    /// --yes).
+    /// Delete files no root a reader may still hold pins.
+    ///
+    /// Root copies, shards and pool files go once older than the grace
+    /// period; a dry run unless --yes.
     Gc(GcArgs),
     /// Sign the current root.
     Sign(SignArgs),
     /// Check signature, expiry and every pinned hash and size.
     Verify(VerifyArgs),
-    /// Copy a repository: metadata verbatim, artifacts only for the chosen
-    /// packages and GPU targets; everything checked against the upstream's
-    /// key and pinned hashes before it is written.
+    /// Copy a repository, checked, with only the chosen packages and GPUs.
+    ///
+    /// Metadata is copied verbatim, artifacts only for the chosen packages
+    /// and GPU targets; everything is checked against the upstream's key
+    /// and pinned hashes before it is written.
     Mirror(MirrorArgs),
 }
 
@@ -160,6 +173,8 @@ struct KeygenArgs {
     /// password comes from KPACK_REPO_PASSWORD.
     #[arg(long)]
     unencrypted: bool,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 #[derive(Debug, Args)]
@@ -208,6 +223,10 @@ struct AddArgs {
     unsigned: bool,
     #[command(flatten)]
     transport: TransportArgs,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +258,10 @@ struct BuildArgs {
     no_progress: bool,
     #[command(flatten)]
     transport: TransportArgs,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -248,6 +271,10 @@ struct IndexArgs {
     repo: Address,
     #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -261,6 +288,10 @@ struct PruneArgs {
     keep: u32,
     #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: Option<PathBuf>,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -275,6 +306,10 @@ struct GcArgs {
     /// Delete; without it, only say what would go.
     #[arg(long)]
     yes: bool,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 /// `90s`, `30m`, `24h`, `7d`, or plain seconds.
@@ -302,6 +337,10 @@ struct SignArgs {
     repo: Address,
     #[arg(long = "secret-key", alias = "key", value_name = "SECRET_KEY")]
     key: PathBuf,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -316,6 +355,8 @@ struct VerifyArgs {
     partial: bool,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    json: JsonArg,
 }
 
 /// Bounds on reading a repository (the signed index pins the size of
@@ -381,6 +422,10 @@ struct MirrorArgs {
     packages: Vec<PackageName>,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    json: JsonArg,
+    #[command(flatten)]
+    storage: StorageArgs,
 }
 
 /// The secret key's password, from the environment.
@@ -400,23 +445,24 @@ fn secret(path: &Path) -> anyhow::Result<SecretKey> {
 /// Parses arguments, runs the command, renders errors.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command, &cli.storage) {
+    match run(cli.command, cli.output) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => kpack_cli::fail(&*error, None, kpack_cli::FAILURE),
     }
 }
 
-fn run(command: Command, storage: &StorageArgs) -> anyhow::Result<()> {
+fn run(command: Command, output: OutputArgs) -> anyhow::Result<()> {
+    let printer = |json: JsonArg| Printer::new(output, json.json);
     match command {
-        Command::Keygen(args) => keygen_command(args),
-        Command::Add(args) => add_command(args, storage),
-        Command::Build(args) => build_command(args, storage),
-        Command::Index(args) => index_command(args, storage),
-        Command::Prune(args) => prune_command(args, storage),
-        Command::Gc(args) => gc_command(args, storage),
-        Command::Sign(args) => sign_command(args, storage),
-        Command::Verify(args) => verify_command(args, storage),
-        Command::Mirror(args) => mirror_command(args, storage),
+        Command::Keygen(args) => commands::keygen(&printer(args.json), args),
+        Command::Add(args) => commands::add(&printer(args.json), args),
+        Command::Build(args) => commands::build(&printer(args.json), args),
+        Command::Index(args) => commands::index(&printer(args.json), args),
+        Command::Prune(args) => commands::prune(&printer(args.json), args),
+        Command::Gc(args) => commands::gc(&printer(args.json), args),
+        Command::Sign(args) => commands::sign(&printer(args.json), args),
+        Command::Verify(args) => commands::verify(&printer(args.json), args),
+        Command::Mirror(args) => commands::mirror(&printer(args.json), args),
     }
 }
 
@@ -438,305 +484,10 @@ fn repository(text: &str) -> Result<Address, StoreError> {
     store_address(text)
 }
 
-fn keygen_command(KeygenArgs { key, unencrypted }: KeygenArgs) -> anyhow::Result<()> {
-    let password = if unencrypted {
-        None
-    } else {
-        Some(password().context(
-            "set KPACK_REPO_PASSWORD to the secret key's password, or pass --unencrypted",
-        )?)
-    };
-    let (secret_path, public_path) = (key.with_extension("key"), key.with_extension("pub"));
-    keygen(&secret_path, &public_path, password)?;
-    println!(
-        "wrote {} and {}",
-        secret_path.display(),
-        public_path.display()
-    );
-    // What users configure kpack-get with: the file or this line.
-    let public = PublicKey::load(&public_path.to_string_lossy())?;
-    println!(
-        "public key: {} (kpack-get --key, or `key` in its configuration)",
-        public.to_base64()
-    );
-    Ok(())
-}
-
-fn add_command(
-    AddArgs {
-        repo,
-        package,
-        version,
-        artifacts,
-        depends,
-        targets,
-        owner,
-        component,
-        summary,
-        built_from,
-        key,
-        unsigned: _,
-        transport,
-    }: AddArgs,
-    storage: &StorageArgs,
-) -> anyhow::Result<()> {
-    let key = key.as_deref().map(secret).transpose()?;
-    let packed = tempfile::tempdir()?;
-    let mut files = Vec::new();
-    for artifact in artifacts {
-        if artifact.is_dir() {
-            let name = fs_err::canonicalize(&artifact)?
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "tree".into());
-            let file = packed.path().join(format!("{name}.tar.zst"));
-            let unpacked_size = write_tree(&artifact, &file, TreeCompression::Host)?;
-            files.push((file, Some(unpacked_size)));
-        } else {
-            // A tree given as a file is decoded to count its unpacked size.
-            files.push((artifact, None));
-        }
-    }
-    let artifacts: Vec<NewArtifact> = files
-        .into_iter()
-        .map(|(file, unpacked_size)| {
-            // --component is the trees'; an archive is of the default one.
-            let archive = file.extension().is_some_and(|e| e == "kpack");
-            NewArtifact {
-                owner: owner.clone(),
-                component: component.clone().filter(|_| !archive),
-                file,
-                targets: targets.clone(),
-                unpacked_size,
-            }
-        })
-        .collect();
-    let new = NewVersion {
-        name: package.clone(),
-        version: version.clone(),
-        depends,
-        system_requires: Vec::new(),
-        summary,
-        built_from: built_from
-            .iter()
-            .map(|path| publish::built_from(path, None))
-            .collect::<Result<_, _>>()?,
-    };
-    let root = storage
-        .open_with(&repo, transport.policy())?
-        .add(&new, &artifacts, key.as_ref())?;
-    println!(
-        "published {package} {version} in {repo} (repo {} version {}{})",
-        root.repo.name,
-        root.repo.version,
-        if key.is_some() {
-            ", signed"
-        } else {
-            ", unsigned"
-        }
-    );
-    Ok(())
-}
-
-fn build_command(
-    BuildArgs {
-        repo,
-        manifests,
-        sources,
-        key,
-        unsigned: _,
-        jobs,
-        no_progress,
-        transport,
-    }: BuildArgs,
-    storage: &StorageArgs,
-) -> anyhow::Result<()> {
-    let key = key.as_deref().map(secret).transpose()?;
-    let set = manifest::manifest_files(&manifests)?
-        .iter()
-        .map(|path| manifest::resolve(path, sources.as_deref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let options = BatchOptions {
-        jobs: jobs.map_or(cores, usize::from),
-        progress: !no_progress && std::io::stderr().is_terminal(),
-    };
-    let opened = storage.open_with(&repo, transport.policy())?;
-    let say = |line: &str| println!("{line}");
-    let report = build_set(set, &opened, key.as_ref(), options, &say)
-        .with_context(|| format!("nothing was published to {repo}"))?;
-    let Some(root) = report.root else {
-        println!(
-            "nothing to publish: {} in {repo} already",
-            published_list(&report.published)
-        );
-        return Ok(());
-    };
-    if !report.published.is_empty() {
-        println!("left alone: {}", published_list(&report.published));
-    }
-    let bytes: u64 = report.built.iter().map(|(s, _)| s.bytes()).sum();
-    println!(
-        "published {} packages ({}) in {repo} as one root update (repo version {}, {})",
-        report.built.len(),
-        ByteSize(bytes),
-        root.repo.version,
-        if key.is_some() { "signed" } else { "unsigned" }
-    );
-    Ok(())
-}
-
-/// `rocm-blas 5.5.1+dfsg.deb.7, ...`.
-fn published_list(published: &[manifest::Resolved]) -> String {
-    let names: Vec<String> = published
-        .iter()
-        .map(|r| format!("{} {}", r.new.name, r.new.version))
-        .collect();
-    if names.is_empty() {
-        "no packages".into()
-    } else {
-        format!("{} published", names.join(", "))
-    }
-}
-
-fn index_command(IndexArgs { repo, key }: IndexArgs, storage: &StorageArgs) -> anyhow::Result<()> {
-    let key = key.as_deref().map(secret).transpose()?;
-    let root = storage.open(&repo)?.reindex(key.as_ref())?;
-    println!("reindexed {repo}: version {}", root.repo.version);
-    Ok(())
-}
-
-fn prune_command(
-    PruneArgs { repo, keep, key }: PruneArgs,
-    storage: &StorageArgs,
-) -> anyhow::Result<()> {
-    let key = key.as_deref().map(secret).transpose()?;
-    let pruned = storage.open(&repo)?.prune(keep as usize, key.as_ref())?;
-    let Some(root) = pruned.root else {
-        println!("nothing to prune: no package in {repo} has more than {keep} versions to drop");
-        return Ok(());
-    };
-    for (name, version) in &pruned.dropped {
-        println!("  dropped {name} {version}");
-    }
-    println!(
-        "pruned {} versions from {repo} (repo version {}, {}); `kpack-repo gc` deletes their files",
-        pruned.dropped.len(),
-        root.repo.version,
-        if key.is_some() { "signed" } else { "unsigned" }
-    );
-    Ok(())
-}
-
-fn gc_command(GcArgs { repo, grace, yes }: GcArgs, storage: &StorageArgs) -> anyhow::Result<()> {
-    // Deleting needs no publishing protocol: a plain store.
-    let store = Store::open(&repo, &storage.s3())?;
-    let collected = collect_garbage(&store, grace, Timestamp::now(), yes)
-        .with_context(|| format!("cannot collect the garbage of {repo}"))?;
-    let roots: Vec<String> = collected.roots.iter().map(u64::to_string).collect();
-    println!("roots still readable: {}", roots.join(", "));
-    for object in &collected.garbage {
-        println!("  {} ({})", object.key, ByteSize(object.size));
-    }
-    let (files, bytes) = (collected.garbage.len(), ByteSize(collected.bytes()));
-    if yes {
-        println!("deleted {files} files ({bytes}) from {repo}");
-    } else {
-        println!("would delete {files} files ({bytes}) from {repo}; --yes deletes them");
-    }
-    if !collected.young.is_empty() {
-        let young: u64 = collected.young.iter().map(|o| o.size).sum();
-        println!(
-            "kept {} unpinned files ({}) younger than the grace period",
-            collected.young.len(),
-            ByteSize(young)
-        );
-    }
-    Ok(())
-}
-
-fn sign_command(SignArgs { repo, key }: SignArgs, storage: &StorageArgs) -> anyhow::Result<()> {
-    let opened = storage.open(&repo)?;
-    opened.sign(&secret(&key)?)?;
-    println!("signed {}", opened.store().location("index.toml"));
-    Ok(())
-}
-
-fn verify_command(
-    VerifyArgs {
-        repo,
-        pubkey,
-        partial,
-        limits,
-    }: VerifyArgs,
-    storage: &StorageArgs,
-) -> anyhow::Result<()> {
-    let source = open_source(&repo, storage, &limits)?;
-    let key = PublicKey::load(&pubkey)?;
-    let (root, report) = verify_repository_with(&source, &key, Timestamp::now(), None, partial)
-        .with_context(|| format!("{repo} does not verify"))?;
-    let unpacked =
-        verify_unpacked_sizes(&source, &root).with_context(|| format!("{repo} does not verify"))?;
-    println!(
-        "{} version {} (expires {}): signature good; {} packages, {} versions, {} artifacts ({} bytes) match their hashes",
-        root.repo.name,
-        root.repo.version,
-        root.repo.expires,
-        report.packages,
-        report.versions,
-        report.artifacts,
-        report.bytes
-    );
-    if unpacked.trees > 0 {
-        println!(
-            "{} trees unpack to the {} bytes they declare",
-            unpacked.trees, unpacked.bytes
-        );
-    }
-    if report.missing > 0 {
-        println!("{} artifacts not mirrored here", report.missing);
-    }
-    Ok(())
-}
-
-fn mirror_command(
-    MirrorArgs {
-        upstream,
-        dest,
-        pubkey,
-        targets,
-        packages,
-        limits,
-    }: MirrorArgs,
-    storage: &StorageArgs,
-) -> anyhow::Result<()> {
-    let scope = Scope { targets, packages };
-    let key = PublicKey::load(&pubkey)?;
-    let source = open_source(&upstream, storage, &limits)?;
-    // Copied verbatim, so no publishing protocol: a plain store.
-    let store = Store::open(&dest, &storage.s3())?;
-    let report = mirror(&source, &key, Timestamp::now(), &store, &scope)
-        .with_context(|| format!("cannot mirror {upstream}"))?;
-    for artifact in &report.artifacts {
-        println!("  {artifact}");
-    }
-    println!(
-        "mirrored {} shards and {} artifacts ({} bytes) into {dest}",
-        report.shards,
-        report.artifacts.len(),
-        report.bytes,
-    );
-    Ok(())
-}
-
 /// The repository at `location`, read within `limits`; retries and
 /// resumed transfers are told on stderr.
-fn open_source(
-    location: &str,
-    storage: &StorageArgs,
-    limits: &LimitArgs,
-) -> anyhow::Result<Source> {
-    let source = Source::open(location, &storage.s3(), limits.limits())?;
+fn open_source(location: &str, s3: &S3Options, limits: &LimitArgs) -> anyhow::Result<Source> {
+    let source = Source::open(location, s3, limits.limits())?;
     Ok(source.reporting_to(std::sync::Arc::new(Notes)))
 }
 
@@ -748,6 +499,6 @@ impl Progress for Notes {
     fn advance(&self, _: &kpack_repo_index::Sha256, _: u64) {}
     fn finish(&self, _: &kpack_repo_index::Sha256, _: bool) {}
     fn note(&self, text: &str) {
-        eprintln!("note: {text}");
+        kpack_cli::write_err(&format!("note: {text}"));
     }
 }

@@ -1341,3 +1341,45 @@ fn publishing_unsigned_takes_saying_so() {
     assert!(repo.join("index.toml").is_file());
     assert!(!repo.join("index.toml.minisig").exists());
 }
+
+#[test]
+fn each_version_records_the_fat_packages_it_was_built_from() {
+    let context = TestContext::new();
+    run(&mut build_rocm_rand(&context.repo, &context.secret_key()));
+    let deb = kpack_test_support::fixtures().join("debian/librocrand1_5.3.3-4_amd64.deb");
+    let shard = published_shard(&context.repo, "rocm-rand");
+    let built = &shard.versions[0].built_from;
+    assert_eq!(built.len(), 1, "{built:?}");
+    assert_eq!(built[0].file, "librocrand1_5.3.3-4_amd64.deb");
+    assert_eq!(built[0].size, fs::metadata(&deb).unwrap().len());
+    assert_eq!(built[0].package.as_deref(), Some("librocrand1"));
+    assert_eq!(built[0].kind, kpack_repo_index::schema::SourceKind::Deb);
+    // The root names the Debian package, for a user who types it.
+    let root: kpack_repo_index::RootIndex =
+        toml::from_str(&fs::read_to_string(context.repo.join("index.toml")).unwrap()).unwrap();
+    assert_eq!(
+        root.packages[&"rocm-rand".parse().unwrap()].built_from,
+        ["librocrand1"]
+    );
+
+    // `add --built-from` records a file given by hand: a fat wheel here.
+    let wheel = context.inputs.join("demo-1.0-py3-none-any.whl");
+    fs::write(&wheel, vec![0u8; 12_345]).unwrap();
+    let host = host_tree(&context.inputs);
+    run(context
+        .add("demo", "1.0.0", &[host])
+        .arg("--built-from")
+        .arg(&wheel));
+    let built = published_shard(&context.repo, "demo").versions[0]
+        .built_from
+        .clone();
+    assert_eq!(built.len(), 1, "{built:?}");
+    assert_eq!(
+        (built[0].file.as_str(), built[0].size, built[0].kind),
+        (
+            "demo-1.0-py3-none-any.whl",
+            12_345,
+            kpack_repo_index::schema::SourceKind::Wheel
+        )
+    );
+}

@@ -59,6 +59,60 @@ fn build_verify_and_mirror_of_rocrand() {
         &["verify", "mirror", "--pubkey", "key.pub", "--partial"],
     );
     insta::assert_snapshot!("verify_partial", partial);
+
+    // The same reports as JSON, with their schema; quiet says nothing.
+    let verify = kpack_repo(
+        &context,
+        &["verify", "repo", "--pubkey", "key.pub", "--json"],
+    );
+    insta::assert_snapshot!("verify_json", verify);
+    let quiet = kpack_repo(&context, &["verify", "-q", "repo", "--pubkey", "key.pub"]);
+    insta::assert_snapshot!("verify_quiet", quiet);
+    let again = kpack_repo(
+        &context,
+        &[
+            "build",
+            "repo",
+            manifest.to_str().unwrap(),
+            "--sources",
+            sources.to_str().unwrap(),
+            "--key",
+            "key.key",
+            "--json",
+        ],
+    );
+    insta::assert_snapshot!("build_again_json", again);
+    let mirror = kpack_repo(
+        &context,
+        &[
+            "mirror",
+            "repo",
+            "json-mirror",
+            "--pubkey",
+            "key.pub",
+            "--target",
+            "gfx1030",
+            "--json",
+        ],
+    );
+    insta::assert_snapshot!("mirror_json", mirror);
+}
+
+#[test]
+fn s3_options_are_offered_only_where_a_repository_is_written() {
+    let context = TestContext::new();
+    let verify = kpack_repo(&context, &["verify", "--help"]);
+    assert!(!verify.contains("--endpoint"), "{verify}");
+    insta::assert_snapshot!("help_verify", verify);
+    let add = kpack_repo(&context, &["add", "--help"]);
+    assert!(
+        add.contains("S3 options:") && add.contains("--endpoint"),
+        "{add}"
+    );
+    insta::assert_snapshot!("help_add", add);
+    let top = kpack_repo(&context, &["--help"]);
+    assert!(!top.contains("--endpoint"), "{top}");
+    insta::assert_snapshot!("help", top);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! `cache clean`: empty the download cache.
 
+use kpack_cli::counted;
 use std::path::Path;
 
-use kpack_repo_index::ByteSize;
+use kpack_cli::ByteSize;
 use serde::Serialize;
 
 use super::{Context, Exit, Failure};
@@ -23,8 +24,12 @@ impl CleanReport<'_> {
     /// What was removed, and from where.
     fn render_text(&self, printer: &Printer) {
         printer.line(format!(
-            "removed {} files ({}) from {}",
-            self.files,
+            "removed {} ({}) from {}",
+            counted(
+                usize::try_from(self.files).unwrap_or(usize::MAX),
+                "file",
+                "files"
+            ),
             ByteSize(self.bytes),
             self.root.display()
         ));

@@ -1,9 +1,10 @@
 //! `info`: a package's versions and artifacts, and which would be chosen
 //! for this machine's GPUs.
 
+use kpack_cli::ByteSize;
 use kpack_gpu::Target;
 use kpack_repo_index::schema::BuiltFrom;
-use kpack_repo_index::{select_artifacts, ByteSize, RelativePath, Shard, VersionEntry};
+use kpack_repo_index::{select_artifacts, RelativePath, Shard, VersionEntry};
 use rocm_kpack_get::repo::{suggestions, Repo};
 use serde::Serialize;
 

@@ -1,13 +1,16 @@
 //! `install` and `upgrade`: plan, download, stage, commit.
 
+use kpack_cli::counted;
 use std::path::Path;
 use std::sync::Arc;
 
+use kpack_cli::ByteSize;
+use kpack_gpu::target::join_targets;
 use kpack_gpu::Target;
 use kpack_repo_index::fetch::{Client, Progress};
 use kpack_repo_index::schema::BuiltFrom;
 use kpack_repo_index::ResolveError;
-use kpack_repo_index::{ByteSize, Dependency, Explanation, PackageName};
+use kpack_repo_index::{Dependency, Explanation, PackageName};
 use rocm_kpack_get::detect::choice::ChosenTargets;
 use rocm_kpack_get::detect::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::install::plan::{
@@ -263,19 +266,21 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     let applied = prefix.apply(&lock, &plan.installs(&context.cache), &[])?;
     show_installed(context, plan, upgrading);
     printer.line(format!(
-        "{} files into {}; {}",
-        applied.files_added,
+        "{} into {}; {}",
+        counted(applied.files_added, "file", "files"),
         prefix.root().display(),
         fetched(plan.size(), cached, true)
     ));
     if plan.layout.is_fat() {
+        let (served, unserved) = served_gpus(plan);
+        let without = match unserved.is_empty() {
+            true => String::new(),
+            false => format!(" (no code for {})", join_targets(&unserved)),
+        };
         printer.line(format!(
-            "layout fat: {} made fat for {}; no .kpack/ archives installed",
-            match applied.materialized {
-                1 => "1 binary".to_owned(),
-                n => format!("{n} binaries"),
-            },
-            describe_targets(&plan.gpus)
+            "layout fat: {} made fat for {}{without}; no .kpack/ archives installed",
+            counted(applied.materialized, "binary", "binaries"),
+            describe_targets(&served)
         ));
     }
     printer.report(&report);
@@ -391,11 +396,24 @@ fn with_relayout(
     requests
 }
 
+/// The plan's GPUs that some package brings device code for, and those
+/// none does: a binary is fat only for the first.
+fn served_gpus(plan: &Plan) -> (Vec<Target>, Vec<Target>) {
+    plan.gpus.iter().cloned().partition(|gpu| {
+        plan.packages.iter().any(|package| {
+            package.chosen.iter().any(|a| a.is_device())
+                && !package.explanations.iter().any(
+                    |e| matches!(e, Explanation::NoDeviceCode { gpu: none, .. } if none == gpu),
+                )
+        })
+    })
+}
+
 fn describe_targets(gpus: &[Target]) -> String {
     if gpus.is_empty() {
         "no GPU (host entries only)".to_owned()
     } else {
-        kpack_gpu::target::join_targets(gpus)
+        join_targets(gpus)
     }
 }
 

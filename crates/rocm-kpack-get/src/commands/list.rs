@@ -1,9 +1,11 @@
 //! `list`: what is installed in the prefix.
 
+use kpack_cli::counted;
 use std::path::Path;
 
+use kpack_cli::ByteSize;
 use kpack_gpu::Target;
-use kpack_repo_index::{ByteSize, PackageName, RelativePath};
+use kpack_repo_index::{PackageName, RelativePath};
 use rocm_kpack_get::layout::Layout;
 use serde::Serialize;
 
@@ -41,11 +43,11 @@ impl ListReport<'_> {
         }
         for package in &self.packages {
             printer.line(format!(
-                "{} {} ({}, {} files, {}; for {}; layout {})",
+                "{} {} ({}, {}, {}; for {}; layout {})",
                 package.name,
                 package.version,
                 package.repo,
-                package.files,
+                counted(package.files, "file", "files"),
                 ByteSize(package.size),
                 if package.targets.is_empty() {
                     "no GPU: host parts only".to_owned()

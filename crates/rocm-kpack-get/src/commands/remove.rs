@@ -1,5 +1,6 @@
 //! `remove`: take packages and exactly their files out of the prefix.
 
+use kpack_cli::counted;
 use std::path::Path;
 
 use kpack_repo_index::PackageName;
@@ -33,9 +34,9 @@ impl RemoveReport<'_> {
             printer.line(match self.done {
                 true => format!("removed {name} {}", package.version),
                 false => format!(
-                    "would remove {name} {} ({} files)",
+                    "would remove {name} {} ({})",
                     package.version,
-                    package.files.len()
+                    counted(package.files.len(), "file", "files")
                 ),
             });
         }

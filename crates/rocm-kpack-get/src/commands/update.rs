@@ -1,5 +1,6 @@
 //! `update`: fetch and verify every configured repository's root index.
 
+use kpack_cli::counted;
 use serde::Serialize;
 
 use super::{Context, Failure};
@@ -43,10 +44,10 @@ pub fn update(context: &Context) -> Result<(), Failure> {
             None => "new".to_owned(),
         };
         context.printer.line(format!(
-            "{}: version {} ({change}), {} packages, expires {}, from {}",
+            "{}: version {} ({change}), {}, expires {}, from {}",
             config.name,
             root.repo.version,
-            root.packages.len(),
+            counted(root.packages.len(), "package", "packages"),
             root.repo.expires,
             updated.url
         ));

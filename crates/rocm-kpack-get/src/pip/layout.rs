@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use kpack_cli::counted;
 use kpack_gpu::Target;
 use serde::Serialize;
 
@@ -172,8 +173,8 @@ fn report(output: &dyn Output, plan: &HostPlan, binary: &BinaryPlan, dry_run: bo
                 .map(|m| {
                     format!(
                         " ({}, {})",
-                        counted(m.wrappers, "wrapper"),
-                        counted(m.code_objects, "code object")
+                        counted(m.wrappers, "wrapper", "wrappers"),
+                        counted(m.code_objects, "code object", "code objects")
                     )
                 })
                 .unwrap_or_default();
@@ -190,12 +191,6 @@ fn report(output: &dyn Output, plan: &HostPlan, binary: &BinaryPlan, dry_run: bo
         (_, Wanted::Fat { .. }) => return,
     };
     output.line(&line);
-}
-
-/// `1 wrapper`, `2 wrappers`.
-fn counted(count: usize, noun: &str) -> String {
-    let plural = if count == 1 { "" } else { "s" };
-    format!("{count} {noun}{plural}")
 }
 
 /// The environment's split binaries, their layout, and why.

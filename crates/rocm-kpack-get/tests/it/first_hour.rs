@@ -214,7 +214,7 @@ fn the_plan_compares_the_download_with_the_debian_package_it_was_built_from() {
                 .is_some_and(|n| n.to_string_lossy().starts_with("librocrand1_"))
         })
         .unwrap();
-    let size = kpack_repo_index::ByteSize(fs_err::metadata(&deb).unwrap().len()).to_string();
+    let size = kpack_cli::ByteSize(fs_err::metadata(&deb).unwrap().len()).to_string();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(&format!("; the Debian package: {size}")),

@@ -1,4 +1,4 @@
-//! Byte counts as people read them, in what both tools print: `512 B`,
+//! Byte counts as people read them, in what every kpack tool prints: `512 B`,
 //! `347.1 KiB`, `10.2 MiB`.
 
 use std::fmt;
