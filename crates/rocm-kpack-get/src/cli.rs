@@ -301,7 +301,8 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum PipCommand {
     /// Print each requirement with the device extras this machine needs
-    /// (`torch[device-gfx1100]`), learning each candidate's extras from pip's
+    ///
+    /// `torch[device-gfx1100]`, learning each candidate's extras from pip's
     /// resolver. Installer arguments go after `--`.
     Resolve {
         /// Requirements as pip takes them (`torch`, `torch>=2.7`, a wheel file).
@@ -313,9 +314,12 @@ pub enum PipCommand {
         #[arg(last = true, value_name = "INSTALLER ARGS")]
         installer_args: Vec<String>,
     },
-    /// Install requirements with the device extras this machine needs, and
-    /// the best variant wheel for it where find-links directories hold
-    /// variants. Installer arguments go after `--`.
+    /// Install requirements and the device wheels this machine needs
+    ///
+    /// The installer installs the requirements (the best variant wheel for
+    /// this machine where find-links directories hold variants), then the
+    /// device distributions they offer for its GPUs are installed, as
+    /// `sync` does. Installer arguments go after `--`.
     Install {
         /// Requirements as pip takes them.
         #[arg(required = true)]
@@ -329,9 +333,11 @@ pub enum PipCommand {
         #[arg(last = true, value_name = "INSTALLER ARGS")]
         installer_args: Vec<String>,
     },
-    /// Install the device distributions this machine needs that are missing
-    /// for what is installed: run after any `pip install` or `uv pip
-    /// install`. A second run installs nothing.
+    /// Install the device wheels missing for what is installed
+    ///
+    /// The device distributions this machine needs that are missing for
+    /// what is installed: run after any `pip install` or `uv pip install`.
+    /// A second run installs nothing.
     Sync {
         #[command(flatten)]
         options: PipOptions,
@@ -342,14 +348,16 @@ pub enum PipCommand {
         #[arg(last = true, value_name = "INSTALLER ARGS")]
         installer_args: Vec<String>,
     },
-    /// Print this machine's supported variant properties, most preferred
-    /// first, as JSON (`amd :: gfx_arch :: gfx1100`).
+    /// Print this machine's supported variant properties as JSON
+    ///
+    /// Most preferred first (`amd :: gfx_arch :: gfx1100`).
     VariantProperties,
-    /// Check that the environment's device code serves every GPU: each
-    /// distribution offering device extras has the device distributions
-    /// of the extra chosen for it, and each of its split binaries loads as
-    /// installed. Names what would fail, why, and the command that fixes
-    /// it; exits 9 when a GPU is not served.
+    /// Check that the environment's device code serves every GPU
+    ///
+    /// Each distribution offering device extras has the device
+    /// distributions of the extra chosen for it, and each of its split
+    /// binaries loads as installed. Names what would fail, why, and the
+    /// command that fixes it; exits 9 when a GPU is not served.
     Check {
         #[command(flatten)]
         options: PipOptions,
