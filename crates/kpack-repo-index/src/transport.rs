@@ -107,6 +107,13 @@ impl<W: Write> Decoder<W> {
         Ok(out)
     }
 
+    /// The output as it is, for a stream given up: neither flushed nor
+    /// checked.
+    pub fn into_inner(self) -> W {
+        let (_, _, out) = self.inner.into_inner().inner.finish();
+        out
+    }
+
     /// What an error from `write` or `finish` means: the output failing,
     /// the stream decoding past its pin, or the stream being invalid.
     pub fn error(&self, error: io::Error) -> DecodeError {

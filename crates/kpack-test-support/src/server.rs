@@ -58,6 +58,11 @@ pub enum Fault {
     /// The file's headers, then its body at about `bytes_per_second`, in
     /// twentieths of a second: a slow link.
     Throttle { bytes_per_second: u64 },
+    /// A GET without a range gets the headers and `cut_after` bytes of the
+    /// body, then the connection is shut down; a GET with a range gets 206
+    /// with the `Content-Range` asked for, but the file's first bytes as
+    /// its body: a mirror that resumes from the wrong place.
+    RangeFromStart { cut_after: u64 },
 }
 
 impl Fault {
@@ -607,7 +612,12 @@ fn serve(p: &Parsed, w: &mut TcpStream, shared: &Shared, close: bool) -> io::Res
 
     let (send, drop_after) = match &fault {
         Some(Fault::ResetAfter { after, .. }) => ((*after).min(len), true),
+        Some(Fault::RangeFromStart { cut_after }) if status == 200 => ((*cut_after).min(len), true),
         _ => (len, false),
+    };
+    let start = match &fault {
+        Some(Fault::RangeFromStart { .. }) => 0,
+        _ => start,
     };
     if let Some(Fault::Stall { stall }) = &fault {
         std::thread::sleep(*stall);

@@ -9,7 +9,9 @@
 //! repos/<name>/index.toml, index.toml.minisig   the last verified root
 //! versions.toml                                 per configured repository and key: the
 //!                                               name its roots give, the highest version
-//! versions.toml.lock                            held while an update checks and writes the above
+//! versions.toml.lock                            held while an update checks and writes the above;
+//!                                               a reader whose root and signature do not verify
+//!                                               reads them again holding it shared
 //! ```
 //!
 //! Rollback state belongs to the repository as configured (its name in
@@ -343,23 +345,10 @@ impl RepoStore {
         trust: Trust,
         warnings: &mut Vec<String>,
     ) -> Result<Option<Repo>, RepoError> {
-        let dir = self.repo_dir(config);
-        let index_path = dir.join("index.toml");
-        let bytes = match fs_err::read(&index_path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(RepoError::State(error)),
+        let index_path = self.repo_dir(config).join("index.toml");
+        let Some(root) = self.read_root(config)? else {
+            return Ok(None);
         };
-        let signature =
-            fs_err::read_to_string(dir.join("index.toml.minisig")).map_err(RepoError::State)?;
-        let key = load_key(config)?;
-        let root = verify_root(&key, "index.toml", &bytes, &signature).map_err(|source| {
-            RepoError::Signature {
-                repo: config.name.clone(),
-                url: index_path.display().to_string(),
-                source: Box::new(source),
-            }
-        })?;
         check_fresh(
             config,
             &root,
@@ -379,6 +368,55 @@ impl RepoStore {
             fetched,
         }))
     }
+}
+
+impl RepoStore {
+    /// The stored root of `config`, verified with `key`; `None` when it was
+    /// never fetched. Read without a lock, as an update replaces the
+    /// signature, then the root: a pair that does not verify is read again
+    /// under the state's lock held shared, which the update holds while it
+    /// writes the two.
+    fn read_root(&self, config: &RepoConfig) -> Result<Option<RootIndex>, RepoError> {
+        let dir = self.repo_dir(config);
+        let Some((bytes, signature)) = read_stored_root(&dir)? else {
+            return Ok(None);
+        };
+        let key = load_key(config)?;
+        let mut verified = verify_root(&key, "index.toml", &bytes, &signature);
+        if verified.is_err() {
+            let _shared = self.lock_shared();
+            let Some((bytes, signature)) = read_stored_root(&dir)? else {
+                return Ok(None);
+            };
+            verified = verify_root(&key, "index.toml", &bytes, &signature);
+        }
+        verified.map(Some).map_err(|source| RepoError::Signature {
+            repo: config.name.clone(),
+            url: dir.join("index.toml").display().to_string(),
+            source: Box::new(source),
+        })
+    }
+
+    /// The state directory's lock held shared, waiting for an update
+    /// writing the state; `None` when it cannot be had (no update made
+    /// it, or it is not ours to open), as a reader needs no write access.
+    fn lock_shared(&self) -> Option<StateLock> {
+        let file = fs_err::File::open(self.dir.join(STATE_LOCK)).ok()?;
+        file.file().lock_shared().ok()?;
+        Some(StateLock { _file: file })
+    }
+}
+
+/// The root kept in `dir` and its signature; `None` when there is none.
+fn read_stored_root(dir: &Path) -> Result<Option<(Vec<u8>, String)>, RepoError> {
+    let bytes = match fs_err::read(dir.join("index.toml")) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(RepoError::State(error)),
+    };
+    let signature =
+        fs_err::read_to_string(dir.join("index.toml.minisig")).map_err(RepoError::State)?;
+    Ok(Some((bytes, signature)))
 }
 
 /// The highest version seen of `config` with `key`, once `root` is known

@@ -14,8 +14,7 @@ use super::failover::Failover;
 use super::failure::{AttemptError, Failure};
 use super::{Cache, ClientError, ClientOptions, Mirror, MirrorFile, Progress, Wanted};
 use crate::limits::{Cap, LimitError, LowSpeed};
-use crate::schema::Transport;
-use crate::transport::Decoder;
+use crate::transport::{DecodeError, Decoder};
 use crate::{HashingWriter, Sha256};
 
 /// What every transfer of a client shares: its HTTP client, its options
@@ -470,13 +469,45 @@ impl Pinned<'_> {
     }
 
     /// One GET of `url` into the partial file, resuming from what it holds.
+    /// Whatever fails the pins is dropped, the bytes still buffered
+    /// included, before the next attempt on any mirror.
     async fn download(self, url: &str, file: &mut File) -> Result<(), Failure> {
+        let Pinned { transfer, item, .. } = self;
+        let (response, sink, have) = loop {
+            let (response, have) = self.request(url, file).await?;
+            if let Some(sink) = self.sink(url, file, have)? {
+                break (response, sink, have);
+            }
+        };
+        transfer
+            .progress
+            .start(&item.sha256, item.path.as_str(), item.size, have);
+        let (sink, stopped) = self.receive(response, sink, have).await?;
+        if let Some(failure) = stopped {
+            return Err(sink.reject(failure));
+        }
+        let written = sink.written();
+        if written < item.size {
+            return Err(Failure::Retry(AttemptError::EndedEarly {
+                written,
+                size: item.size,
+            }));
+        }
+        sink.complete(item)
+    }
+
+    /// Sends the GET, for the rest of the file when part of it is kept;
+    /// returns the response and where its bytes start in the file.
+    async fn request(
+        self,
+        url: &str,
+        file: &mut File,
+    ) -> Result<(reqwest::Response, u64), Failure> {
         let Pinned {
             transfer,
             cache,
             item,
         } = self;
-        let progress = transfer.progress;
         let mut have = file.metadata()?.len();
         if have > item.size {
             file.set_len(0)?;
@@ -486,26 +517,28 @@ impl Pinned<'_> {
             .send()
             .await
             .map_err(Failure::request)?;
-        let have = resume_point(&response, have, url, file, progress)?;
+        let have = resume_point(&response, have, url, file, transfer.progress)?;
         check_declared_size(&response, have, item)?;
         record_origin(cache, item, url, &response)?;
-        let sink = Sink::start(file.try_clone()?, have, self.decoding()?)?;
-        progress.start(&item.sha256, item.path.as_str(), item.size, have);
-        let (sink, stopped) = self.receive(response, sink, have).await?;
-        if let Some(failure) = stopped {
-            if matches!(failure, Failure::NextMirror { .. }) {
+        Ok((response, have))
+    }
+
+    /// The sink continuing the file after its first `have` bytes; `None`
+    /// when those kept bytes do not decode: they are dropped, and the same
+    /// mirror is asked again from the first byte (no fault of its own).
+    fn sink(self, url: &str, file: &File, have: u64) -> Result<Option<Sink>, Failure> {
+        match Sink::start(file.try_clone()?, have, self.decoding()?)? {
+            Started::Sink(sink) => Ok(Some(*sink)),
+            Started::KeptUndecodable(error) => {
                 file.set_len(0)?;
+                let note = format!(
+                    "{url}: the {have} bytes kept from an earlier download do not decode ({}); fetching the whole file",
+                    kpack_error::one_line(&error)
+                );
+                self.transfer.progress.note(&note);
+                Ok(None)
             }
-            return Err(failure);
         }
-        let written = sink.written();
-        if written < item.size {
-            return Err(Failure::Retry(AttemptError::EndedEarly {
-                written,
-                size: item.size,
-            }));
-        }
-        sink.complete(file, item)
     }
 
     /// Where a transport-encoded download decodes to, emptied for this
@@ -515,9 +548,11 @@ impl Pinned<'_> {
             return Ok(None);
         };
         let out = File::create(self.cache.decoded_partial(&self.item.sha256))?;
+        let kept = out.try_clone()?;
+        let out = std::io::BufWriter::with_capacity(1 << 18, out);
         Ok(Some(Decoding {
-            transport: transport.clone(),
-            out,
+            decoder: Decoder::new(transport, out).map_err(Failure::decode)?,
+            out: kept,
         }))
     }
 }
@@ -724,55 +759,66 @@ struct Sink {
     writer: HashingWriter<std::io::BufWriter<File>>,
     written_back: u64,
     decoder: Option<Decoder<std::io::BufWriter<File>>>,
+    /// The partial file and what it decodes to, emptied when the bytes
+    /// served are refused.
+    file: File,
+    decoded: Option<File>,
 }
 
-/// Where a transport-encoded download decodes to, and how.
+/// Where a transport-encoded download decodes to: its decoder, and the
+/// file it writes.
 struct Decoding {
-    transport: Transport,
+    decoder: Decoder<std::io::BufWriter<File>>,
     out: File,
+}
+
+/// A sink started, or the bytes kept from before that do not decode.
+enum Started {
+    Sink(Box<Sink>),
+    KeptUndecodable(DecodeError),
 }
 
 impl Sink {
     /// Continues `file` after its first `have` bytes (hashed and decoded,
     /// not rewritten); anything beyond them is cut.
-    fn start(mut file: File, have: u64, decoding: Option<Decoding>) -> Result<Sink, Failure> {
+    fn start(mut file: File, have: u64, decoding: Option<Decoding>) -> Result<Started, Failure> {
         file.set_len(have)?;
         file.seek(SeekFrom::Start(0))?;
-        let mut decoder = match decoding {
-            Some(Decoding { transport, out }) => {
-                let out = std::io::BufWriter::with_capacity(1 << 18, out);
-                Some(Decoder::new(&transport, out).map_err(Failure::decode)?)
-            }
-            None => None,
+        let (mut decoder, decoded) = match decoding {
+            Some(Decoding { decoder, out }) => (Some(decoder), Some(out)),
+            None => (None, None),
         };
         if let Some(decoder) = &mut decoder {
             let mut kept = file.try_clone()?.take(have);
             if let Err(error) = std::io::copy(&mut kept, decoder) {
-                return Err(Failure::decode(decoder.error(error)));
+                return match decoder.error(error) {
+                    DecodeError::Output(error) => Err(error.into()),
+                    error => Ok(Started::KeptUndecodable(error)),
+                };
             }
             file.seek(SeekFrom::Start(0))?;
         }
         // A clone shares the file's offset: reading the kept bytes through
         // it leaves the writer at `have`.
         let existing = file.try_clone()?.take(have);
+        let kept = file.try_clone()?;
         let buffered = std::io::BufWriter::with_capacity(1 << 18, file);
-        Ok(Sink {
+        Ok(Started::Sink(Box::new(Sink {
             writer: HashingWriter::resume(buffered, existing)?,
             written_back: have,
             decoder,
-        })
+            file: kept,
+            decoded,
+        })))
     }
 
+    /// Writes (and decodes) `chunk`; on a failure, the caller hands the
+    /// sink to [`reject`](Sink::reject).
     fn write(&mut self, chunk: &[u8]) -> Result<(), Failure> {
         self.writer.write_all(chunk)?;
         if let Some(decoder) = &mut self.decoder {
             if let Err(error) = decoder.write_all(chunk) {
-                // The bytes served do not decode: none of them is kept.
-                let failure = Failure::decode(decoder.error(error));
-                if matches!(failure, Failure::NextMirror { .. }) {
-                    self.writer.get_ref().get_ref().set_len(0)?;
-                }
-                return Err(failure);
+                return Err(Failure::decode(decoder.error(error)));
             }
         }
         let position = self.writer.size();
@@ -784,14 +830,50 @@ impl Sink {
         Ok(())
     }
 
-    /// Writes what arrives until the sender is done, then flushes.
+    /// What `failure` leaves: when the bytes served are refused (no retry
+    /// on this mirror), none of them is kept, buffered or written, nor
+    /// anything they decoded to; other failures keep what was written, for
+    /// a resume.
+    fn reject(self, failure: Failure) -> Failure {
+        if !matches!(failure, Failure::NextMirror { .. }) {
+            return failure;
+        }
+        match self.discard() {
+            Ok(()) => failure,
+            Err(error) => error.into(),
+        }
+    }
+
+    /// Drops the buffers unwritten and empties the partial file and what
+    /// it decoded to.
+    fn discard(self) -> std::io::Result<()> {
+        let Sink {
+            writer,
+            decoder,
+            file,
+            decoded,
+            ..
+        } = self;
+        let (_, _, buffered) = writer.finish();
+        drop(buffered.into_parts());
+        if let Some(decoder) = decoder {
+            drop(decoder.into_inner().into_parts());
+        }
+        file.set_len(0)?;
+        decoded.map_or(Ok(()), |decoded| decoded.set_len(0))
+    }
+
+    /// Writes what arrives until the sender is done, then flushes; a
+    /// refused chunk discards the sink.
     fn drain(
         mut self,
         mut batches: tokio::sync::mpsc::Receiver<Vec<bytes::Bytes>>,
     ) -> Result<Sink, Failure> {
         while let Some(batch) = batches.blocking_recv() {
             for chunk in &batch {
-                self.write(chunk)?;
+                if let Err(failure) = self.write(chunk) {
+                    return Err(self.reject(failure));
+                }
             }
         }
         self.writer.flush()?;
@@ -805,22 +887,30 @@ impl Sink {
 
     /// Checks the whole file against its pins: its hash, and for a
     /// transport-encoded file, what it decoded to (the end of its stream,
-    /// size and hash). A mismatch empties the partial file. The caller
-    /// syncs the file (or what it decoded to) and hands it to the cache.
-    fn complete(self, file: &File, item: &Wanted) -> Result<(), Failure> {
-        let (actual, _, _) = self.writer.finish();
-        check_pin(file, actual, item)?;
-        if let Some(decoder) = self.decoder {
-            let mut out = decoder.finish().map_err(|error| {
-                let failure = Failure::decode(error);
-                if matches!(failure, Failure::NextMirror { .. }) {
-                    let _ = file.set_len(0);
-                }
-                failure
-            })?;
-            out.flush()?;
+    /// size and hash). A mismatch empties the partial file and what it
+    /// decoded to. The caller syncs the file (or what it decoded to) and
+    /// hands it to the cache.
+    fn complete(mut self, item: &Wanted) -> Result<(), Failure> {
+        self.writer.flush()?;
+        let Sink {
+            writer,
+            decoder,
+            file,
+            decoded,
+            ..
+        } = self;
+        let (actual, _, _) = writer.finish();
+        let checked = check_pin(actual, item).and_then(|()| match decoder {
+            Some(decoder) => Ok(decoder.finish().map_err(Failure::decode)?.flush()?),
+            None => Ok(()),
+        });
+        if let Err(Failure::NextMirror { .. }) = &checked {
+            file.set_len(0)?;
+            if let Some(decoded) = decoded {
+                decoded.set_len(0)?;
+            }
         }
-        Ok(())
+        checked
     }
 }
 
@@ -855,11 +945,10 @@ impl Wanted {
     }
 }
 
-/// Checks the completed partial file's hash; a mismatch empties it. The
-/// caller syncs it and hands it to the cache.
-fn check_pin(file: &File, actual: Sha256, item: &Wanted) -> Result<(), Failure> {
+/// Checks the completed partial file's hash (the caller empties it on a
+/// mismatch).
+fn check_pin(actual: Sha256, item: &Wanted) -> Result<(), Failure> {
     if actual != item.sha256 {
-        file.set_len(0)?;
         return Err(Failure::integrity(AttemptError::WrongHash {
             actual,
             pinned: item.sha256,
@@ -871,33 +960,41 @@ fn check_pin(file: &File, actual: Sha256, item: &Wanted) -> Result<(), Failure> 
 
 impl Pinned<'_> {
     /// A file from a directory mirror, copied, hashed (and decoded) in one
-    /// pass.
+    /// pass; bytes refused are not kept.
     fn attempt_file(self, source: &Path, file: &mut File) -> Result<(), Failure> {
         let (item, progress) = (self.item, self.transfer.progress);
         let decoding = self.decoding()?;
         let mut source = open_mirror_file(source)?;
-        let mut sink = Sink::start(file.try_clone()?, 0, decoding)?;
+        // Nothing is kept from before: a directory mirror's copy is read whole.
+        let mut sink = match Sink::start(file.try_clone()?, 0, decoding)? {
+            Started::Sink(sink) => *sink,
+            Started::KeptUndecodable(error) => return Err(Failure::decode(error)),
+        };
         progress.start(&item.sha256, item.path.as_str(), item.size, 0);
         let mut buffer = vec![0u8; 1 << 18];
         let mut have = 0u64;
         loop {
-            let n = source.read(&mut buffer).map_err(Failure::unreadable)?;
+            let n = match source.read(&mut buffer) {
+                Ok(n) => n,
+                Err(error) => return Err(sink.reject(Failure::unreadable(error))),
+            };
             let Some(chunk) = buffer.get(..n).filter(|chunk| !chunk.is_empty()) else {
                 break;
             };
-            item.check_length(have + n as u64)?;
-            sink.write(chunk)?;
+            let written = item.check_length(have + n as u64);
+            if let Err(failure) = written.and_then(|()| sink.write(chunk)) {
+                return Err(sink.reject(failure));
+            }
             have += n as u64;
             progress.advance(&item.sha256, n as u64);
         }
-        sink.writer.flush()?;
         let size = sink.written();
         if size != item.size {
-            return Err(Failure::integrity(AttemptError::WrongSize {
+            return Err(sink.reject(Failure::integrity(AttemptError::WrongSize {
                 actual: size,
                 pinned: item.size,
-            }));
+            })));
         }
-        sink.complete(file, item)
+        sink.complete(item)
     }
 }

@@ -1,4 +1,6 @@
-//! Commands that only read the prefix never wait for its lock, and a
+//! Commands that only read the prefix never wait for its lock, readers of
+//! the stored root never pair it with another root's signature while an
+//! update replaces them, and a
 //! command that fails leaves nothing behind: not the prefix, not its
 //! `.kpack/`, not its lock; a cache or state directory that cannot be
 //! written exits 8 with a hint.
@@ -7,7 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::common::{output, success};
+use crate::common::hostile::publish_shards;
+use crate::common::{describe, output, success};
 use kpack_test_support::context::TestContext;
 
 const TARGET: &str = "gfx90a:xnack-";
@@ -174,4 +177,46 @@ fn a_failed_install_creates_no_prefix() {
     // What succeeds makes it.
     success(&mut context.kpack_get(&["--prefix", at, "--target", TARGET, "install", "rocm-rand"]));
     assert!(prefix.join(".kpack/installed.toml").is_file());
+}
+
+#[test]
+fn readers_never_pair_a_root_with_another_roots_signature() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let context = TestContext::private();
+    // The root and the shard, kept for the readers.
+    success(&mut context.kpack_get(&["info", "rocm-rand"]));
+    let done = AtomicBool::new(false);
+    let read = || {
+        (0..40)
+            .map(|_| output(&mut context.kpack_get(&["--offline", "info", "rocm-rand"])))
+            .filter(|out| !out.status.success())
+            .map(|out| describe(&out))
+            .collect::<Vec<String>>()
+    };
+    let (updates, failed) = std::thread::scope(|scope| {
+        let updater = scope.spawn(|| {
+            let mut updates = 0;
+            while !done.load(Ordering::SeqCst) {
+                // A new root (the next version), signed, then fetched.
+                publish_shards(&context.repo, &[]);
+                success(&mut context.kpack_get(&["update"]));
+                updates += 1;
+            }
+            updates
+        });
+        let readers: Vec<_> = (0..4).map(|_| scope.spawn(read)).collect();
+        let failed: Vec<String> = readers
+            .into_iter()
+            .flat_map(|reader| reader.join().unwrap())
+            .collect();
+        done.store(true, Ordering::SeqCst);
+        (updater.join().unwrap(), failed)
+    });
+    assert!(updates >= 10, "{updates} updates");
+    assert!(
+        failed.is_empty(),
+        "{} of 160 readers failed: {}",
+        failed.len(),
+        failed[0]
+    );
 }
