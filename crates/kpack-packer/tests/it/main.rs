@@ -14,6 +14,7 @@ mod fixtures;
 mod golden_readelf;
 mod hip_runtime;
 mod materialize;
+mod open_files;
 mod program_headers;
 mod pypi;
 mod rocrand;
