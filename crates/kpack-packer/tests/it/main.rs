@@ -25,4 +25,5 @@ mod tree;
 mod wheel;
 mod wheel_deflate;
 mod wheel_record;
+mod wheel_zip;
 mod windows;
