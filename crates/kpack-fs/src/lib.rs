@@ -151,6 +151,46 @@ impl AtomicFile {
     }
 }
 
+impl AtomicFile {
+    /// Closes the file, unfinished, to be reopened: for a writer with more
+    /// files under way than it may hold open. Writing resumes at the start
+    /// of the file; the caller keeps where it was.
+    pub fn close(self) -> ClosedAtomicFile {
+        let Self { temp, path } = self;
+        let (file, temp) = temp.into_parts();
+        drop(file);
+        ClosedAtomicFile { temp, path }
+    }
+}
+
+/// An [`AtomicFile`] closed while being written: its temporary file stays
+/// (and is removed when this is dropped) until it is reopened.
+#[derive(Debug)]
+pub struct ClosedAtomicFile {
+    temp: tempfile::TempPath,
+    path: PathBuf,
+}
+
+impl ClosedAtomicFile {
+    /// The destination.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the file again for writing, at its start.
+    pub fn reopen(self) -> Result<AtomicFile, PathError> {
+        let Self { temp, path } = self;
+        let file = fs::OpenOptions::new().read(true).write(true).open(&temp);
+        match file {
+            Ok(file) => Ok(AtomicFile {
+                temp: tempfile::NamedTempFile::from_parts(file.into_file(), temp),
+                path,
+            }),
+            Err(source) => Err(PathError { path, source }),
+        }
+    }
+}
+
 /// Write errors name the destination (the temporary file's name means
 /// nothing to anyone).
 impl Write for AtomicFile {
@@ -264,6 +304,29 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"old");
         let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn a_closed_file_reopens_keeps_its_bytes_and_its_mode_and_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.kpack");
+        let mut file = AtomicFile::with_mode(&path, 0o640).unwrap();
+        file.write_all(b"first ").unwrap();
+        let closed = file.close();
+        assert_eq!(closed.path(), path);
+        let mut file = closed.reopen().unwrap();
+        file.seek(SeekFrom::End(0)).unwrap();
+        file.write_all(b"second").unwrap();
+        file.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"first second");
+        assert_eq!(mode(&path), 0o640 & !umask());
+        // Dropped while closed, it leaves nothing behind.
+        drop(
+            AtomicFile::create(&dir.path().join("other"))
+                .unwrap()
+                .close(),
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -473,6 +473,13 @@ impl<W: Write + Seek> ArchiveWriter<W> {
         self.options.compression
     }
 
+    /// The sink, for a caller that closes and reopens the file under it
+    /// between code objects; what the writer wrote must stay in it, and
+    /// writing must go on where it stopped.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Adds a code object, compressing it on this thread.
     pub fn add(&mut self, binary: &BinaryKey, target: &Target, code_object: &[u8]) -> Result<()> {
         self.check_new_entry(binary, target)?;

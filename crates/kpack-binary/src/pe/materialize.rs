@@ -9,7 +9,9 @@
 //! - their data goes where the split took it from in the file (or after
 //!   every section's data, for a new section);
 //! - every wrapper becomes `HIPF`, points at its bundle and has
-//!   `reserved` 0; its base relocation already covers the pointer;
+//!   `reserved` 0; the base relocation that covers its pointer stays. An
+//!   image without one for a wrapper's pointer is refused before anything
+//!   is written, and the image written is read back to hold one for each;
 //! - the marker's section is left unnamed: its bytes stay, but the image
 //!   reads as a fat one to every reader, and a split of it writes a
 //!   marker of its own.
@@ -20,9 +22,10 @@ use std::io::{self, Read, Seek, Write};
 use kpack_hash::CountingWriter;
 use object::pe::{IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_READ};
 
-use super::image::{file_range, LE};
+use super::image::{file_range, Headers, LE};
 use super::layout::{next_rva, record_mut, section_header, Appended, Rewrite};
 use super::parse::SplitPe;
+use super::relocs::check_wrappers;
 use super::FATBIN_SECTION;
 use crate::error::PeError;
 use crate::stream::write_zeros;
@@ -51,6 +54,7 @@ impl MaterializePlan {
         bundle_lens: &BTreeMap<u32, u64>,
     ) -> Result<MaterializePlan, PeError> {
         let input = &split.headers;
+        check_wrappers(data, input, split.wrappers.iter().map(|w| w.rva))?;
         let in_place = FatbinLayout::plan(split.fatbin.rva, bundle_lens);
         let fits = in_place.len <= u64::from(split.fatbin.virtual_size);
         let fatbin = if fits {
@@ -161,6 +165,10 @@ impl MaterializePlan {
             record.pointer.set(LE, base + offset);
             record.reserved.set(LE, 0);
         }
+        // What a split of this image requires of it.
+        let written = Headers::read(out)?
+            .ok_or_else(|| PeError::Malformed("the image written is no PE image".into()))?;
+        check_wrappers(out, &written, split.wrappers.iter().map(|w| w.rva))?;
         self.rewrite.write_checksum(out)
     }
 }

@@ -10,6 +10,7 @@ use object::{LittleEndian, U16};
 
 use super::image::{record, records, Headers, LE};
 use crate::error::PeError;
+use crate::wrapper::POINTER_OFFSET;
 
 /// The `DIR64` base relocations of an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,4 +99,26 @@ impl BaseRelocations {
     pub fn covers(&self, rva: u32) -> bool {
         self.stripped || self.dir64.binary_search(&rva).is_ok()
     }
+}
+
+/// Checks that the loader fixes up the pointer of each wrapper (at its
+/// RVA, in section order) of `data`, whose headers are `headers`: a
+/// pointer without a `DIR64` base relocation is wrong wherever the image
+/// loads away from its preferred base, and a split refuses it.
+pub(super) fn check_wrappers(
+    data: &[u8],
+    headers: &Headers,
+    wrappers: impl IntoIterator<Item = u32>,
+) -> Result<(), PeError> {
+    let relocations = BaseRelocations::read(data, headers)?;
+    for (index, rva) in wrappers.into_iter().enumerate() {
+        if !relocations.covers(rva + POINTER_OFFSET as u32) {
+            return Err(PeError::BadWrapper {
+                index,
+                rva,
+                message: "its pointer has no DIR64 base relocation".into(),
+            });
+        }
+    }
+    Ok(())
 }

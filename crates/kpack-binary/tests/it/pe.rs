@@ -10,10 +10,12 @@ use kpack_binary::bundle::build::offload_bundle;
 use kpack_binary::image::{split_image, FatImage, MaterializePlan, SplitImage, SplitLayout};
 use kpack_binary::pe::build::{malformed, SyntheticDll};
 use kpack_binary::pe::{FatPe, SplitLayout as PeLayout, SplitPe, MARKER_SECTION};
+use kpack_binary::ImageError;
 use kpack_test_support::windows::Image;
 use kpack_test_support::{fixtures, tool};
 use object::pe::{
-    ImageDebugDirectory, IMAGE_DIRECTORY_ENTRY_DEBUG, IMAGE_DIRECTORY_ENTRY_SECURITY,
+    ImageDebugDirectory, IMAGE_DIRECTORY_ENTRY_BASERELOC, IMAGE_DIRECTORY_ENTRY_DEBUG,
+    IMAGE_DIRECTORY_ENTRY_SECURITY,
 };
 use object::read::pe::PeFile64;
 use object::LittleEndian;
@@ -364,4 +366,86 @@ fn the_fuzzers_findings_read_as_errors_or_images_without_a_panic() {
         read += 1;
     }
     assert!(read > 0, "no findings in {}", dir.display());
+}
+
+/// Where the `DIR64` base relocation of the 8 bytes at `rva` is in the
+/// image `data`: the file offset of its 2-byte entry.
+fn dir64_entry(data: &[u8], rva: u32) -> usize {
+    let pe = PeFile64::parse(data).unwrap();
+    let directory = pe.data_directory(IMAGE_DIRECTORY_ENTRY_BASERELOC).unwrap();
+    let (table, size) = directory.file_range(&pe.section_table()).unwrap();
+    let (mut at, end) = (table as usize, (table + size) as usize);
+    let word = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+    while at < end {
+        let (page, block_size) = (word(at), word(at + 4) as usize);
+        for entry in (at + 8..at + block_size).step_by(2) {
+            let value = u16::from_le_bytes([data[entry], data[entry + 1]]);
+            if value >> 12 == 10 && page + u32::from(value & 0xfff) == rva {
+                return entry;
+            }
+        }
+        at += block_size;
+    }
+    panic!("no DIR64 relocation at RVA {rva:#x}")
+}
+
+/// Materializes the split image `host` with `bundles`, by index.
+fn materialize(host: &[u8], bundles: &[Vec<u8>]) -> Result<Vec<u8>, ImageError> {
+    let split = SplitImage::parse(host)?.unwrap();
+    let lens = (0..bundles.len() as u32)
+        .map(|i| (i, bundles[i as usize].len() as u64))
+        .collect();
+    let plan = MaterializePlan::new(host, &split, &lens)?;
+    let mut out = Vec::new();
+    plan.write(&mut std::io::Cursor::new(host), &mut out, |index, out| {
+        out.write_all(&bundles[index as usize])
+    })
+    .unwrap();
+    plan.patch(&mut out, &split)?;
+    Ok(out)
+}
+
+/// Why materializing the split image `host` with `bundles` fails.
+fn refusal(host: &[u8], bundles: &[Vec<u8>]) -> String {
+    match materialize(host, bundles) {
+        Err(error) => error.to_string(),
+        Ok(fat) => panic!(
+            "materialized into an image a split refuses: {:?}",
+            FatPe::parse(&fat).err()
+        ),
+    }
+}
+
+#[test]
+fn a_split_image_whose_wrapper_pointer_is_not_relocated_is_refused_unmaterialized() {
+    let (dll, bundles) = dll(vec![0, 1, 2]);
+    let (host, _) = split_checked(&dll.bytes(&bundles));
+    let split = SplitPe::parse(&host).unwrap().unwrap();
+    let wrapper = split.wrappers[1].rva;
+    // Wrapper 1's pointer without its relocation (the entry made
+    // ABSOLUTE, padding), as fuzzed split images had it: its fat image
+    // would point at its bundle only at the preferred base, and a split
+    // of it refuses it.
+    let mut unrelocated = host.clone();
+    let entry = dir64_entry(&host, wrapper + 8);
+    unrelocated[entry + 1] &= 0x0f;
+    assert_eq!(
+        refusal(&unrelocated, &bundles),
+        format!("wrapper 1 at RVA {wrapper:#x}: its pointer has no DIR64 base relocation")
+    );
+    // The base relocation table moved into `.hip_fat`, which has no file
+    // data in a split image (the bundles would go over it).
+    let mut moved = host.clone();
+    let nt = u32::from_le_bytes(host[0x3c..0x40].try_into().unwrap()) as usize;
+    // The signature, the file header, the optional header up to its
+    // directories, then 8 bytes a directory.
+    let at = nt + 4 + 20 + 112 + 8 * IMAGE_DIRECTORY_ENTRY_BASERELOC;
+    moved[at..at + 4].copy_from_slice(&split.fatbin.rva.to_le_bytes());
+    let error = refusal(&moved, &bundles);
+    assert!(error.contains("is in no section's file data"), "{error}");
+    // Untouched, its fat image has the relocations (llvm-readobj says)
+    // and splits again.
+    let by_index = bundles.iter().cloned().enumerate();
+    let by_index = by_index.map(|(i, b)| (i as u32, b)).collect();
+    split_checked(&materialize_checked(&host, &by_index));
 }

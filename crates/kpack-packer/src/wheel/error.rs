@@ -37,6 +37,15 @@ pub enum WheelError {
     UnsafePath { member: String },
     #[error("{}: two members have the same name (readers would disagree on its content); refused", path.display())]
     DuplicateMember { path: PathBuf },
+    /// A member whose zip headers disagree, or whose data overlaps
+    /// another's: readers going by the central directory (Python's
+    /// `zipfile`) and by the local headers (streaming installers) would
+    /// read different bytes, or refuse it.
+    #[error("member {member:?}: {mismatch}; refused (zip readers would disagree on its content)")]
+    ZipMismatch {
+        member: String,
+        mismatch: super::local_headers::ZipMismatch,
+    },
     /// With strict RECORD checking: a member RECORD does not describe.
     #[error("member {member:?}: {problem}; refused (RECORD is checked strictly)")]
     Record {

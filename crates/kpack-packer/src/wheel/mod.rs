@@ -20,6 +20,7 @@ pub mod binaries;
 pub mod deflate;
 pub mod devices;
 pub mod error;
+pub mod local_headers;
 pub mod metadata;
 pub mod output;
 pub mod reader;

@@ -79,6 +79,7 @@ impl InputWheel {
                 path: path.to_owned(),
             });
         }
+        super::local_headers::check(&archive, path)?;
         let members = list_members(&archive, path)?;
         let dist_info = find_dist_info(&members, &file_name).map_err(not_a_wheel)?;
         let mut wheel = InputWheel {

@@ -7,10 +7,10 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+mod file;
+
 use std::path::{Path, PathBuf};
 
-use kpack_fs::AtomicFile;
 use rocm_kpack::{
     ArchiveOptions, ArchiveWriter, BinaryKey, CodeSource, Compression, Metadata, StoredBlob, Target,
 };
@@ -18,6 +18,7 @@ use rocm_kpack::{
 use crate::error::{Error, Result};
 use crate::pipeline::{self, MemoryBudget};
 use crate::spool::Spool;
+use file::ArchiveFile;
 use kpack_binary::bundle::{Bundle, CodeBytes};
 
 /// Placeholder the runtime expands to each compatible target.
@@ -152,48 +153,22 @@ pub fn write_processor_archives(
     )
 }
 
-/// An archive being written: its temporary file and what went in.
+/// Archives whose files stay open at once. Past it, the file of the one
+/// written longest ago is closed, and reopened when its next code object
+/// comes, so a split into thousands of archives needs few file handles.
+pub const MAX_OPEN_ARCHIVES: usize = 32;
+
+/// An archive being written: its file and what went in.
 #[derive(Debug)]
-struct Open {
+struct Writing {
     path: PathBuf,
-    writer: ArchiveWriter<BufWriter<ArchiveFile>>,
+    writer: ArchiveWriter<ArchiveFile>,
     code_objects: usize,
     /// Each distinct target added, with whether a binary's code (rather
     /// than a database file) came for it, in the order they came.
     seen: Vec<(Target, bool)>,
-}
-
-/// Where an archive is written: atomically into place (synced, renamed),
-/// or as a scratch file another step copies elsewhere (no sync).
-#[derive(Debug)]
-enum ArchiveFile {
-    Atomic(AtomicFile),
-    Scratch(fs_err::File),
-}
-
-impl Write for ArchiveFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            ArchiveFile::Atomic(file) => file.write(buf),
-            ArchiveFile::Scratch(file) => file.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            ArchiveFile::Atomic(file) => file.flush(),
-            ArchiveFile::Scratch(file) => file.flush(),
-        }
-    }
-}
-
-impl Seek for ArchiveFile {
-    fn seek(&mut self, position: SeekFrom) -> std::io::Result<u64> {
-        match self {
-            ArchiveFile::Atomic(file) => file.seek(position),
-            ArchiveFile::Scratch(file) => file.seek(position),
-        }
-    }
+    /// When it was last written to, while its file is open.
+    used: Option<u64>,
 }
 
 /// Writes one archive per processor or family into `dir`, each atomically,
@@ -248,7 +223,11 @@ pub struct ArchiveSet {
     grouping: Grouping,
     compression: Compression,
     budget: MemoryBudget,
-    open: BTreeMap<String, Open>,
+    archives: BTreeMap<String, Writing>,
+    /// The archives whose files are open, by when each was last written
+    /// to (`clock` counts the writes).
+    recent: BTreeMap<u64, String>,
+    clock: u64,
     /// Processors a binary's code came for, in any archive.
     with_code: HashSet<String>,
     scratch: bool,
@@ -264,7 +243,9 @@ impl ArchiveSet {
             grouping,
             compression,
             budget: MemoryBudget::DEFAULT,
-            open: BTreeMap::new(),
+            archives: BTreeMap::new(),
+            recent: BTreeMap::new(),
+            clock: 0,
             with_code: HashSet::new(),
             scratch: false,
         }
@@ -311,19 +292,14 @@ impl ArchiveSet {
     fn add_prepared(&mut self, prepared: Prepared) -> Result<()> {
         let mut stored = prepared.spool.into_reader()?;
         for (head, blob) in prepared.blobs {
-            let name = self.grouping.archive_key(&head.target);
-            if !self.open.contains_key(name) {
-                let file = ArchiveFile::create(&self.dir, &self.group, name, self.scratch)?;
-                let archive = Open::start(file, &self.group, name, self.compression)?;
-                self.open.insert(name.to_owned(), archive);
-            }
-            let Some(archive) = self.open.get_mut(name) else {
-                continue;
-            };
             let binary = head.binary.index().is_some();
             if binary {
                 self.with_code.insert(head.target.processor().to_owned());
             }
+            let name = self.grouping.archive_key(&head.target);
+            let Some(archive) = self.current(name)? else {
+                continue;
+            };
             if !archive.seen.contains(&(head.target.clone(), binary)) {
                 archive.seen.push((head.target.clone(), binary));
             }
@@ -339,10 +315,40 @@ impl ArchiveSet {
         Ok(())
     }
 
+    /// The archive of `name`, created when it is new, to be written to
+    /// next: its file open, and at most [`MAX_OPEN_ARCHIVES`] open, the
+    /// one written to longest ago closed first.
+    fn current(&mut self, name: &str) -> Result<Option<&mut Writing>> {
+        let open = self.archives.get(name).is_some_and(|a| a.used.is_some());
+        while !open && self.recent.len() >= MAX_OPEN_ARCHIVES {
+            let Some((_, oldest)) = self.recent.pop_first() else {
+                break;
+            };
+            if let Some(archive) = self.archives.get_mut(&oldest) {
+                archive.used = None;
+                archive.writer.get_mut().close()?;
+            }
+        }
+        if !self.archives.contains_key(name) {
+            let file = ArchiveFile::create(&self.dir, &self.group, name, self.scratch)?;
+            let archive = Writing::start(file, &self.group, name, self.compression)?;
+            self.archives.insert(name.to_owned(), archive);
+        }
+        self.clock += 1;
+        let Some(archive) = self.archives.get_mut(name) else {
+            return Ok(None);
+        };
+        if let Some(used) = archive.used.replace(self.clock) {
+            self.recent.remove(&used);
+        }
+        self.recent.insert(self.clock, name.to_owned());
+        Ok(Some(archive))
+    }
+
     /// Finishes every archive and renames it into place.
     pub fn finish(self) -> Result<Vec<WrittenArchive>> {
         let mut written = Vec::new();
-        for (_, mut archive) in self.open {
+        for (_, mut archive) in self.archives {
             let targets = listed_targets(&archive.seen, &self.with_code);
             archive.writer.set_arches(targets.clone())?;
             written.push(archive.finish(targets)?);
@@ -435,30 +441,7 @@ fn code_object_error(error: rocm_kpack::Error, binary: &BinaryKey, offset: usize
     }
 }
 
-impl ArchiveFile {
-    /// The file for the archive of `name` (a processor or family) in `dir`.
-    fn create(dir: &Path, group: &str, name: &str, scratch: bool) -> Result<(PathBuf, Self)> {
-        let path = dir.join(processor_archive_name(group, name));
-        let file = if scratch {
-            fs_err::create_dir_all(dir)?;
-            ArchiveFile::Scratch(fs_err::File::create(&path)?)
-        } else {
-            ArchiveFile::Atomic(AtomicFile::create(&path)?)
-        };
-        Ok((path, file))
-    }
-
-    /// Makes the finished file appear at its path.
-    fn commit(self) -> Result<()> {
-        match self {
-            ArchiveFile::Atomic(file) => file.commit()?,
-            ArchiveFile::Scratch(file) => drop(file),
-        }
-        Ok(())
-    }
-}
-
-impl Open {
+impl Writing {
     /// Starts writing the archive for `name` (a processor or family) into
     /// `file`; the targets it lists are set when it is finished.
     fn start(
@@ -466,31 +449,26 @@ impl Open {
         group: &str,
         name: &str,
         compression: Compression,
-    ) -> Result<Open> {
+    ) -> Result<Writing> {
         let options = ArchiveOptions {
             group: group.to_owned(),
             family: name.to_owned(),
             arches: Vec::new(),
             compression,
         };
-        let writer = ArchiveWriter::new(BufWriter::new(file), options)?;
-        Ok(Open {
+        let writer = ArchiveWriter::new(file, options)?;
+        Ok(Writing {
             path,
             writer,
             code_objects: 0,
             seen: Vec::new(),
+            used: None,
         })
     }
 
     /// Finishes the archive and renames it into place.
     fn finish(self, targets: Vec<Target>) -> Result<WrittenArchive> {
-        let temp = self
-            .writer
-            .finish()?
-            .into_inner()
-            // The buffer's last flush; its error names the archive.
-            .map_err(|e| Error::Io(e.into_error()))?;
-        temp.commit()?;
+        self.writer.finish()?.commit()?;
         let bytes = fs_err::metadata(&self.path)?.len();
         Ok(WrittenArchive {
             path: self.path,
