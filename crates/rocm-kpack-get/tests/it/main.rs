@@ -12,6 +12,7 @@ mod confinement;
 mod crash;
 mod detect;
 mod detect_explained;
+mod environment_files;
 mod errors;
 mod faults;
 mod first_hour;
