@@ -464,7 +464,6 @@ fn a_lock_left_open_to_others_is_made_private_by_the_first_command_that_opens_it
         &["list"][..],
         &["verify"],
         &["--target", TARGET, "check"],
-        &["--target", TARGET, "install", "--dry-run", "rocm-rand"],
     ] {
         fs_err::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
         output(env.command().arg("--no-progress").args(command));
