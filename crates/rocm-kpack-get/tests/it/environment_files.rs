@@ -42,6 +42,11 @@ fn site(python: &Path) -> PathBuf {
 /// `site` hostile as `how`; the other file is a good one.
 fn plant(site: &Path, file: &str, how: Hostile) -> PathBuf {
     let dist_info = site.join("hostile-1.0.dist-info");
+    // What the last case planted goes first: writing into its FIFO would
+    // wait for a reader.
+    if dist_info.exists() {
+        fs_err::remove_dir_all(&dist_info).unwrap();
+    }
     fs_err::create_dir_all(&dist_info).unwrap();
     fs_err::write(dist_info.join("METADATA"), METADATA).unwrap();
     fs_err::write(
