@@ -44,6 +44,9 @@ pub fn read_dist_info_file(path: &Path) -> Result<String, DistFileError> {
         path: path.to_owned(),
         source,
     };
+    // std's error keeps the raw errno that tells a link (ELOOP); every
+    // error made here names the path.
+    #[allow(clippy::disallowed_methods)]
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -114,7 +117,7 @@ mod tests {
         assert_eq!(read_dist_info_file(&good).unwrap(), "Name: demo\n");
 
         let link = dir.path().join("link");
-        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        fs_err::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         let fifo = dir.path().join("fifo");
         let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.

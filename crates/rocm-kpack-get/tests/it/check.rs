@@ -125,7 +125,7 @@ fn a_recorded_binary_that_is_no_longer_a_regular_file_is_reported() {
     let fifo = |path: &Path| {
         success(kpack_test_support::tool("mkfifo").arg(path));
     };
-    let link = |path: &Path| std::os::unix::fs::symlink(&copy, path).unwrap();
+    let link = |path: &Path| fs_err::os::unix::fs::symlink(&copy, path).unwrap();
     for (kind, make) in [
         ("a symbolic link", &link as &dyn Fn(&Path)),
         ("a FIFO", &fifo),

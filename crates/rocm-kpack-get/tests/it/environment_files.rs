@@ -59,7 +59,7 @@ fn plant(site: &Path, file: &str, how: Hostile) -> PathBuf {
     match how {
         Hostile::Fifo => success(kpack_test_support::tool("mkfifo").arg(&path)),
         Hostile::LinkToZero => {
-            std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+            fs_err::os::unix::fs::symlink("/dev/zero", &path).unwrap();
             String::new()
         }
         Hostile::Sparse => {

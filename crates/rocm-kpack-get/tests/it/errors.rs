@@ -460,11 +460,7 @@ fn a_lock_left_open_to_others_is_made_private_by_the_first_command_that_opens_it
     installed(&context);
     let lock = env.prefix.join(".kpack/.lock");
     let mode = |path: &Path| fs_err::metadata(path).unwrap().mode() & 0o777;
-    for command in [
-        &["list"][..],
-        &["verify"],
-        &["--target", TARGET, "check"],
-    ] {
+    for command in [&["list"][..], &["verify"], &["--target", TARGET, "check"]] {
         fs_err::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
         output(env.command().arg("--no-progress").args(command));
         assert_eq!(mode(&lock), 0o600, "after {command:?}");
