@@ -163,14 +163,7 @@ pub fn materialize_into(
     let archives = archives.archives();
     let map = map_input(input, path)?;
     let split = parse_split(&map, path)?;
-    let marker = Marker::parse(split.marker_bytes())?;
-    let host = split.host_triple();
-    let indices: BTreeSet<u32> = split.wrapper_bundles().into_iter().collect();
-    let mut planned = BTreeMap::new();
-    for index in indices {
-        let key = format!("{}#{index}", marker.kernel_name);
-        planned.insert(index, PlannedBundle::plan(host, archives, &key, targets)?);
-    }
+    let planned = plan_bundles(&split, archives, targets)?;
     let output_path = output.path;
     let written = |source| Error::WriteMaterialized {
         path: output_path.to_owned(),
@@ -198,6 +191,44 @@ pub fn materialize_into(
         .map_err(|source| materialize_error(path, source))?;
     out.flush().map_err(written)?;
     Ok(report(&split, &bundles.planned, archives, size))
+}
+
+/// The bytes the code objects put into the split binary `input`'s
+/// bundles decode to when it is materialized for `targets` from
+/// `archives`, every use of a TOC entry counted: what [`materialize_into`]
+/// would decode into it, found without writing anything, so that whoever
+/// materializes many binaries can bound them all before the first.
+pub fn planned_code_size(
+    input: &File,
+    path: &Path,
+    targets: &[Target],
+    archives: &BoundedArchives,
+) -> Result<u64> {
+    let map = map_input(input, path)?;
+    let split = parse_split(&map, path)?;
+    let planned = plan_bundles(&split, archives.archives(), targets)?;
+    Ok(planned
+        .values()
+        .flat_map(|bundle| &bundle.code)
+        .map(Kernel::size)
+        .fold(0, u64::saturating_add))
+}
+
+/// The bundle each wrapper of `split` gets, by bundle index.
+fn plan_bundles<'a>(
+    split: &SplitImage<'_>,
+    archives: &'a [Archive],
+    targets: &[Target],
+) -> Result<BTreeMap<u32, PlannedBundle<'a>>> {
+    let marker = Marker::parse(split.marker_bytes())?;
+    let host = split.host_triple();
+    let indices: BTreeSet<u32> = split.wrapper_bundles().into_iter().collect();
+    let mut planned = BTreeMap::new();
+    for index in indices {
+        let key = format!("{}#{index}", marker.kernel_name);
+        planned.insert(index, PlannedBundle::plan(host, archives, &key, targets)?);
+    }
+    Ok(planned)
 }
 
 /// The bundles the wrappers get, by bundle index: planned, and with

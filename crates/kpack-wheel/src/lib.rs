@@ -18,3 +18,8 @@ pub use filename::{FilenameProblem, InvalidFilename, VariantLabel, WheelFilename
 pub use metadata::{Metadata, MetadataEditor, MetadataError, RequiresDist};
 pub use names::{DistName, ExtraName, InvalidName};
 pub use record::{Record, RecordError, RecordHash, RecordProblem, RecordRow};
+
+/// The most bytes a `.dist-info`'s METADATA, WHEEL or RECORD may have,
+/// wherever it is read (a wheel's member, an installed file): each is
+/// read whole.
+pub const MAX_DIST_INFO_FILE_SIZE: u64 = 64 << 20;

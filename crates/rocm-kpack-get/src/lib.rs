@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod config;
+pub mod decode_budget;
 pub mod detect;
 pub mod install;
 pub mod layout;

@@ -21,7 +21,7 @@ use super::record::{self, hash_field, Recorded};
 
 /// The most bytes a METADATA, WHEEL or RECORD file may have: they are read
 /// whole.
-const SMALL_FILE_LIMIT: u64 = 64 * 1024 * 1024;
+const SMALL_FILE_LIMIT: u64 = kpack_wheel::MAX_DIST_INFO_FILE_SIZE;
 
 /// One file in the wheel (directory entries are left out).
 #[derive(Debug, Clone)]

@@ -32,10 +32,11 @@ pub struct EnvironmentCheck<'a> {
 impl EnvironmentCheck<'_> {
     /// Checks every distribution offering device extras for every GPU.
     pub fn run(&self) -> Result<CheckReport, CheckError> {
-        let installed = self.env.installed()?;
+        let environment = self.env.installed()?;
+        let installed = environment.dists;
         let loader = Loader::new(LoaderConfig::default());
         let mut findings = Vec::new();
-        let mut notes = Vec::new();
+        let mut notes = environment.skipped;
         let (mut hosts, mut split, mut fat) = (0, 0, 0);
         for dist in &installed {
             if device_extras(&dist.metadata.provides_extra).is_empty() {

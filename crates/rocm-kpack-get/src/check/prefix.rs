@@ -106,6 +106,20 @@ impl PackageCheck<'_> {
         let root = self.prefix.root;
         for file in self.package.files.iter().filter(|f| is_binary_candidate(f)) {
             let path = root.join(file.path.as_str());
+            if let Some(kind) = not_regular(&path) {
+                for gpu in self.prefix.gpus {
+                    tally.findings.push(Finding {
+                        path: Some(file.path.to_string()),
+                        reason: Reason::Unreadable,
+                        detail: format!(
+                            "installed as a regular file, now {kind}: its code cannot be checked"
+                        ),
+                        remedy: remedy(gpu),
+                        ..self.finding(gpu.clone())
+                    });
+                }
+                continue;
+            }
             let Some(check) = check_binary(loader, &path, root, self.prefix.gpus) else {
                 continue;
             };
@@ -254,6 +268,27 @@ impl PackageCheck<'_> {
 }
 
 /// A file that may be a binary: a regular file outside `.kpack/`.
+/// What the file at `path` is when it is there but no regular file (a
+/// link, a FIFO, a device, a directory or a socket put in place of one);
+/// `None` for a regular file or nothing.
+fn not_regular(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = fs_err::symlink_metadata(path).ok()?.file_type();
+    Some(if kind.is_file() {
+        return None;
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "a socket"
+    })
+}
+
 fn is_binary_candidate(file: &InstalledFile) -> bool {
     file.link.is_none() && !file.path.as_str().starts_with(ARCHIVE_DIR)
 }

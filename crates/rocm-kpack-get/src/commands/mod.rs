@@ -209,7 +209,8 @@ impl From<InstallError> for Failure {
             | InstallError::LinkRefused { .. }
             | InstallError::NotAnArchive { .. }
             | InstallError::TooLarge { .. }
-            | InstallError::DecodesPastLimit { .. } => (
+            | InstallError::DecodesPastLimit { .. }
+            | InstallError::OverBudget(_) => (
                 Exit::Verification,
                 Some("the package is unsafe or malformed; nothing was installed; report it to the repository's maintainers"),
             ),
@@ -386,7 +387,8 @@ impl Context {
 
     /// What a command that only reads the prefix (`list`, `verify`,
     /// `check`) says of a change: it takes no lock, so it never waits for
-    /// one and writes nothing, and it shows the state before a change
+    /// one and writes nothing (but the mode of a lock file left open to
+    /// others, made 0600 by its owner), and it shows the state before a change
     /// still under way or left unfinished ([`Prefix::change`]).
     pub fn read_state(&self, prefix: &Prefix) -> Result<PrefixChange, Failure> {
         let change = prefix.change()?;

@@ -7,13 +7,14 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use kpack_binary::materialize::{BoundedArchives, Destination};
+use kpack_binary::materialize::{planned_code_size, BoundedArchives, Destination};
 use kpack_binary::sniff::BinaryFormat;
 use kpack_fs::confined::ConfinedDir;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
 
 use super::stage::{StageDir, StagedFiles};
 use super::{InstallError, PackageInstall};
+use crate::decode_budget::DecodeBudget;
 
 /// Makes every split binary staged in `stage` fat for `package`'s targets
 /// and takes its archives out of `files`; `scratch` holds each binary
@@ -35,25 +36,62 @@ pub fn materialize_package(
             stage.dir.remove_file(Path::new(placed.as_str()))?;
         }
     }
-    let mut made = 0;
     let paths: Vec<RelativePath> = files
         .iter()
         .filter(|(_, file)| file.link.is_none())
         .map(|(path, _)| path.clone())
         .collect();
-    for (index, path) in paths.iter().enumerate() {
-        let Some((sha256, size)) =
-            materialize_one(package, stage, scratch, path, index, &archives)?
-        else {
-            continue;
-        };
+    let split = split_within_budget(package, stage, &paths, &archives)?;
+    for (index, path) in split.iter().enumerate() {
+        let (sha256, size) = materialize_one(package, stage, scratch, path, index, &archives)?;
         if let Some(file) = files.get_mut(path) {
             file.sha256 = Some(sha256);
             file.size = Some(size);
         }
-        made += 1;
     }
-    Ok(made)
+    Ok(split.len())
+}
+
+/// The split binaries among the staged `paths`, once the code all of them
+/// would decode from `archives` (every use of a TOC entry) is found within
+/// what the package's archives declare; refused past it, naming the
+/// package, before any is written.
+fn split_within_budget(
+    package: &PackageInstall,
+    stage: StageDir<'_>,
+    paths: &[RelativePath],
+    archives: &BoundedArchives,
+) -> Result<Vec<RelativePath>, InstallError> {
+    let kpacks = package
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == ArtifactKind::Kpack);
+    let limit = kpacks.fold(0, |sum: u64, a| sum.saturating_add(a.unpack_limit));
+    let mut budget = DecodeBudget::new(
+        package.name.to_string(),
+        limit,
+        "its archives declare (unpacked-size, or what is allowed to archives declaring none)",
+    );
+    let mut split = Vec::new();
+    for path in paths {
+        let shown = stage.prefix.join(path.as_str());
+        let failed = |source: kpack_binary::Error| InstallError::Materialize {
+            path: path.clone(),
+            source: Box::new(source),
+        };
+        let input = stage.dir.open_file(Path::new(path.as_str()))?;
+        if !is_binary(&input, &shown)?
+            || !kpack_binary::materialize::is_split(&input, &shown).map_err(failed)?
+        {
+            continue;
+        }
+        let targets = &package.targets;
+        let code = planned_code_size(&input, &shown, targets, archives).map_err(failed)?;
+        budget.add(code);
+        split.push(path.clone());
+    }
+    budget.check()?;
+    Ok(split)
 }
 
 /// The package's archives, from the download cache, where their hashes
@@ -70,9 +108,8 @@ fn open_archives(package: &PackageInstall) -> Result<BoundedArchives, InstallErr
     BoundedArchives::declared(archives).map_err(|e| InstallError::Io(std::io::Error::other(e)))
 }
 
-/// Makes the staged file `path` fat if it is a split binary: written into
-/// `scratch`, then renamed over it. Its new hash and size, or `None` when
-/// it is not a split binary.
+/// Makes the staged split binary `path` fat: written into `scratch`, then
+/// renamed over it. Its new hash and size.
 fn materialize_one(
     package: &PackageInstall,
     stage: StageDir<'_>,
@@ -80,7 +117,7 @@ fn materialize_one(
     path: &RelativePath,
     index: usize,
     archives: &BoundedArchives,
-) -> Result<Option<(Sha256, u64)>, InstallError> {
+) -> Result<(Sha256, u64), InstallError> {
     let at = Path::new(path.as_str());
     let shown = stage.prefix.join(path.as_str());
     let failed = |source: kpack_binary::Error| InstallError::Materialize {
@@ -88,11 +125,6 @@ fn materialize_one(
         source: Box::new(source),
     };
     let input = stage.dir.open_file(at)?;
-    if !is_binary(&input, &shown)?
-        || !kpack_binary::materialize::is_split(&input, &shown).map_err(failed)?
-    {
-        return Ok(None);
-    }
     let mode = input
         .metadata()
         .map_err(|source| InstallError::Write {
@@ -127,7 +159,7 @@ fn materialize_one(
     output.seek(SeekFrom::Start(0)).map_err(write)?;
     let hashed = Sha256::of_reader(&mut output).map_err(write)?;
     scratch.rename(&temporary, stage.dir, at)?;
-    Ok(Some(hashed))
+    Ok(hashed)
 }
 
 /// Whether `file` is in a binary format (a cheap test before parsing).

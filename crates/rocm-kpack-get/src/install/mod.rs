@@ -112,6 +112,10 @@ pub enum InstallError {
         limit: u64,
         declared: bool,
     },
+    /// The package's split binaries would decode more than its archives
+    /// declare, in all.
+    #[error(transparent)]
+    OverBudget(#[from] crate::decode_budget::OverBudget),
     /// A file-system operation in the prefix (the error names the path).
     #[error(transparent)]
     Confined(#[from] ConfinedError),
@@ -327,7 +331,7 @@ impl fmt::Display for Problem {
 
 /// Makes the lock file `file` (at `path`) readable and writable by its
 /// owner only, as lock files made before were not (0644).
-fn make_private(file: &File, path: &Path) -> Result<(), InstallError> {
+fn make_private(file: &File, path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let named = |source: std::io::Error| {
         std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
@@ -381,7 +385,8 @@ impl Prefix {
     }
 
     /// What a reader should know of a change, found without taking the
-    /// lock (so it never waits, and writes nothing): the lock's holder, as
+    /// lock (so it never waits, and writes nothing but a lock file's mode
+    /// left open to others): the lock's holder, as
     /// `/proc/locks` names it, and the journal. The record is replaced by
     /// a rename, so a reader reads it whole: the state before the change.
     pub fn change(&self) -> Result<PrefixChange, InstallError> {
@@ -389,7 +394,18 @@ impl Prefix {
             return Ok(PrefixChange::None);
         };
         let holder = match meta.open_file(Path::new(commit::LOCK)) {
-            Ok(file) => lock_holder::holder_of(&file),
+            Ok(file) => {
+                // The first open by any command closes a lock an older
+                // kpack-get left open to others (0644); only its owner may
+                // change its mode, and another reader goes on.
+                match make_private(&file, &self.paths.lock()) {
+                    Err(error) if error.kind() != std::io::ErrorKind::PermissionDenied => {
+                        return Err(error.into())
+                    }
+                    _ => {}
+                }
+                lock_holder::holder_of(&file)
+            }
             // No lock file, or one this user may not open: no change by
             // this user, and reading goes on.
             Err(error)

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use kpack_wheel::{DistName, Metadata, MetadataError};
 
+use super::dist_file::{read_dist_info_file, DistFileError};
 use super::PipError;
 
 /// What the interpreter is asked: its site directories and whether pip imports.
@@ -106,10 +107,11 @@ impl PythonEnvironment {
         })
     }
 
-    /// Every distribution installed in the site directories, by name order.
-    /// A `.dist-info` without a readable METADATA is an error naming it.
-    pub fn installed(&self) -> Result<Vec<InstalledDist>, PipError> {
-        let mut out = Vec::new();
+    /// Every distribution installed in the site directories, by name
+    /// order, and those skipped because their METADATA cannot be read as
+    /// such a file may be ([`read_dist_info_file`]).
+    pub fn installed(&self) -> Result<Installed, PipError> {
+        let mut out = Installed::default();
         for dir in &self.site_dirs {
             let entries = match fs_err::read_dir(dir) {
                 Ok(entries) => entries,
@@ -122,14 +124,29 @@ impl PythonEnvironment {
                     .file_name()
                     .and_then(|n| n.to_str())
                     .is_some_and(|n| n.ends_with(".dist-info"));
-                if is_dist_info && path.is_dir() {
-                    out.push(read_dist_info(&path)?);
+                if !(is_dist_info && path.is_dir()) {
+                    continue;
+                }
+                match read_dist_info(&path)? {
+                    Ok(dist) => out.dists.push(dist),
+                    Err(error) => out
+                        .skipped
+                        .push(format!("skipped {}: {error}", path.display())),
                 }
             }
         }
-        out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        out.dists
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         Ok(out)
     }
+}
+
+/// The distributions of an environment that can be read, and one line for
+/// each that cannot (`skipped DIR: why`).
+#[derive(Debug, Default)]
+pub struct Installed {
+    pub dists: Vec<InstalledDist>,
+    pub skipped: Vec<String>,
 }
 
 impl PythonEnvironment {
@@ -151,17 +168,22 @@ impl PythonEnvironment {
     }
 }
 
-fn read_dist_info(dir: &Path) -> Result<InstalledDist, PipError> {
+/// The distribution whose `.dist-info` is `dir`; an inner error when its
+/// METADATA is not a regular file within the cap, or cannot be read.
+fn read_dist_info(dir: &Path) -> Result<Result<InstalledDist, DistFileError>, PipError> {
     let path = dir.join("METADATA");
-    let text = fs_err::read_to_string(&path).map_err(PipError::Io)?;
+    let text = match read_dist_info_file(&path) {
+        Ok(text) => text,
+        Err(error) => return Ok(Err(error)),
+    };
     let metadata = Metadata::parse(&text).map_err(|source: MetadataError| PipError::Metadata {
         path: path.clone(),
         source,
     })?;
-    Ok(InstalledDist {
+    Ok(Ok(InstalledDist {
         metadata,
         dist_info: dir.to_owned(),
-    })
+    }))
 }
 
 impl PythonEnvironment {

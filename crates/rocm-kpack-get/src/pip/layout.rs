@@ -96,7 +96,8 @@ fn host_binaries(
     output: &dyn Output,
 ) -> Result<Vec<HostBinaries>, LayoutError> {
     let mut hosts = Vec::new();
-    for dist in env.installed()? {
+    // `pip sync` warned of the distributions skipped before installing.
+    for dist in env.installed()?.dists {
         if device_extras(&dist.metadata.provides_extra).is_empty() {
             continue;
         }

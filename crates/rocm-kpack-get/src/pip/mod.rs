@@ -9,6 +9,7 @@
 //! laid out for the environment's HIP runtime ([`layout`], with
 //! [`materialize`]).
 
+pub mod dist_file;
 pub mod environment;
 pub mod extras;
 pub mod installer;

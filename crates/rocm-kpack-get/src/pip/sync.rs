@@ -179,7 +179,10 @@ pub fn sync_environment(
     output: &dyn Output,
 ) -> Result<SyncOutcome, PipError> {
     let installed = env.installed()?;
-    let (missing, hosts) = missing(&installed, targets, all_targets, output);
+    for line in &installed.skipped {
+        output.warn(line);
+    }
+    let (missing, hosts) = missing(&installed.dists, targets, all_targets, output);
     let mut outcome = SyncOutcome {
         missing,
         hosts,

@@ -153,3 +153,97 @@ fn a_materialization_bomb_is_refused_in_the_fat_layout_by_its_declared_size() {
         );
     }
 }
+
+/// The split library `lib/librocrand.so.1.1` of rocm-rand's host tree.
+fn split_library(context: &TestContext) -> Vec<u8> {
+    let tree = fs_err::read(context.repo.dir.join(pool(crate::common::HOST_TREE))).unwrap();
+    let tar = zstd::decode_all(&tree[..]).unwrap();
+    let mut archive = tar::Archive::new(&tar[..]);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().display().to_string();
+        if path.ends_with("lib/librocrand.so.1.1") && entry.header().entry_type().is_file() {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+            return bytes;
+        }
+    }
+    panic!("no lib/librocrand.so.1.1 in the host tree");
+}
+
+/// Publishes `copies` 1.0.0 with the real `kpack-repo add`: a host tree of
+/// `count` copies of the split library (one marker, so one TOC key), and
+/// an archive whose TOC lists one code object of `size` bytes for TARGET,
+/// which `kpack-repo` declares honestly (`unpacked-size` = `size`).
+fn publish_copies(context: &TestContext, count: usize, size: u64) {
+    use crate::common::hostile::{tree, Entry};
+    let work = context.home().join("work");
+    fs_err::create_dir_all(&work).unwrap();
+    let library = split_library(context);
+    let mut entries = vec![Entry::dir("lib/")];
+    for index in 0..count {
+        entries.push(Entry::file(&format!("lib/copy-{index}.so"), &library).with_mode(0o755));
+    }
+    let host = work.join("copies-1.0.0-host.tar.zst");
+    fs_err::write(&host, tree(&entries)).unwrap();
+    let archive = zero_bomb_archive("lib/librocrand.so.1.1#0", &[TARGET], size);
+    fs_err::write(work.join("rocrand_gfx90a.kpack"), &archive).unwrap();
+    kpack_test_support::run(
+        Command::new(kpack_repo_exe())
+            .arg("add")
+            .arg(&context.repo.dir)
+            .args(["copies", "1.0.0"])
+            .arg("--no-transport-encoding")
+            .arg(&host)
+            .arg(work.join("rocrand_gfx90a.kpack"))
+            .arg("--key")
+            .arg(&context.repo.secret_key),
+    );
+}
+
+/// Copies of one split binary share one marker, so each materializes the
+/// same TOC entry: sixteen copies and a code object of 2 MiB, honestly
+/// declared, would write 32 MiB, sixteen times what the package declares.
+/// One budget per package: refused by name before anything is committed;
+/// the same package declaring what its sixteen binaries take installs.
+#[test]
+fn copies_of_one_split_binary_share_one_budget_in_the_fat_layout() {
+    const COPIES: usize = 16;
+    const CODE: u64 = 2 * MIB;
+    let context = TestContext::private();
+    publish_copies(&context, COPIES, CODE);
+    crate::common::success(&mut context.kpack_get(&["update"]));
+    let prefix = bookkept(&context);
+    let (run, _) = install_fat(&context, "copies");
+    let out = &run.output;
+    assert_eq!(run.killed, None, "{}", describe(out));
+    assert_eq!(out.status.code(), Some(5), "{}", describe(out));
+    let text = stderr(out);
+    let needed = (COPIES as u64 * CODE).to_string();
+    for mention in ["copies", "16 split binaries", &needed, &CODE.to_string()] {
+        assert!(text.contains(mention), "no {mention:?} in {text}");
+    }
+    assert_eq!(bookkept(&context), prefix, "the prefix changed");
+    assert!(!context.env.prefix.join(".kpack/staging").exists());
+
+    // Declaring what the sixteen take, the package is within its budget.
+    edit_published(&context.repo, "copies", |artifact| {
+        if artifact["kind"].as_str() == Some("kpack") {
+            artifact.insert(
+                "unpacked-size".into(),
+                ((COPIES as u64 * CODE) as i64).into(),
+            );
+        }
+    });
+    crate::common::success(&mut context.kpack_get(&["update"]));
+    let (run, _) = install_fat(&context, "copies");
+    assert!(run.output.status.success(), "{}", describe(&run.output));
+    for index in 0..COPIES {
+        let path = context.env.prefix.join(format!("lib/copy-{index}.so"));
+        assert_eq!(
+            crate::common::fat_targets(&path),
+            Some(vec![TARGET.to_owned()]),
+            "{path:?}"
+        );
+    }
+}

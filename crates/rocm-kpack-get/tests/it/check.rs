@@ -112,6 +112,40 @@ fn a_deleted_archive_is_missing_and_a_reinstall_brings_it_back() {
     success(&mut context.kpack_get(&args));
 }
 
+/// A recorded binary replaced by a link (to a good copy of itself, even)
+/// or a FIFO is reported by path, not skipped as a file that is no binary:
+/// check cannot vouch for code it does not read.
+#[test]
+fn a_recorded_binary_that_is_no_longer_a_regular_file_is_reported() {
+    let context = TestContext::new();
+    context.install_for(GFX90A);
+    let library = context.env.prefix.join(LIBRARY);
+    let copy = context.home().join("librocrand-copy.so");
+    fs_err::copy(&library, &copy).unwrap();
+    let fifo = |path: &Path| {
+        success(kpack_test_support::tool("mkfifo").arg(path));
+    };
+    let link = |path: &Path| fs_err::os::unix::fs::symlink(&copy, path).unwrap();
+    for (kind, make) in [
+        ("a symbolic link", &link as &dyn Fn(&Path)),
+        ("a FIFO", &fifo),
+    ] {
+        fs_err::remove_file(&library).unwrap();
+        make(&library);
+        let (found, code) =
+            report(&mut context.kpack_get(&["--target", GFX90A, "--json", "check"]));
+        assert_eq!(code, 9, "{kind}: {found:#}");
+        assert_eq!(found["served"], false, "{kind}: {found:#}");
+        let findings = found["findings"].as_array().unwrap();
+        assert!(
+            findings.iter().any(|f| f["path"] == LIBRARY
+                && f["reason"] == "unreadable"
+                && f["detail"].as_str().unwrap().contains(kind)),
+            "{kind}: {found:#}"
+        );
+    }
+}
+
 #[test]
 fn a_package_installed_for_another_gpu_is_the_wrong_device_package() {
     let context = TestContext::new();

@@ -449,6 +449,24 @@ fn the_lock_is_roots_own_and_another_user_cannot_hold_it() {
     success(&mut install(&context, &["--no-wait", "--target", TARGET]));
 }
 
+/// A lock file an older kpack-get left 0644 is made 0600 by the first
+/// command that opens it, one that only reads the prefix included: before,
+/// it stayed open to others until the next change.
+#[test]
+fn a_lock_left_open_to_others_is_made_private_by_the_first_command_that_opens_it() {
+    use std::os::unix::fs::MetadataExt;
+    let context = TestContext::new();
+    let env = &context.env;
+    installed(&context);
+    let lock = env.prefix.join(".kpack/.lock");
+    let mode = |path: &Path| fs_err::metadata(path).unwrap().mode() & 0o777;
+    for command in [&["list"][..], &["verify"], &["--target", TARGET, "check"]] {
+        fs_err::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
+        output(env.command().arg("--no-progress").args(command));
+        assert_eq!(mode(&lock), 0o600, "after {command:?}");
+    }
+}
+
 /// A busy prefix names the process holding its lock.
 #[test]
 fn a_busy_lock_names_its_holder() {

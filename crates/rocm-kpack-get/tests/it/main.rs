@@ -13,6 +13,7 @@ mod crash;
 mod detect;
 mod detect_explained;
 mod encoded_mirrors;
+mod environment_files;
 mod errors;
 mod faults;
 mod first_hour;

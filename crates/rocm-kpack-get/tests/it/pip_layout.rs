@@ -824,3 +824,115 @@ fn a_materialization_bomb_in_a_device_distribution_is_refused_by_sync() {
         );
     }
 }
+
+/// A host distribution `copies` of sixteen copies of the jax plugin's split
+/// `_prng.so` (one marker, so one TOC key), offering `device-gfx90a`, and
+/// its device distribution holding `rocm_gfx90a.kpack` beside them: an
+/// archive of a few KiB listing one code object of `size` bytes for
+/// gfx90a:xnack- under that key. Both installed by pip into a new venv;
+/// returns its python and site-packages.
+fn copies_installed(env: &Env, copies: usize, size: u64) -> (PathBuf, PathBuf) {
+    let jax = Jax::split(env.home.path());
+    let prng = &jax.host_files[&format!("{PACKAGE}/_prng.so")];
+    let split = match kpack_binary::sniff::sniff(prng, Path::new("_prng.so")).unwrap() {
+        kpack_binary::sniff::Sniffed::Split(split) => split,
+        _ => panic!("_prng.so is not split"),
+    };
+    let key = format!("{}#{}", split.marker.kernel_name, split.bundles[0]);
+    let links = env.home.path().join("copies-links");
+    fs_err::create_dir_all(&links).unwrap();
+    let files = (0..copies)
+        .map(|index| (format!("{PACKAGE}/copy_{index}.so"), prng.clone()))
+        .collect();
+    let headers = vec![
+        "Provides-Extra: device-gfx90a".to_owned(),
+        "Requires-Dist: copies-device-gfx90a==1.0; extra == \"device-gfx90a\"".to_owned(),
+    ];
+    build_wheel(
+        &links,
+        &WheelSpec {
+            name: "copies".into(),
+            version: "1.0".into(),
+            headers,
+            files,
+            ..WheelSpec::default()
+        },
+    );
+    let archive = kpack_test_support::zero_bomb_archive(&key, &["gfx90a:xnack-"], size);
+    build_wheel(
+        &links,
+        &WheelSpec {
+            name: "copies-device-gfx90a".into(),
+            version: "1.0".into(),
+            files: vec![(format!("{PACKAGE}/.kpack/rocm_gfx90a.kpack"), archive)],
+            ..WheelSpec::default()
+        },
+    );
+    let python = pip_venv(&env.home.path().join("copies-venv"));
+    success(
+        pip(&python)
+            .args(["install", "--quiet", "--no-index", "--find-links"])
+            .arg(&links)
+            .args(["copies", "copies-device-gfx90a"]),
+    );
+    let site = site(&python);
+    (python, site)
+}
+
+/// `kpack-get --target gfx90a:xnack- pip sync` of `python`'s venv.
+fn sync_copies(env: &Env, python: &Path) -> std::process::Output {
+    output(
+        kpack(env)
+            .args(["--target", "gfx90a:xnack-", "pip", "sync", "--python"])
+            .arg(python),
+    )
+}
+
+/// Copies of one split binary sharing a marker materialize one TOC entry
+/// each: one budget per distribution. An archive that declares no size may
+/// decode to 64 MiB: sixteen copies of a 2 MiB code object (32 MiB) are
+/// made fat; sixteen of an 8 MiB one (128 MiB, each alone within the
+/// allowance) are refused by name, and no file of the venv changes.
+#[test]
+fn copies_of_one_split_binary_share_one_budget_in_pip_sync() {
+    const MIB: u64 = 1 << 20;
+    const COPIES: usize = 16;
+    let context = TestContext::new();
+    let env = &context.env;
+    let (python, site) = copies_installed(env, COPIES, 2 * MIB);
+    let out = sync_copies(env, &python);
+    assert!(out.status.success(), "{}", crate::common::describe(&out));
+    for index in 0..COPIES {
+        let path = site.join(format!("{PACKAGE}/copy_{index}.so"));
+        assert_eq!(
+            fat_processors(&path),
+            Some(BTreeSet::from(["gfx90a".to_owned()])),
+            "{path:?}"
+        );
+    }
+
+    let archive = site.join(format!("{PACKAGE}/.kpack/rocm_gfx90a.kpack"));
+    let key = rocm_kpack::Archive::open(&archive)
+        .unwrap()
+        .binaries()
+        .next()
+        .unwrap()
+        .to_owned();
+    let larger = kpack_test_support::zero_bomb_archive(&key, &["gfx90a:xnack-"], 8 * MIB);
+    fs_err::remove_file(&archive).unwrap();
+    fs_err::write(&archive, &larger).unwrap();
+    let before = crate::common::snapshot(&site);
+    let out = sync_copies(env, &python);
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{text}");
+    let needed = (COPIES as u64 * 8 * MIB).to_string();
+    for mention in [
+        "copies",
+        "16 split binaries",
+        &needed,
+        &(64 * MIB).to_string(),
+    ] {
+        assert!(text.contains(mention), "no {mention:?} in {text}");
+    }
+    assert_eq!(crate::common::snapshot(&site), before, "the venv changed");
+}

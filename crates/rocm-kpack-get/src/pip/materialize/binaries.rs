@@ -15,6 +15,7 @@ use kpack_wheel::{DistName, Record};
 use rocm_kpack::Marker;
 
 use super::MaterializeError;
+use crate::pip::dist_file::{read_dist_info_file, DistFileError};
 use crate::pip::environment::InstalledDist;
 
 /// Where a host distribution keeps the originals of the binaries it
@@ -68,7 +69,8 @@ impl SplitBinary {
 
 impl HostBinaries {
     /// Reads `dist`'s RECORD and finds its split binaries. A distribution
-    /// without a RECORD has none.
+    /// without a RECORD has none; nor has one whose RECORD is not a regular
+    /// file within the cap, which is skipped with a line saying why.
     pub fn find(dist: &InstalledDist) -> Result<HostBinaries, MaterializeError> {
         let dist_info = dist.dist_info.clone();
         let site = dist_info.parent().unwrap_or(Path::new("/")).to_owned();
@@ -76,7 +78,6 @@ impl HostBinaries {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let record = read_record(&dist_info)?;
         let mut host = HostBinaries {
             name: dist.metadata.name.clone(),
             dist_info,
@@ -84,6 +85,13 @@ impl HostBinaries {
             record: Record::default(),
             binaries: Vec::new(),
             skipped: Vec::new(),
+        };
+        let record = match read_record(&host.dist_info)? {
+            Ok(record) => record,
+            Err(error) => {
+                host.skipped.push(format!("distribution skipped: {error}"));
+                return Ok(host);
+            }
         };
         for row in record.rows() {
             let Some(relative) = inside_site(&row.path) else {
@@ -130,15 +138,16 @@ impl HostBinaries {
     }
 }
 
-/// The distribution's RECORD; an empty one when it has none.
-fn read_record(dist_info: &Path) -> Result<Record, MaterializeError> {
+/// The distribution's RECORD; an empty one when it has none; an inner
+/// error when it is not a regular file within the cap, or cannot be read.
+fn read_record(dist_info: &Path) -> Result<Result<Record, DistFileError>, MaterializeError> {
     let path = dist_info.join("RECORD");
-    match fs_err::read_to_string(&path) {
-        Ok(text) => {
-            Record::parse(&text).map_err(|source| MaterializeError::Record { path, source })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
-        Err(e) => Err(MaterializeError::Io(e)),
+    match read_dist_info_file(&path) {
+        Ok(text) => Record::parse(&text)
+            .map(Ok)
+            .map_err(|source| MaterializeError::Record { path, source }),
+        Err(error) if error.is_not_found() => Ok(Ok(Record::default())),
+        Err(error) => Ok(Err(error)),
     }
 }
 

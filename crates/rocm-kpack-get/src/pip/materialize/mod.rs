@@ -29,17 +29,20 @@
 pub mod binaries;
 pub mod state;
 
+use std::collections::BTreeMap;
 use std::io::{Seek, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use kpack_binary::materialize::{
-    materialize_into, open_archives, ArchiveSource, BoundedArchives, BundleEncoding, Destination,
-    Materialized,
+    materialize_into, open_archives, planned_code_size, undeclared_limit, ArchiveSource,
+    BoundedArchives, BundleEncoding, Destination, Materialized, MIN_UNDECLARED_LIMIT,
+    UNDECLARED_RATIO,
 };
 use kpack_wheel::{RecordError, RecordHash};
 use rocm_kpack::{Loader, LoaderConfig, Target};
 
+use crate::decode_budget::{DecodeBudget, OverBudget};
 use crate::layout::Layout;
 pub use binaries::{HostBinaries, SplitBinary};
 use state::{ArchiveStamp, MaterializedBinary, State, STATE_FILE};
@@ -84,6 +87,10 @@ pub enum MaterializeError {
     /// Writing a file atomically failed.
     #[error(transparent)]
     Write(#[from] kpack_fs::PathError),
+    /// The distribution's binaries would decode more than its archives
+    /// are allowed, in all.
+    #[error(transparent)]
+    OverBudget(#[from] OverBudget),
     /// A file-system call failed; the error names the path.
     #[error(transparent)]
     Io(std::io::Error),
@@ -197,6 +204,7 @@ impl HostPlan {
         if !self.changes() {
             return Ok(());
         }
+        self.check_budget()?;
         fs_err::create_dir_all(&temporary).map_err(MaterializeError::Io)?;
         for plan in self
             .binaries
@@ -250,6 +258,52 @@ impl HostPlan {
         }
         self.write_state_and_record(&temporary)?;
         remove_leftovers(&temporary)
+    }
+
+    /// Whether the code every binary to materialize would decode (each use
+    /// of a TOC entry counted) is within what the archives they use are
+    /// allowed, each archive counted once; refused, naming the
+    /// distribution, before anything is written.
+    fn check_budget(&self) -> Result<(), MaterializeError> {
+        let mut allowed: BTreeMap<PathBuf, u64> = BTreeMap::new();
+        let mut codes = Vec::new();
+        for plan in &self.binaries {
+            let (Action::Materialize, Wanted::Fat { targets, .. }) = (plan.action, &plan.wanted)
+            else {
+                continue;
+            };
+            let binary = &plan.binary;
+            let packer = |source| MaterializeError::Packer {
+                path: binary.installed.clone(),
+                source: Box::new(source),
+            };
+            let archives = marker_archives(binary, targets).map_err(packer)?;
+            for archive in archives.archives() {
+                allowed.insert(
+                    archive.path().to_owned(),
+                    undeclared_limit(archive.file_size()),
+                );
+            }
+            let input = fs_err::File::open(binary.host_only()).map_err(MaterializeError::Io)?;
+            let code = planned_code_size(input.file(), &binary.installed, targets, &archives)
+                .map_err(packer)?;
+            codes.push(code);
+        }
+        let limit = allowed
+            .values()
+            .fold(0, |sum: u64, l| sum.saturating_add(*l));
+        let mut budget = DecodeBudget::new(
+            self.host.name.to_string(),
+            limit,
+            format!(
+                "allowed to the archives they use, which declare no size \
+                 ({UNDECLARED_RATIO} times the size of each, at least {MIN_UNDECLARED_LIMIT})"
+            ),
+        );
+        for code in codes {
+            budget.add(code);
+        }
+        Ok(budget.check()?)
     }
 
     /// Writes the state file, then RECORD listing it.
@@ -424,16 +478,7 @@ fn write_fat(
         source: Box::new(source),
     };
     let original = fs_err::File::open(&binary.kept).map_err(MaterializeError::Io)?;
-    // The installed path, not the kept one: the marker's archive paths are
-    // relative to where the binary is installed.
-    let archives = open_archives(
-        &binary.marker,
-        &binary.installed,
-        targets,
-        &ArchiveSource::Marker,
-    )
-    .and_then(BoundedArchives::undeclared)
-    .map_err(packer)?;
+    let archives = marker_archives(binary, targets).map_err(packer)?;
     let file = kpack_fs::AtomicFile::create_in_with_mode(
         &binary.installed,
         temporary,
@@ -460,6 +505,23 @@ fn write_fat(
     let (hash, size) = hashed.map_err(MaterializeError::Io)?;
     file.commit()?;
     Ok((hash, size, report))
+}
+
+/// The archives `binary`'s marker names for `targets`, each within what an
+/// archive that declares no size may decode to.
+fn marker_archives(
+    binary: &SplitBinary,
+    targets: &[Target],
+) -> Result<BoundedArchives, kpack_binary::Error> {
+    // The installed path, not the kept one: the marker's archive paths are
+    // relative to where the binary is installed.
+    open_archives(
+        &binary.marker,
+        &binary.installed,
+        targets,
+        &ArchiveSource::Marker,
+    )
+    .and_then(BoundedArchives::undeclared)
 }
 
 /// Puts `binary`'s kept original back: a hard link to it in `temporary`,
