@@ -48,6 +48,10 @@ pub fn run_watched_on_disk(
     disk: Option<DiskWatch<'_>>,
 ) -> Measured {
     let started = Instant::now();
+    // The rusage peak of a child counts the pages it shared with this
+    // process until its exec: more than its own when this process is the
+    // larger.
+    let inherited = status_kib("self", "VmRSS:") * 1024;
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -66,10 +70,12 @@ pub fn run_watched_on_disk(
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
     let mut killed = None;
     let mut peak_disk = 0;
+    let mut watched_peak = 0;
     let (status, rusage) = loop {
         if let Some(done) = reap(pid, libc::WNOHANG) {
             break done;
         }
+        watched_peak = watched_peak.max(status_kib(&pid.to_string(), "VmHWM:") * 1024);
         if killed.is_none() {
             let rss = resident(pid);
             let used = disk.map_or(0, |watch| disk_use(watch.dir));
@@ -98,8 +104,7 @@ pub fn run_watched_on_disk(
             stdout: stdout.join().unwrap(),
             stderr: stderr.join().unwrap(),
         },
-        // Linux reports ru_maxrss in KiB.
-        peak_rss: u64::try_from(rusage.ru_maxrss).unwrap_or(0) * 1024,
+        peak_rss: own_peak(&rusage, inherited, watched_peak),
         elapsed,
         killed,
         peak_disk,
@@ -135,17 +140,35 @@ fn reap(pid: libc::pid_t, flags: libc::c_int) -> Option<(ExitStatus, libc::rusag
     (reaped == pid).then(|| (ExitStatus::from_raw(status), rusage))
 }
 
+/// The child's own peak: the rusage peak (Linux reports it in KiB) when
+/// it passed what the child inherited at its start, so that it is the
+/// child's; else the highest peak its own `/proc` status showed while it
+/// was watched.
+fn own_peak(rusage: &libc::rusage, inherited: u64, watched: u64) -> u64 {
+    let reported = u64::try_from(rusage.ru_maxrss).unwrap_or(0) * 1024;
+    if reported > inherited {
+        reported
+    } else {
+        watched
+    }
+}
+
 /// The current resident set size of `pid` in bytes (0 once it is gone).
 fn resident(pid: libc::pid_t) -> u64 {
-    let Ok(status) = fs_err::read_to_string(format!("/proc/{pid}/status")) else {
+    status_kib(&pid.to_string(), "VmRSS:") * 1024
+}
+
+/// A `kB` field of `/proc/<process>/status` (0 when it cannot be read).
+fn status_kib(process: &str, field: &str) -> u64 {
+    let Ok(status) = fs_err::read_to_string(format!("/proc/{process}/status")) else {
         return 0;
     };
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|value| value.trim().strip_suffix("kB"))
         .and_then(|kib| kib.trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
+        .unwrap_or(0)
 }
 
 /// Makes `command` run with at most `soft` open files (its soft
