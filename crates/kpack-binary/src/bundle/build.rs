@@ -173,3 +173,67 @@ pub fn big_library_assembly(dir: &std::path::Path) -> std::io::Result<std::path:
     fs_err::write(&source, assembly)?;
     Ok(source)
 }
+
+/// A bundle of `count` entries, each for its own made-up processor
+/// (`gfx<N>`) with a few bytes of code: the shape of a bundle with very
+/// many entries.
+pub fn many_entry_bundle(count: usize) -> Vec<u8> {
+    let triples: Vec<String> = (0..count)
+        .map(|n| format!("hipv4-amdgcn-amd-amdhsa--gfx{n}"))
+        .collect();
+    let codes: Vec<[u8; 4]> = (0..count as u32).map(u32::to_le_bytes).collect();
+    let entries: Vec<(&str, &[u8])> = triples
+        .iter()
+        .zip(&codes)
+        .map(|(triple, code)| (triple.as_str(), &code[..]))
+        .collect();
+    offload_bundle(&entries)
+}
+
+/// The `.hip_fatbin` section of `bundles` small bundles back to back, each
+/// at an 8-byte boundary, with every bundle's offset in it.
+pub fn small_bundles(bundles: usize) -> (Vec<u8>, Vec<u64>) {
+    let mut section = Vec::new();
+    let mut offsets = Vec::with_capacity(bundles);
+    for n in 0..bundles {
+        section.resize(section.len().next_multiple_of(8), 0);
+        offsets.push(section.len() as u64);
+        let code = (n as u64).to_le_bytes();
+        section.extend(offload_bundle(&[(
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            &code,
+        )]));
+    }
+    (section, offsets)
+}
+
+/// Writes into `dir` the assembly of a library whose `.hip_fatbin` holds
+/// [`small_bundles`]`(bundles)` and whose `.hipFatBinSegment` holds
+/// `wrappers` wrappers, wrapper N pointing at bundle `N % bundles`;
+/// returns the `.s` file, which `cc -shared` links.
+pub fn many_wrappers_assembly(
+    dir: &std::path::Path,
+    bundles: usize,
+    wrappers: usize,
+) -> std::io::Result<std::path::PathBuf> {
+    use std::fmt::Write as _;
+    let (section, offsets) = small_bundles(bundles);
+    let fatbin = dir.join("fatbin.bin");
+    fs_err::write(&fatbin, section)?;
+    let mut assembly = format!(
+        ".section .hip_fatbin,\"a\",@progbits\n.p2align 12\n.Lfat:\n.incbin \"{}\"\n\
+         .section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n",
+        fatbin.display()
+    );
+    for n in 0..wrappers {
+        let offset = offsets[n % bundles];
+        let _ = writeln!(
+            assembly,
+            ".long 0x48495046\n.long 1\n.quad .Lfat+{offset}\n.quad 0"
+        );
+    }
+    assembly.push_str(".section .note.GNU-stack,\"\",@progbits\n");
+    let source = dir.join("wrappers.s");
+    fs_err::write(&source, assembly)?;
+    Ok(source)
+}

@@ -9,6 +9,7 @@ mod compress;
 mod offload;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io::{BufRead, Read};
 
 use kpack_gpu::Target;
@@ -331,20 +332,42 @@ fn skip_zeros(reader: &mut impl BufRead, offset: usize) -> Result<u64, BundleErr
 }
 
 /// A wrapper selects a bundle and the runtime a target within it, so one
-/// bundle cannot hold two code objects for the same target.
+/// bundle cannot hold two code objects for the same target. Checked with a
+/// set: one look per entry, however many a bundle has.
 fn check_unique_targets(bundle: &Bundle<'_>) -> Result<(), BundleError> {
-    for (i, code_object) in bundle.entries.iter().enumerate() {
-        if bundle.entries[..i]
-            .iter()
-            .any(|c| c.target == code_object.target)
-        {
-            return Err(BundleError::DuplicateTarget {
-                offset: bundle.offset,
-                target: code_object.target.to_string(),
-            });
-        }
+    let mut seen = HashSet::with_capacity(bundle.entries.len());
+    match bundle.entries.iter().find(|c| !seen.insert(&c.target)) {
+        Some(code_object) => Err(BundleError::DuplicateTarget {
+            offset: bundle.offset,
+            target: code_object.target.to_string(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Index of the bundle starting at `offset` in the section, found by
+/// binary search: `bundles` are in section order, so their offsets rise.
+pub fn bundle_starting_at(bundles: &[Bundle<'_>], offset: u64) -> Option<usize> {
+    bundles
+        .binary_search_by_key(&offset, |b| b.offset as u64)
+        .ok()
+}
+
+/// Where the bundles start, for a message about a wrapper that points
+/// elsewhere: the first few, and how many more (a section may hold
+/// hundreds of thousands).
+pub fn describe_starts(bundles: &[Bundle<'_>], base: u64) -> String {
+    const SHOWN: usize = 8;
+    let mut text = bundles
+        .iter()
+        .take(SHOWN)
+        .map(|b| format!("{:#x}", base + b.offset as u64))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if bundles.len() > SHOWN {
+        text.push_str(&format!(" and {} more", bundles.len() - SHOWN));
+    }
+    text
 }
 
 #[cfg(test)]
