@@ -135,22 +135,8 @@ impl<'a> Bundle<'a> {
         }
         let located = ccob::Located::find(self.bytes, self.offset)?;
         let mut decoded = located.decode(self.offset)?;
-        if !in_stream_order(&self.entries) {
-            // Overlapping or out of order: clang never writes such a
-            // bundle, so reading it whole is fine.
-            let mut whole = Vec::new();
-            decoded
-                .read_to_end(&mut whole)
-                .map_err(|e| ccob::bundle_error(e, self.offset))?;
-            decoded.finish()?;
-            for info in &self.entries {
-                let bytes = whole
-                    .get(info.offset as usize..(info.offset + info.size) as usize)
-                    .unwrap_or_default();
-                each(info, CodeBytes::Reader(&mut &bytes[..]))?;
-            }
-            return Ok(());
-        }
+        // Refused when parsed; checked again so no bundle is read whole.
+        check_stream_order(&self.entries, self.offset)?;
         for info in &self.entries {
             let gap = info.offset - decoded.position();
             skip(&mut decoded, gap, self.offset)?;
@@ -206,15 +192,23 @@ impl<'a> Bundle<'a> {
     }
 }
 
-/// Whether the code objects lie one after another in entry order, so that
-/// one pass over a stream reads them all.
-fn in_stream_order(entries: &[CodeObjectInfo]) -> bool {
+/// Checks that the code objects of a compressed bundle lie one after
+/// another in entry order, so one pass over its stream reads them all and
+/// none is held whole. Clang never writes them otherwise.
+fn check_stream_order(entries: &[CodeObjectInfo], offset: usize) -> Result<(), BundleError> {
     let mut at = 0;
-    entries.iter().all(|info| {
-        let ok = info.offset >= at;
+    for (entry, info) in entries.iter().enumerate() {
+        if info.offset < at {
+            return Err(BundleError::CcobEntriesOutOfOrder {
+                offset,
+                entry,
+                start: info.offset,
+                previous_end: at,
+            });
+        }
         at = info.offset.saturating_add(info.size);
-        ok
-    })
+    }
+    Ok(())
 }
 
 /// Reads and drops `count` bytes.
@@ -252,6 +246,7 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, BundleError> {
         } else if rest.starts_with(ccob::CCOB_MAGIC) {
             let located = ccob::Located::find(rest, at)?;
             let entries = inner_entries(&located, at)?;
+            check_stream_order(&entries, at)?;
             Bundle {
                 offset: at,
                 len: located.len(),

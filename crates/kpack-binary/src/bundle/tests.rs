@@ -387,3 +387,56 @@ fn bundles_are_found_by_where_they_start() {
     assert!(described.ends_with(" and 992 more"), "{described}");
 }
 
+/// An offload bundle whose entry table lists `entries` (triple, offset,
+/// size) after a host entry, followed by `data_len` bytes of code.
+fn crafted_bundle(entries: &[(&str, u64, u64)], data_len: usize) -> Vec<u8> {
+    let host = "host-x86_64-unknown-linux-gnu-";
+    let mut table = vec![(host, 0, 0)];
+    table.extend_from_slice(entries);
+    let mut bundle = offload::encode_header(&table);
+    bundle.resize(bundle.len() + data_len, 0x5a);
+    bundle
+}
+
+#[test]
+fn a_ccob_with_code_objects_out_of_order_or_overlapping_is_refused_unread() {
+    let header = offload::header_len(
+        [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ]
+        .into_iter(),
+    );
+    let out_of_order = crafted_bundle(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", header + 100, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", header, 100),
+        ],
+        200,
+    );
+    let overlapping = crafted_bundle(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", header, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", header + 50, 100),
+        ],
+        150,
+    );
+    // Uncompressed, such a bundle is read in place and stays readable.
+    assert_eq!(read_all(&out_of_order).unwrap()[0].len(), 2);
+    for (inner, start) in [(out_of_order, header), (overlapping, header + 50)] {
+        let mut section = vec![0u8; 64];
+        section.extend(ccob(&inner, 3, CcobMethod::Zstd));
+        let error = parse_fatbin(&section).unwrap_err();
+        assert_eq!(
+            error,
+            BundleError::CcobEntriesOutOfOrder {
+                offset: 64,
+                entry: 1,
+                start,
+                previous_end: header + 200 - if start == header { 0 } else { 100 },
+            }
+        );
+        assert!(error.to_string().starts_with("offset 64: "), "{error}");
+    }
+}
