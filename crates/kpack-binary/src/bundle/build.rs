@@ -29,6 +29,39 @@ pub fn offload_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// An offload bundle whose entry table lists a host entry and then
+/// `entries` (triple, offset, size) exactly as given, followed by
+/// `data_len` bytes of code: for shapes clang never writes (code objects
+/// out of order or overlapping).
+pub fn offload_bundle_as_listed(entries: &[(&str, u64, u64)], data_len: usize) -> Vec<u8> {
+    let mut table = vec![("host-x86_64-unknown-linux-gnu-", 0, 0)];
+    table.extend_from_slice(entries);
+    let mut bundle = offload::encode_header(&table);
+    bundle.resize(bundle.len() + data_len, 0x5a);
+    bundle
+}
+
+/// A compressed bundle (CCOB v3, zstd) holding a bundle whose second code
+/// object (gfx1100) lies before its first (gfx90a).
+pub fn out_of_order_ccob() -> Vec<u8> {
+    let first = offload::header_len(
+        [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ]
+        .into_iter(),
+    );
+    let inner = offload_bundle_as_listed(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", first + 100, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", first, 100),
+        ],
+        200,
+    );
+    ccob(&inner, 3, CcobMethod::Zstd)
+}
+
 /// A compressed bundle of `inner` with the given header version and method.
 pub fn ccob(inner: &[u8], version: u16, method: CcobMethod) -> Vec<u8> {
     ccob_streamed(version, method, inner.len() as u64, |out| {

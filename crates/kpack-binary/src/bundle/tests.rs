@@ -387,17 +387,6 @@ fn bundles_are_found_by_where_they_start() {
     assert!(described.ends_with(" and 992 more"), "{described}");
 }
 
-/// An offload bundle whose entry table lists `entries` (triple, offset,
-/// size) after a host entry, followed by `data_len` bytes of code.
-fn crafted_bundle(entries: &[(&str, u64, u64)], data_len: usize) -> Vec<u8> {
-    let host = "host-x86_64-unknown-linux-gnu-";
-    let mut table = vec![(host, 0, 0)];
-    table.extend_from_slice(entries);
-    let mut bundle = offload::encode_header(&table);
-    bundle.resize(bundle.len() + data_len, 0x5a);
-    bundle
-}
-
 #[test]
 fn a_ccob_with_code_objects_out_of_order_or_overlapping_is_refused_unread() {
     let header = offload::header_len(
@@ -408,14 +397,14 @@ fn a_ccob_with_code_objects_out_of_order_or_overlapping_is_refused_unread() {
         ]
         .into_iter(),
     );
-    let out_of_order = crafted_bundle(
+    let out_of_order = super::build::offload_bundle_as_listed(
         &[
             ("hipv4-amdgcn-amd-amdhsa--gfx90a", header + 100, 100),
             ("hipv4-amdgcn-amd-amdhsa--gfx1100", header, 100),
         ],
         200,
     );
-    let overlapping = crafted_bundle(
+    let overlapping = super::build::offload_bundle_as_listed(
         &[
             ("hipv4-amdgcn-amd-amdhsa--gfx90a", header, 100),
             ("hipv4-amdgcn-amd-amdhsa--gfx1100", header + 50, 100),
@@ -424,6 +413,15 @@ fn a_ccob_with_code_objects_out_of_order_or_overlapping_is_refused_unread() {
     );
     // Uncompressed, such a bundle is read in place and stays readable.
     assert_eq!(read_all(&out_of_order).unwrap()[0].len(), 2);
+    assert_eq!(
+        parse_fatbin(&super::build::out_of_order_ccob()).unwrap_err(),
+        BundleError::CcobEntriesOutOfOrder {
+            offset: 0,
+            entry: 1,
+            start: header,
+            previous_end: header + 200,
+        }
+    );
     for (inner, start) in [(out_of_order, header), (overlapping, header + 50)] {
         let mut section = vec![0u8; 64];
         section.extend(ccob(&inner, 3, CcobMethod::Zstd));
