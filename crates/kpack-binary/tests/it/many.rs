@@ -1,11 +1,14 @@
 //! Binaries with very many wrappers and bundles: each wrapper's bundle is
 //! found by binary search over the bundles' offsets, in ELF files and PE
-//! images alike (timed by `benches/parse.rs`).
+//! images alike (timed by `benches/parse.rs`); the fuzz seeds of a bundle
+//! of many entries and of a compressed bundle out of order.
 
 use kpack_binary::bundle::build::{many_wrappers_assembly, small_bundles};
+use kpack_binary::bundle::parse_fatbin;
 use kpack_binary::elf::FatElf;
 use kpack_binary::pe::build::SyntheticDll;
 use kpack_binary::pe::FatPe;
+use kpack_binary::BundleError;
 use kpack_test_support::{run, tool};
 
 const BUNDLES: usize = 5_000;
@@ -47,4 +50,29 @@ fn every_wrapper_of_a_pe_image_with_many_finds_its_bundle() {
     assert_eq!(fat.bundles.len(), BUNDLES);
     let found: Vec<usize> = fat.wrappers.iter().map(|w| w.bundle).collect();
     assert_eq!(found, dll.wrappers);
+}
+
+/// The fuzz seed `name` of the `bundle` target.
+fn bundle_seed(name: &str) -> Vec<u8> {
+    fs_err::read(
+        kpack_test_support::workspace()
+            .join("fuzz/corpus/bundle")
+            .join(name),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_fuzz_seeds_of_these_shapes_read_as_they_should() {
+    let many = bundle_seed("seed-many-entries.fatbin");
+    assert_eq!(parse_fatbin(&many).unwrap()[0].entries.len(), 500);
+    let out_of_order = bundle_seed("seed-ccob-out-of-order.fatbin");
+    assert!(matches!(
+        parse_fatbin(&out_of_order),
+        Err(BundleError::CcobEntriesOutOfOrder {
+            offset: 0,
+            entry: 1,
+            ..
+        })
+    ));
 }
