@@ -56,6 +56,13 @@ pub enum BundleError {
         expected: u64,
         actual: u64,
     },
+    #[error("offset {offset}: compressed bundle code object {entry} starts at {start}, before the one ahead of it ends ({previous_end}); clang writes them in order, without overlap, and such a bundle is refused rather than decompressed whole")]
+    CcobEntriesOutOfOrder {
+        offset: usize,
+        entry: usize,
+        start: u64,
+        previous_end: u64,
+    },
     #[error("offset {offset}: compressed bundle hash {actual:#018x} does not match the header's {expected:#018x}")]
     CcobHash {
         offset: usize,

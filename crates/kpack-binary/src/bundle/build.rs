@@ -29,6 +29,39 @@ pub fn offload_bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// An offload bundle whose entry table lists a host entry and then
+/// `entries` (triple, offset, size) exactly as given, followed by
+/// `data_len` bytes of code: for shapes clang never writes (code objects
+/// out of order or overlapping).
+pub fn offload_bundle_as_listed(entries: &[(&str, u64, u64)], data_len: usize) -> Vec<u8> {
+    let mut table = vec![("host-x86_64-unknown-linux-gnu-", 0, 0)];
+    table.extend_from_slice(entries);
+    let mut bundle = offload::encode_header(&table);
+    bundle.resize(bundle.len() + data_len, 0x5a);
+    bundle
+}
+
+/// A compressed bundle (CCOB v3, zstd) holding a bundle whose second code
+/// object (gfx1100) lies before its first (gfx90a).
+pub fn out_of_order_ccob() -> Vec<u8> {
+    let first = offload::header_len(
+        [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ]
+        .into_iter(),
+    );
+    let inner = offload_bundle_as_listed(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", first + 100, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", first, 100),
+        ],
+        200,
+    );
+    ccob(&inner, 3, CcobMethod::Zstd)
+}
+
 /// A compressed bundle of `inner` with the given header version and method.
 pub fn ccob(inner: &[u8], version: u16, method: CcobMethod) -> Vec<u8> {
     ccob_streamed(version, method, inner.len() as u64, |out| {
@@ -170,6 +203,70 @@ pub fn big_library_assembly(dir: &std::path::Path) -> std::io::Result<std::path:
     }
     assembly.push_str(".section .note.GNU-stack,\"\",@progbits\n");
     let source = dir.join("big.s");
+    fs_err::write(&source, assembly)?;
+    Ok(source)
+}
+
+/// A bundle of `count` entries, each for its own made-up processor
+/// (`gfx<N>`) with a few bytes of code: the shape of a bundle with very
+/// many entries.
+pub fn many_entry_bundle(count: usize) -> Vec<u8> {
+    let triples: Vec<String> = (0..count)
+        .map(|n| format!("hipv4-amdgcn-amd-amdhsa--gfx{n}"))
+        .collect();
+    let codes: Vec<[u8; 4]> = (0..count as u32).map(u32::to_le_bytes).collect();
+    let entries: Vec<(&str, &[u8])> = triples
+        .iter()
+        .zip(&codes)
+        .map(|(triple, code)| (triple.as_str(), &code[..]))
+        .collect();
+    offload_bundle(&entries)
+}
+
+/// The `.hip_fatbin` section of `bundles` small bundles back to back, each
+/// at an 8-byte boundary, with every bundle's offset in it.
+pub fn small_bundles(bundles: usize) -> (Vec<u8>, Vec<u64>) {
+    let mut section = Vec::new();
+    let mut offsets = Vec::with_capacity(bundles);
+    for n in 0..bundles {
+        section.resize(section.len().next_multiple_of(8), 0);
+        offsets.push(section.len() as u64);
+        let code = (n as u64).to_le_bytes();
+        section.extend(offload_bundle(&[(
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            &code,
+        )]));
+    }
+    (section, offsets)
+}
+
+/// Writes into `dir` the assembly of a library whose `.hip_fatbin` holds
+/// [`small_bundles`]`(bundles)` and whose `.hipFatBinSegment` holds
+/// `wrappers` wrappers, wrapper N pointing at bundle `N % bundles`;
+/// returns the `.s` file, which `cc -shared` links.
+pub fn many_wrappers_assembly(
+    dir: &std::path::Path,
+    bundles: usize,
+    wrappers: usize,
+) -> std::io::Result<std::path::PathBuf> {
+    use std::fmt::Write as _;
+    let (section, offsets) = small_bundles(bundles);
+    let fatbin = dir.join("fatbin.bin");
+    fs_err::write(&fatbin, section)?;
+    let mut assembly = format!(
+        ".section .hip_fatbin,\"a\",@progbits\n.p2align 12\n.Lfat:\n.incbin \"{}\"\n\
+         .section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n",
+        fatbin.display()
+    );
+    for n in 0..wrappers {
+        let offset = offsets[n % bundles];
+        let _ = writeln!(
+            assembly,
+            ".long 0x48495046\n.long 1\n.quad .Lfat+{offset}\n.quad 0"
+        );
+    }
+    assembly.push_str(".section .note.GNU-stack,\"\",@progbits\n");
+    let source = dir.join("wrappers.s");
     fs_err::write(&source, assembly)?;
     Ok(source)
 }

@@ -9,6 +9,7 @@ mod compress;
 mod offload;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io::{BufRead, Read};
 
 use kpack_gpu::Target;
@@ -134,22 +135,8 @@ impl<'a> Bundle<'a> {
         }
         let located = ccob::Located::find(self.bytes, self.offset)?;
         let mut decoded = located.decode(self.offset)?;
-        if !in_stream_order(&self.entries) {
-            // Overlapping or out of order: clang never writes such a
-            // bundle, so reading it whole is fine.
-            let mut whole = Vec::new();
-            decoded
-                .read_to_end(&mut whole)
-                .map_err(|e| ccob::bundle_error(e, self.offset))?;
-            decoded.finish()?;
-            for info in &self.entries {
-                let bytes = whole
-                    .get(info.offset as usize..(info.offset + info.size) as usize)
-                    .unwrap_or_default();
-                each(info, CodeBytes::Reader(&mut &bytes[..]))?;
-            }
-            return Ok(());
-        }
+        // Refused when parsed; checked again so no bundle is read whole.
+        check_stream_order(&self.entries, self.offset)?;
         for info in &self.entries {
             let gap = info.offset - decoded.position();
             skip(&mut decoded, gap, self.offset)?;
@@ -205,15 +192,23 @@ impl<'a> Bundle<'a> {
     }
 }
 
-/// Whether the code objects lie one after another in entry order, so that
-/// one pass over a stream reads them all.
-fn in_stream_order(entries: &[CodeObjectInfo]) -> bool {
+/// Checks that the code objects of a compressed bundle lie one after
+/// another in entry order, so one pass over its stream reads them all and
+/// none is held whole. Clang never writes them otherwise.
+fn check_stream_order(entries: &[CodeObjectInfo], offset: usize) -> Result<(), BundleError> {
     let mut at = 0;
-    entries.iter().all(|info| {
-        let ok = info.offset >= at;
+    for (entry, info) in entries.iter().enumerate() {
+        if info.offset < at {
+            return Err(BundleError::CcobEntriesOutOfOrder {
+                offset,
+                entry,
+                start: info.offset,
+                previous_end: at,
+            });
+        }
         at = info.offset.saturating_add(info.size);
-        ok
-    })
+    }
+    Ok(())
 }
 
 /// Reads and drops `count` bytes.
@@ -251,6 +246,7 @@ pub fn parse_fatbin(section: &[u8]) -> Result<Vec<Bundle<'_>>, BundleError> {
         } else if rest.starts_with(ccob::CCOB_MAGIC) {
             let located = ccob::Located::find(rest, at)?;
             let entries = inner_entries(&located, at)?;
+            check_stream_order(&entries, at)?;
             Bundle {
                 offset: at,
                 len: located.len(),
@@ -331,20 +327,42 @@ fn skip_zeros(reader: &mut impl BufRead, offset: usize) -> Result<u64, BundleErr
 }
 
 /// A wrapper selects a bundle and the runtime a target within it, so one
-/// bundle cannot hold two code objects for the same target.
+/// bundle cannot hold two code objects for the same target. Checked with a
+/// set: one look per entry, however many a bundle has.
 fn check_unique_targets(bundle: &Bundle<'_>) -> Result<(), BundleError> {
-    for (i, code_object) in bundle.entries.iter().enumerate() {
-        if bundle.entries[..i]
-            .iter()
-            .any(|c| c.target == code_object.target)
-        {
-            return Err(BundleError::DuplicateTarget {
-                offset: bundle.offset,
-                target: code_object.target.to_string(),
-            });
-        }
+    let mut seen = HashSet::with_capacity(bundle.entries.len());
+    match bundle.entries.iter().find(|c| !seen.insert(&c.target)) {
+        Some(code_object) => Err(BundleError::DuplicateTarget {
+            offset: bundle.offset,
+            target: code_object.target.to_string(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Index of the bundle starting at `offset` in the section, found by
+/// binary search: `bundles` are in section order, so their offsets rise.
+pub fn bundle_starting_at(bundles: &[Bundle<'_>], offset: u64) -> Option<usize> {
+    bundles
+        .binary_search_by_key(&offset, |b| b.offset as u64)
+        .ok()
+}
+
+/// Where the bundles start, for a message about a wrapper that points
+/// elsewhere: the first few, and how many more (a section may hold
+/// hundreds of thousands).
+pub fn describe_starts(bundles: &[Bundle<'_>], base: u64) -> String {
+    const SHOWN: usize = 8;
+    let mut text = bundles
+        .iter()
+        .take(SHOWN)
+        .map(|b| format!("{:#x}", base + b.offset as u64))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if bundles.len() > SHOWN {
+        text.push_str(&format!(" and {} more", bundles.len() - SHOWN));
+    }
+    text
 }
 
 #[cfg(test)]

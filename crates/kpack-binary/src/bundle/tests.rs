@@ -342,3 +342,99 @@ fn real_bundles_read_and_write_through_the_records_unchanged() {
         assert!(bundle.entries.iter().all(|e| e.offset >= header_len as u64));
     }
 }
+
+#[test]
+fn a_bundle_of_many_entries_parses_and_a_late_duplicate_is_found() {
+    // 100,000 entries: each is compared with a set, not with every earlier
+    // entry (which would be 5e9 comparisons here).
+    let count = 100_000;
+    let bundle = super::build::many_entry_bundle(count);
+    let bundles = parse_fatbin(&bundle).unwrap();
+    assert_eq!(bundles.len(), 1);
+    assert_eq!(bundles[0].entries.len(), count);
+    assert_eq!(
+        bundles[0].entries[count - 1].target.to_string(),
+        format!("gfx{}", count - 1)
+    );
+    let code = bundles[0].slice(&bundles[0].entries[77]).unwrap();
+    assert_eq!(code, 77u32.to_le_bytes());
+
+    let mut triples: Vec<String> = (0..count)
+        .map(|n| format!("hipv4-amdgcn-amd-amdhsa--gfx{n}"))
+        .collect();
+    triples.push("hip-amdgcn-amd-amdhsa--gfx5".into());
+    let entries: Vec<(&str, &[u8])> = triples.iter().map(|t| (t.as_str(), &b"code"[..])).collect();
+    let error = parse_fatbin(&offload_bundle(&entries)).unwrap_err();
+    assert!(
+        matches!(&error, BundleError::DuplicateTarget { target, .. } if target == "gfx5"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn bundles_are_found_by_where_they_start() {
+    let (section, offsets) = super::build::small_bundles(1000);
+    let bundles = parse_fatbin(&section).unwrap();
+    assert_eq!(bundles.len(), 1000);
+    for (index, &offset) in offsets.iter().enumerate() {
+        assert_eq!(bundle_starting_at(&bundles, offset), Some(index));
+        assert_eq!(bundle_starting_at(&bundles, offset + 1), None);
+    }
+    assert_eq!(bundle_starting_at(&bundles, u64::MAX), None);
+    assert_eq!(bundle_starting_at(&[], 0), None);
+    let described = describe_starts(&bundles, 0x1000);
+    assert!(described.starts_with("0x1000, "), "{described}");
+    assert!(described.ends_with(" and 992 more"), "{described}");
+}
+
+#[test]
+fn a_ccob_with_code_objects_out_of_order_or_overlapping_is_refused_unread() {
+    let header = offload::header_len(
+        [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ]
+        .into_iter(),
+    );
+    let out_of_order = super::build::offload_bundle_as_listed(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", header + 100, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", header, 100),
+        ],
+        200,
+    );
+    let overlapping = super::build::offload_bundle_as_listed(
+        &[
+            ("hipv4-amdgcn-amd-amdhsa--gfx90a", header, 100),
+            ("hipv4-amdgcn-amd-amdhsa--gfx1100", header + 50, 100),
+        ],
+        150,
+    );
+    // Uncompressed, such a bundle is read in place and stays readable.
+    assert_eq!(read_all(&out_of_order).unwrap()[0].len(), 2);
+    assert_eq!(
+        parse_fatbin(&super::build::out_of_order_ccob()).unwrap_err(),
+        BundleError::CcobEntriesOutOfOrder {
+            offset: 0,
+            entry: 1,
+            start: header,
+            previous_end: header + 200,
+        }
+    );
+    for (inner, start) in [(out_of_order, header), (overlapping, header + 50)] {
+        let mut section = vec![0u8; 64];
+        section.extend(ccob(&inner, 3, CcobMethod::Zstd));
+        let error = parse_fatbin(&section).unwrap_err();
+        assert_eq!(
+            error,
+            BundleError::CcobEntriesOutOfOrder {
+                offset: 64,
+                entry: 1,
+                start,
+                previous_end: header + 200 - if start == header { 0 } else { 100 },
+            }
+        );
+        assert!(error.to_string().starts_with("offset 64: "), "{error}");
+    }
+}

@@ -10,7 +10,7 @@ use super::file::{ElfFile, ElfKind, ElfSection, Machine, SectionRange};
 use super::pointer::{pointer_relocations, pointer_source, read_wrapper, PointerSource};
 use super::records::{malformed, LE};
 use super::{FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
-use crate::bundle::{parse_fatbin, Bundle};
+use crate::bundle::{bundle_starting_at, describe_starts, parse_fatbin, Bundle};
 use crate::error::ElfError;
 use crate::wrapper::{HipWrapper, HIPK_MAGIC, WRAPPER_SIZE};
 
@@ -298,17 +298,13 @@ impl BundleStarts<'_, '_> {
     fn find(&self, target: u64, index: usize, address: u64) -> Result<usize, ElfError> {
         target
             .checked_sub(self.fatbin)
-            .and_then(|offset| self.bundles.iter().position(|b| b.offset as u64 == offset))
+            .and_then(|offset| bundle_starting_at(self.bundles, offset))
             .ok_or_else(|| ElfError::BadWrapper {
                 index,
                 address,
                 message: format!(
                     "points at {target:#x}, which is not the start of a bundle in {FATBIN_SECTION} (bundles start at {})",
-                    self.bundles
-                        .iter()
-                        .map(|b| format!("{:#x}", self.fatbin + b.offset as u64))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    describe_starts(self.bundles, self.fatbin)
                 ),
             })
     }

@@ -170,7 +170,10 @@ impl SyntheticDll {
             ]
         };
         let wrappers_len = self.wrappers.len() as u64 * WRAPPER_SIZE;
-        let relocations_len = 8 + 2 * self.wrappers.len().next_multiple_of(2) as u64;
+        let relocations_len = relocation_blocks(self.wrappers.len())
+            .iter()
+            .map(|(_, entries)| 8 + 2 * entries.len().next_multiple_of(2) as u64)
+            .sum();
         let (mut rva, mut offset) = (SECTION_ALIGN, SIZE_OF_HEADERS);
         let mut headers = Vec::new();
         let mut rvas = [0; SECTIONS];
@@ -282,22 +285,40 @@ impl SyntheticDll {
         pod::bytes_of_slice(&records).to_vec()
     }
 
-    /// One block of `DIR64` entries, one per wrapper pointer (the
-    /// wrappers fit one page), padded to 4 bytes.
+    /// A block of `DIR64` entries per page of wrappers, one entry per
+    /// wrapper pointer, each block padded to 4 bytes.
     fn relocations(&self, layout: &Layout) -> Vec<u8> {
         let wrappers = layout.rvas[Section::Wrappers as usize];
-        let block = ImageBaseRelocation {
-            virtual_address: U32::new(LE, wrappers),
-            size_of_block: U32::new(LE, layout.relocations_len as u32),
-        };
-        let mut bytes = pod::bytes_of(&block).to_vec();
-        for index in 0..self.wrappers.len() as u16 {
-            let offset = index * WRAPPER_SIZE as u16 + 8;
-            bytes.extend_from_slice(&((IMAGE_REL_BASED_DIR64.0 << 12) | offset).to_le_bytes());
+        let mut bytes = Vec::with_capacity(layout.relocations_len as usize);
+        for (page, entries) in relocation_blocks(self.wrappers.len()) {
+            let block = ImageBaseRelocation {
+                virtual_address: U32::new(LE, wrappers + page),
+                size_of_block: U32::new(LE, 8 + 2 * entries.len().next_multiple_of(2) as u32),
+            };
+            bytes.extend_from_slice(pod::bytes_of(&block));
+            for offset in &entries {
+                bytes.extend_from_slice(&((IMAGE_REL_BASED_DIR64.0 << 12) | offset).to_le_bytes());
+            }
+            bytes.resize(bytes.len().next_multiple_of(4), 0);
         }
-        bytes.resize(layout.relocations_len as usize, 0);
         bytes
     }
+}
+
+/// The base relocation blocks of `wrappers` wrapper pointers: each page's
+/// offset from the wrapper section's start, and the pointers' offsets in it.
+fn relocation_blocks(wrappers: usize) -> Vec<(u32, Vec<u16>)> {
+    let mut blocks: Vec<(u32, Vec<u16>)> = Vec::new();
+    for index in 0..wrappers as u64 {
+        let at = index * WRAPPER_SIZE + 8;
+        let page = (at & !0xfff) as u32;
+        let offset = (at & 0xfff) as u16;
+        match blocks.last_mut() {
+            Some((last, entries)) if *last == page => entries.push(offset),
+            _ => blocks.push((page, vec![offset])),
+        }
+    }
+    blocks
 }
 
 /// The sections, by their place in `Layout::rvas`.

@@ -8,7 +8,7 @@ use object::pod;
 use super::image::{file_range, name, virtual_len, Headers, LE};
 use super::relocs::BaseRelocations;
 use super::{FATBIN_SECTION, MARKER_SECTION, WRAPPER_SECTION};
-use crate::bundle::{parse_fatbin, Bundle};
+use crate::bundle::{bundle_starting_at, describe_starts, parse_fatbin, Bundle};
 use crate::error::PeError;
 use crate::wrapper::{HipWrapper, HIPF_MAGIC, HIPK_MAGIC, POINTER_OFFSET, WRAPPER_SIZE};
 
@@ -242,7 +242,7 @@ fn target_rva(headers: &Headers, record: &HipWrapper) -> Result<u32, String> {
     Ok(rva)
 }
 
-/// Index of the bundle starting at `rva`.
+/// Index of the bundle starting at `rva`, by binary search.
 fn bundle_at(
     headers: &Headers,
     fatbin: &PeSection,
@@ -250,16 +250,12 @@ fn bundle_at(
     rva: u32,
 ) -> Result<usize, String> {
     rva.checked_sub(fatbin.rva)
-        .and_then(|offset| bundles.iter().position(|b| b.offset as u64 == u64::from(offset)))
+        .and_then(|offset| bundle_starting_at(bundles, u64::from(offset)))
         .ok_or_else(|| {
             let section = headers.section_containing(rva).map(name).unwrap_or_default();
             format!(
                 "points at RVA {rva:#x} (in {section}), which is not the start of a bundle in {FATBIN_SECTION} (bundles start at {})",
-                bundles
-                    .iter()
-                    .map(|b| format!("{:#x}", u64::from(fatbin.rva) + b.offset as u64))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                describe_starts(bundles, u64::from(fatbin.rva))
             )
         })
 }

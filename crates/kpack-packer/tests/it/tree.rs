@@ -267,3 +267,30 @@ extern "C" {
 fn mask_addresses(text: &str) -> String {
     kpack_test_support::mask_run(text, "0x", "<ADDR>", |c| c.is_ascii_hexdigit())
 }
+
+#[test]
+fn a_compressed_bundle_with_code_objects_out_of_order_fails_the_split_cleanly() {
+    let context = TestContext::new();
+    let input = context.dir.path().join("in");
+    fs_err::create_dir_all(input.join("lib")).unwrap();
+    FatLibrary::new(kpack_binary::bundle::build::out_of_order_ccob())
+        .aligned(4096)
+        .compile(&input.join("lib/libccob.so"));
+    let output = context.dir.path().join("out");
+    let result = kpack_pack()
+        .arg("split")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("offset 0: compressed bundle code object 1 starts at"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("libccob.so"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!output.exists());
+}

@@ -3,6 +3,7 @@
 //! component of device code per GPU), with the reasons for each choice so
 //! `kpack-get` can explain itself.
 
+mod admitted;
 mod versions;
 
 use std::fmt;

@@ -4,15 +4,19 @@
 //! [`Resolver`] works incrementally from a worklist: choosing a version
 //! withdraws the requirements the previous choice brought and adds the new
 //! one's, and only the packages whose requirements changed are looked at
-//! again. Shards can arrive between runs: a run names every package it
-//! lacks at once, so a caller fetches a whole round before resolving on.
-//! A chain of N packages costs O(N) steps in all, not a resolution per
-//! fetched shard.
+//! again, once per round (every package dirtied by one round is looked at
+//! in the next, after its requirers of this one have spoken). Each
+//! package keeps its merged requirement and the versions it admits, so a
+//! new requirement is checked against those alone. Shards can arrive
+//! between runs: a run names every package it lacks at once, so a caller
+//! fetches a whole round before resolving on. A chain of N packages costs
+//! O(N) steps in all, not a resolution per fetched shard.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use semver::{Version, VersionReq};
 
+use super::admitted::Admitted;
 use crate::schema::{Shard, VersionEntry};
 use crate::types::{Dependency, Encoding, PackageName, RelativePath};
 
@@ -117,6 +121,11 @@ enum Source {
 pub struct Resolver {
     /// What each package must satisfy, by who asks.
     requirements: BTreeMap<PackageName, BTreeMap<Source, Vec<VersionReq>>>,
+    /// The same requirements merged per package, with the versions they
+    /// admit.
+    admitted: BTreeMap<PackageName, Admitted>,
+    /// Requirements tested against versions so far.
+    checks: usize,
     chosen: BTreeMap<PackageName, Version>,
     /// The packages each chosen version put requirements on.
     given: BTreeMap<PackageName, Vec<PackageName>>,
@@ -133,6 +142,7 @@ impl Resolver {
     pub fn new(requests: &[Dependency]) -> Resolver {
         let mut requirements: BTreeMap<PackageName, BTreeMap<Source, Vec<VersionReq>>> =
             BTreeMap::new();
+        let mut admitted: BTreeMap<PackageName, Admitted> = BTreeMap::new();
         for (index, request) in requests.iter().enumerate() {
             requirements
                 .entry(request.name.clone())
@@ -140,10 +150,16 @@ impl Resolver {
                 .entry(Source::Request(index))
                 .or_default()
                 .push(request.requirement.clone());
+            admitted
+                .entry(request.name.clone())
+                .or_default()
+                .add(&request.requirement);
         }
         Resolver {
             dirty: requirements.keys().cloned().collect(),
             requirements,
+            admitted,
+            checks: 0,
             chosen: BTreeMap::new(),
             given: BTreeMap::new(),
             missing: BTreeSet::new(),
@@ -168,16 +184,20 @@ impl Resolver {
         // fetched a shard per run quadratic: count them only once the
         // steps pass what the packages alone allow.
         let mut versions = None;
-        while let Some(name) = self.dirty.pop_first() {
-            self.steps += 1;
-            if self.steps > self.step_budget(0) {
-                let versions = *versions
-                    .get_or_insert_with(|| shards.values().map(|s| s.versions.len()).sum());
-                if self.steps > self.step_budget(versions) {
-                    return Err(ResolveError::DoesNotSettle);
+        while !self.dirty.is_empty() {
+            for name in std::mem::take(&mut self.dirty) {
+                // Dirtied again earlier in this round: looked at now.
+                self.dirty.remove(&name);
+                self.steps += 1;
+                if self.steps > self.step_budget(0) {
+                    let versions = *versions
+                        .get_or_insert_with(|| shards.values().map(|s| s.versions.len()).sum());
+                    if self.steps > self.step_budget(versions) {
+                        return Err(ResolveError::DoesNotSettle);
+                    }
                 }
+                self.look_at(&name, shards)?;
             }
-            self.look_at(&name, shards)?;
         }
         if self.missing.is_empty() {
             return Ok(Resolved::Versions(self.chosen.clone()));
@@ -193,6 +213,12 @@ impl Resolver {
     /// The steps taken so far: each is one package looked at again.
     pub fn steps(&self) -> usize {
         self.steps
+    }
+
+    /// The version checks made so far: each is one requirement tested
+    /// against one version.
+    pub fn checks(&self) -> usize {
+        self.checks
     }
 
     /// Chooses `name`'s version anew from what is required of it now.
@@ -233,25 +259,21 @@ impl Resolver {
                 .entry(Source::Package(name.clone()))
                 .or_default()
                 .push(dependency.requirement.clone());
+            self.admitted
+                .entry(dependency.name.clone())
+                .or_default()
+                .add(&dependency.requirement);
             self.dirty.insert(dependency.name.clone());
         }
         Ok(())
     }
 
     /// The highest version of `shard` meeting every requirement on it.
-    fn best<'s>(&self, shard: &'s Shard) -> Result<&'s VersionEntry, ResolveError> {
-        let requirements = &self.requirements[&shard.name];
-        let meets = |version: &Version| {
-            requirements
-                .values()
-                .flatten()
-                .all(|requirement| requirement.matches(version))
-        };
-        shard
-            .versions
-            .iter()
-            .filter(|entry| meets(&entry.version))
-            .max_by(|a, b| a.version.cmp(&b.version))
+    fn best<'s>(&mut self, shard: &'s Shard) -> Result<&'s VersionEntry, ResolveError> {
+        let admitted = self.admitted.entry(shard.name.clone()).or_default();
+        admitted
+            .best(shard, &mut self.checks)
+            .map(|index| &shard.versions[index])
             .ok_or_else(|| {
                 let mut available: Vec<Version> =
                     shard.versions.iter().map(|v| v.version.clone()).collect();
@@ -269,7 +291,10 @@ impl Resolver {
         let source = Source::Package(name.clone());
         for dependency in self.given.remove(name).unwrap_or_default() {
             if let Some(requirements) = self.requirements.get_mut(&dependency) {
-                requirements.remove(&source);
+                let withdrawn = requirements.remove(&source).unwrap_or_default();
+                if let Some(admitted) = self.admitted.get_mut(&dependency) {
+                    withdrawn.iter().for_each(|r| admitted.remove(r));
+                }
             }
             self.dirty.insert(dependency);
         }

@@ -607,3 +607,57 @@ fn requirements_that_undo_each_other_do_not_settle() {
     let error = resolve(&repo, &[request("alpha", "*")]).unwrap_err();
     assert_eq!(error, ResolveError::DoesNotSettle);
 }
+
+/// `top` depending on `a` and on `requirers` packages that each depend on
+/// `a >=1`, `a` having `versions` versions (`0.9.0`, then `1.0.0` up).
+fn fan_in(requirers: usize, versions: usize) -> BTreeMap<kpack_repo_index::PackageName, Shard> {
+    let names: Vec<String> = (0..requirers).map(|i| format!("r-{i:05}")).collect();
+    let depends: Vec<String> = std::iter::once("\"a\"".to_string())
+        .chain(names.iter().map(|name| format!("\"{name}\"")))
+        .collect();
+    let mut texts = vec![(
+        "top".to_string(),
+        format!(
+            "[[versions]]\nversion = \"1.0.0\"\ndepends = [{}]\n",
+            depends.join(", ")
+        ),
+    )];
+    let a: String = std::iter::once("0.9.0".to_string())
+        .chain((0..versions - 1).map(|v| format!("1.{v}.0")))
+        .map(|v| format!("[[versions]]\nversion = \"{v}\"\n"))
+        .collect();
+    texts.push(("a".to_string(), a));
+    texts.extend(names.into_iter().map(|name| {
+        let text = "[[versions]]\nversion = \"1.0.0\"\ndepends = [\"a >=1\"]\n".to_string();
+        (name, text)
+    }));
+    shards(&texts)
+}
+
+/// Resolves `top` of [`fan_in`]: `a`'s version and the checks made.
+fn resolve_fan_in(requirers: usize, versions: usize) -> (String, usize) {
+    let all = fan_in(requirers, versions);
+    let mut resolver = Resolver::new(&[request("top", "*")]);
+    let Resolved::Versions(chosen) = resolver.run(&all).unwrap() else {
+        panic!("every shard is there");
+    };
+    assert_eq!(chosen.len(), requirers + 2);
+    assert_eq!(chosen, resolve(&all, &[request("top", "*")]).unwrap());
+    (chosen[&"a".parse().unwrap()].to_string(), resolver.checks())
+}
+
+#[test]
+fn a_fan_in_onto_a_package_of_many_versions_costs_linear_checks() {
+    let (a, checks) = resolve_fan_in(1000, 60);
+    assert_eq!(a, "1.58.0");
+    // `a` is looked at once before its requirers speak and once after:
+    // each version checked against the two distinct requirements, each
+    // requirer's one version against its one; 1000 x 60 checks before.
+    assert!(checks <= 3 * (1000 + 60), "{checks} checks");
+    let (a, four_times) = resolve_fan_in(4000, 240);
+    assert_eq!(a, "1.238.0");
+    assert!(
+        four_times <= 4 * checks + 8,
+        "{four_times} checks, {checks} at a quarter"
+    );
+}
