@@ -272,21 +272,8 @@ impl PackageCheck<'_> {
 /// link, a FIFO, a device, a directory or a socket put in place of one);
 /// `None` for a regular file or nothing.
 fn not_regular(path: &Path) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
     let kind = fs_err::symlink_metadata(path).ok()?.file_type();
-    Some(if kind.is_file() {
-        return None;
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else if kind.is_dir() {
-        "a directory"
-    } else {
-        "a socket"
-    })
+    (!kind.is_file()).then(|| kpack_fs::kind_in_words(kind))
 }
 
 fn is_binary_candidate(file: &InstalledFile) -> bool {

@@ -5,7 +5,7 @@
 //! file, and read to [`MAX_DIST_INFO_FILE_SIZE`].
 
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub use kpack_wheel::MAX_DIST_INFO_FILE_SIZE;
@@ -63,7 +63,7 @@ pub fn read_dist_info_file(path: &Path) -> Result<String, DistFileError> {
     if !metadata.is_file() {
         return Err(DistFileError::NotAFile {
             path: path.to_owned(),
-            kind: kind_of(metadata.file_type()),
+            kind: kpack_fs::kind_in_words(metadata.file_type()),
         });
     }
     if metadata.len() > MAX_DIST_INFO_FILE_SIZE {
@@ -85,23 +85,6 @@ fn too_large(path: &Path) -> DistFileError {
     DistFileError::TooLarge {
         path: path.to_owned(),
         limit: MAX_DIST_INFO_FILE_SIZE,
-    }
-}
-
-/// What a file that is not a regular one is, in words.
-fn kind_of(kind: std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
     }
 }
 
