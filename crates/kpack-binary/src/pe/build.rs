@@ -12,24 +12,24 @@ use std::io::{self, Write};
 
 use object::pe::SectionFlags;
 use object::pe::{
-    ImageBaseRelocation, ImageDataDirectory, ImageDebugDirectory, ImageDosHeader, ImageFileHeader,
-    ImageNtHeaders64, ImageOptionalHeader64, ImageSectionHeader, IMAGE_DEBUG_TYPE_CODEVIEW,
+    ImageDataDirectory, ImageDebugDirectory, ImageDosHeader, ImageFileHeader, ImageNtHeaders64,
+    ImageOptionalHeader64, ImageSectionHeader, IMAGE_DEBUG_TYPE_CODEVIEW,
     IMAGE_DIRECTORY_ENTRY_BASERELOC, IMAGE_DIRECTORY_ENTRY_DEBUG, IMAGE_DIRECTORY_ENTRY_SECURITY,
     IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE, IMAGE_DLLCHARACTERISTICS_HIGH_ENTROPY_VA,
     IMAGE_DLLCHARACTERISTICS_NX_COMPAT, IMAGE_DOS_SIGNATURE, IMAGE_FILE_DLL,
     IMAGE_FILE_EXECUTABLE_IMAGE, IMAGE_FILE_LARGE_ADDRESS_AWARE, IMAGE_FILE_MACHINE_AMD64,
     IMAGE_NT_OPTIONAL_HDR64_MAGIC, IMAGE_NT_SIGNATURE, IMAGE_NUMBEROF_DIRECTORY_ENTRIES,
-    IMAGE_REL_BASED_DIR64, IMAGE_SCN_CNT_CODE, IMAGE_SCN_CNT_INITIALIZED_DATA,
-    IMAGE_SCN_MEM_DISCARDABLE, IMAGE_SCN_MEM_EXECUTE, IMAGE_SCN_MEM_READ, IMAGE_SCN_MEM_WRITE,
-    IMAGE_SUBSYSTEM_WINDOWS_GUI,
+    IMAGE_SCN_CNT_CODE, IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_DISCARDABLE,
+    IMAGE_SCN_MEM_EXECUTE, IMAGE_SCN_MEM_READ, IMAGE_SCN_MEM_WRITE, IMAGE_SUBSYSTEM_WINDOWS_GUI,
 };
 use object::{pod, Pod, U16, U32, U64};
 
 use super::checksum::pe_checksum;
 use super::image::{section_name, LE};
-use super::{FATBIN_SECTION, WRAPPER_SECTION};
+use super::relocs::dir64_blocks;
+use super::{FATBIN_SECTION, RELOC_SECTION, WRAPPER_SECTION};
 use crate::stream::write_zeros;
-use crate::wrapper::{HipWrapper, HIPF_MAGIC, WRAPPER_SIZE};
+use crate::wrapper::{HipWrapper, HIPF_MAGIC, POINTER_OFFSET, WRAPPER_SIZE};
 
 /// The preferred base of the images written, as MSVC picks for DLLs.
 pub const IMAGE_BASE: u64 = 0x1_8000_0000;
@@ -170,10 +170,8 @@ impl SyntheticDll {
             ]
         };
         let wrappers_len = self.wrappers.len() as u64 * WRAPPER_SIZE;
-        let relocations_len = relocation_blocks(self.wrappers.len())
-            .iter()
-            .map(|(_, entries)| 8 + 2 * entries.len().next_multiple_of(2) as u64)
-            .sum();
+        // Pages are 4 KiB and the section starts on one.
+        let relocations_len = dir64_blocks(&wrapper_pointers(0, self.wrappers.len())).len() as u64;
         let (mut rva, mut offset) = (SECTION_ALIGN, SIZE_OF_HEADERS);
         let mut headers = Vec::new();
         let mut rvas = [0; SECTIONS];
@@ -192,7 +190,7 @@ impl SyntheticDll {
                 ),
                 Section::Fatbin => (FATBIN_SECTION, fatbin_len, data_flags()),
                 Section::Relocations => (
-                    ".reloc",
+                    RELOC_SECTION,
                     relocations_len,
                     data_flags() | IMAGE_SCN_MEM_DISCARDABLE,
                 ),
@@ -285,40 +283,18 @@ impl SyntheticDll {
         pod::bytes_of_slice(&records).to_vec()
     }
 
-    /// A block of `DIR64` entries per page of wrappers, one entry per
-    /// wrapper pointer, each block padded to 4 bytes.
+    /// A `DIR64` entry for each wrapper pointer.
     fn relocations(&self, layout: &Layout) -> Vec<u8> {
         let wrappers = layout.rvas[Section::Wrappers as usize];
-        let mut bytes = Vec::with_capacity(layout.relocations_len as usize);
-        for (page, entries) in relocation_blocks(self.wrappers.len()) {
-            let block = ImageBaseRelocation {
-                virtual_address: U32::new(LE, wrappers + page),
-                size_of_block: U32::new(LE, 8 + 2 * entries.len().next_multiple_of(2) as u32),
-            };
-            bytes.extend_from_slice(pod::bytes_of(&block));
-            for offset in &entries {
-                bytes.extend_from_slice(&((IMAGE_REL_BASED_DIR64.0 << 12) | offset).to_le_bytes());
-            }
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
-        }
-        bytes
+        dir64_blocks(&wrapper_pointers(wrappers, self.wrappers.len()))
     }
 }
 
-/// The base relocation blocks of `wrappers` wrapper pointers: each page's
-/// offset from the wrapper section's start, and the pointers' offsets in it.
-fn relocation_blocks(wrappers: usize) -> Vec<(u32, Vec<u16>)> {
-    let mut blocks: Vec<(u32, Vec<u16>)> = Vec::new();
-    for index in 0..wrappers as u64 {
-        let at = index * WRAPPER_SIZE + 8;
-        let page = (at & !0xfff) as u32;
-        let offset = (at & 0xfff) as u16;
-        match blocks.last_mut() {
-            Some((last, entries)) if *last == page => entries.push(offset),
-            _ => blocks.push((page, vec![offset])),
-        }
-    }
-    blocks
+/// The RVAs of the pointers of `count` wrappers at RVA `wrappers`.
+fn wrapper_pointers(wrappers: u32, count: usize) -> Vec<u32> {
+    (0..count as u32)
+        .map(|index| wrappers + index * WRAPPER_SIZE as u32 + POINTER_OFFSET as u32)
+        .collect()
 }
 
 /// The sections, by their place in `Layout::rvas`.

@@ -39,12 +39,12 @@ pub(super) struct Rewrite {
 }
 
 impl Rewrite {
-    /// Starts rewriting `data` (with headers `input`), making room for one
-    /// more section header when `new_section`, and dropping the signature.
-    pub fn new(data: &[u8], input: &Headers, new_section: bool) -> Result<Rewrite, PeError> {
+    /// Starts rewriting `data` (with headers `input`), making room for
+    /// `new_sections` more section headers, and dropping the signature.
+    pub fn new(data: &[u8], input: &Headers, new_sections: u64) -> Result<Rewrite, PeError> {
         let mut edits = Edits::default();
-        let header_growth = if new_section {
-            header_growth(data, input)?
+        let header_growth = if new_sections > 0 {
+            header_growth(data, input, new_sections)?
         } else {
             0
         };
@@ -253,12 +253,13 @@ fn sections_end(headers: &Headers) -> u64 {
         .max(headers.size_of_headers())
 }
 
-/// How much the headers must grow for one more section header: nothing
-/// when the bytes after the section table are free, else `FileAlignment`
-/// (refused when the first section's memory leaves no room).
-fn header_growth(data: &[u8], headers: &Headers) -> Result<u64, PeError> {
+/// How much the headers must grow for `count` more section headers:
+/// nothing when the bytes after the section table are free, else a
+/// multiple of `FileAlignment` (refused when the first section's memory
+/// leaves no room).
+fn header_growth(data: &[u8], headers: &Headers, count: u64) -> Result<u64, PeError> {
     let table_end = headers.sections_offset + headers.sections.len() as u64 * SECTION_HEADER_SIZE;
-    let slot_end = table_end + SECTION_HEADER_SIZE;
+    let slot_end = table_end + count * SECTION_HEADER_SIZE;
     let size_of_headers = headers.size_of_headers();
     // Headers::read checked the table and SizeOfHeaders lie in the file.
     let present = &data[table_end as usize..slot_end.min(size_of_headers) as usize];

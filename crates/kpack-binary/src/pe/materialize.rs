@@ -9,9 +9,12 @@
 //! - their data goes where the split took it from in the file (or after
 //!   every section's data, for a new section);
 //! - every wrapper becomes `HIPF`, points at its bundle and has
-//!   `reserved` 0; the base relocation that covers its pointer stays. An
-//!   image without one for a wrapper's pointer is refused before anything
-//!   is written, and the image written is read back to hold one for each;
+//!   `reserved` 0; the base relocation that covers its pointer stays.
+//!   Where a pointer has none (the fat image would point at its bundle
+//!   only at its preferred base), the table, with a `DIR64` entry added
+//!   for each such pointer, moves to a new `.reloc` section after every
+//!   other one, the old one left unnamed; the image written is read back
+//!   to hold one for each;
 //! - the marker's section is left unnamed: its bytes stay, but the image
 //!   reads as a fat one to every reader, and a split of it writes a
 //!   marker of its own.
@@ -20,16 +23,19 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Seek, Write};
 
 use kpack_hash::CountingWriter;
-use object::pe::{IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_READ};
+use object::pe::{
+    IMAGE_DIRECTORY_ENTRY_BASERELOC, IMAGE_SCN_CNT_INITIALIZED_DATA, IMAGE_SCN_MEM_DISCARDABLE,
+    IMAGE_SCN_MEM_READ,
+};
 
-use super::image::{file_range, Headers, LE};
-use super::layout::{next_rva, record_mut, section_header, Appended, Rewrite};
+use super::image::{file_range, section_name, Headers, LE};
+use super::layout::{next_rva, put, record_mut, section_header, Appended, Rewrite};
 use super::parse::SplitPe;
-use super::relocs::check_wrappers;
-use super::FATBIN_SECTION;
+use super::relocs::{check_wrappers, BaseRelocations};
+use super::{FATBIN_SECTION, RELOC_SECTION};
 use crate::error::PeError;
 use crate::stream::write_zeros;
-use crate::wrapper::{HipWrapper, HIPF_MAGIC};
+use crate::wrapper::{HipWrapper, HIPF_MAGIC, POINTER_OFFSET};
 
 /// Alignment of every bundle in memory, as clang's HIP toolchain lays
 /// them out.
@@ -43,6 +49,9 @@ pub struct MaterializePlan {
     rewrite: Rewrite,
     fatbin: FatbinLayout,
     appended: Appended,
+    /// A base relocation table that covers every wrapper's pointer, and
+    /// where it goes, where the input's does not.
+    relocations: Option<(Vec<u8>, u64)>,
 }
 
 impl MaterializePlan {
@@ -54,7 +63,8 @@ impl MaterializePlan {
         bundle_lens: &BTreeMap<u32, u64>,
     ) -> Result<MaterializePlan, PeError> {
         let input = &split.headers;
-        check_wrappers(data, input, split.wrappers.iter().map(|w| w.rva))?;
+        let pointers = split.wrappers.iter().map(|w| w.rva + POINTER_OFFSET as u32);
+        let relocations = BaseRelocations::read(data, input)?.covering(data, pointers);
         let in_place = FatbinLayout::plan(split.fatbin.rva, bundle_lens);
         let fits = in_place.len <= u64::from(split.fatbin.virtual_size);
         let fatbin = if fits {
@@ -62,7 +72,8 @@ impl MaterializePlan {
         } else {
             FatbinLayout::plan(next_rva(input)?, bundle_lens)
         };
-        let mut rewrite = Rewrite::new(data, input, !fits)?;
+        let new_sections = u64::from(!fits) + u64::from(relocations.is_some());
+        let mut rewrite = Rewrite::new(data, input, new_sections)?;
         // In place, the data goes where the split took it from: before the
         // data of the sections after it in memory.
         let at = if fits {
@@ -80,6 +91,9 @@ impl MaterializePlan {
             rewrite.sections_end()
         };
         let appended = rewrite.insert_data(at, fatbin.len, true);
+        let relocations_at = relocations
+            .as_ref()
+            .map(|table| rewrite.insert_data(rewrite.sections_end(), table.len() as u64, false));
         rewrite.move_file_data(data, input, None)?;
         let flags = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ;
         let sections = &mut rewrite.headers.sections;
@@ -107,10 +121,15 @@ impl MaterializePlan {
             rewrite.add_section(header)?;
         }
         rewrite.add_initialized_data(appended.raw_len as i64);
+        let relocations = match (relocations, relocations_at) {
+            (Some(table), Some(at)) => Some(add_relocations(&mut rewrite, table, at)?),
+            _ => None,
+        };
         Ok(MaterializePlan {
             rewrite,
             fatbin,
             appended,
+            relocations,
         })
     }
 
@@ -165,12 +184,46 @@ impl MaterializePlan {
             record.pointer.set(LE, base + offset);
             record.reserved.set(LE, 0);
         }
+        if let Some((table, at)) = &self.relocations {
+            put(out, *at, table)?;
+        }
         // What a split of this image requires of it.
         let written = Headers::read(out)?
             .ok_or_else(|| PeError::Malformed("the image written is no PE image".into()))?;
         check_wrappers(out, &written, split.wrappers.iter().map(|w| w.rva))?;
         self.rewrite.write_checksum(out)
     }
+}
+
+/// Adds a section for the base relocation `table` (its file data at
+/// `at`) after every other one and points the image's table at it; a
+/// section already named for it loses its name. Returns the table and its
+/// file offset.
+fn add_relocations(
+    rewrite: &mut Rewrite,
+    table: Vec<u8>,
+    at: Appended,
+) -> Result<(Vec<u8>, u64), PeError> {
+    for section in &mut rewrite.headers.sections {
+        if section.name == section_name(RELOC_SECTION) {
+            section.name = [0; 8];
+        }
+    }
+    let rva = next_rva(&rewrite.headers)?;
+    let len = table.len() as u64;
+    let flags = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ | IMAGE_SCN_MEM_DISCARDABLE;
+    rewrite.add_section(section_header(
+        RELOC_SECTION,
+        rva,
+        len,
+        (at.offset, at.raw_len),
+        flags,
+    )?)?;
+    rewrite.add_initialized_data(at.raw_len as i64);
+    let directory = &mut rewrite.headers.directories[IMAGE_DIRECTORY_ENTRY_BASERELOC];
+    directory.virtual_address.set(LE, rva);
+    directory.size.set(LE, len as u32);
+    Ok((table, at.offset))
 }
 
 /// Where the bundles go in `.hip_fat`.

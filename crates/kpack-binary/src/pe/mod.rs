@@ -28,3 +28,5 @@ pub const WRAPPER_SECTION: &str = ".hipFatB";
 /// The section a split adds, holding the kpack marker the `HIPK` wrappers
 /// point at.
 pub const MARKER_SECTION: &str = ".kpackrf";
+/// The section linkers put the base relocation table in.
+pub const RELOC_SECTION: &str = ".reloc";

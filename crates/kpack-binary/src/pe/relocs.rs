@@ -6,7 +6,7 @@ use object::pe::{
     ImageBaseRelocation, IMAGE_DIRECTORY_ENTRY_BASERELOC, IMAGE_FILE_RELOCS_STRIPPED,
     IMAGE_REL_BASED_DIR64,
 };
-use object::{LittleEndian, U16};
+use object::{pod, LittleEndian, U16, U32};
 
 use super::image::{record, records, Headers, LE};
 use crate::error::PeError;
@@ -19,6 +19,8 @@ pub(super) struct BaseRelocations {
     dir64: Vec<u32>,
     /// Whether the image says it can only load at its preferred base.
     stripped: bool,
+    /// The table's file offset and length, where there is one.
+    table: Option<(u64, u32)>,
 }
 
 /// Size of a relocation block's header.
@@ -37,6 +39,7 @@ impl BaseRelocations {
             return Ok(BaseRelocations {
                 dir64: Vec::new(),
                 stripped,
+                table: None,
             });
         };
         let (table, available) = headers.rva_to_offset(rva).ok_or_else(|| {
@@ -91,7 +94,11 @@ impl BaseRelocations {
             at += u64::from(block_size);
         }
         dir64.sort_unstable();
-        Ok(BaseRelocations { dir64, stripped })
+        Ok(BaseRelocations {
+            dir64,
+            stripped,
+            table: Some((table, size)),
+        })
     }
 
     /// Whether the loader fixes up the 8 bytes at `rva` as a pointer, or
@@ -99,6 +106,51 @@ impl BaseRelocations {
     pub fn covers(&self, rva: u32) -> bool {
         self.stripped || self.dir64.binary_search(&rva).is_ok()
     }
+
+    /// This table (read from `data`) with a block of `DIR64` entries
+    /// added for each page of `pointers` (RVAs) it does not cover; `None`
+    /// when it covers them all.
+    pub fn covering(
+        &self,
+        data: &[u8],
+        pointers: impl IntoIterator<Item = u32>,
+    ) -> Option<Vec<u8>> {
+        let mut missing: Vec<u32> = pointers.into_iter().filter(|&p| !self.covers(p)).collect();
+        if missing.is_empty() {
+            return None;
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        // `read` checked the table lies in the file.
+        let mut table = self
+            .table
+            .and_then(|(at, size)| data.get(at as usize..at as usize + size as usize))
+            .unwrap_or_default()
+            .to_vec();
+        table.extend(dir64_blocks(&missing));
+        Some(table)
+    }
+}
+
+/// Base relocation blocks holding a `DIR64` entry for each of `rvas`
+/// (sorted): a block per 4 KiB page, each padded to 4 bytes with an
+/// `ABSOLUTE` entry.
+pub(super) fn dir64_blocks(rvas: &[u32]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for page in rvas.chunk_by(|a, b| a & !0xfff == b & !0xfff) {
+        let entries = page.len().next_multiple_of(2) as u32;
+        let block = ImageBaseRelocation {
+            virtual_address: U32::new(LE, page[0] & !0xfff),
+            size_of_block: U32::new(LE, BLOCK_HEADER + 2 * entries),
+        };
+        bytes.extend_from_slice(pod::bytes_of(&block));
+        for rva in page {
+            let entry = (IMAGE_REL_BASED_DIR64.0 << 12) | (rva & 0xfff) as u16;
+            bytes.extend_from_slice(&entry.to_le_bytes());
+        }
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+    }
+    bytes
 }
 
 /// Checks that the loader fixes up the pointer of each wrapper (at its

@@ -66,7 +66,7 @@ impl SplitPlan {
                 fat.fatbin.size, fat.fatbin.offset
             )));
         }
-        let mut rewrite = Rewrite::new(data, input, true)?;
+        let mut rewrite = Rewrite::new(data, input, 1)?;
         rewrite
             .edits
             .push(Edit::delete(fat.fatbin.offset, fat.fatbin.size));

@@ -417,35 +417,49 @@ fn refusal(host: &[u8], bundles: &[Vec<u8>]) -> String {
 }
 
 #[test]
-fn a_split_image_whose_wrapper_pointer_is_not_relocated_is_refused_unmaterialized() {
+fn a_wrapper_pointer_without_its_base_relocation_gets_one_when_materialized() {
     let (dll, bundles) = dll(vec![0, 1, 2]);
     let (host, _) = split_checked(&dll.bytes(&bundles));
     let split = SplitPe::parse(&host).unwrap().unwrap();
     let wrapper = split.wrappers[1].rva;
     // Wrapper 1's pointer without its relocation (the entry made
     // ABSOLUTE, padding), as fuzzed split images had it: its fat image
-    // would point at its bundle only at the preferred base, and a split
-    // of it refuses it.
+    // would point at its bundle only at the preferred base.
     let mut unrelocated = host.clone();
     let entry = dir64_entry(&host, wrapper + 8);
     unrelocated[entry + 1] &= 0x0f;
-    assert_eq!(
-        refusal(&unrelocated, &bundles),
-        format!("wrapper 1 at RVA {wrapper:#x}: its pointer has no DIR64 base relocation")
-    );
-    // The base relocation table moved into `.hip_fat`, which has no file
-    // data in a split image (the bundles would go over it).
-    let mut moved = host.clone();
+    // An image without a relocation table at all.
+    let mut tableless = host.clone();
     let nt = u32::from_le_bytes(host[0x3c..0x40].try_into().unwrap()) as usize;
     // The signature, the file header, the optional header up to its
     // directories, then 8 bytes a directory.
-    let at = nt + 4 + 20 + 112 + 8 * IMAGE_DIRECTORY_ENTRY_BASERELOC;
-    moved[at..at + 4].copy_from_slice(&split.fatbin.rva.to_le_bytes());
+    let directory = nt + 4 + 20 + 112 + 8 * IMAGE_DIRECTORY_ENTRY_BASERELOC;
+    tableless[directory..directory + 8].fill(0);
+    let by_index: BTreeMap<u32, Vec<u8>> = bundles
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, b)| (i as u32, b))
+        .collect();
+    let big = offload_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx90a", &vec![7u8; 64 * 1024])]);
+    let grown: BTreeMap<u32, Vec<u8>> = (0..3).map(|i| (i, big.clone())).collect();
+    for (what, image) in [("unrelocated", &unrelocated), ("tableless", &tableless)] {
+        // In place and in a new `.hip_fat`: llvm-readobj finds a DIR64
+        // relocation for every wrapper, and a split takes the image.
+        for bundles in [&by_index, &grown] {
+            let fat = materialize_checked(image, bundles);
+            let pe = PeFile64::parse(&fat[..]).unwrap();
+            let relocs = pe.section_table().iter();
+            let relocs = relocs.filter(|s| s.raw_name() == b".reloc").count();
+            assert_eq!(relocs, 1, "{what}: one section named .reloc");
+            split_checked(&fat);
+        }
+    }
+
+    // The base relocation table moved into `.hip_fat`, which has no file
+    // data in a split image (the bundles would go over it): refused.
+    let mut moved = host.clone();
+    moved[directory..directory + 4].copy_from_slice(&split.fatbin.rva.to_le_bytes());
     let error = refusal(&moved, &bundles);
     assert!(error.contains("is in no section's file data"), "{error}");
-    // Untouched, its fat image has the relocations (llvm-readobj says)
-    // and splits again.
-    let by_index = bundles.iter().cloned().enumerate();
-    let by_index = by_index.map(|(i, b)| (i as u32, b)).collect();
-    split_checked(&materialize_checked(&host, &by_index));
 }
