@@ -264,6 +264,12 @@ pub fn kind_in_words(kind: std::fs::FileType) -> &'static str {
     }
 }
 
+/// How many files this process may have open at once (its soft
+/// `RLIMIT_NOFILE`); `None` when unlimited.
+pub fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -153,10 +153,22 @@ pub fn write_processor_archives(
     )
 }
 
-/// Archives whose files stay open at once. Past it, the file of the one
-/// written longest ago is closed, and reopened when its next code object
-/// comes, so a split into thousands of archives needs few file handles.
+/// Archives whose files stay open at once, at most. Past the bound, the
+/// file of the one written longest ago is closed, and reopened when its
+/// next code object comes, so a split into thousands of archives needs
+/// few file handles.
 pub const MAX_OPEN_ARCHIVES: usize = 32;
+
+/// Archives whose files may stay open at once in this process: a quarter
+/// of the files it may open (the rest for its inputs, the other threads'
+/// archives and its output), between 2 and [`MAX_OPEN_ARCHIVES`].
+pub fn open_archive_limit() -> usize {
+    kpack_fs::open_file_limit()
+        .map_or(MAX_OPEN_ARCHIVES, |files| {
+            usize::try_from(files / 4).unwrap_or(MAX_OPEN_ARCHIVES)
+        })
+        .clamp(2, MAX_OPEN_ARCHIVES)
+}
 
 /// An archive being written: its file and what went in.
 #[derive(Debug)]
@@ -228,6 +240,8 @@ pub struct ArchiveSet {
     /// to (`clock` counts the writes).
     recent: BTreeMap<u64, String>,
     clock: u64,
+    /// How many archives' files may be open at once.
+    open_limit: usize,
     /// Processors a binary's code came for, in any archive.
     with_code: HashSet<String>,
     scratch: bool,
@@ -246,6 +260,7 @@ impl ArchiveSet {
             archives: BTreeMap::new(),
             recent: BTreeMap::new(),
             clock: 0,
+            open_limit: open_archive_limit(),
             with_code: HashSet::new(),
             scratch: false,
         }
@@ -316,11 +331,11 @@ impl ArchiveSet {
     }
 
     /// The archive of `name`, created when it is new, to be written to
-    /// next: its file open, and at most [`MAX_OPEN_ARCHIVES`] open, the
+    /// next: its file open, and at most [`open_archive_limit`] open, the
     /// one written to longest ago closed first.
     fn current(&mut self, name: &str) -> Result<Option<&mut Writing>> {
         let open = self.archives.get(name).is_some_and(|a| a.used.is_some());
-        while !open && self.recent.len() >= MAX_OPEN_ARCHIVES {
+        while !open && self.recent.len() >= self.open_limit {
             let Some((_, oldest)) = self.recent.pop_first() else {
                 break;
             };
