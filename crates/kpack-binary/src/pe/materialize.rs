@@ -220,7 +220,16 @@ fn add_relocations(
         flags,
     )?)?;
     rewrite.add_initialized_data(at.raw_len as i64);
-    let directory = &mut rewrite.headers.directories[IMAGE_DIRECTORY_ENTRY_BASERELOC];
+    let directory = rewrite
+        .headers
+        .directories
+        .get_mut(IMAGE_DIRECTORY_ENTRY_BASERELOC)
+        .ok_or_else(|| {
+            PeError::Unsupported(
+                "a wrapper's pointer has no base relocation, and the image's data directories end before the base relocation table's"
+                    .into(),
+            )
+        })?;
     directory.virtual_address.set(LE, rva);
     directory.size.set(LE, len as u32);
     Ok((table, at.offset))

@@ -456,6 +456,14 @@ fn a_wrapper_pointer_without_its_base_relocation_gets_one_when_materialized() {
         }
     }
 
+    // Data directories that end before the base relocation table's: no
+    // table can be added, so refused (as fuzzed images had it).
+    let mut short = host.clone();
+    short[nt + 4 + 20 + 108..nt + 4 + 20 + 112].copy_from_slice(&5u32.to_le_bytes());
+    assert_eq!(
+        refusal(&short, &bundles),
+        "unsupported PE image: a wrapper's pointer has no base relocation, and the image's data directories end before the base relocation table's"
+    );
     // The base relocation table moved into `.hip_fat`, which has no file
     // data in a split image (the bundles would go over it): refused.
     let mut moved = host.clone();
