@@ -187,6 +187,13 @@ impl<'a> SplitPe<'a> {
                 })
             })
             .collect::<Result<Vec<_>, PeError>>()?;
+        // A split leaves every wrapper it found; without one there is
+        // nothing to make fat again.
+        if wrappers.is_empty() {
+            return Err(PeError::Malformed(format!(
+                "{WRAPPER_SECTION} holds no wrapper in the file"
+            )));
+        }
         Ok(Some(SplitPe {
             headers: Box::new(headers),
             fatbin,

@@ -464,6 +464,21 @@ fn a_wrapper_pointer_without_its_base_relocation_gets_one_when_materialized() {
         refusal(&short, &bundles),
         "unsupported PE image: a wrapper's pointer has no base relocation, and the image's data directories end before the base relocation table's"
     );
+    // Wrappers with no file data (the loader would zero them): no
+    // wrapper to make fat, refused rather than written without bundles.
+    let mut zeroed = host.clone();
+    let wrappers = PeFile64::parse(&host[..]).unwrap();
+    let table = wrappers.section_table();
+    let index = table
+        .iter()
+        .position(|s| s.raw_name() == b".hipFatB")
+        .unwrap();
+    let raw_size = nt + 4 + 20 + 240 + index * 40 + 16;
+    zeroed[raw_size..raw_size + 4].fill(0);
+    assert_eq!(
+        refusal(&zeroed, &bundles),
+        "malformed PE image: .hipFatB holds no wrapper in the file"
+    );
     // The base relocation table moved into `.hip_fat`, which has no file
     // data in a split image (the bundles would go over it): refused.
     let mut moved = host.clone();
