@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use kpack_gpu::machine::target_of_flags;
 use kpack_gpu::Target;
 use object::read::elf::{FileHeader, SectionHeader};
 use object::{elf, Endianness};
@@ -53,7 +52,7 @@ pub fn read_header(bytes: &[u8]) -> Option<CodeObject> {
     }
     let flags = u32::from_le_bytes([head[48], head[49], head[50], head[51]]);
     Some(CodeObject {
-        target: target_of_flags(flags)?,
+        target: Target::of_flags(flags)?,
         version,
     })
 }

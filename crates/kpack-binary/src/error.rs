@@ -202,7 +202,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: not a binary kpack-pack split (no {} or {} marker)", path.display(), crate::elf::MARKER_SECTION, crate::pe::MARKER_SECTION)]
+    #[error("{}: not a binary kpack-pack split (no {} or {} marker)", path.display(), rocm_kpack::format::ELF_MARKER_SECTION, rocm_kpack::format::PE_MARKER_SECTION)]
     NotSplit { path: PathBuf },
     #[error("{}: cannot be read as a split binary", path.display())]
     ReadSplit {

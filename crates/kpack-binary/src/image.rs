@@ -9,8 +9,8 @@ use std::io::{self, Read, Seek, Write};
 use crate::bundle::Bundle;
 use crate::elf::{self, FatElf, Machine, SplitElf};
 use crate::error::ImageError;
+use crate::format::BinaryFormat;
 use crate::pe::{self, FatPe, SplitPe};
-use crate::sniff::BinaryFormat;
 
 /// A parsed fat binary.
 #[derive(Debug)]

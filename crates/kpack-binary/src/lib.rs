@@ -15,6 +15,7 @@ pub mod code_object;
 pub mod databases;
 pub mod elf;
 pub mod error;
+mod format;
 pub mod image;
 pub mod input;
 pub mod materialize;
@@ -24,3 +25,4 @@ mod stream;
 pub mod wrapper;
 
 pub use error::{BundleError, ElfError, Error, ImageError, PeError, ProgramHeaderError, Result};
+pub use format::BinaryFormat;

@@ -1,16 +1,14 @@
-//! The processor an AMDGPU code object is for, as its ELF header says:
-//! the `EF_AMDGPU_MACH` field of `e_flags` (LLVM's `AMDGPUUsage`, "AMDGPU
-//! ELF Header"), and the xnack and sramecc settings of code object v4 and
-//! later.
-
-use crate::target::Target;
+//! What an AMDGPU code object's ELF header says of its processor: the
+//! `EF_AMDGPU_MACH` field of `e_flags` (LLVM's `AMDGPUUsage`, "AMDGPU ELF
+//! Header") and the bits of the xnack and sramecc settings of code object
+//! v4 and later ([`Target::of_flags`](crate::Target::of_flags) reads them).
 
 /// The `e_flags` bits holding the machine.
 pub const EF_AMDGPU_MACH: u32 = 0x0ff;
 /// The `e_flags` bits holding the xnack setting (v4 and later).
-const EF_AMDGPU_FEATURE_XNACK_V4: u32 = 0x300;
+pub const EF_AMDGPU_FEATURE_XNACK_V4: u32 = 0x300;
 /// The `e_flags` bits holding the sramecc setting (v4 and later).
-const EF_AMDGPU_FEATURE_SRAMECC_V4: u32 = 0xc00;
+pub const EF_AMDGPU_FEATURE_SRAMECC_V4: u32 = 0xc00;
 
 /// Each AMDGCN machine value and its processor, generic targets and
 /// `gfx1250-strict` included (R600 machines are not code objects ROCm
@@ -44,27 +42,6 @@ pub fn processor_of_machine(mach: u8) -> Option<&'static str> {
         .map(|(_, name)| *name)
 }
 
-/// The target a code object of version 4 or later is for, from its
-/// `e_flags`: the processor, with `xnack+`/`xnack-` and
-/// `sramecc+`/`sramecc-` when the code requires a setting ("any" and
-/// "unsupported" add none). `None` for a machine value no table knows.
-pub fn target_of_flags(e_flags: u32) -> Option<Target> {
-    let processor = processor_of_machine((e_flags & EF_AMDGPU_MACH) as u8)?;
-    let mut id = processor.to_owned();
-    // Canonical order is by feature name: sramecc before xnack.
-    match e_flags & EF_AMDGPU_FEATURE_SRAMECC_V4 {
-        0x800 => id.push_str(":sramecc-"),
-        0xc00 => id.push_str(":sramecc+"),
-        _ => {}
-    }
-    match e_flags & EF_AMDGPU_FEATURE_XNACK_V4 {
-        0x200 => id.push_str(":xnack-"),
-        0x300 => id.push_str(":xnack+"),
-        _ => {}
-    }
-    Target::parse(&id).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,24 +73,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn flags_give_the_processor_and_the_settings_the_code_requires() {
-        let t = |flags| target_of_flags(flags).map(|t| t.to_string());
-        assert_eq!(t(0x4c).as_deref(), Some("gfx942"));
-        assert_eq!(t(0x4c | 0x100 | 0x400).as_deref(), Some("gfx942"));
-        assert_eq!(
-            t(0x3f | 0x300 | 0x800).as_deref(),
-            Some("gfx90a:sramecc-:xnack+")
-        );
-        assert_eq!(t(0x3f | 0x200).as_deref(), Some("gfx90a:xnack-"));
-        assert_eq!(t(0x5d).as_deref(), Some("gfx1170"));
-        assert_eq!(t(0x62).as_deref(), Some("gfx11-7-generic"));
-        assert_eq!(t(0xeb).as_deref(), Some("gfx1250-strict"));
-        // The generic version (bits 31:24) does not change the target.
-        assert_eq!(t(0x0100_0054).as_deref(), Some("gfx11-generic"));
-        assert_eq!(t(0x00), None);
-        assert_eq!(t(0x01), None);
     }
 }

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::machine;
+
 /// The prefix HSA and clang put in front of ISA names.
 const AMDHSA_PREFIX: &str = "amdgcn-amd-amdhsa--";
 
@@ -62,6 +64,27 @@ impl ParseTargetError {
 }
 
 impl Target {
+    /// The target a code object of version 4 or later is for, from its
+    /// `e_flags`: the processor, with `xnack+`/`xnack-` and
+    /// `sramecc+`/`sramecc-` when the code requires a setting ("any" and
+    /// "unsupported" add none). `None` for a machine value no table knows.
+    pub fn of_flags(e_flags: u32) -> Option<Target> {
+        let processor = machine::processor_of_machine((e_flags & machine::EF_AMDGPU_MACH) as u8)?;
+        let mut id = processor.to_owned();
+        // Canonical order is by feature name: sramecc before xnack.
+        match e_flags & machine::EF_AMDGPU_FEATURE_SRAMECC_V4 {
+            0x800 => id.push_str(":sramecc-"),
+            0xc00 => id.push_str(":sramecc+"),
+            _ => {}
+        }
+        match e_flags & machine::EF_AMDGPU_FEATURE_XNACK_V4 {
+            0x200 => id.push_str(":xnack-"),
+            0x300 => id.push_str(":xnack+"),
+            _ => {}
+        }
+        Target::parse(&id).ok()
+    }
+
     /// Parses a target id, accepting the `amdgcn-amd-amdhsa--` prefix and
     /// features in any order.
     pub fn parse(input: &str) -> Result<Target, ParseTargetError> {
@@ -125,7 +148,7 @@ impl Target {
         let error = |reason| Err(ParseTargetError::new(input, reason));
         let facts = crate::gpus::processor(&target.processor);
         let known = facts.is_some()
-            || crate::machine::MACHINES
+            || machine::MACHINES
                 .iter()
                 .any(|(_, name)| *name == &*target.processor)
             || target.processor.strip_prefix("gfx").is_some_and(|n| {
@@ -347,6 +370,25 @@ impl<'de> serde::Deserialize<'de> for Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_give_the_processor_and_the_settings_the_code_requires() {
+        let t = |flags| Target::of_flags(flags).map(|t| t.to_string());
+        assert_eq!(t(0x4c).as_deref(), Some("gfx942"));
+        assert_eq!(t(0x4c | 0x100 | 0x400).as_deref(), Some("gfx942"));
+        assert_eq!(
+            t(0x3f | 0x300 | 0x800).as_deref(),
+            Some("gfx90a:sramecc-:xnack+")
+        );
+        assert_eq!(t(0x3f | 0x200).as_deref(), Some("gfx90a:xnack-"));
+        assert_eq!(t(0x5d).as_deref(), Some("gfx1170"));
+        assert_eq!(t(0x62).as_deref(), Some("gfx11-7-generic"));
+        assert_eq!(t(0xeb).as_deref(), Some("gfx1250-strict"));
+        // The generic version (bits 31:24) does not change the target.
+        assert_eq!(t(0x0100_0054).as_deref(), Some("gfx11-generic"));
+        assert_eq!(t(0x00), None);
+        assert_eq!(t(0x01), None);
+    }
 
     fn t(s: &str) -> Target {
         Target::parse(s).unwrap()

@@ -32,8 +32,9 @@ use rocm_kpack::{Loader, LoaderConfig, Marker, Target};
 use serde::{Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::tree::KPACK_DIR;
-use kpack_binary::sniff::{read_split_binary, BinaryFormat, SplitBinary};
+use kpack_binary::sniff::{read_split_binary, SplitBinary};
+use kpack_binary::BinaryFormat;
+use rocm_kpack::format::KPACK_DIR;
 
 /// The version of [`DepsReport`]'s form; fields are added, never
 /// repurposed.

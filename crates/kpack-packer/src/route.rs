@@ -20,11 +20,7 @@ use kpack_binary::databases::{Recognisers, Role};
 use kpack_gpu::gpus::{self, PROCESSORS};
 use kpack_gpu::{Level, Owner, Target};
 
-use crate::databases::payload::DeviceFile;
-
-/// The library and component of code objects routed by content and their
-/// companions.
-pub const CODE_OBJECTS: &str = "code-objects";
+use crate::databases::payload::{DeviceFile, CODE_OBJECTS};
 
 /// A file to route: its path relative to the root it installs under, and
 /// the target of the code object it is, if it is one.

@@ -32,10 +32,8 @@ use crate::split::FatBinary;
 use kpack_binary::code_object::{self, Embedded};
 use kpack_binary::databases::Recognisers;
 use kpack_binary::input::MappedFile;
-use kpack_binary::sniff::BinaryFormat;
-
-/// The directory holding the archives, at the root of a split tree.
-pub const KPACK_DIR: &str = ".kpack";
+use kpack_binary::BinaryFormat;
+use rocm_kpack::format::KPACK_DIR;
 
 /// What happens to kernel database files for one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use rocm_kpack::{Archive, Loader, LoaderConfig, Marker, Target};
 
 use crate::error::{Error, ProgramHeaderError, Result};
-use crate::tree::KPACK_DIR;
 use kpack_binary::bundle::{Bundle, CodeObject};
 use kpack_binary::elf::check_program_headers;
 use kpack_binary::image::FatImage;
+use rocm_kpack::format::KPACK_DIR;
 
 /// One wrapper whose code for a target is not what it should be.
 #[derive(Debug)]

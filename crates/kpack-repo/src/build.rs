@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use fs_err as fs;
 use kpack_gpu::{Level, Owner, Target};
 use kpack_packer::archive::Grouping;
-use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport, KPACK_DIR};
+use kpack_packer::tree::{split_tree_with, TreeOptions, TreeReport};
+use rocm_kpack::format::KPACK_DIR;
 use rocm_kpack::Compression;
 
 use kpack_repo_index::types::{InvalidValue, Listed};

@@ -8,6 +8,7 @@
 //! again and retries, so concurrent publishers never lose an update.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use fs_err as fs;
@@ -26,6 +27,7 @@ use kpack_repo_index::types::{
     Timestamp,
 };
 use kpack_sign::SecretKey;
+use rocm_kpack::format::{ARCHIVE_EXTENSION, KPACK_DIR};
 
 /// How long a published root stays valid unless told otherwise.
 pub const DEFAULT_VALIDITY_DAYS: i64 = 30;
@@ -435,25 +437,26 @@ impl Publisher {
             .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
         let mut decoded_size = None;
         let mut opened = None;
-        let (kind, install_as, targets) = if file_name.ends_with(".kpack") {
-            let archive = rocm_kpack::Archive::open(&artifact.file)?;
-            decoded_size = Some(archive.decoded_size());
-            let targets = archive
-                .architectures()
-                .iter()
-                .cloned()
-                .map(Listed::Target)
-                .collect();
-            let install_as: RelativePath = format!(".kpack/{file_name}")
-                .parse()
-                .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
-            opened = Some(archive);
-            (ArtifactKind::Kpack, Some(install_as), Some(targets))
-        } else if file_name.ends_with(".tar.zst") {
-            (ArtifactKind::Tree, None, artifact.targets.clone())
-        } else {
-            return Err(bad(BadArtifact::Kind));
-        };
+        let (kind, install_as, targets) =
+            if Path::new(file_name).extension() == Some(OsStr::new(ARCHIVE_EXTENSION)) {
+                let archive = rocm_kpack::Archive::open(&artifact.file)?;
+                decoded_size = Some(archive.decoded_size());
+                let targets = archive
+                    .architectures()
+                    .iter()
+                    .cloned()
+                    .map(Listed::Target)
+                    .collect();
+                let install_as: RelativePath = format!("{KPACK_DIR}/{file_name}")
+                    .parse()
+                    .map_err(|e: kpack_repo_index::types::InvalidValue| bad(e.into()))?;
+                opened = Some(archive);
+                (ArtifactKind::Kpack, Some(install_as), Some(targets))
+            } else if file_name.ends_with(".tar.zst") {
+                (ArtifactKind::Tree, None, artifact.targets.clone())
+            } else {
+                return Err(bad(BadArtifact::Kind));
+            };
         let owner = match kind {
             ArtifactKind::Tree => artifact.owner.clone(),
             ArtifactKind::Kpack => None,

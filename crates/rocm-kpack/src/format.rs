@@ -41,6 +41,18 @@ pub const ENTRY_TYPE_HSACO: &str = "hsaco";
 /// zstd level the reference tooling uses.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+/// The directory holding the archives: beside a split binary, at a split
+/// tree's or an install prefix's root, in a wheel's top-level package.
+pub const KPACK_DIR: &str = ".kpack";
+/// The extension of an archive's file name (`<group>_<target>.kpack`).
+pub const ARCHIVE_EXTENSION: &str = "kpack";
+/// The section of a split ELF file holding its marker, which its `HIPK`
+/// wrappers point at.
+pub const ELF_MARKER_SECTION: &str = ".rocm_kpack_ref";
+/// The section of a split PE image holding its marker (section names in
+/// an image are 8 bytes at most).
+pub const PE_MARKER_SECTION: &str = ".kpackrf";
+
 /// The most distinct targets an archive may name, in `gfx_arches` or as
 /// TOC target keys: far more than every GPU target and feature variant
 /// there is, few enough that no archive makes a reader do quadratic work.

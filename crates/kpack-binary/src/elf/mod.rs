@@ -26,4 +26,4 @@ pub const FATBIN_SECTION: &str = ".hip_fatbin";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
 /// The section a split adds, holding the kpack marker the `HIPK`
 /// wrappers point at.
-pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+pub const MARKER_SECTION: &str = rocm_kpack::format::ELF_MARKER_SECTION;

@@ -27,6 +27,6 @@ pub const FATBIN_SECTION: &str = ".hip_fat";
 pub const WRAPPER_SECTION: &str = ".hipFatB";
 /// The section a split adds, holding the kpack marker the `HIPK` wrappers
 /// point at.
-pub const MARKER_SECTION: &str = ".kpackrf";
+pub const MARKER_SECTION: &str = rocm_kpack::format::PE_MARKER_SECTION;
 /// The section linkers put the base relocation table in.
 pub const RELOC_SECTION: &str = ".reloc";

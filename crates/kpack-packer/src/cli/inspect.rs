@@ -9,7 +9,7 @@ use rocm_kpack::Archive;
 use serde::Serialize;
 
 use super::{shown, EmptyArchives};
-use kpack_binary::sniff::BinaryFormat;
+use kpack_binary::BinaryFormat;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {

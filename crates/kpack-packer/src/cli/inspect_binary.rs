@@ -13,7 +13,8 @@ use serde::Serialize;
 use super::shown;
 use kpack_binary::code_object::{self, Embedded};
 use kpack_binary::input::MappedFile;
-use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
+use kpack_binary::sniff::{sniff, Sniffed};
+use kpack_binary::BinaryFormat;
 
 #[derive(Debug, Serialize)]
 struct Report {

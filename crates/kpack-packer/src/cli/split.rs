@@ -16,6 +16,7 @@ use kpack_packer::sign::sign_archive;
 use kpack_packer::split::FatBinary;
 use kpack_packer::tree::{split_tree_with, DatabaseMode, TreeOptions};
 use kpack_sign::SecretKey;
+use rocm_kpack::format::KPACK_DIR;
 
 #[derive(Debug, clap::Args)]
 pub struct SplitArgs {
@@ -82,7 +83,7 @@ pub fn run(args: SplitArgs, printer: &Printer) -> anyhow::Result<()> {
         .into_owned();
     let grouping = args.group_by.into();
     let Some(binary) = FatBinary::parse(data, &name, |targets| {
-        Grouping::search_paths(grouping, group, ".kpack/", targets)
+        Grouping::search_paths(grouping, group, &format!("{KPACK_DIR}/"), targets)
     })
     .with_context(|| format!("cannot split {}", shown(input)))?
     else {
@@ -104,7 +105,7 @@ pub fn run(args: SplitArgs, printer: &Printer) -> anyhow::Result<()> {
     if same_file(input, &host) {
         bail!("the output {} would overwrite the input", shown(&host));
     }
-    let mut archives = ArchiveSet::new(&args.output.join(".kpack"), group, grouping, compression)
+    let mut archives = ArchiveSet::new(&args.output.join(KPACK_DIR), group, grouping, compression)
         .with_budget(args.archive.memory);
     archives.add(&binary.units(), |bytes| mapped.release(bytes))?;
     let archives = archives.finish()?;

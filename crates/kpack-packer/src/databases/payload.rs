@@ -21,6 +21,10 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
+/// The library and component of code objects routed by content and their
+/// companions.
+pub const CODE_OBJECTS: &str = "code-objects";
+
 /// A database file a tree split routes by target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceFile {
@@ -44,7 +48,7 @@ impl DeviceFile {
     /// database file for one target, not a group's file nor a code object
     /// its library loads by path.
     pub fn packable(&self) -> bool {
-        self.target.is_some() && self.library != crate::route::CODE_OBJECTS
+        self.target.is_some() && self.library != CODE_OBJECTS
     }
 }
 

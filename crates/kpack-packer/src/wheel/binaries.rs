@@ -11,10 +11,10 @@ use super::error::{Placement, WheelError};
 use super::reader::{Checked, Member};
 use crate::archive::{ArchiveSet, Grouping};
 use crate::split::FatBinary;
-use crate::tree::KPACK_DIR;
 use kpack_binary::code_object::{self, Embedded};
 use kpack_binary::input::MappedFile;
 use kpack_binary::sniff::{sniff, Sniffed};
+use rocm_kpack::format::KPACK_DIR;
 
 /// A fat member's host-only file, spooled.
 #[derive(Debug)]

@@ -37,7 +37,6 @@ use rocm_kpack::Compression;
 
 use crate::archive::{ArchiveSet, Grouping, WrittenArchive};
 use crate::pipeline::MemoryBudget;
-use crate::tree::KPACK_DIR;
 use binaries::{find_fat, top_level_package, DeviceCode, Splitter};
 use devices::{device_contents, DeviceContent};
 use kpack_binary::code_object::Embedded;
@@ -46,6 +45,7 @@ use kpack_gpu::{Level, Target};
 use kpack_sign::SecretKey;
 use output::{Additions, DeviceSpec, HostContent};
 use reader::InputWheel;
+use rocm_kpack::format::KPACK_DIR;
 use writer::zip_time;
 
 pub use error::WheelError;

@@ -19,7 +19,7 @@ use super::metadata::{device_distribution, device_metadata, device_wheel_file};
 use super::reader::{Checked, InputWheel, Member};
 use super::writer::WheelWriter;
 use crate::archive::WrittenArchive;
-use crate::tree::KPACK_DIR;
+use rocm_kpack::format::KPACK_DIR;
 
 /// What the wheel being written holds besides the input's members.
 #[derive(Debug, Default)]

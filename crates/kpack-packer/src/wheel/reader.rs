@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use kpack_binary::code_object;
-use kpack_binary::sniff::BinaryFormat;
+use kpack_binary::BinaryFormat;
 use kpack_gpu::Target;
 use kpack_hash::HashingReader;
 use kpack_wheel::{DistName, WheelFilename};

@@ -11,7 +11,8 @@ use std::path::{Component, Path, PathBuf};
 
 use kpack_binary::image::FatImage;
 use kpack_binary::input::MappedFile;
-use kpack_binary::sniff::{sniff, BinaryFormat, Sniffed};
+use kpack_binary::sniff::{sniff, Sniffed};
+use kpack_binary::BinaryFormat;
 use kpack_error::one_line;
 use kpack_gpu::Target;
 use rocm_kpack::{Loader, Marker};

@@ -24,6 +24,7 @@ use kpack_repo_index::RelativePath;
 use serde::{Deserialize, Serialize};
 
 use super::InstallError;
+use rocm_kpack::format::KPACK_DIR;
 
 /// The journal's format version.
 const JOURNAL_FORMAT: u32 = 1;
@@ -83,7 +84,7 @@ impl PrefixPaths {
 
     /// `.kpack/`, which must be a real directory.
     pub fn meta(&self, root: &ConfinedDir) -> Result<ConfinedDir, InstallError> {
-        Ok(root.open_dir(Path::new(".kpack"))?)
+        Ok(root.open_dir(Path::new(KPACK_DIR))?)
     }
 
     /// `.kpack/`, or `None` when there is no prefix or no `.kpack/` yet.
@@ -92,7 +93,7 @@ impl PrefixPaths {
             Err(error) if error.is_not_found() => return Ok(None),
             root => root?,
         };
-        match root.open_dir(Path::new(".kpack")) {
+        match root.open_dir(Path::new(KPACK_DIR)) {
             Err(error) if error.is_not_found() => Ok(None),
             meta => Ok(Some(meta?)),
         }

@@ -12,6 +12,7 @@ use kpack_fs::confined::{ConfinedDir, ConfinedError};
 use kpack_repo_index::RelativePath;
 
 use super::InstallError;
+use rocm_kpack::format::KPACK_DIR;
 
 /// The file systems of a prefix's directories, as a change finds them.
 #[derive(Debug)]
@@ -31,7 +32,7 @@ impl<'a> Devices<'a> {
         Ok(Devices {
             root,
             staging: staging.mount()?,
-            staging_shown: root.path().join(".kpack").join(super::commit::STAGING),
+            staging_shown: root.path().join(KPACK_DIR).join(super::commit::STAGING),
             seen: BTreeMap::new(),
         })
     }

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use kpack_binary::materialize::{planned_code_size, BoundedArchives, Destination};
-use kpack_binary::sniff::BinaryFormat;
+use kpack_binary::BinaryFormat;
 use kpack_fs::confined::ConfinedDir;
 use kpack_repo_index::{ArtifactKind, RelativePath, Sha256};
 

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -16,6 +17,7 @@ use kpack_repo_index::{HashingReader, InvalidValue, RelativePath};
 
 use super::record::InstalledFile;
 use super::{InstallError, ReadyArtifact};
+use rocm_kpack::format::{ARCHIVE_EXTENSION, KPACK_DIR};
 
 /// Why a path from an archive cannot be placed in the prefix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -323,7 +325,7 @@ impl<R: Read> Read for Limited<R> {
 /// under it. Only archives placed by their `install-as` go there
 /// ([`is_archive_slot`]).
 pub fn is_bookkeeping(relative: &RelativePath) -> bool {
-    relative.as_str() == ".kpack" || relative.as_str().starts_with(".kpack/")
+    relative.as_str() == KPACK_DIR || is_under_kpack_dir(relative).is_some()
 }
 
 /// Whether `relative` is where an archive may be placed in `.kpack/`:
@@ -331,15 +333,20 @@ pub fn is_bookkeeping(relative: &RelativePath) -> bool {
 /// the journal, the record, staging and what was moved aside are none of
 /// these).
 pub fn is_archive_slot(relative: &RelativePath) -> bool {
+    is_under_kpack_dir(relative).is_some_and(|name| {
+        !name.contains('/')
+            && !name.starts_with('.')
+            && !name.starts_with(super::commit::TRASH)
+            && Path::new(name).extension() == Some(OsStr::new(ARCHIVE_EXTENSION))
+    })
+}
+
+/// `relative` less its leading `.kpack/`, where it starts so.
+fn is_under_kpack_dir(relative: &RelativePath) -> Option<&str> {
     relative
         .as_str()
-        .strip_prefix(".kpack/")
-        .is_some_and(|name| {
-            !name.contains('/')
-                && !name.starts_with('.')
-                && !name.starts_with(super::commit::TRASH)
-                && name.ends_with(".kpack")
-        })
+        .strip_prefix(KPACK_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
 }
 
 /// A symbolic link entry, if its text stays inside the prefix; the outer

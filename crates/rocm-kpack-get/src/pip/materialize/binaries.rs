@@ -10,7 +10,8 @@
 use std::path::{Component, Path, PathBuf};
 
 use kpack_binary::input::MappedFile;
-use kpack_binary::sniff::{split_binary, BinaryFormat};
+use kpack_binary::sniff::split_binary;
+use kpack_binary::BinaryFormat;
 use kpack_wheel::{DistName, Record};
 use rocm_kpack::Marker;
 
