@@ -44,13 +44,13 @@ pub enum WheelError {
     #[error("member {member:?}: {mismatch}; refused (zip readers would disagree on its content)")]
     ZipMismatch {
         member: String,
-        mismatch: super::local_headers::ZipMismatch,
+        mismatch: ZipMismatch,
     },
     /// With strict RECORD checking: a member RECORD does not describe.
     #[error("member {member:?}: {problem}; refused (RECORD is checked strictly)")]
     Record {
         member: String,
-        problem: super::reader::RecordProblem,
+        problem: RecordProblem,
     },
     /// A decompression bomb, or (strict) a member larger than RECORD
     /// says: reading stopped one byte past `limit`.
@@ -62,12 +62,17 @@ pub enum WheelError {
         limit: u64,
         given_by: &'static str,
     },
-    #[error("RECORD line {line}: {reason}")]
+    #[error("RECORD is not UTF-8")]
+    RecordNotUtf8,
+    #[error(transparent)]
     BadRecord {
-        line: usize,
-        #[source]
-        reason: BadRecord,
+        #[from]
+        source: kpack_wheel::record::RecordError,
     },
+    #[error("RECORD: hash {hash:?} for {path:?}: only sha256 is supported")]
+    RecordNotSha256 { path: String, hash: String },
+    #[error("RECORD: {path:?} listed twice")]
+    RecordListedTwice { path: String },
     #[error("METADATA is not UTF-8")]
     MetadataNotUtf8,
     #[error("cannot read METADATA")]
@@ -141,23 +146,6 @@ pub enum NotAWheel {
 }
 
 /// What is wrong with a line of RECORD.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BadRecord {
-    #[error("not UTF-8")]
-    NotUtf8,
-    #[error("unterminated quote")]
-    UnterminatedQuote,
-    #[error("not three fields (path, hash, size)")]
-    NotThreeFields,
-    #[error("hash {hash:?} for {path:?}: only sha256 is supported")]
-    NotSha256 { hash: String, path: String },
-    #[error("size is not a number")]
-    SizeNotANumber,
-    #[error("{0:?} listed twice")]
-    ListedTwice(String),
-}
-
 /// Why a fat binary cannot be split where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -168,4 +156,40 @@ pub enum Placement {
     OutsidePackages,
     #[error("has a section for offload bundles but no device code")]
     NoDeviceCode,
+}
+
+/// How a member's zip headers disagree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ZipMismatch {
+    #[error("no local header at offset {offset}, where the central directory puts it")]
+    NoLocalHeader { offset: u64 },
+    #[error("its local header names it {local:?}")]
+    Name { local: String },
+    #[error("its local header gives compression method {local}, the central directory {central}")]
+    Method { local: u16, central: u16 },
+    #[error("its local header gives CRC-32 {:08x} and sizes {} and {}, the central directory {:08x}, {} and {}", local.0, local.1, local.2, central.0, central.1, central.2)]
+    Sizes {
+        /// CRC-32, compressed and uncompressed size.
+        local: (u32, u64, u64),
+        central: (u32, u64, u64),
+    },
+    #[error("its data overlaps {other}")]
+    Overlap { other: String },
+}
+
+/// How a member's row in RECORD disagrees with the member.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordProblem {
+    #[error("not listed in RECORD")]
+    NotListed,
+    #[error("listed in RECORD without a hash")]
+    Hashless,
+    #[error("RECORD gives size {recorded}, the member has {actual}")]
+    Size { recorded: u64, actual: u64 },
+    #[error("RECORD gives {recorded}, the member has {actual}")]
+    Hash { recorded: String, actual: String },
+    #[error("listed in RECORD, not in the wheel")]
+    NotInWheel,
 }

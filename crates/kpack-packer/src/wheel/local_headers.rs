@@ -11,7 +11,7 @@ use std::path::Path;
 
 use zip::ZipArchive;
 
-use super::error::WheelError;
+use super::error::{WheelError, ZipMismatch};
 
 /// The local file header's signature.
 const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
@@ -21,26 +21,6 @@ const LOCAL_FIXED: u64 = 30;
 const ZIP64_SIZE: u32 = u32::MAX;
 /// General purpose flag bit 3: CRC-32 and sizes follow the data.
 const DATA_DESCRIPTOR: u16 = 1 << 3;
-
-/// How a member's zip headers disagree.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ZipMismatch {
-    #[error("no local header at offset {offset}, where the central directory puts it")]
-    NoLocalHeader { offset: u64 },
-    #[error("its local header names it {local:?}")]
-    Name { local: String },
-    #[error("its local header gives compression method {local}, the central directory {central}")]
-    Method { local: u16, central: u16 },
-    #[error("its local header gives CRC-32 {:08x} and sizes {} and {}, the central directory {:08x}, {} and {}", local.0, local.1, local.2, central.0, central.1, central.2)]
-    Sizes {
-        /// CRC-32, compressed and uncompressed size.
-        local: (u32, u64, u64),
-        central: (u32, u64, u64),
-    },
-    #[error("its data overlaps {other}")]
-    Overlap { other: String },
-}
 
 /// One member's place in the file, as its headers give it.
 struct Span {

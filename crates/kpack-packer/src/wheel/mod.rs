@@ -48,9 +48,10 @@ use reader::InputWheel;
 use rocm_kpack::format::KPACK_DIR;
 use writer::zip_time;
 
+pub use error::RecordProblem;
 pub use error::WheelError;
 pub use output::DeviceWheel;
-pub use reader::{RecordNote, RecordProblem};
+pub use reader::RecordNote;
 
 /// How a wheel is split.
 #[derive(Debug)]

@@ -16,8 +16,10 @@ use rayon::prelude::*;
 use zip::read::ZipFile;
 use zip::ZipArchive;
 
-use super::error::{BadRecord, NotAWheel, WheelError};
-use super::record::{self, hash_field, Recorded};
+use kpack_wheel::record::RecordHash;
+
+use super::error::{NotAWheel, RecordProblem, WheelError};
+use super::record::{self, Recorded};
 
 /// The most bytes a METADATA, WHEEL or RECORD file may have: they are read
 /// whole.
@@ -93,10 +95,7 @@ impl InputWheel {
             wheel: Vec::new(),
         };
         let record = wheel.read_small("RECORD")?;
-        let record = String::from_utf8(record).map_err(|_| WheelError::BadRecord {
-            line: 0,
-            reason: BadRecord::NotUtf8,
-        })?;
+        let record = String::from_utf8(record).map_err(|_| WheelError::RecordNotUtf8)?;
         wheel.record = record::parse(&record)?;
         wheel.metadata = wheel.read_small("METADATA")?;
         wheel.wheel = wheel.read_small("WHEEL")?;
@@ -310,28 +309,12 @@ impl InputWheel {
             }
             _ => {}
         }
-        let actual = hash_field(&checked.digest);
+        let actual = RecordHash::sha256(&checked.digest);
         (*expected != actual).then(|| RecordProblem::Hash {
-            recorded: expected.clone(),
-            actual,
+            recorded: expected.to_string(),
+            actual: actual.to_string(),
         })
     }
-}
-
-/// How a member's row in RECORD disagrees with the member.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordProblem {
-    #[error("not listed in RECORD")]
-    NotListed,
-    #[error("listed in RECORD without a hash")]
-    Hashless,
-    #[error("RECORD gives size {recorded}, the member has {actual}")]
-    Size { recorded: u64, actual: u64 },
-    #[error("RECORD gives {recorded}, the member has {actual}")]
-    Hash { recorded: String, actual: String },
-    #[error("listed in RECORD, not in the wheel")]
-    NotInWheel,
 }
 
 /// A member whose RECORD row was missing, hashless or stale: the wheels

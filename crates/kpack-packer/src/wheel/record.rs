@@ -1,63 +1,46 @@
 //! `RECORD`: the CSV list of a wheel's files with their sha256 (urlsafe
-//! base64, no padding) and size. Read to check the input, written anew for
-//! every output wheel.
+//! base64, no padding) and size. Read with kpack-wheel's grammar to check
+//! the input (sha256 only, each path once), written anew for every output
+//! wheel.
 
 use std::collections::BTreeMap;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
+use kpack_wheel::record::{csv_field, Record, RecordHash};
 
-use kpack_wheel::record::{csv_field, csv_fields};
-
-use super::error::{BadRecord, WheelError};
+use super::error::WheelError;
 
 /// What RECORD says about one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
-    /// `sha256=<digest>`, or `None` (RECORD itself, signatures).
-    pub hash: Option<String>,
+    /// `None` for RECORD itself and signatures.
+    pub hash: Option<RecordHash>,
     pub size: Option<u64>,
 }
 
-/// `sha256=<urlsafe base64 without padding>` of a digest.
-pub fn hash_field(digest: &[u8; 32]) -> String {
-    format!("sha256={}", URL_SAFE_NO_PAD.encode(digest))
-}
-
-/// Parses RECORD into path -> what it says.
+/// Parses RECORD into path -> what it says: every hash sha256, no path
+/// listed twice.
 pub fn parse(text: &str) -> Result<BTreeMap<String, Recorded>, WheelError> {
+    let parsed = Record::parse(text).map_err(|source| WheelError::BadRecord { source })?;
     let mut record = BTreeMap::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |reason| WheelError::BadRecord {
-            line: number + 1,
-            reason,
-        };
-        let fields = csv_fields(line).ok_or_else(|| bad(BadRecord::UnterminatedQuote))?;
-        let [path, hash, size] =
-            <[String; 3]>::try_from(fields).map_err(|_| bad(BadRecord::NotThreeFields))?;
-        let hash = (!hash.is_empty()).then_some(hash);
-        if let Some(hash) = &hash {
-            if !hash.starts_with("sha256=") {
-                return Err(bad(BadRecord::NotSha256 {
-                    hash: hash.clone(),
-                    path,
-                }));
-            }
-        }
-        let size = if size.is_empty() {
-            None
-        } else {
-            Some(size.parse().map_err(|_| bad(BadRecord::SizeNotANumber))?)
-        };
-        if record
-            .insert(path.clone(), Recorded { hash, size })
-            .is_some()
+    for row in parsed.rows() {
+        if let Some(hash) = row
+            .hash
+            .as_ref()
+            .filter(|h| !h.as_str().starts_with("sha256="))
         {
-            return Err(bad(BadRecord::ListedTwice(path)));
+            return Err(WheelError::RecordNotSha256 {
+                path: row.path.clone(),
+                hash: hash.to_string(),
+            });
+        }
+        let recorded = Recorded {
+            hash: row.hash.clone(),
+            size: row.size,
+        };
+        if record.insert(row.path.clone(), recorded).is_some() {
+            return Err(WheelError::RecordListedTwice {
+                path: row.path.clone(),
+            });
         }
     }
     Ok(record)
@@ -72,7 +55,11 @@ pub struct RecordWriter {
 impl RecordWriter {
     /// Adds a file with its digest and size.
     pub fn add(&mut self, path: &str, digest: &[u8; 32], size: u64) {
-        let line = format!("{},{},{size}\n", csv_field(path), hash_field(digest));
+        let line = format!(
+            "{},{},{size}\n",
+            csv_field(path),
+            RecordHash::sha256(digest)
+        );
         self.text.push_str(&line);
     }
 
@@ -106,9 +93,16 @@ mod tests {
     }
 
     #[test]
-    fn malformed_lines_name_their_number() {
-        let error = parse("a,sha256=x,1\nb,md5=y,2\n").unwrap_err();
+    fn malformed_lines_name_their_number_and_other_hashes_their_path() {
+        let error = parse("a,sha256=x,1\nb,y,2\n").unwrap_err();
         assert!(error.to_string().starts_with("RECORD line 2:"), "{error}");
+        let error = parse("a,sha256=x,1\nb,md5=y,2\n").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "RECORD: hash \"md5=y\" for \"b\": only sha256 is supported"
+        );
+        let error = parse("a,sha256=x,1\na,sha256=x,1\n").unwrap_err();
+        assert_eq!(error.to_string(), "RECORD: \"a\" listed twice");
         assert!(parse("a,sha256=x\n").is_err());
         assert!(parse("\"a,sha256=x,1\n").is_err());
         assert!(parse("a,sha256=x,one\n").is_err());
