@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod aotriton;
+mod closed_pipe;
 mod debian_stack;
 mod fat;
 mod python_wheels;

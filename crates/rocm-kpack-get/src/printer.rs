@@ -1,7 +1,7 @@
 //! All of kpack-get's output goes through here: human lines on stdout,
 //! warnings and notes on stderr, or one JSON document on stdout.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 use kpack_cli::ByteSize;
 use kpack_gpu::Owner;
@@ -87,17 +87,7 @@ impl rocm_kpack_get::output::Output for Printer {
     }
 }
 
-/// Writes a line to stdout; a closed pipe (`| head`) ends quietly.
-fn write_out(text: &str) {
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{text}").is_err() {
-        std::process::exit(0);
-    }
-}
-
-pub fn write_err(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
-}
+pub use kpack_cli::{write_err, write_out};
 
 /// An artifact for a listing: its size and what it is, with its path in
 /// the pool when asked (see [`ArtifactReport::line`]).

@@ -3,7 +3,6 @@
 //! was given and some binary has no candidate archive present for it.
 
 use std::fmt::{self, Write as _};
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -33,7 +32,7 @@ pub fn run(args: DepsArgs, output: OutputArgs) -> anyhow::Result<()> {
     let printer = Printer::new(output, args.json.json);
     let report = deps(&args.paths, &args.targets)?;
     if printer.says() {
-        write_stdout(&render(&report)?)?;
+        kpack_cli::write_out(render(&report)?.trim_end_matches('\n'));
     }
     printer.report(&report);
     let missing: Vec<String> = report
@@ -44,19 +43,6 @@ pub fn run(args: DepsArgs, output: OutputArgs) -> anyhow::Result<()> {
         bail!("no archive present: {}", missing.join(", "));
     }
     Ok(())
-}
-
-/// Writes `text` to standard output; a reader that closed the pipe
-/// (`| head`) has seen what it wanted.
-fn write_stdout(text: &str) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
 }
 
 /// The report as text: each binary, then a summary line.

@@ -8,7 +8,7 @@ use kpack_gpu::Target;
 use rocm_kpack::Archive;
 use serde::Serialize;
 
-use super::{shown, EmptyArchives};
+use super::{shown, Outcome};
 use kpack_binary::BinaryFormat;
 
 #[derive(Debug, clap::Args)]
@@ -51,12 +51,13 @@ struct CodeObjectReport {
     decoded_size: u64,
 }
 
-pub fn run(args: InspectArgs, output: OutputArgs) -> anyhow::Result<()> {
+pub fn run(args: InspectArgs, output: OutputArgs) -> anyhow::Result<Outcome> {
     let printer = Printer::new(output, args.json.json);
     let format = BinaryFormat::of_path(&args.archive)
         .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
     if format.is_some() {
-        return super::inspect_binary::run(&args.archive, &printer);
+        super::inspect_binary::run(&args.archive, &printer)?;
+        return Ok(Outcome::Done);
     }
     let archive = Archive::open(&args.archive)
         .with_context(|| format!("cannot inspect {}", shown(&args.archive)))?;
@@ -96,9 +97,9 @@ pub fn run(args: InspectArgs, output: OutputArgs) -> anyhow::Result<()> {
     print_report(&report, &printer);
     printer.report(&report);
     if report.empty {
-        return Err(EmptyArchives(vec![report.path]).into());
+        return Ok(Outcome::EmptyArchives(vec![report.path]));
     }
-    Ok(())
+    Ok(Outcome::Done)
 }
 
 /// The archive's header, then a line per code object with its decoded

@@ -90,30 +90,38 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let output = cli.output;
     let printer = kpack_cli::Printer::new(output, false);
+    let done = |result: anyhow::Result<()>| result.map(|()| Outcome::Done);
     let result = match cli.command {
-        Command::Split(args) => split::run(args, &printer),
-        Command::Materialize(args) => materialize::run(args, &printer),
+        Command::Split(args) => done(split::run(args, &printer)),
+        Command::Materialize(args) => done(materialize::run(args, &printer)),
         Command::Inspect(args) => inspect::run(args, output),
         Command::Verify(args) => verify::run(args, output),
-        Command::Deps(args) => deps::run(args, output),
-        Command::Wheel(command) => wheel::run(command, &printer),
+        Command::Deps(args) => done(deps::run(args, output)),
+        Command::Wheel(command) => done(wheel::run(command, &printer)),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) if error.is::<EmptyArchives>() => {
-            kpack_cli::write_err(&format!("warning: {error}"));
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::EmptyArchives(archives)) => {
+            kpack_cli::write_err(&format!(
+                "warning: {} no code object: {}",
+                kpack_cli::plural(archives.len(), "an archive holds", "archives hold"),
+                archives.join(", ")
+            ));
             ExitCode::from(3)
         }
         Err(error) => kpack_cli::fail(&*error, None, kpack_cli::FAILURE),
     }
 }
 
-/// The archives met that hold no code object: the runtime's loader passes
-/// over them, but they are a packaging mistake (ROCm's reference splitter
-/// writes them for targets without code), so scripts see exit code 3.
-#[derive(Debug, thiserror::Error)]
-#[error("{} no code object: {}", kpack_cli::plural(.0.len(), "an archive holds", "archives hold"), .0.join(", "))]
-struct EmptyArchives(Vec<String>);
+/// How a command that did its work ended.
+enum Outcome {
+    Done,
+    /// It met archives that hold no code object: the runtime's loader
+    /// passes over them, but they are a packaging mistake (ROCm's
+    /// reference splitter writes them for targets without code), so
+    /// scripts see exit code 3.
+    EmptyArchives(Vec<String>),
+}
 
 /// An environment variable the command line reads besides its flags':
 /// the one place kpack-pack reads the environment.

@@ -8,7 +8,7 @@ use kpack_cli::{counted, ByteSize, JsonArg, OutputArgs, Printer};
 use kpack_gpu::Target;
 use serde::Serialize;
 
-use super::{shown, EmptyArchives};
+use super::{shown, Outcome};
 use kpack_packer::verify::{verify_against, verify_tree, Failure, Problem, VerifyReport};
 
 #[derive(Debug, clap::Args)]
@@ -70,7 +70,7 @@ struct ProblemReport {
     details: Vec<String>,
 }
 
-pub fn run(args: VerifyArgs, output: OutputArgs) -> anyhow::Result<()> {
+pub fn run(args: VerifyArgs, output: OutputArgs) -> anyhow::Result<Outcome> {
     let printer = Printer::new(output, args.json.json);
     let report = match &args.original {
         Some(original) => verify_against(&args.output, &args.targets, original),
@@ -197,7 +197,7 @@ fn kinds(problems: &[ProblemReport]) -> String {
 
 /// The exit: an error when nothing was checked or something failed, the
 /// empty archives' exit code 3 when only they are wrong.
-fn outcome(report: &VerifyReport, json: Report, output: &Path) -> anyhow::Result<()> {
+fn outcome(report: &VerifyReport, json: Report, output: &Path) -> anyhow::Result<Outcome> {
     if report.binaries == 0 {
         bail!("no split binary in {}", shown(output));
     }
@@ -217,9 +217,9 @@ fn outcome(report: &VerifyReport, json: Report, output: &Path) -> anyhow::Result
         );
     }
     if !json.empty_archives.is_empty() {
-        return Err(EmptyArchives(json.empty_archives).into());
+        return Ok(Outcome::EmptyArchives(json.empty_archives));
     }
-    Ok(())
+    Ok(Outcome::Done)
 }
 
 /// Paths as printed: below the verified directory, without `..`.
