@@ -4,6 +4,7 @@
 //! pipe ignored), the exit codes every binary documents, sizes and counts
 //! as people read them, and the printer and report `schema` of the
 //! publisher tools.
+#![forbid(unsafe_code)]
 
 mod bytes;
 mod printer;

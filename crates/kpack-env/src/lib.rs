@@ -3,6 +3,7 @@
 //! else, so the list is the documentation of what the environment can
 //! change. Each binary reads them in one place (its settings); the
 //! runtime reads its own in `LoaderConfig`.
+#![forbid(unsafe_code)]
 
 /// The names of the environment variables the tools read.
 #[derive(Debug)]

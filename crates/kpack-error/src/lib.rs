@@ -6,6 +6,7 @@
 //! A cause whose text a message before it already says (an error that
 //! names its cause in its own message, as minisign's and reqwest's do) is
 //! left out, so nothing is printed twice.
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::fmt;

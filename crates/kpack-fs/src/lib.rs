@@ -6,6 +6,7 @@
 //! and shells make them), not the `0o600` of a bare temporary file: a web
 //! server or another user must be able to read what is published. A file
 //! made from an input can take the input's mode instead.
+#![forbid(unsafe_code)]
 
 pub mod confined;
 

@@ -4,6 +4,7 @@
 //! objects' ELF headers (`machine`) and the packaging levels that own
 //! device code (`owner`). Crates that only name GPUs depend
 //! on this and not on the archive reader and loader (`rocm-kpack`).
+#![forbid(unsafe_code)]
 
 pub mod family;
 pub mod gpus;

@@ -3,6 +3,7 @@
 //! wheel) and its check are one pass; and the reader and writer that count
 //! what passes through them, within a limit (`counting`). Shared by the
 //! packer, the repository tools, kpack-get and the runtime.
+#![forbid(unsafe_code)]
 
 mod counting;
 

@@ -5,8 +5,9 @@
 //! archive files present. Application vendors who redistribute ROCm
 //! libraries ship exactly these files.
 //!
-//! A split binary is an ELF file with a `.rocm_kpack_ref` marker whose
-//! wrappers are `HIPK` ([`read_split_binary`]; PE files are not read yet).
+//! A split binary is an ELF file with a `.rocm_kpack_ref` marker or a PE
+//! image with a `.kpackrf` one, whose wrappers are `HIPK`
+//! ([`read_split_binary`]).
 //! A directory is walked recursively in sorted order, `.kpack/`
 //! directories and symbolic links skipped, and only its split binaries are
 //! listed; a file named on its own must be one.

@@ -1,4 +1,4 @@
-//! GPU families: TheRock's built-in table (from the runtime crate), the
+//! GPU families: TheRock's built-in table (from `kpack-gpu`), the
 //! older names indexes still use, and a repository's own `[families]`.
 
 use std::collections::BTreeMap;

@@ -10,6 +10,7 @@
 //!
 //! The index model and everything a client reads with is in
 //! `kpack-repo-index`.
+#![forbid(unsafe_code)]
 
 pub mod build;
 pub mod debian;

@@ -1,4 +1,5 @@
 //! `kpack-repo`: the mirror operator's tool.
+#![forbid(unsafe_code)]
 
 mod cli;
 

@@ -4,6 +4,7 @@
 //! keys and verifying signatures (`public`). What a signature's trusted
 //! comment says is the caller's: a repository's root, a packed archive.
 //! Files interoperate with the stock `minisign` tool.
+#![forbid(unsafe_code)]
 
 mod keygen;
 mod public;

@@ -7,6 +7,7 @@
 //! - [`record`]: an installed distribution's `RECORD`, read and edited;
 //! - [`variants`]: variant properties, `variant.json` and
 //!   `{name}-{version}-variants.json`, and ordering variants for a machine.
+#![forbid(unsafe_code)]
 
 pub mod filename;
 pub mod metadata;

@@ -245,8 +245,8 @@ fn default_locations() -> Vec<PathBuf> {
     paths
 }
 
-/// An environment variable, as the settings read it: the one place
-/// kpack-get's settings take from the environment besides clap's flags.
+/// An environment variable, as the settings read it (detection reads the
+/// variables of the GPU runtimes itself).
 fn env_var(name: &str) -> Option<std::ffi::OsString> {
     std::env::var_os(name)
 }

@@ -244,6 +244,7 @@ fn an_unreadable_file_fails_the_split_naming_it() {
     .unwrap();
     let output = work.path().join("out");
     // Root reads everything: run as an unprivileged user then.
+    // SAFETY: geteuid takes nothing and cannot fail.
     let mut command = if unsafe { libc_geteuid() } == 0 {
         fs_err::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut c = kpack_test_support::tool("setpriv");

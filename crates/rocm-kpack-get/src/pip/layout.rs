@@ -124,7 +124,7 @@ fn decide_for(settings: &Settings, hosts: &[HostBinaries]) -> (RuntimeSearch, La
                 .for_installed_library(&binary.installed)
                 .unwrap_or_else(|error| RuntimeSearch {
                     runtime: None,
-                    notes: vec![format!("skipped: {:#}", anyhow::Error::new(error))],
+                    notes: vec![format!("skipped: {}", kpack_error::one_line(&error))],
                 })
         })
         .collect();

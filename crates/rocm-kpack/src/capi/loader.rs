@@ -142,8 +142,8 @@ pub unsafe extern "C" fn kpack_load_code_object(
         let arch_ptrs = unsafe { std::slice::from_raw_parts(arch_list, arch_count) };
         let arches = arch_ptrs
             .iter()
-            // SAFETY: each entry null or NUL-terminated per the contract.
             .map(|&ptr| {
+                // SAFETY: each entry null or NUL-terminated per the contract.
                 unsafe { c_text(ptr) }
                     .and_then(|s| Target::parse(s).map_err(|_| ErrorCode::InvalidArgument))
             })

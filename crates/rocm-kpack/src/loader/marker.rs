@@ -149,6 +149,8 @@ mod tests {
         };
         let bytes = marker.to_bytes();
         assert_eq!(Marker::parse(&bytes).unwrap(), marker);
+        // SAFETY: `bytes` is a whole marker, which `from_ptr` reads no
+        // further than.
         assert_eq!(unsafe { Marker::from_ptr(bytes.as_ptr()) }.unwrap(), marker);
     }
 
@@ -214,6 +216,8 @@ mod tests {
         let mut buf = vec![0x81, 0xdb];
         buf.extend_from_slice(&70_000u32.to_be_bytes());
         buf.resize(80_000, b'a');
+        // SAFETY: `buf` holds 80,000 bytes, past the 64 KiB `from_ptr`
+        // reads at most.
         let err = unsafe { Marker::from_ptr(buf.as_ptr()) }.unwrap_err();
         assert!(matches!(err, Error::InvalidMarker { .. }));
     }

@@ -55,7 +55,9 @@ fn fixture() -> Fixture {
 
 /// A raw handle shared by threads; the C API allows concurrent calls.
 struct Shared<T>(*mut T);
+// SAFETY: the C API allows calls on one handle from any thread at once.
 unsafe impl<T> Send for Shared<T> {}
+// SAFETY: as for `Send`: the C API's handles are thread-safe.
 unsafe impl<T> Sync for Shared<T> {}
 
 #[test]
@@ -63,6 +65,7 @@ fn get_kernel_from_eight_threads_on_one_archive() {
     let fixture = fixture();
     let mut handle: *mut KpackArchive = std::ptr::null_mut();
     assert_eq!(
+        // SAFETY: a NUL-terminated path and a place for the handle.
         unsafe { capi::kpack_open(fixture.archive.as_ptr(), &mut handle) },
         ErrorCode::Success
     );
@@ -83,6 +86,7 @@ fn get_kernel_from_eight_threads_on_one_archive() {
                     let (b, t) = ((thread * 7 + i) % BINARIES, (thread + i) % TARGETS.len());
                     let mut data: *mut c_void = std::ptr::null_mut();
                     let mut size = 0usize;
+                    // SAFETY: the handle is open until every worker is joined; the key and target are NUL-terminated; the out-pointers are this thread's.
                     let code = unsafe {
                         capi::kpack_get_kernel(
                             archive.0,
@@ -93,8 +97,10 @@ fn get_kernel_from_eight_threads_on_one_archive() {
                         )
                     };
                     assert_eq!(code, ErrorCode::Success);
+                    // SAFETY: on success `data` holds `size` bytes until it is freed.
                     let got = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) };
                     assert_eq!(got, &code_object(b, t)[..], "thread {thread} iteration {i}");
+                    // SAFETY: `data` came from `kpack_get_kernel` and is freed once.
                     unsafe { capi::kpack_free_kernel(data) };
                 }
             })
@@ -103,6 +109,7 @@ fn get_kernel_from_eight_threads_on_one_archive() {
     for worker in workers {
         worker.join().unwrap();
     }
+    // SAFETY: every worker has been joined: nothing uses the handle after this.
     unsafe { capi::kpack_close(handle) };
 }
 
@@ -111,6 +118,7 @@ fn load_code_object_from_eight_threads_on_one_cache() {
     let fixture = Arc::new(fixture());
     let mut handle: *mut KpackCache = std::ptr::null_mut();
     assert_eq!(
+        // SAFETY: a place for the handle.
         unsafe { capi::kpack_cache_create(&mut handle) },
         ErrorCode::Success
     );
@@ -129,6 +137,7 @@ fn load_code_object_from_eight_threads_on_one_cache() {
                     let bundle = (thread * 3 + i) % BINARIES;
                     let mut data: *mut c_void = std::ptr::null_mut();
                     let mut size = 0usize;
+                    // SAFETY: the cache lives until every worker is joined; the marker, path and target list are valid and NUL-terminated; the out-pointers are this thread's.
                     let code = unsafe {
                         capi::kpack_load_code_object(
                             cache.0,
@@ -142,8 +151,10 @@ fn load_code_object_from_eight_threads_on_one_cache() {
                         )
                     };
                     assert_eq!(code, ErrorCode::Success, "thread {thread} iteration {i}");
+                    // SAFETY: on success `data` holds `size` bytes until it is freed.
                     let got = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) };
                     assert_eq!(got, &code_object(bundle, thread % TARGETS.len())[..]);
+                    // SAFETY: `data` came from `kpack_load_code_object` and is freed once.
                     unsafe { capi::kpack_free_code_object(data) };
                 }
             })
@@ -152,5 +163,6 @@ fn load_code_object_from_eight_threads_on_one_cache() {
     for worker in workers {
         worker.join().unwrap();
     }
+    // SAFETY: every worker has been joined: nothing uses the cache after this.
     unsafe { capi::kpack_cache_destroy(handle) };
 }

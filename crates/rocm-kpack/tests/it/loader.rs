@@ -165,6 +165,7 @@ fn a_fifo_candidate_is_skipped_for_the_next() {
     let context = TestContext::new();
     let fifo = context.path("a.kpack");
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; mkfifo reads nothing else.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     context.archive("b.kpack", &["gfx1100"], "good");
     let (loader, lines) = loader(LoaderConfig::default());

@@ -77,7 +77,9 @@ fn open_fails(bytes: &[u8], code: ErrorCode) -> Error {
 fn c_open(path: &Path) -> ErrorCode {
     let path = CString::new(path.to_str().unwrap()).unwrap();
     let mut handle = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated path and a place for the handle.
     let code = unsafe { capi::kpack_open(path.as_ptr(), &mut handle) };
+    // SAFETY: the handle is null or the one `kpack_open` gave, closed once.
     unsafe { capi::kpack_close(handle) };
     code
 }
@@ -474,6 +476,7 @@ fn fifo() -> (TestContext, std::path::PathBuf) {
     let context = TestContext::new();
     let path = context.path("rocm_gfx1100.kpack");
     let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; mkfifo reads nothing else.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
     (context, path)
 }
@@ -499,6 +502,7 @@ fn a_fifo_is_refused_promptly_as_an_io_error() {
         }
         let data = std::ptr::null_mut();
         let callback = keep_going as unsafe extern "C" fn(_, _) -> bool;
+        // SAFETY: a NUL-terminated path, a callback of the declared type and a null user pointer it never reads.
         unsafe { capi::kpack_enumerate_architectures(c_path.as_ptr(), Some(callback), data) }
     });
     assert_eq!(code, ErrorCode::IoError);

@@ -238,6 +238,7 @@ fn the_runtime_dll_opens_archives_by_windows_paths() {
     assert_eq!(kernel("NUL"), "ERR 9");
     let fifo = context.path("archives/fifo_gfx1100.kpack");
     let c_fifo = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; mkfifo reads nothing else.
     assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
     assert_eq!(kernel(&windows_path(&fifo)), "ERR 9");
 }
