@@ -52,14 +52,6 @@ impl<'a> FatImage<'a> {
             FatImage::Pe(fat) => fat.wrappers.iter().map(|w| w.bundle).collect(),
         }
     }
-
-    /// The bytes of device code a split removes from the file.
-    pub fn device_bytes(&self) -> u64 {
-        match self {
-            FatImage::Elf(fat) => fat.fatbin.size,
-            FatImage::Pe(fat) => fat.fatbin.size,
-        }
-    }
 }
 
 /// What a split did, in either format.

@@ -72,7 +72,7 @@ pub struct RepoConfig {
 /// The configuration file's contents.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     #[serde(default, rename = "repo")]
     pub repos: Vec<RepoConfig>,
     pub prefix: Option<PathBuf>,
@@ -147,7 +147,7 @@ impl LimitSettings {
 
 impl ConfigFile {
     /// Parses a configuration file's text; `path` is for messages.
-    pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
         let config: ConfigFile = toml::from_str(text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source,
@@ -160,7 +160,9 @@ impl ConfigFile {
 
     /// Loads `explicit` if given, else the first configuration file found in
     /// the usual places; none at all is an empty configuration.
-    pub fn load(explicit: Option<&Path>) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
+    pub(crate) fn load(
+        explicit: Option<&Path>,
+    ) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
         let candidates: Vec<PathBuf> = match explicit {
             Some(path) => vec![path.to_owned()],
             None => default_locations(),

@@ -24,7 +24,7 @@ pub struct OverBudget {
 
 /// What the binaries materialized for one package may still decode.
 #[derive(Debug)]
-pub struct DecodeBudget {
+pub(crate) struct DecodeBudget {
     package: String,
     limit: u64,
     why: String,
@@ -35,7 +35,11 @@ pub struct DecodeBudget {
 impl DecodeBudget {
     /// A budget of `limit` bytes for `package`; `why` says where it comes
     /// from ("its archives declare").
-    pub fn new(package: impl Into<String>, limit: u64, why: impl Into<String>) -> DecodeBudget {
+    pub(crate) fn new(
+        package: impl Into<String>,
+        limit: u64,
+        why: impl Into<String>,
+    ) -> DecodeBudget {
         DecodeBudget {
             package: package.into(),
             limit,
@@ -46,13 +50,13 @@ impl DecodeBudget {
     }
 
     /// Counts one binary decoding `bytes`.
-    pub fn add(&mut self, bytes: u64) {
+    pub(crate) fn add(&mut self, bytes: u64) {
         self.spent = self.spent.saturating_add(bytes);
         self.binaries += 1;
     }
 
     /// Whether what was counted is within the budget; refused past it.
-    pub fn check(&self) -> Result<(), OverBudget> {
+    pub(crate) fn check(&self) -> Result<(), OverBudget> {
         if self.spent <= self.limit {
             return Ok(());
         }

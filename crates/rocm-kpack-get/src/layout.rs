@@ -46,7 +46,7 @@ impl Layout {
     }
 
     /// How a fat binary's bundles are written.
-    pub fn bundle_encoding(self) -> BundleEncoding {
+    pub(crate) fn bundle_encoding(self) -> BundleEncoding {
         match self {
             Layout::FatCompressed => BundleEncoding::Compressed,
             Layout::Kpack | Layout::Fat => BundleEncoding::Plain,

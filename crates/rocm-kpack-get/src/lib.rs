@@ -10,6 +10,7 @@
 //!
 //! The `kpack-get` binary (`main.rs`, `cli.rs`, `commands/`) puts these
 //! together and owns all output.
+#![deny(unreachable_pub)]
 
 pub mod check;
 pub mod config;

@@ -21,14 +21,14 @@ use super::report::Reason;
 
 /// How a binary's device code reaches its runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BinaryKind {
+pub(crate) enum BinaryKind {
     Split,
     Fat,
 }
 
 /// Why one GPU would fail with one binary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinaryFailure {
+pub(crate) struct BinaryFailure {
     pub gpu: Target,
     pub reason: Reason,
     pub detail: String,
@@ -36,7 +36,7 @@ pub struct BinaryFailure {
 
 /// A binary checked for every GPU.
 #[derive(Debug, Clone)]
-pub struct BinaryCheck {
+pub(crate) struct BinaryCheck {
     pub kind: BinaryKind,
     /// The GPUs it fails for; empty when it serves them all.
     pub failures: Vec<BinaryFailure>,
@@ -44,7 +44,7 @@ pub struct BinaryCheck {
 
 /// Checks the file at `path` for `gpus`, naming files in details relative
 /// to `root`; `None` when it is no split or fat binary (or not there).
-pub fn check_binary(
+pub(crate) fn check_binary(
     loader: &Loader,
     path: &Path,
     root: &Path,

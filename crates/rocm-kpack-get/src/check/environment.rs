@@ -106,7 +106,8 @@ impl EnvironmentCheck<'_> {
 }
 
 /// What `pip sync` cannot know of how the distributions were installed.
-pub const INSTALLER_ARGS: &str = "pip sync installs with the environment's installer and its \
+pub(crate) const INSTALLER_ARGS: &str =
+    "pip sync installs with the environment's installer and its \
 configuration: if the distributions came from a find-links directory or another index, or were \
 installed with --no-deps, give the same installer arguments after `--` \
 (`kpack-get pip sync -- --find-links DIR`)";

@@ -12,7 +12,7 @@ use crate::install::record::{InstalledArtifact, InstalledPackage};
 
 /// A package's standing for one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Coverage<'a> {
+pub(crate) enum Coverage<'a> {
     /// What an install for the GPU would choose is installed (without the
     /// index: some installed device code serves it, or none is installed).
     Covered,
@@ -52,7 +52,7 @@ fn is_device(artifact: &InstalledArtifact) -> bool {
 
 /// How `package` stands for `gpu`, judged by its kept index entry when
 /// there is one, else by its record.
-pub fn coverage<'a>(
+pub(crate) fn coverage<'a>(
     package: &InstalledPackage,
     gpu: &Target,
     indexed: Option<&'a Indexed>,

@@ -14,7 +14,7 @@ use super::{detect, DetectOptions, Detection};
 use crate::install::record::InstalledRecord;
 
 /// rocm-bootstrap's list of targets to use instead of detecting.
-pub const FORCE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_FORCE_GFX_ARCH;
+pub(crate) const FORCE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_FORCE_GFX_ARCH;
 /// rocm-bootstrap's switch turning detection off.
 pub const DISABLE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_DISABLE_DETECTION;
 

@@ -11,13 +11,13 @@ use kpack_gpu::target::ParseTargetError;
 use kpack_gpu::Target;
 
 /// The variable that decides which name A0 silicon reports.
-pub const VARIABLE: &str = kpack_env::EnvVars::HSA_DISABLE_GFX12_STRICT;
+pub(crate) const VARIABLE: &str = kpack_env::EnvVars::HSA_DISABLE_GFX12_STRICT;
 
 /// B0 and later silicon, and the name the runtime may report for A0.
-pub const PLAIN: &str = "gfx1250";
+pub(crate) const PLAIN: &str = "gfx1250";
 
 /// A0 silicon's own target.
-pub const STRICT: &str = "gfx1250-strict";
+pub(crate) const STRICT: &str = "gfx1250-strict";
 
 /// Where the ASIC revision is in a kfd node's `capability`
 /// (`HSA_CAP_ASIC_REVISION_MASK`, bits 25:22).
@@ -32,7 +32,7 @@ pub fn asic_revision(capability: u64) -> u8 {
 
 /// The processor silicon of `processor` at ASIC revision `revision` runs
 /// the code of: `gfx1250-strict` for gfx1250 A0, else `processor`.
-pub fn silicon_processor(processor: &str, revision: u8) -> &str {
+pub(crate) fn silicon_processor(processor: &str, revision: u8) -> &str {
     if processor == PLAIN && revision == 0 {
         STRICT
     } else {
@@ -47,7 +47,7 @@ pub fn silicon_processor(processor: &str, revision: u8) -> &str {
 /// variable is exactly `0`. rocm-systems#11575, if merged, turns this
 /// around (`gfx1250-strict` unless it is exactly `1`): then this line
 /// becomes `value != Some("1")`, and everything else follows.
-pub fn runtime_reports_strict(value: Option<&str>) -> bool {
+pub(crate) fn runtime_reports_strict(value: Option<&str>) -> bool {
     value == Some("0")
 }
 
@@ -64,7 +64,7 @@ pub fn reported(silicon: &Target, value: Option<&str>) -> Result<Target, ParseTa
 
 /// The other name of the same silicon, `gfx1250` for `gfx1250-strict` and
 /// the reverse, with the same features; `None` for any other target.
-pub fn other_name(target: &Target) -> Option<Target> {
+pub(crate) fn other_name(target: &Target) -> Option<Target> {
     let other = match target.processor() {
         PLAIN => STRICT,
         STRICT => PLAIN,
@@ -75,7 +75,7 @@ pub fn other_name(target: &Target) -> Option<Target> {
 
 /// Whether processors `a` and `b` name the same chip: equal, or gfx1250
 /// and gfx1250-strict.
-pub fn same_chip(a: &str, b: &str) -> bool {
+pub(crate) fn same_chip(a: &str, b: &str) -> bool {
     chip(a) == chip(b)
 }
 
@@ -99,7 +99,7 @@ pub fn describe(value: Option<&str>) -> String {
 
 /// What makes the runtime report A0 silicon as `gfx1250-strict`, for
 /// people, read from the rule: `set HSA_DISABLE_GFX12_STRICT=0` today.
-pub fn strict_setting() -> String {
+pub(crate) fn strict_setting() -> String {
     if runtime_reports_strict(None) {
         format!("unset {VARIABLE}")
     } else {

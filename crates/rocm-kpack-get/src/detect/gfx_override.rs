@@ -16,7 +16,7 @@ use kpack_gpu::Target;
 use super::sysfs::processor_for_gfx_target_version;
 
 /// The variable that applies to every GPU.
-pub const VARIABLE: &str = kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION;
+pub(crate) const VARIABLE: &str = kpack_env::EnvVars::HSA_OVERRIDE_GFX_VERSION;
 
 /// Why a variable's value was not used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,7 +38,7 @@ pub enum OverrideError {
 }
 
 /// The override variables set in this process's environment, by name.
-pub fn from_environment() -> BTreeMap<String, String> {
+pub(crate) fn from_environment() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value)))
         .filter(|(name, _)| is_override_variable(name))
@@ -58,14 +58,14 @@ fn is_override_variable(name: &str) -> bool {
 }
 
 /// Whether a variable's value is empty, which the runtime takes as unset.
-pub fn is_unset(value: &str) -> bool {
+pub(crate) fn is_unset(value: &str) -> bool {
     value.trim().is_empty()
 }
 
 /// The variable that applies to kfd node `node` and its value: the
 /// per-node one wins over the one for every GPU, as in libhsakmt; one set
 /// empty is unset.
-pub fn for_node(variables: &BTreeMap<String, String>, node: u32) -> Option<(&str, &str)> {
+pub(crate) fn for_node(variables: &BTreeMap<String, String>, node: u32) -> Option<(&str, &str)> {
     let per_node = format!("{VARIABLE}_{node}");
     let set = |name: &str| {
         variables
@@ -124,7 +124,7 @@ pub fn processor(variable: &str, value: &str, chip: u64) -> Result<String, Overr
 /// The value that makes the runtime run a chip as `processor`
 /// (`gfx1030` is `10.3.0`, `gfx90a` `9.0.10`); `None` for a name that is
 /// not `gfx` and a decimal major with hex minor and stepping.
-pub fn value_for(processor: &str) -> Option<String> {
+pub(crate) fn value_for(processor: &str) -> Option<String> {
     let number = processor.strip_prefix("gfx")?;
     if !(3..=4).contains(&number.len()) || !number.is_ascii() {
         return None;
@@ -138,14 +138,17 @@ pub fn value_for(processor: &str) -> Option<String> {
 
 /// A GPU the variable for every GPU applies to: its node, its chip's
 /// processor and `gfx_target_version`.
-pub type Chip<'a> = (u32, &'a str, u64);
+pub(crate) type Chip<'a> = (u32, &'a str, u64);
 
 /// The warning for an `HSA_OVERRIDE_GFX_VERSION` that applies to GPUs of
 /// different processors (`chips`, in node order) and retargets some of
 /// them: the per-node variables that retarget only those. `None` when all
 /// the GPUs it applies to are one processor, or it retargets none (a value
 /// the runtime refuses is warned of per GPU).
-pub fn global_warning(variables: &BTreeMap<String, String>, chips: &[Chip<'_>]) -> Option<String> {
+pub(crate) fn global_warning(
+    variables: &BTreeMap<String, String>,
+    chips: &[Chip<'_>],
+) -> Option<String> {
     let value = variables.get(VARIABLE).filter(|value| !is_unset(value))?;
     let applies: Vec<&Chip<'_>> = chips
         .iter()

@@ -20,13 +20,13 @@ use libloading::Library;
 use serde::{Deserialize, Serialize};
 
 /// The file name of the HSA runtime, as the dynamic loader finds it.
-pub const LIBRARY_NAME: &str = "libhsa-runtime64.so.1";
+pub(crate) const LIBRARY_NAME: &str = "libhsa-runtime64.so.1";
 
 /// The directory searched last for [`LIBRARY_NAME`].
-pub const DEFAULT_ROCM_LIBRARY_DIR: &str = "/opt/rocm/lib";
+pub(crate) const DEFAULT_ROCM_LIBRARY_DIR: &str = "/opt/rocm/lib";
 
 /// The hidden subcommand of the executable given to [`probe`].
-pub const PROBE_SUBCOMMAND: &str = "hsa-probe";
+pub(crate) const PROBE_SUBCOMMAND: &str = "hsa-probe";
 
 /// The version of the report the child writes; bumped when its shape changes.
 const REPORT_VERSION: u32 = 1;

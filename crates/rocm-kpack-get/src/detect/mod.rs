@@ -30,10 +30,10 @@ use kpack_gpu::Target;
 use serde::{Serialize, Serializer};
 
 /// Where the kernel driver's topology lives.
-pub const DEFAULT_SYSFS_ROOT: &str = "/sys/class/kfd/kfd/topology/nodes";
+pub(crate) const DEFAULT_SYSFS_ROOT: &str = "/sys/class/kfd/kfd/topology/nodes";
 
 /// How long the HSA probe may take by default.
-pub const DEFAULT_HSA_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_HSA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where a GPU's target came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,7 +83,7 @@ impl Gpu {
     /// The targets to install for: the one the runtime reports, and for
     /// A0 silicon its other name too, so that code chosen by either name
     /// is there.
-    pub fn install_targets(&self) -> Vec<Target> {
+    pub(crate) fn install_targets(&self) -> Vec<Target> {
         let mut targets = vec![self.target.clone()];
         if self.silicon.is_some() {
             targets.extend(gfx12_strict::other_name(&self.target));
@@ -93,7 +93,7 @@ impl Gpu {
 
     /// For A0 silicon the runtime reports by B0's name (`gfx1250`): what
     /// goes wrong and how to change it.
-    pub fn strict_warning(&self) -> Option<String> {
+    pub(crate) fn strict_warning(&self) -> Option<String> {
         let silicon = self.silicon.as_ref()?;
         if self.target.processor() != gfx12_strict::PLAIN {
             return None;

@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where distributions install the database.
-pub const DEFAULT_PATHS: [&str; 2] = ["/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"];
+pub(crate) const DEFAULT_PATHS: [&str; 2] =
+    ["/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"];
 
 /// AMD's PCI vendor id.
-pub const AMD_VENDOR_ID: u64 = 0x1002;
+pub(crate) const AMD_VENDOR_ID: u64 = 0x1002;
 
 /// The AMD device names of the first database in `paths` that can be read;
 /// `None` when there is none (names are a nicety, never an error).
-pub fn load_amd_devices(paths: &[PathBuf]) -> Option<BTreeMap<u16, String>> {
+pub(crate) fn load_amd_devices(paths: &[PathBuf]) -> Option<BTreeMap<u16, String>> {
     paths
         .iter()
         .find_map(|path| fs_err::read(Path::new(path)).ok())
@@ -23,7 +24,7 @@ pub fn load_amd_devices(paths: &[PathBuf]) -> Option<BTreeMap<u16, String>> {
 
 /// The device lines (`\t744c  Navi 31 [...]`) of the vendor 1002 section of
 /// a `pci.ids` text, by device id; subsystem lines (two tabs) are skipped.
-pub fn amd_devices(text: &str) -> BTreeMap<u16, String> {
+pub(crate) fn amd_devices(text: &str) -> BTreeMap<u16, String> {
     let mut devices = BTreeMap::new();
     let section = if text.starts_with("1002 ") {
         Some(0)

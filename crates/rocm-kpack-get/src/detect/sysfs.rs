@@ -44,7 +44,7 @@ pub struct SysfsGpu {
 /// (major * 10000 + minor * 100 + stepping): `gfx` + decimal major + hex
 /// minor + hex stepping, so 90010 is `gfx90a` and 110501 `gfx1151`.
 /// `None` when the number has no such reading.
-pub fn processor_for_gfx_target_version(version: u64) -> Option<String> {
+pub(crate) fn processor_for_gfx_target_version(version: u64) -> Option<String> {
     let major = version / 10_000;
     let minor = version / 100 % 100;
     let stepping = version % 100;
@@ -55,12 +55,12 @@ pub fn processor_for_gfx_target_version(version: u64) -> Option<String> {
 }
 
 /// Whether a processor has the xnack feature (the GPU table says).
-pub fn has_xnack_feature(processor: &str) -> bool {
+pub(crate) fn has_xnack_feature(processor: &str) -> bool {
     kpack_gpu::gpus::processor(processor).is_some_and(|p| p.xnack)
 }
 
 /// Whether a processor has the sramecc feature (the GPU table says).
-pub fn has_sramecc_feature(processor: &str) -> bool {
+pub(crate) fn has_sramecc_feature(processor: &str) -> bool {
     kpack_gpu::gpus::processor(processor).is_some_and(|p| p.sramecc)
 }
 
@@ -136,7 +136,7 @@ fn read_node(node: u32, directory: &Path, xnack: bool) -> Result<Node, String> {
 /// The target a processor runs as, with the modes sysfs can tell: sramecc
 /// from the capability bit, xnack as the HSA runtime will set it
 /// (`xnack`).
-pub fn target_for(
+pub(crate) fn target_for(
     processor: &str,
     sramecc: bool,
     xnack: bool,

@@ -31,7 +31,7 @@ const JOURNAL_FORMAT: u32 = 1;
 
 /// What a committed change does to the prefix.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Journal {
+pub(crate) struct Journal {
     pub format: u32,
     /// Names the staging directory.
     pub id: String,
@@ -53,7 +53,7 @@ pub struct Journal {
 /// The paths of a prefix's bookkeeping, opened through handles that never
 /// follow a link inside the prefix.
 #[derive(Debug, Clone)]
-pub struct PrefixPaths {
+pub(crate) struct PrefixPaths {
     pub prefix: PathBuf,
 }
 
@@ -63,7 +63,7 @@ fn staging_dir(id: &str) -> PathBuf {
 }
 
 /// `.kpack/staging`: where changes are staged.
-pub const STAGING: &str = "staging";
+pub(crate) const STAGING: &str = "staging";
 /// `.kpack/trash-<id>`: a staging directory that could not be removed,
 /// moved aside so that the prefix goes on; emptied by a later run.
 pub const TRASH: &str = "trash-";
@@ -72,23 +72,23 @@ pub const JOURNAL: &str = "transaction.toml";
 /// `.kpack/installed.toml`: the install record.
 pub const RECORD: &str = "installed.toml";
 /// `.kpack/.lock`: the prefix's lock.
-pub const LOCK: &str = ".lock";
+pub(crate) const LOCK: &str = ".lock";
 /// In a staging directory: the new record, or this when none remains.
 const NO_PACKAGES: &str = "no-packages";
 
 impl PrefixPaths {
     /// The prefix.
-    pub fn root(&self) -> Result<ConfinedDir, InstallError> {
+    pub(crate) fn root(&self) -> Result<ConfinedDir, InstallError> {
         Ok(ConfinedDir::open(&self.prefix)?)
     }
 
     /// `.kpack/`, which must be a real directory.
-    pub fn meta(&self, root: &ConfinedDir) -> Result<ConfinedDir, InstallError> {
+    pub(crate) fn meta(&self, root: &ConfinedDir) -> Result<ConfinedDir, InstallError> {
         Ok(root.open_dir(Path::new(KPACK_DIR))?)
     }
 
     /// `.kpack/`, or `None` when there is no prefix or no `.kpack/` yet.
-    pub fn existing_meta(&self) -> Result<Option<ConfinedDir>, InstallError> {
+    pub(crate) fn existing_meta(&self) -> Result<Option<ConfinedDir>, InstallError> {
         let root = match ConfinedDir::open(&self.prefix) {
             Err(error) if error.is_not_found() => return Ok(None),
             root => root?,
@@ -99,22 +99,25 @@ impl PrefixPaths {
         }
     }
 
-    pub fn meta_path(&self) -> PathBuf {
+    pub(crate) fn meta_path(&self) -> PathBuf {
         self.prefix.join(".kpack")
     }
-    pub fn journal(&self) -> PathBuf {
+    pub(crate) fn journal(&self) -> PathBuf {
         self.meta_path().join(JOURNAL)
     }
-    pub fn record(&self) -> PathBuf {
+    pub(crate) fn record(&self) -> PathBuf {
         self.meta_path().join(RECORD)
     }
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.meta_path().join(LOCK)
     }
 }
 
 /// The text of the bookkeeping file `name` in `meta`; `None` when absent.
-pub fn read_bookkeeping(meta: &ConfinedDir, name: &str) -> Result<Option<String>, InstallError> {
+pub(crate) fn read_bookkeeping(
+    meta: &ConfinedDir,
+    name: &str,
+) -> Result<Option<String>, InstallError> {
     let mut file = match meta.open_file(Path::new(name)) {
         Err(error) if error.is_not_found() => return Ok(None),
         file => file?,
@@ -130,18 +133,18 @@ pub fn read_bookkeeping(meta: &ConfinedDir, name: &str) -> Result<Option<String>
 }
 
 /// The staging directory of a change, opened.
-pub fn open_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
+pub(crate) fn open_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
     Ok(meta.open_dir(&staging_dir(id))?)
 }
 
 /// Makes the staging directory of a change (and `staging/` itself).
-pub fn create_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
+pub(crate) fn create_staging(meta: &ConfinedDir, id: &str) -> Result<ConfinedDir, InstallError> {
     Ok(meta.create_dir_all(&staging_dir(id))?)
 }
 
 /// Writes the new record (or the note that none remains) beside a change's
 /// staged files.
-pub fn stage_record(staging: &ConfinedDir, text: Option<&str>) -> Result<(), InstallError> {
+pub(crate) fn stage_record(staging: &ConfinedDir, text: Option<&str>) -> Result<(), InstallError> {
     let (name, bytes) = match text {
         Some(text) => (RECORD, text.as_bytes()),
         None => (NO_PACKAGES, &b""[..]),
@@ -156,7 +159,7 @@ pub fn stage_record(staging: &ConfinedDir, text: Option<&str>) -> Result<(), Ins
 }
 
 impl Journal {
-    pub fn new(id: String) -> Journal {
+    pub(crate) fn new(id: String) -> Journal {
         Journal {
             format: JOURNAL_FORMAT,
             id,
@@ -166,7 +169,7 @@ impl Journal {
 
     /// Makes the change decided: flushes the staged files to disk, then
     /// writes the journal through a synced temporary file and a rename.
-    pub fn commit(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
+    pub(crate) fn commit(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
         let root = paths.root()?;
         let meta = paths.meta(&root)?;
         let staging = open_staging(&meta, &self.id)?;
@@ -224,7 +227,7 @@ impl Journal {
     /// Every path is resolved beneath the prefix without following links:
     /// a file the record names that is now reached through a link or a
     /// file is not there to remove.
-    pub fn apply(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
+    pub(crate) fn apply(&self, paths: &PrefixPaths) -> Result<(), InstallError> {
         let root = paths.root()?;
         let meta = paths.meta(&root)?;
         let staging = open_staging(&meta, &self.id)?;
@@ -294,7 +297,7 @@ impl Journal {
     }
 
     /// Every path the change moves, deletes or clears.
-    pub fn named_paths(&self) -> BTreeSet<RelativePath> {
+    pub(crate) fn named_paths(&self) -> BTreeSet<RelativePath> {
         self.moves
             .iter()
             .chain(&self.deletes)
@@ -304,7 +307,7 @@ impl Journal {
     }
 
     /// Reads the journal left in a prefix, if any.
-    pub fn load(paths: &PrefixPaths) -> Result<Option<Journal>, InstallError> {
+    pub(crate) fn load(paths: &PrefixPaths) -> Result<Option<Journal>, InstallError> {
         let path = paths.journal();
         let Some(meta) = paths.existing_meta()? else {
             return Ok(None);
@@ -336,7 +339,7 @@ impl Journal {
 /// that cannot be removed is moved aside to `.kpack/trash-<name>`, and why
 /// it could not be removed is returned. Only when it can be neither is it
 /// an error.
-pub fn discard_staging(
+pub(crate) fn discard_staging(
     meta: &ConfinedDir,
     staging: &ConfinedDir,
     name: &OsStr,
@@ -362,7 +365,7 @@ pub fn discard_staging(
 
 /// Removes what earlier runs moved aside (`.kpack/trash-*`), as far as it
 /// can be removed now; what still cannot be stays for a later run.
-pub fn empty_trash(meta: &ConfinedDir) -> Result<(), InstallError> {
+pub(crate) fn empty_trash(meta: &ConfinedDir) -> Result<(), InstallError> {
     for name in meta.names()? {
         let is_trash = name.as_bytes().starts_with(TRASH.as_bytes())
             && meta.entry(Path::new(&name))? == Some(EntryKind::Dir);

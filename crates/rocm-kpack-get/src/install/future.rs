@@ -30,7 +30,7 @@ pub enum LinkProblem {
 
 /// A change about to be committed.
 #[derive(Debug)]
-pub struct Change<'a> {
+pub(crate) struct Change<'a> {
     root: &'a ConfinedDir,
     /// Who installed each path before the change.
     owners: BTreeMap<&'a str, &'a PackageName>,
@@ -58,7 +58,7 @@ enum Node {
 impl<'a> Change<'a> {
     /// The change that puts `placed` (paths of `new`'s packages) in place
     /// and removes `deletes` from the prefix at `root`.
-    pub fn new(
+    pub(crate) fn new(
         root: &'a ConfinedDir,
         old: &'a InstalledRecord,
         new: &'a InstalledRecord,
@@ -103,7 +103,7 @@ impl<'a> Change<'a> {
     /// Every conflict and every link leading out, as an error; else the
     /// directories the change turns into files or links (emptied by its
     /// deletes), deepest first, for the journal to remove before its moves.
-    pub fn check(&self) -> Result<Vec<RelativePath>, InstallError> {
+    pub(crate) fn check(&self) -> Result<Vec<RelativePath>, InstallError> {
         let mut cleared = Vec::new();
         for (package, file) in self.placed.values() {
             cleared.extend(self.check_place(&file.path, package)?);

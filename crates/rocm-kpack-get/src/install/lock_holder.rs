@@ -26,7 +26,7 @@ impl fmt::Display for LockHolder {
 
 /// The process holding a lock on `file`, other than this one, if the
 /// system says (`None` when `/proc/locks` cannot be read or names none).
-pub fn holder_of(file: &File) -> Option<LockHolder> {
+pub(crate) fn holder_of(file: &File) -> Option<LockHolder> {
     let meta = file.metadata().ok()?;
     let locks = fs_err::read_to_string("/proc/locks").ok()?;
     let pid = holder_in(&locks, meta.dev(), meta.ino(), std::process::id())?;

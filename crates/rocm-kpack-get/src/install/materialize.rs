@@ -19,7 +19,7 @@ use crate::decode_budget::DecodeBudget;
 /// Makes every split binary staged in `stage` fat for `package`'s targets
 /// and takes its archives out of `files`; `scratch` holds each binary
 /// while it is written. Returns how many binaries were made fat.
-pub fn materialize_package(
+pub(crate) fn materialize_package(
     package: &PackageInstall,
     stage: StageDir<'_>,
     scratch: &ConfinedDir,

@@ -13,7 +13,7 @@ use super::{InstallError, ReadyArtifact};
 use crate::layout::Layout;
 
 /// The record's format version; a newer one is refused, not misread.
-pub const RECORD_FORMAT: u32 = 1;
+pub(crate) const RECORD_FORMAT: u32 = 1;
 
 /// What is installed in a prefix.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

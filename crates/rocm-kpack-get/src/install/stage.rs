@@ -58,11 +58,11 @@ pub enum EntryProblem {
 }
 
 /// The most bytes a path in the prefix may have (`PATH_MAX`).
-pub const MAX_PATH_BYTES: usize = 4096;
+pub(crate) const MAX_PATH_BYTES: usize = 4096;
 /// The most components a path in the prefix may have.
-pub const MAX_PATH_DEPTH: usize = 256;
+pub(crate) const MAX_PATH_DEPTH: usize = 256;
 /// The most bytes one component may have (`NAME_MAX`).
-pub const MAX_NAME_BYTES: usize = 255;
+pub(crate) const MAX_NAME_BYTES: usize = 255;
 
 /// Why a path is refused for its size, before anything is made for it:
 /// what the kernel cannot address in one call, or what would take a
@@ -79,7 +79,7 @@ pub enum PathBounds {
 
 /// Checks `path` (as written in an archive or an index) against the
 /// bounds every path in the prefix keeps.
-pub fn check_bounds(path: &Path) -> Result<(), PathBounds> {
+pub(crate) fn check_bounds(path: &Path) -> Result<(), PathBounds> {
     let bytes = path.as_os_str().len();
     if bytes > MAX_PATH_BYTES {
         return Err(PathBounds::TooLong(bytes));
@@ -101,7 +101,7 @@ pub fn check_bounds(path: &Path) -> Result<(), PathBounds> {
 
 /// A relative path inside the prefix, checked: no absolute part, no `..`,
 /// no empty or `.` components, nothing [`RelativePath`] refuses.
-pub fn safe_relative(path: &Path) -> Result<RelativePath, UnsafePath> {
+pub(crate) fn safe_relative(path: &Path) -> Result<RelativePath, UnsafePath> {
     let mut parts = Vec::new();
     for component in path.components() {
         match component {
@@ -123,7 +123,7 @@ pub fn safe_relative(path: &Path) -> Result<RelativePath, UnsafePath> {
 /// Where one package's files are staged, and the prefix they are bound
 /// for: errors name a file as it will be there.
 #[derive(Debug, Clone, Copy)]
-pub struct StageDir<'a> {
+pub(crate) struct StageDir<'a> {
     pub dir: &'a ConfinedDir,
     pub prefix: &'a Path,
 }
@@ -198,18 +198,18 @@ fn link_stays_inside(at: &RelativePath, target: &Path) -> bool {
 }
 
 /// The files staged for one package: relative path -> what it is.
-pub type StagedFiles = BTreeMap<RelativePath, InstalledFile>;
+pub(crate) type StagedFiles = BTreeMap<RelativePath, InstalledFile>;
 
 /// The mode a file is installed with: the package's permission bits
 /// without group and other write, setuid, setgid or sticky bits, as a
 /// root-owned prefix expects.
-pub fn installed_mode(mode: u32) -> u32 {
+pub(crate) fn installed_mode(mode: u32) -> u32 {
     mode & 0o755
 }
 
 /// Unpacks a tree artifact (a zstd-compressed tar) into `stage`, reading at
 /// most `limit` bytes of tar: a tree that unpacks to more is refused.
-pub fn extract_tree(
+pub(crate) fn extract_tree(
     archive: &Path,
     artifact: &RelativePath,
     limit: u64,
@@ -324,7 +324,7 @@ impl<R: Read> Read for Limited<R> {
 /// Whether `relative` is kpack-get's own: `.kpack` itself and everything
 /// under it. Only archives placed by their `install-as` go there
 /// ([`is_archive_slot`]).
-pub fn is_bookkeeping(relative: &RelativePath) -> bool {
+pub(crate) fn is_bookkeeping(relative: &RelativePath) -> bool {
     relative.as_str() == KPACK_DIR || is_under_kpack_dir(relative).is_some()
 }
 
@@ -332,7 +332,7 @@ pub fn is_bookkeeping(relative: &RelativePath) -> bool {
 /// directly in it, named `*.kpack`, not hidden nor `trash-*` (the lock,
 /// the journal, the record, staging and what was moved aside are none of
 /// these).
-pub fn is_archive_slot(relative: &RelativePath) -> bool {
+pub(crate) fn is_archive_slot(relative: &RelativePath) -> bool {
     is_under_kpack_dir(relative).is_some_and(|name| {
         !name.contains('/')
             && !name.starts_with('.')
@@ -437,7 +437,7 @@ fn copy(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
 /// Puts a verified archive at `relative` in `stage`: a kpack archive
 /// (checked to be one, listing no more code than its shard allows), in
 /// `.kpack/` or where a tree entry could go.
-pub fn place_archive(
+pub(crate) fn place_archive(
     ready: &ReadyArtifact,
     relative: &RelativePath,
     stage: StageDir<'_>,
@@ -493,7 +493,7 @@ pub fn place_archive(
 /// entry counted, decode to no more than its shard allows: what it
 /// declares (`unpacked-size`), or for a shard without it a ratio of its
 /// size. Nothing is decoded to find out.
-pub fn open_bounded(artifact: &ReadyArtifact) -> Result<rocm_kpack::Archive, InstallError> {
+pub(crate) fn open_bounded(artifact: &ReadyArtifact) -> Result<rocm_kpack::Archive, InstallError> {
     let archive =
         rocm_kpack::Archive::open(&artifact.blob).map_err(|source| InstallError::NotAnArchive {
             artifact: artifact.path.clone(),

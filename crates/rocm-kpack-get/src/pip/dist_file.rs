@@ -12,7 +12,7 @@ pub use kpack_wheel::MAX_DIST_INFO_FILE_SIZE;
 
 /// Why a `.dist-info` file was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum DistFileError {
+pub(crate) enum DistFileError {
     /// It is a link, a FIFO, a device, a directory or a socket.
     #[error("{path} is {kind}, not a regular file")]
     NotAFile { path: PathBuf, kind: &'static str },
@@ -33,13 +33,13 @@ pub enum DistFileError {
 
 impl DistFileError {
     /// Whether the file is not there at all.
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, DistFileError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }
 
 /// The text of the `.dist-info` file at `path`, read as the module says.
-pub fn read_dist_info_file(path: &Path) -> Result<String, DistFileError> {
+pub(crate) fn read_dist_info_file(path: &Path) -> Result<String, DistFileError> {
     let io = |source| DistFileError::Io {
         path: path.to_owned(),
         source,

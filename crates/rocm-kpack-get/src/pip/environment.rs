@@ -154,7 +154,7 @@ impl PythonEnvironment {
     /// way, as some images share one site-packages), each with where it
     /// leads: pip and uv install there through the link, and `pip sync`
     /// lays binaries out there as well, after saying so.
-    pub fn site_dirs_outside(&self) -> Vec<(PathBuf, PathBuf)> {
+    pub(crate) fn site_dirs_outside(&self) -> Vec<(PathBuf, PathBuf)> {
         let Ok(prefix) = fs_err::canonicalize(&self.prefix) else {
             return Vec::new();
         };
@@ -192,7 +192,7 @@ impl PythonEnvironment {
     /// of `none`, `abi3` or this CPython's, and platform `any` or one for
     /// this machine. (The installer checks fully; this keeps a variant for
     /// another Python or machine from being picked.)
-    pub fn accepts_tags(&self, python: &str, abi: &str, platform: &str) -> bool {
+    pub(crate) fn accepts_tags(&self, python: &str, abi: &str, platform: &str) -> bool {
         let (major, minor) = self.version;
         let cpython = self.implementation == "cpython";
         let ours = format!("cp{major}{minor}");
@@ -225,7 +225,11 @@ fn cp_at_most(tag: &str, major: u32, minor: u32) -> bool {
 
 /// Whether a distribution of this name is installed, at `version` when
 /// one is given.
-pub fn is_installed(installed: &[InstalledDist], name: &DistName, version: Option<&str>) -> bool {
+pub(crate) fn is_installed(
+    installed: &[InstalledDist],
+    name: &DistName,
+    version: Option<&str>,
+) -> bool {
     installed
         .iter()
         .any(|d| &d.metadata.name == name && version.is_none_or(|v| d.metadata.version == v))

@@ -76,7 +76,7 @@ pub struct ExtraChoice {
 }
 
 /// The `device-*` extras a distribution provides.
-pub fn device_extras(provided: &[ExtraName]) -> Vec<ExtraName> {
+pub(crate) fn device_extras(provided: &[ExtraName]) -> Vec<ExtraName> {
     provided
         .iter()
         .filter(|e| e.device_suffix().is_some())
@@ -115,7 +115,7 @@ pub fn choose(provided: &[ExtraName], targets: &[Target], all_targets: bool) -> 
 }
 
 /// Joins extras for people: `device-gfx1100, device-all`.
-pub fn join_extras(extras: &[ExtraName]) -> String {
+pub(crate) fn join_extras(extras: &[ExtraName]) -> String {
     extras
         .iter()
         .map(ExtraName::as_str)
@@ -124,7 +124,7 @@ pub fn join_extras(extras: &[ExtraName]) -> String {
 }
 
 /// The warning for a distribution with no device code for a GPU.
-pub fn unmatched_warning(dist: &str, target: &Target, offered: &[ExtraName]) -> String {
+pub(crate) fn unmatched_warning(dist: &str, target: &Target, offered: &[ExtraName]) -> String {
     format!(
         "{dist} has no device code for {target}: it offers {} (--all-targets takes device-all)",
         join_extras(offered)

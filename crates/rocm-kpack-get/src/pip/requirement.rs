@@ -134,7 +134,7 @@ impl Requirement {
 }
 
 /// `file://` URL of an absolute path (spaces and `%` escaped).
-pub fn file_url(path: &Path) -> String {
+pub(crate) fn file_url(path: &Path) -> String {
     let text = path.to_string_lossy();
     let mut out = String::from("file://");
     for c in text.chars() {

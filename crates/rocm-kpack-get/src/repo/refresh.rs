@@ -40,7 +40,7 @@ fn age(repo: &Repo) -> Duration {
 }
 
 /// An age for people: `40 seconds`, `3 hours`, `2 days`.
-pub fn human_age(age: Duration) -> String {
+pub(crate) fn human_age(age: Duration) -> String {
     let seconds = age.as_secs();
     let (count, unit) = match seconds {
         0..120 => (seconds, "second"),

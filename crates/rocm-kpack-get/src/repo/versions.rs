@@ -26,7 +26,7 @@ const ROOT_NAMES: &str = "root-names";
 
 /// What is remembered of one configured repository with one key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub config: String,
     pub key: String,
     pub name: String,
@@ -35,7 +35,7 @@ pub struct Seen {
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Versions {
+pub(super) struct Versions {
     repos: Vec<Seen>,
     /// Entries of the older format: root name -> highest version.
     legacy: BTreeMap<String, u64>,
@@ -59,7 +59,7 @@ pub enum StateError {
 
 impl Versions {
     /// Parses the file's text, in either format.
-    pub fn parse(text: &str) -> Result<Versions, StateError> {
+    pub(super) fn parse(text: &str) -> Result<Versions, StateError> {
         let table: toml::Table = toml::from_str(text).map_err(StateError::Parse)?;
         let mut versions = Versions::default();
         for (key, value) in table {
@@ -88,7 +88,7 @@ impl Versions {
 
     /// The file's text: `[[repo]]`, and the older entries under
     /// `[root-names]`.
-    pub fn to_toml(&self) -> Result<String, StateError> {
+    pub(super) fn to_toml(&self) -> Result<String, StateError> {
         let mut table = toml::Table::new();
         let mut names = toml::Table::new();
         for (name, version) in &self.legacy {
@@ -106,7 +106,7 @@ impl Versions {
     }
 
     /// What was seen of the configured repository `config` with `key`.
-    pub fn get(&self, config: &str, key: &str) -> Option<&Seen> {
+    pub(super) fn get(&self, config: &str, key: &str) -> Option<&Seen> {
         self.repos
             .iter()
             .find(|seen| seen.config == config && seen.key == key)
@@ -114,14 +114,14 @@ impl Versions {
 
     /// The highest version an older kpack-get recorded for roots named
     /// `name`.
-    pub fn legacy(&self, name: &str) -> Option<u64> {
+    pub(crate) fn legacy(&self, name: &str) -> Option<u64> {
         self.legacy.get(name).copied()
     }
 
     /// Records `version` of the root named `name` for `config` with `key`:
     /// the highest version stays (an accepted rollback does not lower
     /// it), the first root's name is kept.
-    pub fn record(&mut self, config: &str, key: &str, name: &str, version: u64) {
+    pub(super) fn record(&mut self, config: &str, key: &str, name: &str, version: u64) {
         let floor = self.legacy(name).unwrap_or(0);
         match self
             .repos
@@ -140,7 +140,7 @@ impl Versions {
 }
 
 /// Reads `path`; a missing file is no state.
-pub fn load(path: &Path) -> Result<Option<String>, std::io::Error> {
+pub(super) fn load(path: &Path) -> Result<Option<String>, std::io::Error> {
     match fs_err::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

@@ -40,7 +40,7 @@ impl fmt::Display for CompressedBundles {
 
 /// Whether the runtime at `path` (with dynamic entries `info`) loads
 /// compressed bundles, and why.
-pub fn compressed_bundles(
+pub(super) fn compressed_bundles(
     path: &Path,
     info: &DynamicInfo,
 ) -> Result<Option<CompressedBundles>, HipRuntimeError> {

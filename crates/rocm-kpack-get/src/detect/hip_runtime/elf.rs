@@ -23,7 +23,7 @@ const MAX_DYNAMIC_STRINGS: u64 = 64 << 20;
 
 /// A shared library's dynamic entries and imports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DynamicInfo {
+pub(crate) struct DynamicInfo {
     /// `DT_NEEDED`, in order.
     pub needed: Vec<String>,
     /// `DT_RUNPATH`, as written (`$ORIGIN/../lib64:/opt/x`).
@@ -41,7 +41,7 @@ pub struct DynamicInfo {
 
 /// Reads the dynamic entries of a 64-bit x86-64 ELF file; any other file
 /// is an error.
-pub fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
+pub(crate) fn read_dynamic(path: &Path) -> Result<DynamicInfo, HipRuntimeError> {
     let file = fs_err::File::open(path).map_err(|source| HipRuntimeError::Read {
         path: path.to_owned(),
         source,
@@ -138,7 +138,7 @@ fn dynamic_strings<'data>(
 
 /// Which of `needles` occur in the file's `ranges`, read in chunks that
 /// overlap by the longest needle (so one across a boundary is found).
-pub fn ranges_hold(
+pub(crate) fn ranges_hold(
     path: &Path,
     ranges: &[(u64, u64)],
     needles: &[&[u8]],
@@ -157,7 +157,7 @@ pub fn ranges_hold(
 /// Calls `each` with the file's `ranges`, read in chunks of at most a MiB
 /// that overlap by `overlap` bytes (so what spans a boundary is whole in
 /// one of them).
-pub fn for_each_chunk(
+pub(crate) fn for_each_chunk(
     path: &Path,
     ranges: &[(u64, u64)],
     overlap: usize,
@@ -194,7 +194,7 @@ pub fn for_each_chunk(
 /// A shared library's path with `$ORIGIN` expanded in a run path entry;
 /// `None` for entries the loader would take relative to the working
 /// directory or with other tokens (`$LIB`, `$PLATFORM`), not followed.
-pub fn expand_origin(entry: &str, origin: &Path) -> Option<PathBuf> {
+pub(crate) fn expand_origin(entry: &str, origin: &Path) -> Option<PathBuf> {
     let origin = origin.to_str()?;
     let expanded = entry
         .replace("${ORIGIN}", origin)

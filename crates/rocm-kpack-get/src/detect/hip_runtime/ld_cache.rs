@@ -28,7 +28,7 @@ const LITTLE_ENDIAN: u8 = 2;
 /// `FLAG_ELF_LIBC6 | FLAG_X8664_LIB64`: the entries x86-64's loader uses.
 const X86_64_LIBC6: i32 = 0x0303;
 /// A cache larger than this is not one (real ones are well under 1 MiB).
-pub const MAX_CACHE_SIZE: u64 = 64 << 20;
+pub(crate) const MAX_CACHE_SIZE: u64 = 64 << 20;
 /// The longest name or path read from the string table.
 const MAX_STRING: usize = 4096;
 

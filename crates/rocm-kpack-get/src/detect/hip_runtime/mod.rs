@@ -21,7 +21,7 @@ pub use compressed::CompressedBundles;
 pub use search::{RuntimeSearch, SearchRoots, Searcher};
 
 /// What every HIP runtime's file name starts with (`libamdhip64.so.5`).
-pub const RUNTIME_PREFIX: &str = "libamdhip64.so";
+pub(crate) const RUNTIME_PREFIX: &str = "libamdhip64.so";
 /// What kpack's loader library's file name starts with.
 const KPACK_LIBRARY_PREFIX: &str = "librocm_kpack.so";
 /// The function CLR's kpack path imports from the loader library.

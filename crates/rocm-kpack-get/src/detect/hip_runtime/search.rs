@@ -17,7 +17,7 @@ use super::{classify, elf, FoundIn, HipRuntime, HipRuntimeError, RUNTIME_PREFIX}
 
 /// The loader's default directories on x86-64 (Debian's multiarch ones,
 /// then the others).
-pub const DEFAULT_DIRECTORIES: [&str; 6] = [
+pub(crate) const DEFAULT_DIRECTORIES: [&str; 6] = [
     "/lib/x86_64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",
     "/lib64",
@@ -26,9 +26,9 @@ pub const DEFAULT_DIRECTORIES: [&str; 6] = [
     "/usr/lib",
 ];
 /// The loader's cache.
-pub const DEFAULT_LD_CACHE: &str = "/etc/ld.so.cache";
+pub(crate) const DEFAULT_LD_CACHE: &str = "/etc/ld.so.cache";
 /// Where AMD's ROCm packages install.
-pub const DEFAULT_ROCM_PATH: &str = "/opt/rocm";
+pub(crate) const DEFAULT_ROCM_PATH: &str = "/opt/rocm";
 
 /// Every place the search looks, besides a library's own run paths.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use crate::pip::environment::InstalledDist;
 
 /// Where a host distribution keeps the originals of the binaries it
 /// replaced, under its `.dist-info`, by their path in the site directory.
-pub const KEPT_DIR: &str = "kpack/host";
+pub(crate) const KEPT_DIR: &str = "kpack/host";
 
 /// An installed host distribution, its RECORD, and its split binaries.
 #[derive(Debug)]
@@ -59,7 +59,7 @@ pub struct SplitBinary {
 
 impl SplitBinary {
     /// The host-only file: the kept original, else the installed file.
-    pub fn host_only(&self) -> &Path {
+    pub(crate) fn host_only(&self) -> &Path {
         if self.kept_exists {
             &self.kept
         } else {

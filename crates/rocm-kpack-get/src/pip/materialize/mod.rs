@@ -51,7 +51,7 @@ use state::{ArchiveStamp, MaterializedBinary, State, STATE_FILE};
 /// `.dist-info` (the site directory's file system, which renames need);
 /// removed at the end of every run, and what an interrupted one left at
 /// the start of the next.
-pub const TEMPORARY_DIR: &str = "kpack/tmp";
+pub(crate) const TEMPORARY_DIR: &str = "kpack/tmp";
 
 /// What can go wrong laying out an environment's binaries.
 #[derive(Debug, thiserror::Error)]
@@ -147,7 +147,7 @@ pub enum Action {
 
 /// One binary: what it should hold and what that takes.
 #[derive(Debug, Clone)]
-pub struct BinaryPlan {
+pub(crate) struct BinaryPlan {
     pub binary: SplitBinary,
     pub wanted: Wanted,
     pub action: Action,
@@ -157,7 +157,7 @@ pub struct BinaryPlan {
 
 /// A host distribution's binaries and what each needs.
 #[derive(Debug)]
-pub struct HostPlan {
+pub(crate) struct HostPlan {
     pub host: HostBinaries,
     state: State,
     pub binaries: Vec<BinaryPlan>,
@@ -167,7 +167,7 @@ impl HostPlan {
     /// What `host`'s binaries need for `layout` and the machine's
     /// `targets`: fat from the archives found through their markers, or
     /// host-only for `kpack`, without targets or without archives.
-    pub fn new(
+    pub(crate) fn new(
         host: HostBinaries,
         layout: Layout,
         targets: &[Target],
@@ -192,13 +192,13 @@ impl HostPlan {
     }
 
     /// Whether any binary changes.
-    pub fn changes(&self) -> bool {
+    pub(crate) fn changes(&self) -> bool {
         self.binaries.iter().any(|b| b.action != Action::Unchanged)
     }
 
     /// Makes every binary hold what it should; RECORD and the state are
     /// written last (see the module's documentation for the order).
-    pub fn apply(&mut self) -> Result<(), MaterializeError> {
+    pub(crate) fn apply(&mut self) -> Result<(), MaterializeError> {
         let temporary = self.host.dist_info.join(TEMPORARY_DIR);
         remove_leftovers(&temporary)?;
         if !self.changes() {

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::MaterializeError;
 
 /// The state file, under the `.dist-info`.
-pub const STATE_FILE: &str = "kpack/materialized.json";
+pub(crate) const STATE_FILE: &str = "kpack/materialized.json";
 /// The format version written; a newer one is not read.
 const VERSION: u32 = 1;
 
