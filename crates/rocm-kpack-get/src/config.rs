@@ -11,7 +11,7 @@ use kpack_env::EnvVars;
 use kpack_repo_index::limits::Limits;
 use serde::Deserialize;
 
-use crate::detect::hip_runtime::SearchRoots;
+use crate::layout::hip_runtime::SearchRoots;
 use crate::layout::LayoutChoice;
 use kpack_repo_index::fetch::{InvalidMirror, Mirror};
 

@@ -11,7 +11,6 @@ use kpack_gpu::target::ParseTargetError;
 use kpack_gpu::Target;
 
 use super::{detect, DetectOptions, Detection};
-use crate::install::record::InstalledRecord;
 
 /// rocm-bootstrap's list of targets to use instead of detecting.
 pub(crate) const FORCE_VARIABLE: &str = kpack_env::EnvVars::ROCM_BOOTSTRAP_FORCE_GFX_ARCH;
@@ -198,17 +197,11 @@ impl ChosenTargets {
         }
     }
 
-    /// For an upgrade: when none were found, the targets `record`'s
-    /// packages were installed for.
-    pub fn or_recorded(mut self, record: &InstalledRecord) -> ChosenTargets {
+    /// For an upgrade: when none were found, `recorded`, the targets the
+    /// installed packages were installed for (sorted, each once).
+    pub fn or_recorded(mut self, recorded: Vec<Target>) -> ChosenTargets {
         if self.targets.is_empty() {
-            let mut targets: Vec<Target> = record
-                .packages
-                .values()
-                .flat_map(|p| p.targets.iter().cloned())
-                .collect();
-            targets.sort();
-            targets.dedup();
+            let targets = recorded;
             if !targets.is_empty() {
                 self.targets = targets;
                 self.source = TargetSource::Recorded;

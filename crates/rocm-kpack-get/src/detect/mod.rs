@@ -17,7 +17,6 @@ pub mod choice;
 mod explain;
 pub mod gfx12_strict;
 pub mod gfx_override;
-pub mod hip_runtime;
 pub mod hsa;
 pub mod pci_ids;
 pub mod sysfs;

@@ -106,6 +106,18 @@ pub struct InstalledFile {
 }
 
 impl InstalledRecord {
+    /// The targets its packages were installed for, sorted, each once.
+    pub fn targets(&self) -> Vec<Target> {
+        let mut targets: Vec<Target> = self
+            .packages
+            .values()
+            .flat_map(|p| p.targets.iter().cloned())
+            .collect();
+        targets.sort();
+        targets.dedup();
+        targets
+    }
+
     /// The newest root version of repository `repo` that any installed
     /// package came from.
     pub fn repo_version(&self, repo: &str) -> Option<u64> {

@@ -19,10 +19,10 @@ use super::materialize::{
 };
 use super::PipError;
 use crate::config::Settings;
-use crate::detect::hip_runtime::{RuntimeSearch, Searcher};
+use crate::layout::hip_runtime::{RuntimeSearch, Searcher};
+use crate::layout::runtime_report::{show, HipRuntimeReport};
 use crate::layout::{decide, Layout, LayoutChoice, LayoutDecision};
 use crate::output::Output;
-use crate::runtime_report::{show, HipRuntimeReport};
 
 /// Why an environment's split binaries cannot be laid out.
 #[derive(Debug, thiserror::Error)]

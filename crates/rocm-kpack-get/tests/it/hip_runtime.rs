@@ -14,8 +14,8 @@ use crate::common::{fat_targets, output, success, Env};
 use kpack_test_support::context::TestContext;
 use kpack_test_support::real_hip::{HIPF, HIPK};
 use kpack_test_support::transcript;
-use rocm_kpack_get::detect::hip_runtime::ld_cache::LdCache;
-use rocm_kpack_get::detect::hip_runtime::{
+use rocm_kpack_get::layout::hip_runtime::ld_cache::LdCache;
+use rocm_kpack_get::layout::hip_runtime::{
     classify, CompressedBundles, Evidence, FoundIn, RuntimeSearch, SearchRoots, Searcher,
 };
 use rocm_kpack_get::layout::{decide, Layout, LayoutChoice};

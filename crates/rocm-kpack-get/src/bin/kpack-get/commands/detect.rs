@@ -7,8 +7,8 @@ use kpack_repo_index::{select_artifacts, PackageName};
 use rocm_kpack_get::detect::{gfx12_strict, Detection, Gpu};
 use rocm_kpack_get::install::plan::{PlanError, Unserved};
 use rocm_kpack_get::layout::decide_for_new_library;
+use rocm_kpack_get::layout::runtime_report::{show, RuntimeReport};
 use rocm_kpack_get::repo::Repo;
-use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
 use super::{Context, Failure};

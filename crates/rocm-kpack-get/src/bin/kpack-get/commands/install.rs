@@ -12,15 +12,15 @@ use kpack_repo_index::schema::BuiltFrom;
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{Dependency, Explanation, PackageName};
 use rocm_kpack_get::detect::choice::ChosenTargets;
-use rocm_kpack_get::detect::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::install::plan::{
     check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
 };
 use rocm_kpack_get::install::record::InstalledRecord;
 use rocm_kpack_get::install::{InstallError, PrefixLock};
+use rocm_kpack_get::layout::hip_runtime::RuntimeSearch;
+use rocm_kpack_get::layout::runtime_report::{show, RuntimeReport};
 use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
 use rocm_kpack_get::repo::{suggestions, Repo};
-use rocm_kpack_get::runtime_report::{show, RuntimeReport};
 use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
@@ -426,7 +426,7 @@ fn choose_gpus(
 ) -> Result<ChosenTargets, Failure> {
     let mut chosen = context.gpus()?;
     if upgrading {
-        chosen = chosen.or_recorded(record);
+        chosen = chosen.or_recorded(record.targets());
     }
     let notes = &chosen.detection.notes;
     if chosen.targets.is_empty() {

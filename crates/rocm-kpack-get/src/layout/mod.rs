@@ -2,6 +2,9 @@
 //! archives, or binaries made fat again for the installed GPUs
 //! (08-hip-runtimes.md), and how `auto` chooses between them.
 
+pub mod hip_runtime;
+pub mod runtime_report;
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -9,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use kpack_binary::materialize::BundleEncoding;
 
-use crate::detect::hip_runtime::{CompressedBundles, RuntimeSearch, SearchRoots, Searcher};
+use hip_runtime::{CompressedBundles, RuntimeSearch, SearchRoots, Searcher};
 
 /// The layout asked for (`--layout`, `layout =` in the configuration).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -178,7 +181,7 @@ impl FromStr for LayoutChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::hip_runtime::{Evidence, FoundIn, HipRuntime};
+    use hip_runtime::{Evidence, FoundIn, HipRuntime};
 
     fn found(evidence: Vec<Evidence>) -> RuntimeSearch {
         RuntimeSearch {

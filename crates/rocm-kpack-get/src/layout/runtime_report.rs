@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::detect::hip_runtime::{CompressedBundles, Evidence, FoundIn, RuntimeSearch};
+use crate::layout::hip_runtime::{CompressedBundles, Evidence, FoundIn, RuntimeSearch};
 use crate::layout::{Layout, LayoutChoice, LayoutDecision};
 use crate::output::Output;
 
