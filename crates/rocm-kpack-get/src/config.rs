@@ -13,7 +13,10 @@ use serde::Deserialize;
 
 use crate::layout::hip_runtime::SearchRoots;
 use crate::layout::LayoutChoice;
-use kpack_repo_index::fetch::{InvalidMirror, Mirror};
+use kpack_repo_index::fetch::{ClientOptions, InvalidMirror, Mirror};
+
+use crate::detect::DetectOptions;
+use crate::repo::{Refresh, Trust};
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -285,6 +288,16 @@ pub struct Settings {
     /// Where to look for the HIP runtime installed libraries would load.
     pub runtime_search: SearchRoots,
     pub config_path: Option<PathBuf>,
+    /// How the client reaches mirrors (`--offline`, timeouts, attempts,
+    /// the limits above).
+    pub network: ClientOptions,
+    /// When a stored root index is fetched again.
+    pub refresh: Refresh,
+    pub trust: Trust,
+    /// How GPUs are looked for.
+    pub detect: DetectOptions,
+    /// Whether to wait for another kpack-get's lock on the prefix.
+    pub wait: bool,
 }
 
 /// What flags and the environment say, to lay over the file.
@@ -299,6 +312,45 @@ pub struct Overrides {
     /// From flags and their environment variables.
     pub limits: LimitSettings,
     pub layout: Option<LayoutChoice>,
+    /// Use only what is cached; fetch nothing.
+    pub offline: bool,
+    pub read_timeout: Option<Duration>,
+    pub attempts: Option<u32>,
+    pub trust: Trust,
+    /// Fail at once when another kpack-get holds the prefix's lock.
+    pub no_wait: bool,
+    pub detection: DetectionFlags,
+}
+
+/// How the flags say GPUs are looked for.
+#[derive(Debug, Clone, Default)]
+pub struct DetectionFlags {
+    pub hsa_library: Option<PathBuf>,
+    pub no_hsa: bool,
+    pub hsa_timeout: Option<Duration>,
+    pub sysfs_root: Option<PathBuf>,
+    pub pci_ids: Option<PathBuf>,
+}
+
+impl DetectionFlags {
+    /// The detection they ask for; the HSA probe is this executable run
+    /// again.
+    fn options(self) -> DetectOptions {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kpack-get"));
+        let mut options = DetectOptions::new(exe);
+        options.hsa_library = self.hsa_library;
+        options.hsa_enabled = !self.no_hsa;
+        if let Some(timeout) = self.hsa_timeout {
+            options.hsa_timeout = timeout;
+        }
+        if let Some(root) = self.sysfs_root {
+            options.sysfs_root = root;
+        }
+        if let Some(pci_ids) = self.pci_ids {
+            options.pci_ids = vec![pci_ids];
+        }
+        options
+    }
 }
 
 impl Settings {
@@ -343,21 +395,43 @@ impl Settings {
             .or_else(|| env_path(EnvVars::KPACK_GET_PREFIX))
             .or(file.prefix)
             .unwrap_or_else(|| PathBuf::from("/opt/rocm"));
+        let concurrency = overrides
+            .concurrency
+            .or(file.concurrency)
+            .unwrap_or(8)
+            .clamp(1, 64);
+        let mut network = ClientOptions {
+            concurrency,
+            offline: overrides.offline,
+            limits,
+            ..ClientOptions::default()
+        };
+        if let Some(timeout) = overrides.read_timeout {
+            network.read_timeout = timeout;
+        }
+        if let Some(attempts) = overrides.attempts {
+            network.attempts = attempts.max(1);
+        }
+        let max_index_age = file.max_index_age.unwrap_or(3600);
         Ok(Settings {
             repos,
             prefix,
             cache_dir,
             state_dir,
-            concurrency: overrides
-                .concurrency
-                .or(file.concurrency)
-                .unwrap_or(8)
-                .clamp(1, 64),
-            max_index_age: file.max_index_age.unwrap_or(3600),
+            concurrency,
+            max_index_age,
             limits,
             layout: overrides.layout.or(file.layout).unwrap_or_default(),
             runtime_search: runtime_search(),
             config_path,
+            network,
+            refresh: Refresh {
+                offline: overrides.offline,
+                max_age: Duration::from_secs(max_index_age),
+            },
+            trust: overrides.trust,
+            detect: overrides.detection.options(),
+            wait: !overrides.no_wait,
         })
     }
 }

@@ -56,13 +56,14 @@ enum Node {
 }
 
 impl<'a> Change<'a> {
-    /// The change that puts `placed` (paths of `new`'s packages) in place
-    /// and removes `deletes` from the prefix at `root`.
+    /// The change that puts the files of `new`'s packages that `placer`
+    /// names a package for (the one placing them) in place and removes
+    /// `deletes` from the prefix at `root`.
     pub(crate) fn new(
         root: &'a ConfinedDir,
         old: &'a InstalledRecord,
         new: &'a InstalledRecord,
-        placed: &'a BTreeMap<RelativePath, PackageName>,
+        placer: impl Fn(&RelativePath) -> Option<&'a PackageName>,
         deletes: &'a [RelativePath],
         replaced: &'a BTreeSet<PackageName>,
     ) -> Change<'a> {
@@ -75,7 +76,7 @@ impl<'a> Change<'a> {
             .packages
             .iter()
             .flat_map(|(name, package)| package.files.iter().map(move |f| (name, f)))
-            .filter(|(name, file)| placed.get(&file.path) == Some(*name))
+            .filter(|(name, file)| placer(&file.path) == Some(*name))
             .map(|(name, file)| (file.path.as_str(), (name, file)))
             .collect();
         let owned_dirs = old

@@ -29,7 +29,7 @@ pub(crate) fn materialize_package(
     for artifact in package
         .artifacts
         .iter()
-        .filter(|a| a.kind == ArtifactKind::Kpack)
+        .filter(|a| a.artifact.kind == ArtifactKind::Kpack)
     {
         let placed = super::archive_slot(artifact)?;
         if files.remove(&placed).is_some() {
@@ -65,8 +65,10 @@ fn split_within_budget(
     let kpacks = package
         .artifacts
         .iter()
-        .filter(|a| a.kind == ArtifactKind::Kpack);
-    let limit = kpacks.fold(0, |sum: u64, a| sum.saturating_add(a.unpack_limit));
+        .filter(|a| a.artifact.kind == ArtifactKind::Kpack);
+    let limit = kpacks.fold(0, |sum: u64, a| {
+        sum.saturating_add(a.artifact.unpack_limit())
+    });
     let mut budget = DecodeBudget::new(
         package.name.to_string(),
         limit,
@@ -100,8 +102,13 @@ fn open_archives(package: &PackageInstall) -> Result<BoundedArchives, InstallErr
     let archives = package
         .artifacts
         .iter()
-        .filter(|a| a.kind == ArtifactKind::Kpack)
-        .map(|artifact| Ok((super::stage::open_bounded(artifact)?, artifact.unpack_limit)))
+        .filter(|a| a.artifact.kind == ArtifactKind::Kpack)
+        .map(|artifact| {
+            Ok((
+                super::stage::open_bounded(artifact)?,
+                artifact.artifact.unpack_limit(),
+            ))
+        })
         .collect::<Result<Vec<_>, InstallError>>()?;
     // Each was checked as it was opened, naming its artifact; this only
     // carries the bound along.

@@ -4,173 +4,35 @@
 
 pub mod commit;
 pub mod devices;
+mod error;
 pub mod future;
 pub mod lock_holder;
 pub mod materialize;
 pub mod plan;
+pub mod planner;
 pub mod record;
 pub mod stage;
+mod verify;
+
+pub use error::InstallError;
+pub use verify::{Mismatch, Problem};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use std::fs::File;
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError, EntryKind};
 use kpack_gpu::Target;
-use kpack_repo_index::{
-    Artifact, ArtifactKind, Component, Listed, PackageName, RelativePath, Sha256,
-};
+use kpack_repo_index::{Artifact, ArtifactKind, PackageName, Pin, RelativePath};
 
 use crate::layout::Layout;
 use commit::{Journal, PrefixPaths};
-use future::{Change, LinkProblem};
+use future::Change;
 use lock_holder::LockHolder;
 use record::{InstalledArtifact, InstalledPackage, InstalledRecord};
-use stage::{EntryProblem, StageDir, StagedFiles};
-
-/// Why a change to a prefix failed. The prefix is left as it was.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum InstallError {
-    /// The prefix's bookkeeping or the cache (the error names the path).
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// A file of the change, named as it will be in the prefix.
-    #[error("cannot write {}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{artifact}: entry {entry:?} {problem}; refused")]
-    UnsafeEntry {
-        artifact: RelativePath,
-        entry: String,
-        problem: EntryProblem,
-    },
-    #[error("{path} is installed by {owner}; {package} would overwrite it")]
-    OwnedByOther {
-        path: RelativePath,
-        owner: PackageName,
-        package: PackageName,
-    },
-    #[error("{path} exists in {prefix} and was not installed by kpack-get; {package} would overwrite it")]
-    Unowned {
-        path: RelativePath,
-        prefix: PathBuf,
-        package: PackageName,
-    },
-    #[error(
-        "{path} is a file{}; {package} needs a directory there for {needed_by}",
-        installed_by(owner)
-    )]
-    NotADirectory {
-        path: RelativePath,
-        needed_by: RelativePath,
-        package: PackageName,
-        owner: Option<PackageName>,
-    },
-    #[error("{path} is a directory in the prefix; {package} would put a file there")]
-    DirectoryInTheWay {
-        path: RelativePath,
-        package: PackageName,
-    },
-    #[error("{package}: {path} links to {target}, which {problem}; refused")]
-    LinkRefused {
-        package: PackageName,
-        path: RelativePath,
-        target: String,
-        problem: LinkProblem,
-    },
-    #[error("{artifact}: not a kpack archive; refused")]
-    NotAnArchive {
-        artifact: RelativePath,
-        #[source]
-        source: Box<rocm_kpack::Error>,
-    },
-    #[error("{path}: cannot be made fat for the installed GPUs")]
-    Materialize {
-        path: RelativePath,
-        #[source]
-        source: Box<kpack_binary::Error>,
-    },
-    #[error("{artifact}: unpacks to more than {limit} bytes, more than the index allows; refused")]
-    TooLarge { artifact: RelativePath, limit: u64 },
-    #[error(
-        "{artifact}: its code objects decode to {decoded} bytes, more than the {limit} bytes {}; refused",
-        if *declared {
-            "its shard declares (unpacked-size)"
-        } else {
-            "allowed to an archive whose shard declares no unpacked-size (256 times its size, at least 64 MiB)"
-        }
-    )]
-    DecodesPastLimit {
-        artifact: RelativePath,
-        decoded: u64,
-        limit: u64,
-        declared: bool,
-    },
-    /// The package's split binaries would decode more than its archives
-    /// declare, in all.
-    #[error(transparent)]
-    OverBudget(#[from] crate::decode_budget::OverBudget),
-    /// A file-system operation in the prefix (the error names the path).
-    #[error(transparent)]
-    Confined(#[from] ConfinedError),
-    #[error("{path}: {message}")]
-    BadRecord { path: PathBuf, message: String },
-    #[error(
-        "{prefix} is being changed by {} (lock {lock})",
-        holder.as_ref().map_or("another kpack-get".to_owned(), |h| h.to_string())
-    )]
-    Locked {
-        prefix: PathBuf,
-        lock: PathBuf,
-        holder: Option<LockHolder>,
-    },
-    #[error(
-        "{path} would be renamed across mounts: {} is not on the mount of {}, \
-         where changes are staged; refused",
-        mount.display(),
-        staging.display()
-    )]
-    OtherFileSystem {
-        path: RelativePath,
-        mount: PathBuf,
-        staging: PathBuf,
-    },
-    #[error("{path} cannot be removed: {} is a mount point; refused", mount.display())]
-    MountPoint { path: RelativePath, mount: PathBuf },
-    #[error("{name} is not installed in {prefix}")]
-    NotInstalled { name: PackageName, prefix: PathBuf },
-}
-
-impl From<kpack_fs::PathError> for InstallError {
-    fn from(error: kpack_fs::PathError) -> InstallError {
-        InstallError::Io(error.into())
-    }
-}
-
-/// ` (installed by NAME)` or ` not installed by kpack-get`.
-fn installed_by(owner: &Option<PackageName>) -> String {
-    match owner {
-        Some(owner) => format!(" installed by {owner}"),
-        None => " not installed by kpack-get".to_owned(),
-    }
-}
-
-impl InstallError {
-    /// The underlying I/O error, for exit codes and hints.
-    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
-        match self {
-            InstallError::Io(source) | InstallError::Write { source, .. } => Some(source.kind()),
-            InstallError::Confined(error) => Some(error.kind()),
-            _ => None,
-        }
-    }
-}
+use rocm_kpack::format::KPACK_DIR;
+use stage::{StageDir, StagedFiles};
 
 /// An install root with its `.kpack/` bookkeeping.
 #[derive(Debug, Clone)]
@@ -215,46 +77,32 @@ pub struct PackageInstall {
     pub artifacts: Vec<ReadyArtifact>,
 }
 
-/// An artifact and the cached file holding its verified bytes.
+/// An artifact as its shard lists it, and the cached file holding its
+/// verified bytes.
 #[derive(Debug, Clone)]
 pub struct ReadyArtifact {
-    pub kind: ArtifactKind,
-    pub path: RelativePath,
-    pub install_as: Option<RelativePath>,
-    pub targets: Option<Vec<Listed>>,
-    /// The sub-family or family that owns it, in place of targets.
-    pub owner: Option<kpack_gpu::Owner>,
-    /// The component of device code it is; none for a host artifact.
-    pub component: Option<Component>,
+    pub artifact: Artifact,
     /// Its bytes as installed: what a transport-encoded artifact decoded
     /// to, otherwise the bytes served.
-    pub sha256: Sha256,
-    pub size: u64,
-    /// For a tree: the most bytes of tar it may unpack to; for an archive:
-    /// the most its code objects may decode to, every TOC entry counted.
-    pub unpack_limit: u64,
-    /// Whether its shard declares that limit (`unpacked-size`), or it is
-    /// the ratio allowed to a shard written before that existed.
-    pub unpack_declared: bool,
     pub blob: PathBuf,
 }
 
 impl ReadyArtifact {
     /// `artifact`, its verified bytes in `blob`.
-    pub fn new(artifact: &Artifact, blob: PathBuf) -> ReadyArtifact {
-        ReadyArtifact {
-            kind: artifact.kind,
-            path: artifact.path.clone(),
-            install_as: artifact.install_as.clone(),
-            targets: artifact.targets.clone(),
-            owner: artifact.owner.clone(),
-            component: artifact.component().cloned(),
-            sha256: artifact.installed().sha256,
-            size: artifact.installed().size,
-            unpack_limit: artifact.unpack_limit(),
-            unpack_declared: artifact.unpacked_size.is_some(),
-            blob,
-        }
+    pub fn new(artifact: Artifact, blob: PathBuf) -> ReadyArtifact {
+        ReadyArtifact { artifact, blob }
+    }
+
+    /// The sha256 and size of the bytes installed.
+    pub fn installed(&self) -> Pin {
+        self.artifact.installed()
+    }
+
+    /// Whether its shard declares the limit of what it unpacks or decodes
+    /// to (`unpacked-size`), or it is the ratio allowed to a shard written
+    /// before that existed ([`Artifact::unpack_limit`]).
+    pub fn unpack_declared(&self) -> bool {
+        self.artifact.unpacked_size.is_some()
     }
 }
 
@@ -278,55 +126,6 @@ pub struct Recovered {
     /// Staging that could not be deleted, moved to `.kpack/trash-<id>`
     /// so the prefix goes on: its id and why.
     pub moved_aside: Vec<(String, String)>,
-}
-
-/// A file whose contents differ from the record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mismatch {
-    pub package: PackageName,
-    pub path: RelativePath,
-    pub problem: Problem,
-}
-
-/// How an installed file differs from the record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
-    /// A symbolic link points elsewhere.
-    Link { actual: PathBuf, recorded: String },
-    /// A file's contents changed.
-    Contents {
-        actual: Sha256,
-        size: u64,
-        recorded: Sha256,
-    },
-    /// It is not there.
-    Missing,
-    /// It cannot be read.
-    Unreadable(String),
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Problem::Link { actual, recorded } => {
-                write!(
-                    f,
-                    "modified: links to {}, recorded {recorded}",
-                    actual.display()
-                )
-            }
-            Problem::Contents {
-                actual,
-                size,
-                recorded,
-            } => write!(
-                f,
-                "modified: sha256 {actual} ({size} bytes), recorded {recorded}"
-            ),
-            Problem::Missing => f.write_str("missing"),
-            Problem::Unreadable(error) => write!(f, "unreadable: {error}"),
-        }
-    }
 }
 
 /// Makes the lock file `file` (at `path`) readable and writable by its
@@ -553,7 +352,8 @@ impl Prefix {
             new.packages.remove(name);
         }
         let mut applied = Applied::default();
-        let mut placed: BTreeMap<RelativePath, PackageName> = BTreeMap::new();
+        // Each staged path and the index of the package placing it.
+        let mut placed: BTreeMap<RelativePath, usize> = BTreeMap::new();
         let mut own_dirs = Vec::new();
         for (index, package) in packages.iter().enumerate() {
             let own_path = PathBuf::from(format!("package-{index}"));
@@ -568,10 +368,10 @@ impl Prefix {
                     materialize::materialize_package(package, stage, staging, &mut files)?;
             }
             for (path, file) in &files {
-                if let Some(other) = placed.insert(path.clone(), package.name.clone()) {
+                if let Some(other) = placed.insert(path.clone(), index) {
                     return Err(InstallError::OwnedByOther {
                         path: path.clone(),
-                        owner: other,
+                        owner: packages[other].name.clone(),
                         package: package.name.clone(),
                     });
                 }
@@ -591,12 +391,12 @@ impl Prefix {
             .cloned()
             .chain(packages.iter().map(|p| p.name.clone()))
             .collect();
+        let placer = |path: &RelativePath| placed.get(path).map(|&index| &packages[index].name);
         journal.clear =
-            Change::new(root, old, &new, &placed, &journal.deletes, &replaced).check()?;
+            Change::new(root, old, &new, placer, &journal.deletes, &replaced).check()?;
         devices::Devices::new(root, staging)?.check(&journal.moves, &journal.deletes)?;
         let staged_root = staging.create_dir_all(Path::new("root"))?;
-        for (path, name) in &placed {
-            let index = packages.iter().position(|p| &p.name == name).unwrap_or(0);
+        for (path, &index) in &placed {
             if let Some((_, own)) = own_dirs.get(index) {
                 move_staged(own, &staged_root, path)?;
             }
@@ -612,39 +412,6 @@ impl Prefix {
         journal.commit(&self.paths)?;
         journal.apply(&self.paths)?;
         Ok(applied)
-    }
-
-    /// Re-hashes every installed file against the record; reads only, and
-    /// never through a link inside the prefix.
-    pub fn verify(&self) -> Result<(usize, Vec<Mismatch>), InstallError> {
-        let record = self.record()?;
-        let root = match self.paths.root() {
-            Ok(root) => Some(root),
-            Err(InstallError::Confined(error)) if error.is_not_found() => None,
-            Err(error) => return Err(error),
-        };
-        let mut checked = 0;
-        let mut mismatches = Vec::new();
-        for (name, package) in &record.packages {
-            for file in &package.files {
-                checked += 1;
-                let problem = match &root {
-                    Some(root) => check_file(root, file),
-                    None => Some(Problem::Unreadable(format!(
-                        "{} does not exist",
-                        self.paths.prefix.display()
-                    ))),
-                };
-                if let Some(problem) = problem {
-                    mismatches.push(Mismatch {
-                        package: name.clone(),
-                        path: file.path.clone(),
-                        problem,
-                    });
-                }
-            }
-        }
-        Ok((checked, mismatches))
     }
 }
 
@@ -760,41 +527,6 @@ fn created_dirs(
     Ok(dirs.into_iter().collect())
 }
 
-/// How an installed file differs from its record, if it does.
-fn check_file(root: &ConfinedDir, file: &record::InstalledFile) -> Option<Problem> {
-    let path = Path::new(file.path.as_str());
-    let unreadable = |error: &std::io::Error| match error.kind() {
-        std::io::ErrorKind::NotFound => Some(Problem::Missing),
-        _ => Some(Problem::Unreadable(error.to_string())),
-    };
-    match (&file.link, file.sha256) {
-        (Some(link), _) => match root.read_link(path).map_err(std::io::Error::from) {
-            Ok(actual) if actual.to_str() == Some(link.as_str()) => None,
-            Ok(actual) => Some(Problem::Link {
-                actual,
-                recorded: link.clone(),
-            }),
-            Err(error) => unreadable(&error),
-        },
-        (None, Some(recorded)) => {
-            let hashed = root
-                .open_file(path)
-                .map_err(std::io::Error::from)
-                .and_then(Sha256::of_reader);
-            match hashed {
-                Ok((actual, _)) if actual == recorded => None,
-                Ok((actual, size)) => Some(Problem::Contents {
-                    actual,
-                    size,
-                    recorded,
-                }),
-                Err(error) => unreadable(&error),
-            }
-        }
-        (None, None) => None,
-    }
-}
-
 /// Moves a staged file from the package's own directory to the change's
 /// root, at the same relative path.
 fn move_staged(
@@ -815,11 +547,11 @@ fn move_staged(
 fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFiles, InstallError> {
     let mut files = StagedFiles::new();
     for artifact in &package.artifacts {
-        match artifact.kind {
+        match artifact.artifact.kind {
             ArtifactKind::Tree => stage::extract_tree(
                 &artifact.blob,
-                &artifact.path,
-                artifact.unpack_limit,
+                &artifact.artifact.path,
+                artifact.artifact.unpack_limit(),
                 own,
                 &mut files,
             )?,
@@ -834,13 +566,13 @@ fn stage_package(package: &PackageInstall, own: StageDir<'_>) -> Result<StagedFi
 /// Where an archive is placed: where the artifact says, else
 /// `.kpack/<file name>`.
 fn archive_slot(artifact: &ReadyArtifact) -> Result<RelativePath, InstallError> {
-    match &artifact.install_as {
+    match &artifact.artifact.install_as {
         Some(path) => Ok(path.clone()),
-        None => format!(".kpack/{}", artifact.path.file_name())
+        None => format!("{KPACK_DIR}/{}", artifact.artifact.path.file_name())
             .parse()
             .map_err(|reason| InstallError::UnsafeEntry {
-                artifact: artifact.path.clone(),
-                entry: artifact.path.file_name().to_owned(),
+                artifact: artifact.artifact.path.clone(),
+                entry: artifact.artifact.path.file_name().to_owned(),
                 problem: stage::UnsafePath::Unusable(reason).into(),
             }),
     }
@@ -862,7 +594,7 @@ fn installed(
         artifacts: package
             .artifacts
             .iter()
-            .map(InstalledArtifact::from)
+            .map(|ready| InstalledArtifact::from(&ready.artifact))
             .collect(),
         dirs,
         files: files.into_values().collect(),

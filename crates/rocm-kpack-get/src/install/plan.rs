@@ -288,7 +288,10 @@ impl Plan {
                     .chosen
                     .iter()
                     .map(|artifact| {
-                        ReadyArtifact::new(artifact, cache.blob(&artifact.installed().sha256))
+                        ReadyArtifact::new(
+                            artifact.clone(),
+                            cache.blob(&artifact.installed().sha256),
+                        )
                     })
                     .collect(),
             })

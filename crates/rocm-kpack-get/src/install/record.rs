@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use kpack_gpu::Target;
-use kpack_repo_index::{Component, Listed, PackageName, RelativePath, Sha256};
+use kpack_repo_index::{Artifact, Component, Listed, PackageName, RelativePath, Sha256};
 use serde::{Deserialize, Serialize};
 
-use super::{InstallError, ReadyArtifact};
+use super::InstallError;
 use crate::layout::Layout;
 
 /// The record's format version; a newer one is refused, not misread.
@@ -78,16 +78,20 @@ pub struct InstalledArtifact {
     pub component: Option<Component>,
 }
 
-impl From<&ReadyArtifact> for InstalledArtifact {
-    fn from(artifact: &ReadyArtifact) -> InstalledArtifact {
+/// The record of an artifact installed: the shard's entry, with the
+/// sha256 and size of the bytes installed (decoded, for a
+/// transport-encoded one).
+impl From<&Artifact> for InstalledArtifact {
+    fn from(artifact: &Artifact) -> InstalledArtifact {
+        let installed = artifact.installed();
         InstalledArtifact {
             path: artifact.path.clone(),
-            sha256: artifact.sha256,
-            size: artifact.size,
+            sha256: installed.sha256,
+            size: installed.size,
             install_as: artifact.install_as.clone(),
             targets: artifact.targets.clone(),
             owner: artifact.owner.clone(),
-            component: artifact.component.clone(),
+            component: artifact.component().cloned(),
         }
     }
 }

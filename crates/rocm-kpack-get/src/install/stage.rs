@@ -443,7 +443,12 @@ pub(crate) fn place_archive(
     stage: StageDir<'_>,
     files: &mut StagedFiles,
 ) -> Result<(), InstallError> {
-    let (blob, artifact, sha256, size) = (&ready.blob, &ready.path, ready.sha256, ready.size);
+    let (blob, artifact, sha256, size) = (
+        &ready.blob,
+        &ready.artifact.path,
+        ready.installed().sha256,
+        ready.installed().size,
+    );
     let refused = |problem| InstallError::UnsafeEntry {
         artifact: artifact.clone(),
         entry: shorten(relative.as_str()),
@@ -496,16 +501,16 @@ pub(crate) fn place_archive(
 pub(crate) fn open_bounded(artifact: &ReadyArtifact) -> Result<rocm_kpack::Archive, InstallError> {
     let archive =
         rocm_kpack::Archive::open(&artifact.blob).map_err(|source| InstallError::NotAnArchive {
-            artifact: artifact.path.clone(),
+            artifact: artifact.artifact.path.clone(),
             source: Box::new(source),
         })?;
     let decoded = archive.decoded_size();
-    if decoded > artifact.unpack_limit {
+    if decoded > artifact.artifact.unpack_limit() {
         return Err(InstallError::DecodesPastLimit {
-            artifact: artifact.path.clone(),
+            artifact: artifact.artifact.path.clone(),
             decoded,
-            limit: artifact.unpack_limit,
-            declared: artifact.unpack_declared,
+            limit: artifact.artifact.unpack_limit(),
+            declared: artifact.unpack_declared(),
         });
     }
     Ok(archive)

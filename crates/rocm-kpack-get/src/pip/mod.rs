@@ -12,6 +12,7 @@
 pub mod dist_file;
 pub mod environment;
 pub mod extras;
+pub mod install;
 pub mod installer;
 pub mod layout;
 pub mod links;

@@ -545,7 +545,7 @@ mod property {
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
-    use kpack_repo_index::{ArtifactKind, Sha256};
+    use kpack_repo_index::{Artifact, ArtifactKind, Sha256};
     use proptest::prelude::*;
     use rocm_kpack_get::install::{PackageInstall, Prefix, ReadyArtifact};
 
@@ -654,21 +654,25 @@ mod property {
             repo_version: 1,
             targets: Vec::new(),
             layout: rocm_kpack_get::layout::Layout::Kpack,
-            artifacts: vec![ReadyArtifact {
-                kind: ArtifactKind::Tree,
-                path: format!("pool/p{package}/{version}/host.tar.zst")
-                    .parse()
-                    .unwrap(),
-                install_as: None,
-                targets: None,
-                owner: None,
-                component: None,
-                sha256: Sha256::of(&bytes),
-                size: bytes.len() as u64,
-                unpack_limit: 1 << 20,
-                unpack_declared: true,
+            artifacts: vec![ReadyArtifact::new(
+                Artifact {
+                    kind: ArtifactKind::Tree,
+                    component: None,
+                    path: format!("pool/p{package}/{version}/host.tar.zst")
+                        .parse()
+                        .unwrap(),
+                    install_as: None,
+                    targets: None,
+                    owner: None,
+                    sha256: Sha256::of(&bytes),
+                    size: bytes.len() as u64,
+                    encoding: None,
+                    decoded_sha256: None,
+                    decoded_size: None,
+                    unpacked_size: Some(1 << 20),
+                },
                 blob,
-            }],
+            )],
         }
     }
 

@@ -11,8 +11,9 @@ mod progress;
 use std::process::ExitCode;
 
 use clap::Parser;
-use rocm_kpack_get::config::{LimitSettings, Overrides, RepoConfig, Settings};
+use rocm_kpack_get::config::{DetectionFlags, LimitSettings, Overrides, RepoConfig, Settings};
 use rocm_kpack_get::detect::choice::TargetChoice;
+use rocm_kpack_get::repo::Trust;
 
 use cli::{CacheCommand, Cli, Command, PipCommand};
 use commands::{Context, Failure};
@@ -85,12 +86,27 @@ fn run(cli: Cli) -> Result<(), Failure> {
             index_timeout: global.index_timeout,
         },
         layout: global.layout.map(Into::into),
+        offline: global.offline,
+        read_timeout: global.read_timeout,
+        attempts: global.attempts,
+        trust: Trust {
+            allow_rollback: global.allow_rollback,
+            allow_expired: global.allow_expired,
+        },
+        no_wait: global.no_wait,
+        detection: DetectionFlags {
+            hsa_library: global.hsa_library.clone(),
+            no_hsa: global.no_hsa,
+            hsa_timeout: global.hsa_timeout,
+            sysfs_root: global.sysfs_root.clone(),
+            pci_ids: global.pci_ids.clone(),
+        },
     })?;
     let targets = match &cli.command {
         Command::Pip { .. } => TargetChoice::for_python(&global.target),
         _ => TargetChoice::for_prefix(&global.target),
     };
-    let context = Context::new(&global, settings, printer, targets);
+    let context = Context::new(settings, printer, targets, commands::repeated(&global));
     match cli.command {
         Command::Detect => commands::detect::detect(&context),
         Command::Update => commands::update::update(&context),

@@ -26,7 +26,7 @@ pub fn check(context: &Context) -> Result<(), Failure> {
         repos: &context.settings.repos,
         store: &context.store,
         cache: &context.cache,
-        trust: context.trust,
+        trust: context.settings.trust,
     };
     let (published, notes) = if gpus.is_empty() {
         (Published::default(), Vec::new())

@@ -12,62 +12,19 @@ use kpack_repo_index::schema::BuiltFrom;
 use kpack_repo_index::ResolveError;
 use kpack_repo_index::{Dependency, Explanation, PackageName};
 use rocm_kpack_get::detect::choice::ChosenTargets;
-use rocm_kpack_get::install::plan::{
-    check_prefix_roots, make_plan, Plan, PlanError, PlannedPackage,
-};
+use rocm_kpack_get::install::plan::{check_prefix_roots, Plan, PlanError, PlannedPackage};
+use rocm_kpack_get::install::planner::{Planner, Wanted};
 use rocm_kpack_get::install::record::InstalledRecord;
-use rocm_kpack_get::install::{InstallError, PrefixLock};
+use rocm_kpack_get::install::PrefixLock;
 use rocm_kpack_get::layout::hip_runtime::RuntimeSearch;
 use rocm_kpack_get::layout::runtime_report::{show, RuntimeReport};
-use rocm_kpack_get::layout::{decide_for_new_library, Layout, LayoutDecision};
-use rocm_kpack_get::repo::{suggestions, Repo};
+use rocm_kpack_get::layout::{decide_for_new_library, LayoutDecision};
+use rocm_kpack_get::repo::suggestions;
 use serde::Serialize;
 
 use super::{parse_request, Context, Exit, Failure};
 use crate::printer::{against_source, artifact_line, fetched, ArtifactReport, SCHEMA};
 use crate::progress::{Bars, Files, Lines, PlannedFile};
-
-/// What to install: packages asked for, or newer versions of installed
-/// ones (all, or those named), decided from the record read under the lock.
-#[derive(Clone)]
-enum Wanted {
-    /// Packages asked for; with `reinstall`, installed again even when
-    /// installed as planned.
-    Requests {
-        requests: Vec<Dependency>,
-        reinstall: bool,
-    },
-    /// Installed packages to upgrade (all when none are named); with
-    /// `allow_downgrade`, to the highest version offered even if older.
-    Upgrades {
-        names: Vec<PackageName>,
-        allow_downgrade: bool,
-    },
-}
-
-impl Wanted {
-    /// The requests to plan, read from `record`, and whether to install
-    /// them again even when installed as planned.
-    fn requests(
-        self,
-        record: &InstalledRecord,
-        prefix: &Path,
-    ) -> Result<(Vec<Dependency>, bool), Failure> {
-        Ok(match self {
-            Wanted::Requests {
-                requests,
-                reinstall,
-            } => (requests, reinstall),
-            Wanted::Upgrades {
-                names,
-                allow_downgrade,
-            } => (
-                upgrade_requests(record, &names, allow_downgrade, prefix)?,
-                false,
-            ),
-        })
-    }
-}
 
 pub fn install(
     context: &Context,
@@ -102,105 +59,6 @@ pub fn upgrade(
     run(context, wanted, dry_run)
 }
 
-/// The requests an upgrade makes: every installed package named (or all),
-/// at its installed version or newer, never older: a repository offering
-/// only older versions (a stale mirror replaying an older root, a version
-/// withdrawn) must not downgrade silently. With `allow_downgrade`, at
-/// the highest version offered.
-fn upgrade_requests(
-    record: &InstalledRecord,
-    packages: &[PackageName],
-    allow_downgrade: bool,
-    prefix: &Path,
-) -> Result<Vec<Dependency>, Failure> {
-    if let Some(name) = packages.iter().find(|n| !record.packages.contains_key(*n)) {
-        return Err(InstallError::NotInstalled {
-            name: name.clone(),
-            prefix: prefix.to_owned(),
-        }
-        .into());
-    }
-    Ok(record
-        .packages
-        .iter()
-        .filter(|(name, _)| packages.is_empty() || packages.contains(name))
-        .map(|(name, installed)| match allow_downgrade {
-            true => Dependency::any(name.clone()),
-            false => Dependency::at_least(name.clone(), &installed.version),
-        })
-        .collect())
-}
-
-/// What a plan is made from, besides the requests.
-struct Planning<'a> {
-    client: &'a Client,
-    repos: &'a [Repo],
-    gpus: &'a [Target],
-    layout: Layout,
-    record: &'a InstalledRecord,
-}
-
-impl Planning<'_> {
-    fn plan(&self, context: &Context, requests: &[Dependency]) -> Result<Plan, PlanError> {
-        let (client, repos, record) = (self.client, self.repos, self.record);
-        make_plan(
-            client,
-            &context.cache,
-            repos,
-            requests,
-            self.gpus,
-            self.layout,
-            record,
-        )
-    }
-}
-
-/// Plans `requests`; for an upgrade, a package the repositories offer no
-/// version of at or above the installed one is kept as it is, with a
-/// warning saying what they offer, and the rest planned again.
-fn plan_keeping_newer(
-    context: &Context,
-    planning: &Planning<'_>,
-    mut requests: Vec<Dependency>,
-    upgrading: bool,
-) -> Result<(Plan, Vec<Dependency>), Failure> {
-    let record = planning.record;
-    loop {
-        let planned = planning.plan(context, &requests);
-        let error = match planned {
-            Ok(plan) => return Ok((plan, requests)),
-            Err(error) => error,
-        };
-        if let PlanError::Resolve(ResolveError::UnknownPackage { name, .. }) = &error {
-            let near = suggestions(planning.repos, name);
-            return Err(Failure::from(error).did_you_mean(&near));
-        }
-        let PlanError::Resolve(ResolveError::NoVersion {
-            name, available, ..
-        }) = &error
-        else {
-            return Err(error.into());
-        };
-        let kept = upgrading
-            .then(|| record.packages.get(name))
-            .flatten()
-            .filter(|installed| available.iter().all(|v| *v < installed.version));
-        let Some(installed) = kept else {
-            return Err(error.into());
-        };
-        let offered = available
-            .iter()
-            .max()
-            .map_or("no version".to_owned(), ToString::to_string);
-        context.printer.warn(format!(
-            "{name}: the repositories offer {offered}, older than the installed {}; kept (`kpack-get upgrade --allow-downgrade {name}` or `kpack-get install {name}@={offered}` downgrades)",
-            installed.version
-        ));
-        let name = name.clone();
-        requests.retain(|r| r.name != name);
-    }
-}
-
 /// Installs (or upgrades) what is `wanted`: the requests read under the
 /// prefix's lock, a plan shown, then downloaded, staged and committed. A
 /// prefix not set up yet is made (with its lock) only once a plan can be
@@ -217,7 +75,7 @@ fn run(context: &Context, wanted: Wanted, dry_run: bool) -> Result<(), Failure> 
     };
     let again = wanted.clone();
     let record = prefix.record()?;
-    let upgrading = matches!(wanted, Wanted::Upgrades { .. });
+    let upgrading = wanted.upgrading();
     let (requests, reinstall) = wanted.requests(&record, prefix.root())?;
     if requests.is_empty() {
         printer.line("nothing is installed; nothing to upgrade");
@@ -304,7 +162,7 @@ fn lock_for_first_install(
 
 /// A plan, and the GPUs, runtime search and layout decision it was made
 /// for.
-struct Planned {
+struct Shown {
     plan: Plan,
     chosen: ChosenTargets,
     search: RuntimeSearch,
@@ -334,28 +192,45 @@ fn plan(
     requests: Vec<Dependency>,
     reinstall: bool,
     upgrading: bool,
-) -> Result<Planned, Failure> {
+) -> Result<Shown, Failure> {
     let repos = context.repos(client)?;
-    for warning in check_prefix_roots(&repos, record, context.trust.allow_rollback)? {
+    for warning in check_prefix_roots(&repos, record, context.settings.trust.allow_rollback)? {
         context.printer.warn(warning);
     }
     let chosen = choose_gpus(context, record, upgrading)?;
     let gpus = chosen.targets.clone();
     let settings = &context.settings;
     let (search, decision) = decide_for_new_library(settings.layout, &settings.runtime_search);
-    let requests = with_relayout(requests, record, decision.layout);
-    let planning = Planning {
+    let planner = Planner {
         client,
+        cache: &context.cache,
         repos: &repos,
         gpus: &gpus,
         layout: decision.layout,
         record,
     };
-    let (mut plan, requests) = plan_keeping_newer(context, &planning, requests, upgrading)?;
-    if reinstall {
-        plan.reinstall(&requests);
+    let planned = planner
+        .plan(requests, reinstall, upgrading)
+        .map_err(|error| match &error {
+            PlanError::Resolve(ResolveError::UnknownPackage { name, .. }) => {
+                let near = suggestions(&repos, name);
+                Failure::from(error).did_you_mean(&near)
+            }
+            _ => error.into(),
+        })?;
+    for kept in &planned.kept {
+        let name = &kept.name;
+        let offered = kept
+            .offered
+            .as_ref()
+            .map_or("no version".to_owned(), ToString::to_string);
+        context.printer.warn(format!(
+            "{name}: the repositories offer {offered}, older than the installed {}; kept (`kpack-get upgrade --allow-downgrade {name}` or `kpack-get install {name}@={offered}` downgrades)",
+            kept.installed
+        ));
     }
-    Ok(Planned {
+    let plan = planned.plan;
+    Ok(Shown {
         plan,
         chosen,
         search,
@@ -379,21 +254,6 @@ fn show_installed(context: &Context, plan: &Plan, upgrading: bool) {
             .printer
             .line(format!("{verb} {} {}{from}", package.name, package.version));
     }
-}
-
-/// `requests`, plus every installed package whose layout is not `layout`
-/// at the version installed: a change of layout rewrites them all.
-fn with_relayout(
-    mut requests: Vec<Dependency>,
-    record: &InstalledRecord,
-    layout: Layout,
-) -> Vec<Dependency> {
-    for (name, package) in &record.packages {
-        if package.layout != layout && !requests.iter().any(|r| &r.name == name) {
-            requests.push(Dependency::exact(name.clone(), &package.version));
-        }
-    }
-    requests
 }
 
 /// The plan's GPUs that some package brings device code for, and those

@@ -15,20 +15,18 @@ pub mod update;
 pub mod verify;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kpack_gpu::target::join_targets;
 use kpack_repo_index::fetch::Cache;
-use kpack_repo_index::fetch::{Client, ClientError, ClientOptions};
+use kpack_repo_index::fetch::{Client, ClientError};
 use kpack_repo_index::{Dependency, PackageName};
 use rocm_kpack_get::check::CheckReport;
 use rocm_kpack_get::config::{ConfigError, Settings};
 use rocm_kpack_get::detect::choice::{ChosenTargets, TargetChoice, TargetChoiceError};
-use rocm_kpack_get::detect::DetectOptions;
 use rocm_kpack_get::install::lock_holder::LockHolder;
 use rocm_kpack_get::install::plan::PlanError;
 use rocm_kpack_get::install::{InstallError, Prefix, PrefixChange, PrefixLock};
-use rocm_kpack_get::repo::{Refresh, Repo, RepoError, RepoStore, Trust};
+use rocm_kpack_get::repo::{Repo, RepoError, RepoStore};
 
 use crate::cli::GlobalArgs;
 use crate::printer::Printer;
@@ -279,16 +277,7 @@ impl From<ConfigError> for Failure {
 pub struct Context {
     pub settings: Settings,
     pub printer: Printer,
-    /// How the client reaches mirrors (`--offline`, timeouts, attempts).
-    pub network: ClientOptions,
-    /// When a stored root index is fetched again.
-    pub refresh: Refresh,
-    pub trust: Trust,
-    /// How GPUs are looked for, and which targets are taken.
-    pub detect: DetectOptions,
     pub targets: TargetChoice,
-    /// Whether to wait for another kpack-get's lock on the prefix.
-    pub wait: bool,
     /// What a fix command repeats of this command line: the prefix, the
     /// configuration and the repositories given.
     pub repeated: Vec<String>,
@@ -297,41 +286,19 @@ pub struct Context {
 }
 
 impl Context {
-    /// Resolves the flags once; `targets` is the choice of GPU targets the
-    /// command makes (for a prefix, or for a Python environment).
+    /// The context of a command run with `settings`; `targets` is the
+    /// choice of GPU targets it makes (for a prefix, or for a Python
+    /// environment).
     pub fn new(
-        global: &GlobalArgs,
         settings: Settings,
         printer: Printer,
         targets: TargetChoice,
+        repeated: Vec<String>,
     ) -> Context {
-        let mut network = ClientOptions {
-            concurrency: settings.concurrency,
-            offline: global.offline,
-            limits: settings.limits,
-            ..ClientOptions::default()
-        };
-        if let Some(timeout) = global.read_timeout {
-            network.read_timeout = timeout;
-        }
-        if let Some(attempts) = global.attempts {
-            network.attempts = attempts.max(1);
-        }
         Context {
-            refresh: Refresh {
-                offline: global.offline,
-                max_age: Duration::from_secs(settings.max_index_age),
-            },
-            trust: Trust {
-                allow_rollback: global.allow_rollback,
-                allow_expired: global.allow_expired,
-            },
-            detect: detect_options(global),
-            wait: !global.no_wait,
-            repeated: repeated(global),
             cache: Cache::new(&settings.cache_dir),
             store: RepoStore::new(&settings.state_dir),
-            network,
+            repeated,
             targets,
             settings,
             printer,
@@ -339,7 +306,7 @@ impl Context {
     }
 
     pub fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::new(self.network.clone())?)
+        Ok(Client::new(self.settings.network.clone())?)
     }
 
     /// The configured repositories, each fetched again first when the
@@ -350,7 +317,9 @@ impl Context {
         }
         let mut repos = Vec::new();
         for config in &self.settings.repos {
-            let opened = self.store.open(client, config, self.trust, self.refresh)?;
+            let opened =
+                self.store
+                    .open(client, config, self.settings.trust, self.settings.refresh)?;
             for warning in opened.warnings {
                 self.printer.warn(warning);
             }
@@ -361,7 +330,7 @@ impl Context {
 
     /// The GPU targets to install for, with the detection's notes shown.
     pub fn gpus(&self) -> Result<ChosenTargets, Failure> {
-        let chosen = self.targets.choose(&self.detect)?;
+        let chosen = self.targets.choose(&self.settings.detect)?;
         for warning in &chosen.detection.warnings {
             self.printer.warn(warning);
         }
@@ -418,7 +387,7 @@ impl Context {
 
     /// Takes the prefix's lock and finishes what an interrupted run left.
     pub fn lock(&self, prefix: &Prefix) -> Result<PrefixLock, Failure> {
-        let lock = prefix.lock(self.wait, |holder| {
+        let lock = prefix.lock(self.settings.wait, |holder| {
             self.printer.note(waiting_note(prefix, holder))
         })?;
         let Some(recovered) = prefix.recover(&lock)? else {
@@ -463,27 +432,9 @@ fn no_repository(settings: &Settings) -> Failure {
     ))
 }
 
-/// How to look for GPUs: the HSA library and probe, sysfs, PCI ids.
-fn detect_options(global: &GlobalArgs) -> DetectOptions {
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("kpack-get"));
-    let mut options = DetectOptions::new(exe);
-    options.hsa_library = global.hsa_library.clone();
-    options.hsa_enabled = !global.no_hsa;
-    if let Some(timeout) = global.hsa_timeout {
-        options.hsa_timeout = timeout;
-    }
-    if let Some(root) = &global.sysfs_root {
-        options.sysfs_root = root.clone();
-    }
-    if let Some(pci_ids) = &global.pci_ids {
-        options.pci_ids = vec![pci_ids.clone()];
-    }
-    options
-}
-
 /// The flags a fix command repeats: the prefix, the configuration and
 /// the repositories, when given.
-fn repeated(global: &GlobalArgs) -> Vec<String> {
+pub fn repeated(global: &GlobalArgs) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(prefix) = &global.prefix {
         args.extend(["--prefix".to_owned(), prefix.display().to_string()]);

@@ -33,7 +33,9 @@ pub fn update(context: &Context) -> Result<(), Failure> {
     }
     let mut results = Vec::new();
     for config in &context.settings.repos {
-        let updated = context.store.update(&client, config, context.trust)?;
+        let updated = context
+            .store
+            .update(&client, config, context.settings.trust)?;
         for warning in &updated.warnings {
             context.printer.warn(warning);
         }
