@@ -48,10 +48,6 @@ pub fn run_watched_on_disk(
     disk: Option<DiskWatch<'_>>,
 ) -> Measured {
     let started = Instant::now();
-    // The rusage peak of a child counts the pages it shared with this
-    // process until its exec: more than its own when this process is the
-    // larger.
-    let inherited = status_kib("self", "VmRSS:") * 1024;
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -98,6 +94,11 @@ pub fn run_watched_on_disk(
         std::thread::sleep(Duration::from_millis(10));
     };
     let elapsed = started.elapsed();
+    // The rusage peak of a child spawned sharing this process's memory
+    // until its exec is at least this process's peak then: it is the
+    // child's own only when it passes this process's peak, which only
+    // grows, read after the child is gone.
+    let inherited = status_kib("self", "VmHWM:") * 1024;
     Measured {
         output: Output {
             status,
@@ -141,7 +142,7 @@ fn reap(pid: libc::pid_t, flags: libc::c_int) -> Option<(ExitStatus, libc::rusag
 }
 
 /// The child's own peak: the rusage peak (Linux reports it in KiB) when
-/// it passed what the child inherited at its start, so that it is the
+/// it passed this process's peak (`inherited`), so that it is the
 /// child's; else the highest peak its own `/proc` status showed while it
 /// was watched.
 fn own_peak(rusage: &libc::rusage, inherited: u64, watched: u64) -> u64 {

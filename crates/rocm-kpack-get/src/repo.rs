@@ -29,12 +29,14 @@ use std::time::SystemTime;
 
 use kpack_repo_index::freshness::{Freshness, Stale};
 use kpack_repo_index::sign::{read_signed_root, verify_root, RootReadError, SignError, SignedRoot};
-use kpack_repo_index::{Families, PackageName, RootIndex, SchemaError, Shard, Timestamp};
+use kpack_repo_index::{
+    Families, PackageName, RelativePath, RootIndex, SchemaError, Sha256, Shard, Timestamp,
+};
 use kpack_sign::PublicKey;
 
 use crate::config::RepoConfig;
 use kpack_repo_index::fetch::Cache;
-use kpack_repo_index::fetch::{Client, ClientError, Mirror};
+use kpack_repo_index::fetch::{Client, ClientError, Mirror, PinnedFile};
 pub use refresh::{Opened, Refresh};
 pub use suggest::suggestions;
 pub use versions::StateError;
@@ -546,38 +548,85 @@ impl Repo {
         cache: &Cache,
         name: &PackageName,
     ) -> Result<Option<Shard>, RepoError> {
-        let Some(entry) = self.root.packages.get(name) else {
+        let Some(file) = self.shard_file(name) else {
             return Ok(None);
         };
-        let path = entry.shard_path(name);
+        let bytes = match cache.shard(&file.sha256) {
+            Some(bytes) => bytes,
+            None => {
+                let bytes = client.fetch_verified(
+                    file.mirrors,
+                    file.path.as_str(),
+                    file.sha256,
+                    file.size,
+                )?;
+                put_shard(cache, &file, &bytes)?;
+                bytes
+            }
+        };
+        self.read_shard(name, &file, &bytes).map(Some)
+    }
+
+    /// The pinned file of `name`'s shard, if this repository lists it.
+    pub fn shard_file<'a>(&'a self, name: &PackageName) -> Option<ShardFile<'a>> {
+        let entry = self.root.packages.get(name)?;
+        Some(ShardFile {
+            mirrors: &self.config.mirrors,
+            path: entry.shard_path(name),
+            sha256: entry.sha256,
+            size: entry.size,
+        })
+    }
+
+    /// `name`'s shard from the verified `bytes` of its `file`: parsed, and
+    /// naming `name`.
+    pub fn read_shard(
+        &self,
+        name: &PackageName,
+        file: &ShardFile<'_>,
+        bytes: &[u8],
+    ) -> Result<Shard, RepoError> {
         let bad = |problem| RepoError::Shard {
             repo: self.config.name.clone(),
             package: name.clone(),
             problem,
         };
-        let bytes = match cache.shard(&entry.sha256) {
-            Some(bytes) => bytes,
-            None => {
-                let bytes = client.fetch_verified(
-                    &self.config.mirrors,
-                    path.as_str(),
-                    entry.sha256,
-                    entry.size,
-                )?;
-                cache
-                    .put_shard(&entry.sha256, &bytes)
-                    .map_err(|source| RepoError::Fetch(ClientError::Cache(source)))?;
-                bytes
-            }
-        };
-        let text = std::str::from_utf8(&bytes).map_err(|_| bad(ShardProblem::NotUtf8))?;
-        let shard = Shard::parse(path.as_str(), text)
-            .map_err(|e| bad(ShardProblem::Schema(Box::new(e))))?;
+        let path = file.path.as_str();
+        let text = std::str::from_utf8(bytes).map_err(|_| bad(ShardProblem::NotUtf8))?;
+        let shard = Shard::parse(path, text).map_err(|e| bad(ShardProblem::Schema(Box::new(e))))?;
         if &shard.name != name {
             return Err(bad(ShardProblem::OtherPackage(shard.name)));
         }
-        Ok(Some(shard))
+        Ok(shard)
     }
+}
+
+/// Where a package's shard is and what it must be.
+#[derive(Debug, Clone)]
+pub struct ShardFile<'a> {
+    pub mirrors: &'a [Mirror],
+    pub path: RelativePath,
+    pub sha256: Sha256,
+    pub size: Option<u64>,
+}
+
+impl ShardFile<'_> {
+    /// As the client fetches it.
+    pub fn pinned(&self) -> PinnedFile<'_> {
+        PinnedFile {
+            mirrors: self.mirrors,
+            path: self.path.as_str(),
+            sha256: self.sha256,
+            size: self.size,
+        }
+    }
+}
+
+/// Keeps a fetched shard's verified `bytes` in the cache.
+pub fn put_shard(cache: &Cache, file: &ShardFile<'_>, bytes: &[u8]) -> Result<(), RepoError> {
+    cache
+        .put_shard(&file.sha256, bytes)
+        .map_err(|source| RepoError::Fetch(ClientError::Cache(source)))
 }
 
 /// Writes repository state atomically and durably.

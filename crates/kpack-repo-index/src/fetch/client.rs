@@ -89,6 +89,16 @@ impl ClientError {
     }
 }
 
+/// A small pinned file (a shard) to fetch: the mirrors of its
+/// repository, its path and the sha256 (and size, if pinned) it must have.
+#[derive(Debug, Clone, Copy)]
+pub struct PinnedFile<'a> {
+    pub mirrors: &'a [Mirror],
+    pub path: &'a str,
+    pub sha256: Sha256,
+    pub size: Option<u64>,
+}
+
 /// Tuning for the client; defaults suit a user's installs.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -199,12 +209,46 @@ impl Client {
         sha256: Sha256,
         size: Option<u64>,
     ) -> Result<Vec<u8>, ClientError> {
-        let cap = self.options.limits.pinned_or_unpinned(path, size);
-        let small = Small {
-            pin: Some(sha256),
-            ..Small::capped(cap)
+        let file = PinnedFile {
+            mirrors,
+            path,
+            sha256,
+            size,
         };
-        self.fetch_small(mirrors, path, small, &Silent)
+        self.fetch_small(mirrors, path, self.pinned(&file), &Silent)
+    }
+
+    /// Small pinned files (shards), each as [`Client::fetch_verified`]
+    /// fetches one, at most `concurrency` at once: their bytes or errors,
+    /// in the order given.
+    pub fn fetch_verified_all(
+        &self,
+        files: &[PinnedFile<'_>],
+    ) -> Vec<Result<Vec<u8>, ClientError>> {
+        use futures_util::stream::{self, StreamExt};
+        if self.options.offline {
+            let offline = |file: &PinnedFile<'_>| ClientError::Offline {
+                path: file.path.to_owned(),
+            };
+            return files.iter().map(|file| Err(offline(file))).collect();
+        }
+        let transfer = self.transfer(&Silent);
+        let fetches = files
+            .iter()
+            .map(|file| transfer.small(file.mirrors, file.path, self.pinned(file)));
+        let concurrency = self.options.concurrency.max(1);
+        self.runtime
+            .block_on(stream::iter(fetches).buffered(concurrency).collect())
+    }
+
+    /// How `file` is read: its pin, within its pinned size (the index cap
+    /// when the root pins none).
+    fn pinned(&self, file: &PinnedFile<'_>) -> Small<'static> {
+        let cap = self.options.limits.pinned_or_unpinned(file.path, file.size);
+        Small {
+            pin: Some(file.sha256),
+            ..Small::capped(cap)
+        }
     }
 
     /// A small file from the first mirror that has it, read up to `cap`;

@@ -12,7 +12,7 @@ pub mod progress;
 mod transfer;
 
 pub use cache::{Cache, CleanReport};
-pub use client::{Client, ClientError, ClientOptions, MirrorFailure, Wanted};
+pub use client::{Client, ClientError, ClientOptions, MirrorFailure, PinnedFile, Wanted};
 pub use failure::AttemptError;
 pub use mirror::{InvalidMirror, Mirror, MirrorFile};
 pub use progress::{Progress, Silent};

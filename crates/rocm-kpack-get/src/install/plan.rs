@@ -3,8 +3,7 @@
 //! the ones this machine's GPUs need.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kpack_gpu::Target;
 use kpack_repo_index::{
@@ -16,8 +15,8 @@ use super::record::{InstalledPackage, InstalledRecord};
 use super::{PackageInstall, ReadyArtifact};
 use crate::detect::{gfx_override, Detection};
 use crate::layout::Layout;
-use crate::repo::{Repo, RepoError};
-use kpack_repo_index::fetch::{Cache, Client, Mirror, Wanted};
+use crate::repo::{put_shard, Repo, RepoError};
+use kpack_repo_index::fetch::{Cache, Client, Mirror, PinnedFile, Wanted};
 use kpack_repo_index::schema::BuiltFrom;
 
 /// Why no plan can be made.
@@ -319,70 +318,50 @@ struct Shards<'a> {
     origin: BTreeMap<PackageName, usize>,
 }
 
-/// Shards fetched at once: a round of resolution can name thousands, each
-/// a small request and a synced write to the cache.
-const SHARD_FETCHES: usize = 8;
-
 impl Shards<'_> {
+    /// Keeps `shard`, of `name`, from repository `index`.
+    fn add(&mut self, name: PackageName, index: usize, shard: Shard) {
+        self.shards.insert(name.clone(), shard);
+        self.origin.insert(name, index);
+    }
+
     /// Fetches the shards `missing` names, each from the first repository
-    /// listing it, several at a time; a package no repository lists is
-    /// unknown.
+    /// listing it, as many at once as the client fetches; a package no
+    /// repository lists is unknown.
     fn fetch_round(&mut self, missing: Vec<(PackageName, String)>) -> Result<(), PlanError> {
-        let next = AtomicUsize::new(0);
-        let found: Mutex<Vec<Option<FoundShard>>> =
-            Mutex::new((0..missing.len()).map(|_| None).collect());
-        std::thread::scope(|scope| {
-            for _ in 0..SHARD_FETCHES.min(missing.len()) {
-                scope.spawn(|| loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((name, _)) = missing.get(index) else {
-                        return;
-                    };
-                    let result = self.find(name);
-                    let failed = result.is_err();
-                    if let Ok(mut found) = found.lock() {
-                        found[index] = Some(result);
-                    }
-                    if failed {
-                        // The first error ends the round.
-                        next.store(missing.len(), Ordering::Relaxed);
-                    }
+        let mut located = Vec::with_capacity(missing.len());
+        for (name, required_by) in missing {
+            let found =
+                self.repos.iter().enumerate().find_map(|(index, repo)| {
+                    repo.shard_file(&name).map(|file| (index, repo, file))
                 });
-            }
-        });
-        let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
-        for ((name, required_by), result) in missing.into_iter().zip(found) {
-            match result {
-                Some(Ok(Some((index, shard)))) => {
-                    self.shards.insert(name.clone(), shard);
-                    self.origin.insert(name, index);
-                }
-                Some(Ok(None)) => {
-                    return Err(ResolveError::UnknownPackage { name, required_by }.into())
-                }
-                Some(Err(error)) => return Err(error.into()),
-                // Not fetched: an earlier error ended the round.
-                None => {}
-            }
+            let Some((index, repo, file)) = found else {
+                return Err(ResolveError::UnknownPackage { name, required_by }.into());
+            };
+            let cached = self.cache.shard(&file.sha256);
+            located.push((name, index, repo, file, cached));
+        }
+        let (cached, to_fetch): (Vec<_>, Vec<_>) = located
+            .into_iter()
+            .partition(|(.., cached)| cached.is_some());
+        let pinned: Vec<PinnedFile<'_>> = to_fetch
+            .iter()
+            .map(|(_, _, _, file, _)| file.pinned())
+            .collect();
+        let fetched = self.client.fetch_verified_all(&pinned);
+        for ((name, index, repo, file, _), bytes) in to_fetch.into_iter().zip(fetched) {
+            let bytes = bytes.map_err(RepoError::Fetch)?;
+            put_shard(self.cache, &file, &bytes)?;
+            let shard = repo.read_shard(&name, &file, &bytes)?;
+            self.add(name, index, shard);
+        }
+        for (name, index, repo, file, bytes) in cached {
+            let shard = repo.read_shard(&name, &file, &bytes.unwrap_or_default())?;
+            self.add(name, index, shard);
         }
         Ok(())
     }
-
-    /// The shard of `name` from the first repository listing it, with that
-    /// repository's index.
-    fn find(&self, name: &PackageName) -> FoundShard {
-        for (index, repo) in self.repos.iter().enumerate() {
-            if let Some(shard) = repo.shard(self.client, self.cache, name)? {
-                return Ok(Some((index, shard)));
-            }
-        }
-        Ok(None)
-    }
 }
-
-/// A package's shard and the index of the repository it came from, if any
-/// repository lists it.
-type FoundShard = Result<Option<(usize, Shard)>, RepoError>;
 
 /// Resolves `requests` and chooses artifacts for `gpus`.
 pub fn make_plan(
