@@ -10,8 +10,10 @@ use crate::limits::{Cap, Limits};
 use crate::schema::{Pin, Transport};
 use crate::{RelativePath, Sha256};
 
+use super::download;
 use super::failover::Walk;
-use super::transfer::{self, Small, Transfer};
+use super::small::Small;
+use super::transfer::Transfer;
 use super::{AttemptError, Cache, Mirror, Progress, Silent};
 
 /// Why files could not be fetched.
@@ -377,7 +379,7 @@ impl Client {
             }
         }
         if !missing.is_empty() {
-            self.runtime.block_on(transfer::fetch_many(
+            self.runtime.block_on(download::fetch_many(
                 &self.http,
                 &self.options,
                 cache,

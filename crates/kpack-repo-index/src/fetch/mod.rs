@@ -5,11 +5,17 @@
 
 pub mod cache;
 mod client;
+mod download;
 mod failover;
 mod failure;
 mod mirror;
 pub mod progress;
+mod resume;
+mod sink;
+mod small;
+mod stream;
 mod transfer;
+mod writeback;
 
 pub use cache::{Cache, CleanReport};
 pub use client::{Client, ClientError, ClientOptions, MirrorFailure, PinnedFile, Wanted};
