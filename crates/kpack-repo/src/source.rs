@@ -164,13 +164,6 @@ impl Source {
         }
     }
 
-    /// The bytes of `relative`, at most its cap (the index cap, or a
-    /// signature's) and within the index timeout; `Ok(None)` when it does
-    /// not exist.
-    pub fn read_optional(&self, relative: &str) -> Result<Option<Vec<u8>>, FetchError> {
-        self.read_small(relative, self.limits.unpinned(relative))
-    }
-
     /// The bytes of `relative`, which must exist, within `cap` and the
     /// index timeout.
     pub fn read_capped(&self, relative: &str, cap: Cap) -> Result<Vec<u8>, FetchError> {

@@ -12,9 +12,6 @@ use kpack_repo_index::schema::RootIndex;
 use kpack_repo_index::types::{PackageName, Timestamp};
 use kpack_sign::SecretKey;
 
-/// The default grace period of `gc`: a day.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
-
 /// What `prune` dropped, and the root it published (none when it had
 /// nothing to drop).
 #[derive(Debug)]
