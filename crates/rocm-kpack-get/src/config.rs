@@ -16,7 +16,6 @@ use crate::layout::LayoutChoice;
 use kpack_repo_index::fetch::{ClientOptions, InvalidMirror, Mirror};
 
 use crate::detect::DetectOptions;
-use crate::repo::{Refresh, Trust};
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -320,6 +319,20 @@ pub struct Overrides {
     /// Fail at once when another kpack-get holds the prefix's lock.
     pub no_wait: bool,
     pub detection: DetectionFlags,
+}
+
+/// Explicit exceptions to the client-side protections, reported loudly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Trust {
+    pub allow_rollback: bool,
+    pub allow_expired: bool,
+}
+
+/// How old a stored root may be, and whether the network may be used.
+#[derive(Debug, Clone, Copy)]
+pub struct Refresh {
+    pub offline: bool,
+    pub max_age: Duration,
 }
 
 /// How the flags say GPUs are looked for.

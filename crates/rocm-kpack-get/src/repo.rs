@@ -35,9 +35,10 @@ use kpack_repo_index::{
 use kpack_sign::PublicKey;
 
 use crate::config::RepoConfig;
+pub use crate::config::{Refresh, Trust};
 use kpack_repo_index::fetch::Cache;
 use kpack_repo_index::fetch::{Client, ClientError, Mirror, PinnedFile};
-pub use refresh::{Opened, Refresh};
+pub use refresh::Opened;
 pub use suggest::suggestions;
 pub use versions::StateError;
 use versions::Versions;
@@ -144,13 +145,6 @@ fn list_errors(errors: &[RepoError]) -> String {
         .iter()
         .map(|error| format!("\n  {}", kpack_error::one_line(error)))
         .collect()
-}
-
-/// Explicit exceptions to the client-side protections, reported loudly.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Trust {
-    pub allow_rollback: bool,
-    pub allow_expired: bool,
 }
 
 /// A repository whose root has been verified.

@@ -7,15 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use kpack_repo_index::fetch::Client;
 
-use super::{Repo, RepoError, RepoStore, Trust};
-use crate::config::RepoConfig;
-
-/// How old a stored root may be, and whether the network may be used.
-#[derive(Debug, Clone, Copy)]
-pub struct Refresh {
-    pub offline: bool,
-    pub max_age: Duration,
-}
+use super::{Repo, RepoError, RepoStore};
+use crate::config::{Refresh, RepoConfig, Trust};
 
 /// A repository ready to read, and what to tell the user about it (in
 /// order).
