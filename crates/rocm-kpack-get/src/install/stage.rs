@@ -4,15 +4,14 @@
 //! the prefix and out of kpack-get's bookkeeping, every file hashed as it is
 //! written, and every tree bounded in how far it unpacks.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::rc::Rc;
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError};
+use kpack_hash::CountingReader;
 use kpack_repo_index::{HashingReader, InvalidValue, RelativePath};
 
 use super::record::InstalledFile;
@@ -221,25 +220,56 @@ pub(crate) fn extract_tree(
         entry: entry.to_owned(),
         problem,
     };
-    let read = Rc::new(Cell::new(0u64));
-    // Any failure once the limit is passed is the limit's.
-    let unreadable = |entry: &str, error: std::io::Error| {
-        if read.get() > limit {
-            InstallError::TooLarge {
-                artifact: artifact.clone(),
-                limit,
-            }
-        } else {
-            bad(entry, EntryProblem::Unreadable(error.to_string()))
-        }
-    };
     let file = fs_err::File::open(archive)?;
+    let unreadable = |entry: &str, error: std::io::Error| {
+        bad(entry, EntryProblem::Unreadable(error.to_string()))
+    };
     let decoder = zstd::Decoder::new(file).map_err(|e| unreadable("(archive)", e))?;
-    let mut tar = tar::Archive::new(Limited {
-        inner: decoder,
-        read: read.clone(),
-        limit,
-    });
+    let mut tar_stream = CountingReader::with_limit(decoder, limit);
+    let unpacked = unpack_entries(
+        &mut tar::Archive::new(&mut tar_stream),
+        artifact,
+        stage,
+        files,
+    );
+    match unpacked {
+        Ok(()) => Ok(()),
+        // A read that fails once the limit is passed fails for the limit.
+        Err(Unpack::Read(..)) if tar_stream.count() > limit => Err(InstallError::TooLarge {
+            artifact: artifact.clone(),
+            limit,
+        }),
+        Err(Unpack::Read(entry, error)) => Err(unreadable(&entry, error)),
+        Err(Unpack::Install(error)) => Err(error),
+    }
+}
+
+/// Why unpacking a tree stopped: reading it (at an entry, named for a
+/// message), or what it holds.
+enum Unpack {
+    Read(String, std::io::Error),
+    Install(InstallError),
+}
+
+impl From<InstallError> for Unpack {
+    fn from(error: InstallError) -> Unpack {
+        Unpack::Install(error)
+    }
+}
+
+/// Stages each entry of `tar` (of `artifact`) in `stage`.
+fn unpack_entries<R: Read>(
+    tar: &mut tar::Archive<R>,
+    artifact: &RelativePath,
+    stage: StageDir<'_>,
+    files: &mut StagedFiles,
+) -> Result<(), Unpack> {
+    let bad = |entry: &str, problem: EntryProblem| InstallError::UnsafeEntry {
+        artifact: artifact.clone(),
+        entry: entry.to_owned(),
+        problem,
+    };
+    let unreadable = |entry: &str, error: std::io::Error| Unpack::Read(entry.to_owned(), error);
     let entries = tar.entries().map_err(|e| unreadable("(archive)", e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| unreadable("(archive)", e))?;
@@ -255,7 +285,7 @@ pub(crate) fn extract_tree(
         }
         let relative = safe_relative(&raw).map_err(|reason| bad(&shown, reason.into()))?;
         if is_bookkeeping(&relative) {
-            return Err(bad(&shown, EntryProblem::Bookkeeping));
+            return Err(bad(&shown, EntryProblem::Bookkeeping).into());
         }
         let failed = || stage.failed(artifact, &relative);
         if kind.is_dir() {
@@ -281,10 +311,10 @@ pub(crate) fn extract_tree(
             let mode = installed_mode(entry.header().mode().unwrap_or(0o644));
             stage_file(&mut entry, &relative, mode, stage).map_err(|error| match error {
                 StageError::Read(error) => unreadable(&shown, error),
-                StageError::Write(error) => failed()(error),
+                StageError::Write(error) => failed()(error).into(),
             })?
         } else {
-            return Err(bad(&shown, EntryProblem::Kind(format!("{kind:?}"))));
+            return Err(bad(&shown, EntryProblem::Kind(format!("{kind:?}"))).into());
         };
         files.insert(relative, file);
     }
@@ -301,24 +331,6 @@ fn shorten(name: &str) -> String {
     let head: String = chars.iter().take(100).collect();
     let tail: String = chars.iter().skip(chars.len() - 100).collect();
     format!("{head}...{tail}")
-}
-
-/// A reader that fails once more than `limit` bytes have passed.
-struct Limited<R> {
-    inner: R,
-    read: Rc<Cell<u64>>,
-    limit: u64,
-}
-
-impl<R: Read> Read for Limited<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read.set(self.read.get().saturating_add(n as u64));
-        if self.read.get() > self.limit {
-            return Err(std::io::Error::other("unpacks to more than its limit"));
-        }
-        Ok(n)
-    }
 }
 
 /// Whether `relative` is kpack-get's own: `.kpack` itself and everything
