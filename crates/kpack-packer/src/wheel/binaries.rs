@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::error::{Placement, WheelError};
-use super::reader::{Checked, Member};
+use super::reader::Checked;
 use crate::archive::{ArchiveSet, Grouping};
 use crate::split::FatBinary;
 use kpack_binary::code_object::{self, Embedded};
@@ -65,9 +65,9 @@ pub fn find_fat(checked: &[Checked]) -> Result<DeviceCode, WheelError> {
 /// directory of the first fat binary's installed path. Fat binaries
 /// installed outside the package tree (other `.data/` schemes, the
 /// wheel's root) are refused.
-pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, WheelError> {
+pub fn top_level_package(checked: &[Checked], fat: &[usize]) -> Result<String, WheelError> {
     for &number in fat {
-        let name = &members[number].name;
+        let name = &checked[number].member.name;
         let placement = |reason| WheelError::Placement {
             member: name.clone(),
             reason,
@@ -81,7 +81,7 @@ pub fn top_level_package(members: &[Member], fat: &[usize]) -> Result<String, Wh
     }
     let first = fat
         .first()
-        .and_then(|&number| installed_path(&members[number].name).split_once('/'))
+        .and_then(|&number| installed_path(&checked[number].member.name).split_once('/'))
         .map(|(top, _)| top.to_owned());
     Ok(first.unwrap_or_default())
 }
@@ -118,7 +118,6 @@ pub fn key_and_prefix(member: &str, top: &str) -> (String, String) {
 /// Where the split binaries go and how they are named.
 #[derive(Debug)]
 pub struct Splitter<'a> {
-    pub members: &'a [Member],
     pub checked: &'a [Checked],
     pub top: &'a str,
     pub group: &'a str,
@@ -171,7 +170,7 @@ impl Splitter<'_> {
         file: &'m MappedFile,
         number: usize,
     ) -> Result<(SplitHost, FatBinary<'m>), WheelError> {
-        let name = &self.members[number].name;
+        let name = &self.checked[number].member.name;
         let (key, prefix) = key_and_prefix(name, self.top);
         let binary = FatBinary::parse(file.bytes(), &key, |targets| {
             Grouping::Processor.search_paths(self.group, &prefix, targets)

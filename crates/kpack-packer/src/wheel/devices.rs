@@ -13,22 +13,21 @@ use kpack_gpu::gpus;
 use kpack_gpu::{Level, Owner, Target};
 
 use super::binaries::installed_path;
-use super::reader::{Checked, Member};
+use super::reader::Checked;
 use crate::archive::WrittenArchive;
 use crate::route::{self, Candidate};
 
 /// The members routed out of the host wheel, by member number: `Some` with
 /// the owner that takes each.
 pub fn route_members(
-    members: &[Member],
     checked: &[Checked],
     dist_info: &str,
     recognisers: &Recognisers,
 ) -> Vec<Option<Owner>> {
     let dist_info = format!("{dist_info}/");
-    let paths: Vec<&Path> = members
+    let paths: Vec<&Path> = checked
         .iter()
-        .map(|m| Path::new(installed_path(&m.name)))
+        .map(|c| Path::new(installed_path(&c.member.name)))
         .collect();
     let candidates: Vec<Candidate<'_>> = paths
         .iter()
@@ -40,10 +39,10 @@ pub fn route_members(
         .collect();
     route::route(&candidates, recognisers)
         .into_iter()
-        .zip(members)
-        .map(|(routed, member)| {
+        .zip(checked)
+        .map(|(routed, checked)| {
             routed
-                .filter(|_| !member.name.starts_with(&dist_info))
+                .filter(|_| !checked.member.name.starts_with(&dist_info))
                 .map(|file| file.owner)
         })
         .collect()

@@ -166,25 +166,19 @@ fn split_open_wheel(
         bytes_in: fs_err::metadata(input)?.len(),
         ..WheelReport::default()
     };
-    let routes = devices::route_members(
-        &wheel.members,
-        &checked,
-        &wheel.dist_info,
-        &Recognisers::builtin(),
-    );
+    let routes = devices::route_members(&checked, &wheel.dist_info, &Recognisers::builtin());
     report.routed = routes.iter().filter(|r| r.is_some()).count();
     let DeviceCode { fat, embedded } = find_fat(&checked)?;
     report.embedded = embedded
         .into_iter()
-        .map(|(number, sections)| (wheel.members[number].name.clone(), sections))
+        .map(|(number, sections)| (checked[number].member.name.clone(), sections))
         .collect();
     if fat.is_empty() && report.routed == 0 {
         return Ok(report);
     }
-    let top = top_level_package(&wheel.members, &fat)?;
+    let top = top_level_package(&checked, &fat)?;
     report.binaries = fat.len();
     let splitter = Splitter {
-        members: &wheel.members,
         checked: &checked,
         top: &top,
         group: &options.group,
@@ -201,7 +195,7 @@ fn split_open_wheel(
     report.unsigned = split
         .iter()
         .filter(|host| host.removed_signature)
-        .map(|host| wheel.members[host.number].name.clone())
+        .map(|host| checked[host.number].member.name.clone())
         .collect();
     let archives = finish_archives(set, options)?;
     let devices = device_contents(&archives, &routes, &checked);

@@ -16,7 +16,7 @@ use super::binaries::SplitHost;
 use super::devices::DeviceContent;
 use super::error::WheelError;
 use super::metadata::{device_distribution, device_metadata, device_wheel_file};
-use super::reader::{Checked, InputWheel, Member};
+use super::reader::{Checked, InputWheel};
 use super::writer::WheelWriter;
 use crate::archive::WrittenArchive;
 use rocm_kpack::format::KPACK_DIR;
@@ -66,12 +66,13 @@ impl HostContent<'_> {
         let metadata_path = wheel.dist_info_file("METADATA");
         let dist_info_prefix = format!("{}/", wheel.dist_info);
         let hosts: BTreeMap<usize, &SplitHost> = self.split.iter().map(|s| (s.number, s)).collect();
-        let members = wheel.members.clone();
-        let (dist_info, rest): (Vec<_>, Vec<_>) = members
+        let (dist_info, rest): (Vec<_>, Vec<_>) = self
+            .checked
             .iter()
             .enumerate()
-            .partition(|(_, m)| m.name.starts_with(&dist_info_prefix));
-        for (number, member) in rest {
+            .partition(|(_, c)| c.member.name.starts_with(&dist_info_prefix));
+        for (number, checked) in rest {
+            let member = &checked.member;
             if self.routed[number].is_some() && !additions.members.contains(&number) {
                 continue;
             }
@@ -79,20 +80,21 @@ impl HostContent<'_> {
                 Some(host) => {
                     write_file(&mut writer, &member.name, &host.path, member.mode, false)?
                 }
-                None => copy_member(&mut writer, wheel, member, &self.checked[number])?,
+                None => copy_member(&mut writer, wheel, checked)?,
             }
         }
         if let Some((archive, top)) = additions.archive {
             add_archive(&mut writer, archive, top, self.stored)?;
         }
-        for (number, member) in dist_info {
+        for (_, checked) in dist_info {
+            let member = &checked.member;
             if member.name == record_path {
                 continue;
             }
             if member.name == metadata_path {
                 writer.write_bytes(&member.name, &additions.metadata, member.mode)?;
             } else {
-                copy_member(&mut writer, wheel, member, &self.checked[number])?;
+                copy_member(&mut writer, wheel, checked)?;
             }
         }
         for (file, bytes) in &additions.dist_info {
@@ -157,9 +159,9 @@ fn add_archive(
 fn copy_member(
     writer: &mut WheelWriter,
     wheel: &mut InputWheel,
-    member: &Member,
     checked: &Checked,
 ) -> Result<(), WheelError> {
+    let member = &checked.member;
     let raw = wheel.raw(member)?;
     let plain = matches!(
         raw.compression(),
@@ -233,8 +235,7 @@ impl DeviceSpec<'_> {
             add_archive(&mut writer, archive, self.top, self.stored)?;
         }
         for &number in &self.content.members {
-            let member = wheel.members[number].clone();
-            copy_member(&mut writer, wheel, &member, &self.checked[number])?;
+            copy_member(&mut writer, wheel, &self.checked[number])?;
         }
         let version = &self.host.version;
         let dist_info = format!("{}-{version}.dist-info", distribution.wheel_name());

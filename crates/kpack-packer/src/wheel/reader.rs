@@ -35,10 +35,11 @@ pub struct Member {
     pub mode: u32,
 }
 
-/// A member read through: its digest and size, and where it was spooled
-/// when it is an ELF file.
+/// A member and what reading it through found: its digest and size,
+/// and where it was spooled when it is an ELF or PE file.
 #[derive(Debug)]
 pub struct Checked {
+    pub member: Member,
     pub digest: [u8; 32],
     pub size: u64,
     pub spooled: Option<PathBuf>,
@@ -209,12 +210,13 @@ impl InputWheel {
                         }
                         let (limit, given_by) = self.size_limit(unhashed, file.size());
                         let spool_path = spool.join(format!("member-{number}"));
-                        let result = read_through(file, &spool_path, limit).map_err(|source| {
-                            WheelError::Member {
-                                member: member.name.clone(),
-                                source,
-                            }
-                        })?;
+                        let result =
+                            read_through(member, file, &spool_path, limit).map_err(|source| {
+                                WheelError::Member {
+                                    member: member.name.clone(),
+                                    source,
+                                }
+                            })?;
                         if result.size > limit {
                             if let Some(spooled) = &result.spooled {
                                 // Its directory goes too; this frees the space now.
@@ -336,7 +338,12 @@ impl std::fmt::Display for RecordNote {
 /// more (a size over `limit` says it goes on), hashing it; notes the code
 /// object it is, if it is one, and otherwise copies it to `spool` when it
 /// starts like an ELF or PE file (a binary that may carry bundles).
-fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<Checked> {
+fn read_through(
+    member: &Member,
+    reader: impl Read,
+    spool: &Path,
+    limit: u64,
+) -> std::io::Result<Checked> {
     let mut reader = HashingReader::new(reader.take(limit.saturating_add(1)));
     let mut head = Vec::with_capacity(code_object::HEADER_SIZE);
     (&mut reader)
@@ -374,6 +381,7 @@ fn read_through(reader: impl Read, spool: &Path, limit: u64) -> std::io::Result<
     };
     let (digest, _) = reader.finish();
     Ok(Checked {
+        member: member.clone(),
         digest: *digest.as_bytes(),
         size,
         spooled,
@@ -464,7 +472,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spool = dir.path().join("member");
         let endless = std::io::Cursor::new(b"\x7fELF".to_vec()).chain(std::io::repeat(0));
-        let checked = read_through(endless, &spool, 1 << 20).unwrap();
+        let member = Member {
+            index: 0,
+            name: "pkg/libendless.so".into(),
+            mode: 0o755,
+        };
+        let checked = read_through(&member, endless, &spool, 1 << 20).unwrap();
         assert_eq!(checked.size, (1 << 20) + 1);
         assert_eq!(fs_err::metadata(&spool).unwrap().len(), (1 << 20) + 1);
     }
