@@ -17,10 +17,12 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxFlags};
+
+use crate::RelativePath;
 
 mod remove;
 
@@ -528,22 +530,15 @@ fn walk(
     rustix::fs::openat(current.as_ref().unwrap_or(dir), *last, flags, mode)
 }
 
-/// The plain components of a relative path; anything else is refused.
+/// The parts of a relative path that [`RelativePath`]'s rule takes (so
+/// plain names only); anything else is refused.
 fn components(relative: &Path) -> Result<Vec<&OsStr>, ConfinedError> {
     let bad = || ConfinedError::BadPath {
         path: relative.to_owned(),
     };
-    let mut parts = Vec::new();
-    for component in relative.components() {
-        match component {
-            Component::Normal(part) => parts.push(part),
-            _ => return Err(bad()),
-        }
-    }
-    if parts.is_empty() {
-        return Err(bad());
-    }
-    Ok(parts)
+    let text = relative.to_str().ok_or_else(bad)?;
+    text.parse::<RelativePath>().map_err(|_| bad())?;
+    Ok(text.split('/').map(OsStr::new).collect())
 }
 
 #[cfg(test)]
@@ -616,7 +611,19 @@ mod tests {
     #[test]
     fn paths_that_are_not_plain_and_relative_are_refused() {
         let (_root, prefix) = setup();
-        for path in ["/etc/passwd", "../victim", "a/../../victim", "./a", ""] {
+        let refused = [
+            "/etc/passwd",
+            "../victim",
+            "a/../../victim",
+            "./a",
+            "",
+            "a//b",
+            "a/",
+            "a\\b",
+            "c:x",
+            "a/\u{7}b",
+        ];
+        for path in refused {
             assert!(
                 matches!(
                     prefix.create_file(Path::new(path), 0o644),

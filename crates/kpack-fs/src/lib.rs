@@ -9,6 +9,9 @@
 #![forbid(unsafe_code)]
 
 pub mod confined;
+pub mod relative;
+
+pub use relative::{InvalidPath, RelativePath};
 
 use std::fs::{File, Permissions};
 use std::io::{self, Seek, SeekFrom, Write};

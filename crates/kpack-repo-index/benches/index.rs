@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use fs_err as fs;
 use kpack_repo_index::sign::{sign_root, verify_root};
 use kpack_repo_index::{
-    resolve, Dependency, PackageEntry, PackageName, RelativePath, RepoInfo, RootIndex, Sha256,
-    Shard, Timestamp,
+    resolve, Dependency, PackageEntry, PackageName, RepoInfo, RootIndex, Sha256, Shard, Timestamp,
 };
 use kpack_sign::{keygen, SecretKey};
 
@@ -74,7 +73,7 @@ fn main() {
     for i in 0..PACKAGES {
         let text = shard_text(i);
         let sha256 = Sha256::of(text.as_bytes());
-        let path = RelativePath::usual_shard(&name(i), &sha256);
+        let path = kpack_repo_index::types::usual_shard(&name(i), &sha256);
         let file = dir.path().join(path.as_str());
         fs::create_dir_all(file.parent().unwrap()).unwrap();
         fs::write(&file, &text).unwrap();

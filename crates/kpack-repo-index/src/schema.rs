@@ -260,7 +260,7 @@ impl PackageEntry {
     pub fn shard_path(&self, name: &PackageName) -> RelativePath {
         match &self.shard {
             Some(path) => path.clone(),
-            None => RelativePath::usual_shard(name, &self.sha256),
+            None => crate::types::usual_shard(name, &self.sha256),
         }
     }
 }
@@ -433,7 +433,7 @@ impl RootIndex {
             if entry
                 .shard
                 .as_ref()
-                .is_some_and(|shard| *shard == RelativePath::usual_shard(name, &entry.sha256))
+                .is_some_and(|shard| *shard == crate::types::usual_shard(name, &entry.sha256))
             {
                 entry.shard = None;
             }

@@ -224,7 +224,7 @@ fn write_index(
         let shard = shard(i, versions, packages, shape)?;
         let text = shard.to_toml()?;
         let sha256 = Sha256::of(text.as_bytes());
-        let path = RelativePath::usual_shard(&shard.name, &sha256);
+        let path = kpack_repo_index::types::usual_shard(&shard.name, &sha256);
         let file = dir.join(path.as_str());
         if let Some(parent) = file.parent() {
             fs_err::create_dir_all(parent)?;

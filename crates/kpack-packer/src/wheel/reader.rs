@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use zip::read::ZipFile;
 use zip::ZipArchive;
 
+use kpack_fs::RelativePath;
 use kpack_wheel::record::RecordHash;
 
 use super::error::{NotAWheel, RecordProblem, WheelError};
@@ -389,16 +390,9 @@ fn read_through(
     })
 }
 
-/// Whether a member path is safe: relative, no `..`, no backslash, no
-/// empty or `.` part, no NUL.
+/// Whether a member path is safe: what [`RelativePath`] takes.
 fn safe_path(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('/')
-        && !name.contains(['\\', '\0'])
-        && !name
-            .split('/')
-            .any(|part| part.is_empty() || part == "." || part == "..")
-        && name.as_bytes().get(1).is_none_or(|b| *b != b':')
+    name.parse::<RelativePath>().is_ok()
 }
 
 /// The archive's files, their paths checked; directory entries left out.

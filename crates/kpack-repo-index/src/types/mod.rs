@@ -51,7 +51,7 @@ pub use encoding::Encoding;
 pub use hash::{HashingReader, HashingWriter, InvalidSha256, Sha256};
 pub use listed::Listed;
 pub use name::PackageName;
-pub use path::RelativePath;
+pub use path::{usual_shard, InvalidPath, RelativePath};
 pub use timestamp::Timestamp;
 
 #[cfg(test)]

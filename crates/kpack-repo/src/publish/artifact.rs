@@ -13,7 +13,7 @@ use super::{BadArtifact, NewArtifact, NewVersion, PublishError, Publisher, Stage
 use crate::store::{Body, CacheControl, Created};
 use kpack_repo_index::schema::{Artifact, ArtifactKind, Pin};
 use kpack_repo_index::types::{
-    Encoding, HashingReader, InvalidValue, Listed, PackageName, RelativePath, Sha256,
+    Encoding, HashingReader, InvalidPath, InvalidValue, Listed, PackageName, RelativePath, Sha256,
 };
 use rocm_kpack::format::{ARCHIVE_EXTENSION, KPACK_DIR};
 
@@ -62,7 +62,7 @@ impl Publisher {
         };
         let relative: RelativePath = format!("pool/{name}/{version}/{file_name}")
             .parse()
-            .map_err(|e: InvalidValue| bad(e.into()))?;
+            .map_err(|e: InvalidPath| bad(InvalidValue::from(e).into()))?;
         let mut decoded_size = None;
         let mut opened = None;
         let (kind, install_as, targets) =
@@ -77,7 +77,7 @@ impl Publisher {
                     .collect();
                 let install_as: RelativePath = format!("{KPACK_DIR}/{file_name}")
                     .parse()
-                    .map_err(|e: InvalidValue| bad(e.into()))?;
+                    .map_err(|e: InvalidPath| bad(InvalidValue::from(e).into()))?;
                 opened = Some(archive);
                 (ArtifactKind::Kpack, Some(install_as), Some(targets))
             } else if file_name.ends_with(".tar.zst") {
@@ -139,9 +139,9 @@ impl Publisher {
                 let served: RelativePath =
                     format!("{}.zst", published.path)
                         .parse()
-                        .map_err(|e: InvalidValue| PublishError::Artifact {
+                        .map_err(|e: InvalidPath| PublishError::Artifact {
                             path: file.to_owned(),
-                            problem: e.into(),
+                            problem: InvalidValue::from(e).into(),
                         })?;
                 published.path = served;
                 published.encoding = Some(Encoding::Zstd);

@@ -9,7 +9,9 @@ use super::protocol::Current;
 use super::{NewArtifact, NewVersion, PublishError, Publisher, Staged};
 use crate::store::{Body, CacheControl, StoreError};
 use kpack_repo_index::schema::{Artifact, PackageEntry, RootIndex, Shard, VersionEntry};
-use kpack_repo_index::types::{PackageName, RelativePath, Sha256};
+use kpack_repo_index::types::{
+    usual_shard, InvalidPath, InvalidValue, PackageName, RelativePath, Sha256,
+};
 use kpack_sign::SecretKey;
 
 impl Publisher {
@@ -130,12 +132,10 @@ impl Publisher {
         let sha256 = Sha256::of(text.as_bytes());
         let path: RelativePath = Shard::path_for(&shard.name, text.as_bytes())
             .parse()
-            .map_err(
-                |e: kpack_repo_index::types::InvalidValue| PublishError::Artifact {
-                    path: PathBuf::from("packages"),
-                    problem: e.into(),
-                },
-            )?;
+            .map_err(|e: InvalidPath| PublishError::Artifact {
+                path: PathBuf::from("packages"),
+                problem: InvalidValue::from(e).into(),
+            })?;
         // Named by its hash: whatever is already there is these bytes.
         self.store.create(
             path.as_str(),
@@ -159,7 +159,7 @@ impl Publisher {
             shard.name.clone(),
             PackageEntry {
                 // Written at its usual place, so the root need not say.
-                shard: (path != RelativePath::usual_shard(&shard.name, &sha256)).then_some(path),
+                shard: (path != usual_shard(&shard.name, &sha256)).then_some(path),
                 sha256,
                 size: Some(text.len() as u64),
                 latest,

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 
 use kpack_fs::confined::{ConfinedDir, ConfinedError};
 use kpack_hash::CountingReader;
-use kpack_repo_index::{HashingReader, InvalidValue, RelativePath};
+use kpack_repo_index::types::InvalidPath;
+use kpack_repo_index::{HashingReader, RelativePath};
 
 use super::record::InstalledFile;
 use super::{InstallError, ReadyArtifact};
@@ -30,7 +31,7 @@ pub enum UnsafePath {
     #[error("is empty")]
     Empty,
     #[error("{}", .0.reason)]
-    Unusable(InvalidValue),
+    Unusable(InvalidPath),
 }
 
 /// Why an archive entry is refused.
