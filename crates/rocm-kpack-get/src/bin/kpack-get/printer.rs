@@ -9,54 +9,38 @@ use kpack_repo_index::schema::{BuiltFrom, SourceKind};
 use kpack_repo_index::{Artifact, ArtifactKind, Component, Encoding, Listed, RelativePath};
 use serde::Serialize;
 
-/// How much to say, and in what form.
+/// How much to say, and in what form: kpack-cli's printer, which every
+/// tool speaks through, and whether progress bars are drawn.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
-    pub quiet: bool,
-    pub verbose: bool,
-    pub json: bool,
+    text: kpack_cli::Printer,
     /// Progress bars (a terminal, and not asked to be quiet).
     pub bars: bool,
+}
+
+impl std::ops::Deref for Printer {
+    type Target = kpack_cli::Printer;
+
+    fn deref(&self) -> &kpack_cli::Printer {
+        &self.text
+    }
 }
 
 impl Printer {
     pub fn new(quiet: bool, verbose: bool, json: bool, no_progress: bool) -> Printer {
         let bars = !quiet && !json && !no_progress && std::io::stderr().is_terminal();
         Printer {
-            quiet,
-            verbose,
-            json,
+            text: kpack_cli::Printer {
+                quiet,
+                verbose,
+                json,
+            },
             bars,
         }
     }
 
-    /// A line of the command's normal output (not with --json or -q).
-    pub fn line(&self, text: impl AsRef<str>) {
-        if !self.quiet && !self.json {
-            write_out(text.as_ref());
-        }
-    }
-
-    /// A line only with -v.
-    pub fn detail(&self, text: impl AsRef<str>) {
-        if self.verbose && !self.json {
-            write_out(text.as_ref());
-        }
-    }
-
-    /// Something the user should know about, on stderr.
-    pub fn note(&self, text: impl AsRef<str>) {
-        if !self.quiet {
-            write_err(&format!("note: {}", text.as_ref()));
-        }
-    }
-
-    /// A warning, on stderr even with -q.
-    pub fn warn(&self, text: impl AsRef<str>) {
-        write_err(&format!("warning: {}", text.as_ref()));
-    }
-
-    /// A command's typed report, with --json.
+    /// A command's typed report, which carries its own `schema`, with
+    /// --json.
     pub fn report(&self, report: &impl serde::Serialize) {
         if self.json {
             write_out(&serde_json::to_string_pretty(report).unwrap_or_default());
@@ -67,19 +51,19 @@ impl Printer {
 /// The library's steps say what they find and do through the printer.
 impl rocm_kpack_get::output::Output for Printer {
     fn line(&self, text: &str) {
-        Printer::line(self, text);
+        self.text.line(text);
     }
 
     fn detail(&self, text: &str) {
-        Printer::detail(self, text);
+        self.text.detail(text);
     }
 
     fn note(&self, text: &str) {
-        Printer::note(self, text);
+        self.text.note(text);
     }
 
     fn warn(&self, text: &str) {
-        Printer::warn(self, text);
+        self.text.warn(text);
     }
 
     fn watched(&self) -> bool {
