@@ -18,9 +18,7 @@ use super::index::Published;
 use super::package::{coverage, serves, Coverage};
 use super::report::{CheckReport, Checked, Finding, Place, Reason, Remedy};
 use crate::install::record::{InstalledFile, InstalledPackage, InstalledRecord};
-
-/// Where the prefix's archives are placed.
-const ARCHIVE_DIR: &str = ".kpack/";
+use rocm_kpack::format::KPACK_DIR;
 
 /// A prefix to check, and for which GPUs.
 #[derive(Debug)]
@@ -256,7 +254,7 @@ impl PackageCheck<'_> {
 
     /// The installed device artifact placed at `path` as an archive.
     fn archive_of(&self, path: &str) -> Option<&crate::install::record::InstalledArtifact> {
-        let name = path.strip_prefix(ARCHIVE_DIR)?;
+        let name = path.strip_prefix(KPACK_DIR)?.strip_prefix('/')?;
         self.package.artifacts.iter().find(|a| {
             let placed = match &a.install_as {
                 Some(install_as) => install_as.as_str() == path,
@@ -277,7 +275,7 @@ fn not_regular(path: &Path) -> Option<&'static str> {
 }
 
 fn is_binary_candidate(file: &InstalledFile) -> bool {
-    file.link.is_none() && !file.path.as_str().starts_with(ARCHIVE_DIR)
+    file.link.is_none() && file.path.parts().next() != Some(KPACK_DIR)
 }
 
 /// The remedy of a file or binary of a package that stands so for a GPU:

@@ -100,7 +100,7 @@ impl PrefixPaths {
     }
 
     pub(crate) fn meta_path(&self) -> PathBuf {
-        self.prefix.join(".kpack")
+        self.prefix.join(KPACK_DIR)
     }
     pub(crate) fn journal(&self) -> PathBuf {
         self.meta_path().join(JOURNAL)

@@ -151,7 +151,7 @@ impl Prefix {
         };
         if create {
             fs_err::create_dir_all(root)?;
-            paths.root()?.create_dir_all(Path::new(".kpack"))?;
+            paths.root()?.create_dir_all(Path::new(KPACK_DIR))?;
         }
         Ok(Prefix { paths })
     }
@@ -169,7 +169,7 @@ impl Prefix {
         waiting: impl FnOnce(Option<LockHolder>),
     ) -> Result<PrefixLock, InstallError> {
         let root = self.paths.root()?;
-        let meta = root.create_dir_all(Path::new(".kpack"))?;
+        let meta = root.create_dir_all(Path::new(KPACK_DIR))?;
         // Root's own: a lock others may open, they may hold (flock needs no
         // write access), and root's kpack-get would wait for them.
         let file = meta.open_or_create(Path::new(commit::LOCK), 0o600)?;
@@ -505,7 +505,7 @@ fn created_dirs(
 ) -> Result<Vec<RelativePath>, InstallError> {
     let mut dirs = BTreeSet::new();
     for dir in files.keys().flat_map(RelativePath::parents) {
-        if dir.as_str() == ".kpack" || dirs.contains(&dir) {
+        if dir.as_str() == KPACK_DIR || dirs.contains(&dir) {
             continue;
         }
         match root.entry(Path::new(dir.as_str())) {

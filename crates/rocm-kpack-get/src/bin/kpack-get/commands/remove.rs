@@ -54,7 +54,7 @@ pub fn remove(context: &Context, packages: &[PackageName], dry_run: bool) -> Res
     // The record is read under the lock, after an interrupted or concurrent
     // change is finished; a dry run only reads it. Without `.kpack` nothing
     // is installed, and the check below says so.
-    let lock = if !dry_run && prefix.root().join(".kpack").is_dir() {
+    let lock = if !dry_run && prefix.root().join(rocm_kpack::format::KPACK_DIR).is_dir() {
         Some(context.lock(&prefix)?)
     } else {
         None
