@@ -1,7 +1,7 @@
 //! Core metadata (`METADATA`): RFC 822 style headers, a blank line, then
 //! the description body. Read for `Name`, `Version`, `Provides-Extra` and
-//! `Requires-Dist` (markers kept as text); edited by appending headers while
-//! keeping everything else byte for byte.
+//! `Requires-Dist` (markers kept as text); edited by appending headers or
+//! removing a requirement while keeping everything else byte for byte.
 
 use crate::names::{DistName, ExtraName, InvalidName};
 
@@ -80,6 +80,20 @@ impl RequiresDist {
             && !version.starts_with('=')
             && !version.contains([',', '*', ' ', '<', '>', '!', '~', '[']);
         plain.then_some(version)
+    }
+
+    /// The extras it asks of its distribution (`torch[device-all]`);
+    /// names that are not valid extras are left out.
+    pub fn extras(&self) -> Vec<ExtraName> {
+        let spec = self.without_marker();
+        let Some((_, rest)) = spec.split_once('[') else {
+            return Vec::new();
+        };
+        let inside = rest.split(']').next().unwrap_or_default();
+        inside
+            .split(',')
+            .filter_map(|extra| ExtraName::new(extra.trim()).ok())
+            .collect()
     }
 
     /// The extra its marker requires, for the common `extra == "name"` form.
@@ -230,6 +244,30 @@ impl MetadataEditor {
         self.push("Requires-Dist", requirement)
     }
 
+    /// Removes every `Requires-Dist` header whose value is `requirement`
+    /// (as [`RequiresDist::text`] holds it), with its continuation lines;
+    /// how many went.
+    pub fn remove_requires_dist(&mut self, requirement: &str) -> usize {
+        let mut kept = String::with_capacity(self.head.len());
+        let mut removed = 0;
+        let mut dropping = false;
+        for line in self.head.split_inclusive('\n') {
+            if dropping && line.starts_with([' ', '\t']) {
+                continue;
+            }
+            dropping = line.split_once(':').is_some_and(|(key, value)| {
+                key.trim().eq_ignore_ascii_case("Requires-Dist") && value.trim() == requirement
+            });
+            if dropping {
+                removed += 1;
+            } else {
+                kept.push_str(line);
+            }
+        }
+        self.head = kept;
+        removed
+    }
+
     /// The edited document.
     pub fn finish(&self) -> String {
         let mut out = self.head.clone();
@@ -335,5 +373,27 @@ Requires-Dist: numpy>=1\n\nThe body: with a colon.\n\nSecond paragraph.\n";
             editor.finish(),
             "Name: demo\nVersion: 1\nProvides-Extra: device-all\n"
         );
+    }
+
+    #[test]
+    fn a_requirement_names_the_extras_it_asks_for() {
+        let all = RequiresDist::parse("torch[device-all, Other_Extra] == 2.9").unwrap();
+        let extras = all.extras();
+        let names: Vec<&str> = extras.iter().map(ExtraName::as_str).collect();
+        assert_eq!(names, ["device-all", "other-extra"]);
+        assert!(RequiresDist::parse("numpy>=1").unwrap().extras().is_empty());
+    }
+
+    #[test]
+    fn removing_a_requirement_keeps_every_other_byte() {
+        let text = "Metadata-Version: 2.1\nName: torch\nVersion: 2.9\n\
+Requires-Dist: torch[device-all]\nRequires-Dist: numpy>=1\n\
+Requires-Dist: torch-device-gfx1100 == 2.9; extra == \"device-gfx1100\"\n\nBody\nRequires-Dist: torch[device-all]\n";
+        let mut editor = MetadataEditor::new(text);
+        assert_eq!(editor.remove_requires_dist("torch[device-all]"), 1);
+        assert_eq!(editor.remove_requires_dist("torch[device-all]"), 0);
+        assert_eq!(editor.finish(), text.replacen("Requires-Dist: torch[device-all]\n", "", 1));
+        let metadata = Metadata::parse(&editor.finish()).unwrap();
+        assert_eq!(metadata.requires_dist.len(), 2);
     }
 }
