@@ -392,7 +392,10 @@ Requires-Dist: torch-device-gfx1100 == 2.9; extra == \"device-gfx1100\"\n\nBody\
         let mut editor = MetadataEditor::new(text);
         assert_eq!(editor.remove_requires_dist("torch[device-all]"), 1);
         assert_eq!(editor.remove_requires_dist("torch[device-all]"), 0);
-        assert_eq!(editor.finish(), text.replacen("Requires-Dist: torch[device-all]\n", "", 1));
+        assert_eq!(
+            editor.finish(),
+            text.replacen("Requires-Dist: torch[device-all]\n", "", 1)
+        );
         let metadata = Metadata::parse(&editor.finish()).unwrap();
         assert_eq!(metadata.requires_dist.len(), 2);
     }

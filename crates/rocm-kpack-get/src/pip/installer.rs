@@ -104,6 +104,32 @@ impl Installer {
     }
 }
 
+impl Installer {
+    /// The uninstall command for people (`python -m pip uninstall`).
+    pub fn describe_uninstall(&self) -> String {
+        self.describe().replace(" pip install", " pip uninstall")
+    }
+
+    /// Uninstalls the distributions `names`, without asking.
+    pub fn uninstall(&self, names: &[String]) -> Result<Output, PipError> {
+        let mut command = match self {
+            Installer::Pip { python } => {
+                let mut command = Command::new(python);
+                command
+                    .args(["-m", "pip", "uninstall", "--yes"])
+                    .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+                command
+            }
+            Installer::Uv { uv, python } => {
+                let mut command = Command::new(uv);
+                command.args(["pip", "uninstall", "--python"]).arg(python);
+                command
+            }
+        };
+        run(command.args(names))
+    }
+}
+
 /// `uv` from `$UV` (uv sets it for what it runs), the environment's `bin/`,
 /// or `PATH`.
 fn find_uv(prefix: &Path) -> Option<PathBuf> {

@@ -17,6 +17,7 @@ pub mod installer;
 pub mod layout;
 pub mod links;
 pub mod materialize;
+pub mod prune;
 pub mod report;
 pub mod requirement;
 pub mod resolution;
@@ -144,6 +145,21 @@ pub enum PipError {
     Gone {
         /// The file's URL.
         url: String,
+    },
+    /// A `.dist-info` file a prune reads or edits cannot be read.
+    #[error("cannot prune: {reason}")]
+    DistInfo {
+        /// Why, naming the file.
+        reason: String,
+    },
+    /// A `.dist-info` file a prune edits cannot be written.
+    #[error("cannot prune: cannot write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// A file or directory could not be read or written.
     #[error(transparent)]

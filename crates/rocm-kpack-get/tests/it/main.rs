@@ -23,6 +23,7 @@ mod install;
 mod mounts;
 mod pip;
 mod pip_layout;
+mod pip_prune;
 mod progress;
 mod python_package;
 mod readers_and_failures;

@@ -344,6 +344,11 @@ pub enum PipCommand {
         /// Show what would be installed; install nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Also uninstall the device distributions no GPU here (or given
+        /// with --target) needs, and take an every-GPU index's demand for
+        /// all of them out of the entry distributions' METADATA.
+        #[arg(long)]
+        prune: bool,
         /// Arguments for the installer (`--no-index --find-links DIR`).
         #[arg(last = true, value_name = "INSTALLER ARGS")]
         installer_args: Vec<String>,

@@ -50,8 +50,9 @@ fn run_pip(context: &Context, command: PipCommand) -> Result<(), Failure> {
         PipCommand::Sync {
             options,
             dry_run,
+            prune,
             installer_args,
-        } => pip::sync::sync(context, &options, dry_run, &installer_args),
+        } => pip::sync::sync(context, &options, dry_run, prune, &installer_args),
         PipCommand::VariantProperties => pip::variant_properties::variant_properties(context),
         PipCommand::Check { options } => pip::check::check(context, &options),
     }

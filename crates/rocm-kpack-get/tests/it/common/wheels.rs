@@ -85,7 +85,19 @@ pub fn demo_host(dir: &Path, label: Option<&str>) -> PathBuf {
 /// The host wheel of `demo` at `version`, its extras pinning device
 /// distributions of the same version.
 pub fn demo_host_at(dir: &Path, version: &str, label: Option<&str>) -> PathBuf {
-    let mut headers = Vec::new();
+    demo_host_with(dir, version, label, &[])
+}
+
+/// The host wheel of `demo` 1.0 as an every-GPU index republishes it
+/// (RFC0012's `whl/`): its own `device-all` extra an automatic
+/// requirement, so that installing it installs every device wheel.
+pub fn demo_host_demanding_all(dir: &Path) -> PathBuf {
+    demo_host_with(dir, "1.0", None, &["Requires-Dist: demo[device-all]"])
+}
+
+/// The host wheel of `demo` at `version` with `more` METADATA headers.
+fn demo_host_with(dir: &Path, version: &str, label: Option<&str>, more: &[&str]) -> PathBuf {
+    let mut headers: Vec<String> = more.iter().map(|h| h.to_string()).collect();
     for device in DEMO_DEVICES {
         headers.push(format!("Provides-Extra: device-{device}"));
         headers.push(format!(

@@ -4,9 +4,11 @@
 //! binaries for the environment's HIP runtime
 //! ([`rocm_kpack_get::pip::layout`]): materialized where it does not follow
 //! kpack markers, and again whenever a device distribution or the targets
-//! changed.
+//! changed. With `--prune`, the device distributions no GPU here needs
+//! go too ([`rocm_kpack_get::pip::prune`]).
 
 use rocm_kpack_get::pip::layout::{lay_out, LayoutReport};
+use rocm_kpack_get::pip::prune::{prune_environment, PruneOutcome};
 use rocm_kpack_get::pip::sync::{sync_environment, MissingReport};
 use serde::Serialize;
 
@@ -25,6 +27,8 @@ struct SyncCommandReport<'a> {
     layout: Option<LayoutReport>,
     machine: MachineReport,
     missing: Vec<MissingReport<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prune: Option<PruneOutcome>,
     with_device_extras: usize,
 }
 
@@ -32,6 +36,7 @@ pub fn sync(
     context: &Context,
     options: &PipOptions,
     dry_run: bool,
+    prune: bool,
     args: &[String],
 ) -> Result<(), Failure> {
     let machine = machine(context)?;
@@ -46,6 +51,16 @@ pub fn sync(
         args,
         printer,
     )?;
+    let pruned = match prune {
+        true => Some(prune_environment(
+            &env,
+            &machine.targets,
+            options.all_targets,
+            dry_run,
+            printer,
+        )?),
+        false => None,
+    };
     let layout = lay_out(&env, &context.settings, &machine.targets, dry_run, printer)?;
     let sync = outcome.report();
     printer.report(&SyncCommandReport {
@@ -56,6 +71,7 @@ pub fn sync(
         layout,
         machine: machine.report(),
         missing: sync.missing,
+        prune: pruned,
         with_device_extras: sync.with_device_extras,
     });
     Ok(())
