@@ -230,6 +230,14 @@ fn prunes_an_every_gpu_environment_to_its_gpus(uv: bool) {
     );
     assert!(whl.dist_info().join("kpack-get-pruned.json").is_file());
 
+    let mut check = whl.env.command();
+    with_python_tools(&mut check, whl.env.home.path());
+    check
+        .args(["--target", "gfx1100", "pip", "check", "--python"])
+        .arg(&whl.python);
+    let checked = output(&mut check);
+    assert!(checked.status.success(), "{}", text(&checked));
+
     let again = whl.sync("gfx1100", &["--prune"]);
     assert!(
         text(&again).contains("nothing to prune"),
