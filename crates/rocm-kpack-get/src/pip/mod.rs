@@ -10,6 +10,7 @@
 //! [`materialize`]).
 
 pub mod dist_file;
+pub mod download;
 pub mod environment;
 pub mod extras;
 pub mod install;
@@ -145,6 +146,15 @@ pub enum PipError {
     Gone {
         /// The file's URL.
         url: String,
+    },
+    /// An entry wheel demands every GPU's device code, so downloading it
+    /// downloads all of them.
+    #[error("{name} from this index demands every GPU's device code (`{requirement}`), so downloading it downloads every device wheel; offer the same version with explicit extras (the index's `whl-next/` twin) first, with --index-url or --extra-index-url after --")]
+    EveryGpuIndex {
+        /// The entry distribution.
+        name: String,
+        /// Its demanding requirement.
+        requirement: String,
     },
     /// A `.dist-info` file a prune reads or edits cannot be read.
     #[error("cannot prune: {reason}")]

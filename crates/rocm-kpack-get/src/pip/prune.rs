@@ -106,7 +106,10 @@ pub fn plan_prune(installed: &[InstalledDist], targets: &[Target], all_targets: 
 /// Whether `requirement` of `host` demands every device distribution: its
 /// own `device-all` extra (`Some(None)`), or its `-device-all`
 /// distribution (`Some(Some(name))`).
-fn demanded_all(host: &DistName, requirement: &RequiresDist) -> Option<Option<DistName>> {
+pub(crate) fn demanded_all(
+    host: &DistName,
+    requirement: &RequiresDist,
+) -> Option<Option<DistName>> {
     let all = ExtraName::new(ALL).ok()?;
     if requirement.name == *host && requirement.extras().contains(&all) {
         return Some(None);

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use kpack_wheel::{DistName, ExtraName};
+use kpack_wheel::{DistName, ExtraName, RequiresDist};
 
 use super::installer::run;
 use super::PipError;
@@ -28,6 +28,8 @@ struct ItemMetadata {
     version: String,
     #[serde(default)]
     provides_extra: Vec<ExtraName>,
+    #[serde(default)]
+    requires_dist: Vec<String>,
 }
 
 /// One distribution the resolver would install.
@@ -41,6 +43,8 @@ pub struct Candidate {
     pub provides_extra: Vec<ExtraName>,
     /// Whether it was asked for (not only a dependency).
     pub requested: bool,
+    /// Its requirements (those that cannot be read left out).
+    pub requires_dist: Vec<RequiresDist>,
 }
 
 /// Parses a report.
@@ -54,6 +58,12 @@ pub fn parse(json: &[u8]) -> Result<Vec<Candidate>, PipError> {
             version: item.metadata.version,
             provides_extra: item.metadata.provides_extra,
             requested: item.requested,
+            requires_dist: item
+                .metadata
+                .requires_dist
+                .iter()
+                .filter_map(|text| RequiresDist::parse(text).ok())
+                .collect(),
         })
         .collect())
 }

@@ -10,6 +10,7 @@ use kpack_wheel::ExtraName;
 use serde::Serialize;
 
 use super::extras::{choose, device_extras, unmatched_warning};
+use super::prune::demanded_all;
 use super::report;
 use super::requirement::Requirement;
 use super::PipError;
@@ -27,6 +28,9 @@ pub struct Resolved {
     pub extras: Vec<ExtraName>,
     /// Whether it was added as a dependency offering device extras.
     pub dependency: bool,
+    /// Its requirement demanding every GPU's device distributions, as an
+    /// every-GPU index republishes an entry wheel (`torch[device-all]`).
+    pub demands_all: Option<String>,
 }
 
 impl Resolved {
@@ -38,6 +42,7 @@ impl Resolved {
             offered: Vec::new(),
             extras: Vec::new(),
             dependency,
+            demands_all: None,
         }
     }
 
@@ -121,6 +126,12 @@ pub fn resolve_requirements(
         entry.version = Some(candidate.version.clone());
         entry.offered = offered;
         entry.extras = choice.extras;
+        entry.demands_all = candidate
+            .requires_dist
+            .iter()
+            .filter(|r| r.marker.is_none())
+            .find(|r| demanded_all(&candidate.name, r).is_some())
+            .map(|r| r.text.clone());
     }
     Ok(out)
 }

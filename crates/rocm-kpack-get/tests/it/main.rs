@@ -22,6 +22,7 @@ mod hip_runtime;
 mod install;
 mod mounts;
 mod pip;
+mod pip_download;
 mod pip_layout;
 mod pip_prune;
 mod progress;

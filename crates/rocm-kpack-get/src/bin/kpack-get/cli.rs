@@ -314,6 +314,26 @@ pub enum PipCommand {
         #[arg(last = true, value_name = "INSTALLER ARGS")]
         installer_args: Vec<String>,
     },
+    /// Download requirements and the device wheels some GPUs need
+    ///
+    /// The host wheels and exactly the device wheels the GPUs given with
+    /// --target (a fleet's union; this machine's by default) need, with
+    /// the hashes the index gives, into a directory `pip install
+    /// --no-index --find-links DIR` installs from. Index arguments go
+    /// after `--`.
+    Download {
+        /// Where the wheels go.
+        #[arg(short = 'd', long = "dest", value_name = "DIR")]
+        dest: PathBuf,
+        /// Requirements as pip takes them (`torch`, `torch>=2.7`).
+        #[arg(required = true)]
+        requirements: Vec<String>,
+        #[command(flatten)]
+        options: PipOptions,
+        /// Arguments for pip (`--index-url URL`, `--find-links DIR`).
+        #[arg(last = true, value_name = "INSTALLER ARGS")]
+        installer_args: Vec<String>,
+    },
     /// Install requirements and the device wheels this machine needs
     ///
     /// The installer installs the requirements (the best variant wheel for

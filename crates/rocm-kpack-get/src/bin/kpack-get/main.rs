@@ -53,6 +53,12 @@ fn run_pip(context: &Context, command: PipCommand) -> Result<(), Failure> {
             prune,
             installer_args,
         } => pip::sync::sync(context, &options, dry_run, prune, &installer_args),
+        PipCommand::Download {
+            dest,
+            requirements,
+            options,
+            installer_args,
+        } => pip::download::download(context, &dest, &requirements, &options, &installer_args),
         PipCommand::VariantProperties => pip::variant_properties::variant_properties(context),
         PipCommand::Check { options } => pip::check::check(context, &options),
     }

@@ -4,6 +4,7 @@
 //! environment, and failures.
 
 pub mod check;
+pub mod download;
 pub mod install;
 pub mod resolve;
 pub mod sync;
