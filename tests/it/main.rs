@@ -8,6 +8,7 @@
 mod aotriton;
 mod closed_pipe;
 mod debian_stack;
+mod every_gpu_index;
 mod fat;
 mod python_wheels;
 mod rocm_blas;
