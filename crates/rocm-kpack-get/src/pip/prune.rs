@@ -203,10 +203,19 @@ pub fn prune_environment(
         .filter_map(|name| installed.iter().find(|d| &d.metadata.name == name))
         .map(removal)
         .collect::<Result<Vec<_>, _>>()?;
-    let edits = plan
-        .demands
-        .iter()
-        .map(|demand| edit(&installed, demand, &removed))
+    let mut by_host: BTreeMap<&DistName, Vec<String>> = BTreeMap::new();
+    for demand in &plan.demands {
+        by_host
+            .entry(&demand.host)
+            .or_default()
+            .push(demand.requirement.clone());
+    }
+    let edits = by_host
+        .into_iter()
+        .filter_map(|(host, requirements)| {
+            let dist = installed.iter().find(|d| &d.metadata.name == host)?;
+            Some(edit(dist, requirements, &removed))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut outcome = PruneOutcome {
         dry_run,
@@ -331,27 +340,26 @@ impl Edit {
     }
 }
 
-/// The edit of `demand`'s entry distribution: its METADATA without the
-/// requirement, [`PRUNED_FILE`] saying what went (with `removed`), RECORD
-/// rows for both.
+/// The edit of entry distribution `host`: its METADATA without
+/// `requirements`, [`PRUNED_FILE`] saying what went (with `removed`),
+/// RECORD rows for both.
 fn edit(
-    installed: &[InstalledDist],
-    demand: &Demand,
+    host: &InstalledDist,
+    requirements: Vec<String>,
     removed: &[Removed],
 ) -> Result<Edit, PipError> {
-    let Some(host) = installed.iter().find(|d| d.metadata.name == demand.host) else {
-        return Ok(Edit { files: Vec::new() });
-    };
     let metadata_path = host.dist_info.join("METADATA");
     let text = read_dist_info_file(&metadata_path).map_err(|error| PipError::DistInfo {
         reason: error.to_string(),
     })?;
     let mut editor = MetadataEditor::new(&text);
-    editor.remove_requires_dist(&demand.requirement);
+    for requirement in &requirements {
+        editor.remove_requires_dist(requirement);
+    }
     let metadata = editor.finish();
     let pruned = serde_json::to_string_pretty(&Pruned {
         schema: 1,
-        requirements: vec![demand.requirement.clone()],
+        requirements,
         uninstalled: removed.iter().map(|r| r.name.to_string()).collect(),
     })
     .unwrap_or_default();
