@@ -491,4 +491,53 @@ mod tests {
             ["tool"]
         );
     }
+
+    #[test]
+    fn one_edit_takes_every_demand_out_and_records_it() {
+        let site = tempfile::tempdir().unwrap();
+        let dist_info = site.path().join("demo-1.0.dist-info");
+        fs_err::create_dir_all(&dist_info).unwrap();
+        let text = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\
+                    Requires-Dist: demo[device-all]\nRequires-Dist: demo-device-all==1.0\n\
+                    Requires-Dist: numpy\n\nBody\n";
+        fs_err::write(dist_info.join("METADATA"), text).unwrap();
+        fs_err::write(
+            dist_info.join("RECORD"),
+            "demo-1.0.dist-info/METADATA,sha256=x,1\ndemo-1.0.dist-info/RECORD,,\n",
+        )
+        .unwrap();
+        let host = InstalledDist {
+            metadata: Metadata::parse(text).unwrap(),
+            dist_info: dist_info.clone(),
+        };
+        let demands = vec![
+            "demo[device-all]".to_owned(),
+            "demo-device-all==1.0".to_owned(),
+        ];
+        edit(&host, demands, &[]).unwrap().apply().unwrap();
+        let metadata = fs_err::read_to_string(dist_info.join("METADATA")).unwrap();
+        assert_eq!(
+            metadata,
+            "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nRequires-Dist: numpy\n\nBody\n"
+        );
+        let record = fs_err::read_to_string(dist_info.join("RECORD")).unwrap();
+        let hash = RecordHash::of_bytes(metadata.as_bytes());
+        assert!(
+            record.contains(&format!(
+                "demo-1.0.dist-info/METADATA,{hash},{}",
+                metadata.len()
+            )),
+            "{record}"
+        );
+        assert!(
+            record.contains(&format!("demo-1.0.dist-info/{PRUNED_FILE},sha256=")),
+            "{record}"
+        );
+        assert!(
+            record.ends_with("demo-1.0.dist-info/RECORD,,\n"),
+            "{record}"
+        );
+        let pruned = fs_err::read_to_string(dist_info.join(PRUNED_FILE)).unwrap();
+        assert!(pruned.contains("demo-device-all==1.0"), "{pruned}");
+    }
 }
