@@ -200,13 +200,19 @@ fn size(dir: &Path) -> u64 {
 }
 
 fn kpack(env: &Env, python: &Path, args: &[&str], index: &str) -> Command {
+    kpack_with(env, python, args, &["--index-url", index])
+}
+
+/// `kpack-get ARGS --python PY -- INDEXES`.
+fn kpack_with(env: &Env, python: &Path, args: &[&str], indexes: &[&str]) -> Command {
     let mut command = env.command();
     with_python_tools(&mut command, env.home.path());
     command
         .args(args)
         .arg("--python")
         .arg(python)
-        .args(["--", "--index-url", index]);
+        .arg("--")
+        .args(indexes);
     command
 }
 
@@ -295,35 +301,42 @@ fn an_every_gpu_environment_prunes_to_its_gpus_and_a_fleet_downloads_only_its_wh
     success(&mut { added });
     assert!(installed(&python).contains(&format!("{PROJECT}-device-gfx942")));
 
-    // A fleet of gfx942 and gfx1100 from `whl-next/`: three wheels.
+    // A fleet of gfx942 and gfx1100: from `whl/` alone refused, saying
+    // why; with `whl-next/` offered too, its twin of the entry wheel and
+    // three wheels in all.
     let fleet = home.join("fleet");
     let fleet_arg = fleet.to_str().unwrap().to_owned();
-    success(&mut kpack(
+    let download = [
+        "--target",
+        "gfx942,gfx1100",
+        "pip",
+        "download",
+        "-d",
+        &fleet_arg,
+        PROJECT,
+    ];
+    let refused = kpack_test_support::chain::output(&mut kpack(&env, &python, &download, &whl));
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("demands every GPU's device code"), "{said}");
+    success(&mut kpack_with(
         &env,
         &python,
-        &[
-            "--target",
-            "gfx942,gfx1100",
-            "pip",
-            "download",
-            "-d",
-            &fleet_arg,
-            PROJECT,
-        ],
-        &whl_next,
+        &download,
+        &["--index-url", &whl, "--extra-index-url", &whl_next],
     ));
     let names: BTreeSet<String> = fs_err::read_dir(&fleet)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
+    let every: u64 = devices
+        .iter()
+        .map(|d| fs_err::metadata(d).unwrap().len())
+        .sum();
     eprintln!(
-        "fleet download: {} bytes of {} in both indexes' device wheels",
-        size(&fleet),
-        devices
-            .iter()
-            .map(|d| fs_err::metadata(d).unwrap().len())
-            .sum::<u64>()
+        "fleet download (the host wheel and 2 device wheels): {} bytes; the 29 device wheels alone: {every} bytes",
+        size(&fleet)
     );
     for gpu in ["gfx942", "gfx1100"] {
         let fresh = pip_venv(&home.join(format!("offline-{gpu}")));

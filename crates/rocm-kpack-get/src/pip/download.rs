@@ -2,7 +2,10 @@
 //! machines"): the host wheels and exactly the device wheels a set of
 //! targets needs (the extras chosen for each, as `pip install` chooses
 //! them), fetched by pip with the hashes the index gives, into a directory
-//! that `--no-index --find-links` installs from offline.
+//! that `--no-index --find-links` installs from offline. An entry wheel
+//! that demands every GPU's device code (an every-GPU index's) is taken
+//! instead from another index given (`--extra-index-url`) that offers it
+//! with explicit extras, or refused saying why.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -29,10 +32,8 @@ pub struct Downloaded {
 }
 
 /// Downloads `requirements` with the device extras `targets` need into
-/// `dir`: `pip` (as [`super::installer::resolver`] builds it, called once
-/// to resolve and once to download) with the installer's `args`. An entry
-/// wheel that demands every GPU's device code is refused, saying why,
-/// unless `all_targets`.
+/// `dir`: `pip` (as [`super::installer::resolver`] builds it, called to
+/// resolve and to download) with the installer's `args`.
 pub fn download(
     pip: impl Fn() -> Result<Command, PipError>,
     targets: &[Target],
@@ -42,10 +43,27 @@ pub fn download(
     dir: &Path,
     output: &dyn Output,
 ) -> Result<Downloaded, PipError> {
-    let resolved = resolve_requirements(pip()?, targets, requirements, all_targets, args, output)?;
+    let mut args = args.to_vec();
+    let mut resolved =
+        resolve_requirements(pip()?, targets, requirements, all_targets, &args, output)?;
     if let Some((name, requirement)) = demanding(&resolved).filter(|_| !all_targets) {
-        return Err(PipError::EveryGpuIndex { name, requirement });
+        // The explicit-extras twin, where another index given offers it.
+        let twin = other_indexes(&args).into_iter().find_map(|index| {
+            let alone = with_only_index(&args, &index);
+            let again =
+                resolve_requirements(pip().ok()?, targets, requirements, false, &alone, output)
+                    .ok()?;
+            demanding(&again).is_none().then_some((alone, again, index))
+        });
+        let Some((alone, again, index)) = twin else {
+            return Err(PipError::EveryGpuIndex { name, requirement });
+        };
+        output.note(&format!(
+            "{name} demands every GPU's device code (`{requirement}`) on the first index; taking it from {index}, which offers it with explicit extras"
+        ));
+        (args, resolved) = (alone, again);
     }
+    let args = &args[..];
     let texts: Vec<String> = resolved.iter().map(Resolved::text).collect();
     fs_err::create_dir_all(dir).map_err(PipError::Io)?;
     let before = files(dir)?;
@@ -86,6 +104,46 @@ fn demanding(resolved: &[Resolved]) -> Option<(String, String)> {
     })
 }
 
+/// The index URLs `args` give pip other than the first
+/// (`--extra-index-url URL` or `--extra-index-url=URL`).
+fn other_indexes(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut next = false;
+    for arg in args {
+        if next {
+            out.push(arg.clone());
+            next = false;
+        } else if arg == "--extra-index-url" {
+            next = true;
+        } else if let Some(url) = arg.strip_prefix("--extra-index-url=") {
+            out.push(url.to_owned());
+        }
+    }
+    out
+}
+
+/// `args` with `index` the only index pip reads.
+fn with_only_index(args: &[String], index: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for arg in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if arg == "--index-url" || arg == "-i" || arg == "--extra-index-url" {
+            skip = true;
+            continue;
+        }
+        if arg.starts_with("--index-url=") || arg.starts_with("--extra-index-url=") {
+            continue;
+        }
+        out.push(arg.clone());
+    }
+    out.extend(["--index-url".to_owned(), index.to_owned()]);
+    out
+}
+
 /// The files in `dir` with their sizes.
 fn files(dir: &Path) -> Result<BTreeSet<(String, u64)>, PipError> {
     let mut out = BTreeSet::new();
@@ -95,4 +153,34 @@ fn files(dir: &Path) -> Result<BTreeSet<(String, u64)>, PipError> {
         out.insert((entry.file_name().to_string_lossy().into_owned(), size));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn another_index_is_the_only_one_the_retry_reads() {
+        let args = strings(&[
+            "--index-url",
+            "https://r/whl/simple",
+            "--extra-index-url=https://r/whl-next/simple",
+            "--extra-index-url",
+            "https://pypi/simple",
+            "--timeout",
+            "5",
+        ]);
+        assert_eq!(
+            other_indexes(&args),
+            ["https://r/whl-next/simple", "https://pypi/simple"]
+        );
+        assert_eq!(
+            with_only_index(&args, "https://r/whl-next/simple"),
+            strings(&["--timeout", "5", "--index-url", "https://r/whl-next/simple"])
+        );
+    }
 }
