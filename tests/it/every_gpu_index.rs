@@ -3,8 +3,9 @@
 //! the real `torch-scatter-rocm` 2.1.2.post7 wheel from PyPI split by
 //! `kpack-pack wheel split` (29 targets): `whl-next/` with explicit extras,
 //! and `whl/`, whose entry wheel demands its own `device-all`. An
-//! environment installed from `whl/` holds every device wheel; `kpack-get
-//! pip sync --prune` shrinks it to gfx1100's, pip's check stays clean and
+//! environment installed from `whl/` (by pip, and by uv) holds every
+//! device wheel; `kpack-get pip sync --prune` shrinks it to gfx1100's,
+//! pip's and uv's checks stay clean and
 //! the package loads gfx1100's code; a second run changes nothing and a GPU
 //! given later comes back. `kpack-get pip download` for gfx942 and gfx1100
 //! from `whl-next/` fetches the host wheel and two device wheels, from
@@ -300,6 +301,32 @@ fn an_every_gpu_environment_prunes_to_its_gpus_and_a_fleet_downloads_only_its_wh
     );
     success(&mut { added });
     assert!(installed(&python).contains(&format!("{PROJECT}-device-gfx942")));
+
+    // The same with uv, in an environment without pip.
+    let cache = home.join("uv-cache");
+    let uv_python = kpack_test_support::venv::uv_venv(&home.join("uv-venv"), &cache);
+    let uv = || {
+        let mut command = Command::new(kpack_test_support::python_venv().join("bin/uv"));
+        command.env("UV_CACHE_DIR", &cache);
+        command
+    };
+    success(
+        uv().args(["pip", "install", "--quiet", "--python"])
+            .arg(&uv_python)
+            .args(["--index-url", &whl, PROJECT]),
+    );
+    assert_eq!(installed(&uv_python).len(), 30);
+    success(&mut kpack(
+        &env,
+        &uv_python,
+        &["--target", "gfx1100", "pip", "sync", "--prune"],
+        &whl,
+    ));
+    assert_eq!(
+        installed(&uv_python),
+        [PROJECT.to_owned(), gfx1100.clone()].into()
+    );
+    success(uv().args(["pip", "check", "--python"]).arg(&uv_python));
 
     // A fleet of gfx942 and gfx1100: from `whl/` alone refused, saying
     // why; with `whl-next/` offered too, its twin of the entry wheel and
