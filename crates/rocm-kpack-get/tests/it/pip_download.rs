@@ -104,6 +104,22 @@ fn a_fleet_download_holds_exactly_its_device_wheels_and_installs_offline() {
         "import importlib.metadata as m\nprint(sorted(d.metadata['Name'] for d in m.distributions() if d.metadata['Name'].startswith('demo')))",
     ]));
     assert_eq!(listed.trim(), "['demo', 'demo-device-gfx1100']");
+
+    // Plain pip, the extra spelled out, from the same directory.
+    let plain = pip_venv(&home.join("plain"));
+    crate::common::success(
+        Command::new(&plain)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--find-links",
+            ])
+            .arg(&one)
+            .arg("demo[device-gfx1100]"),
+    );
 }
 
 #[test]

@@ -303,6 +303,28 @@ fn a_broken_environment_is_refused_and_left_as_it_was() {
 }
 
 #[test]
+fn an_entry_whose_metadata_cannot_be_read_is_refused_and_left_as_it_was() {
+    let whl = Whl::new(false);
+    let metadata = whl.dist_info().join("METADATA");
+    let good = fs_err::read_to_string(&metadata).unwrap();
+    fs_err::write(
+        &metadata,
+        good.replacen("Version: 1.0\n", "Version 1.0\n", 1),
+    )
+    .unwrap();
+    let site = whl.dist_info().parent().unwrap().to_owned();
+    let before = snapshot(&site);
+    let refused = whl.sync("gfx1100", &["--prune"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("demo-1.0.dist-info/METADATA"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(snapshot(&site), before);
+}
+
+#[test]
 fn a_read_only_dist_info_is_refused_and_left_as_it_was() {
     let whl = Whl::new(false);
     let dist_info = whl.dist_info();
