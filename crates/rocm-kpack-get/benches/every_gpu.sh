@@ -73,10 +73,13 @@ SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['platlib'])")
 count() { "$PY" -m pip list --disable-pip-version-check 2>/dev/null | grep -c "^$PROJECT" || true; }
 before=$(du -sb "$SITE/torch_scatter" | cut -f1)
 dists_before=$(count)
-PRUNE=("$KPACK_GET" --target gfx1100 pip sync --prune --python "$PY" -- --no-index --find-links "$WORK/whl")
+# The kpack layout, so the bytes are the archives' whatever HIP runtime
+# this machine has (the fat layout would materialize gfx1100's code).
+PRUNE=("$KPACK_GET" --layout kpack --target gfx1100 pip sync --prune --python "$PY" -- --no-index --find-links "$WORK/whl")
+PRUNE_JSON=("$KPACK_GET" --layout kpack --target gfx1100 --json pip sync --prune --python "$PY" -- --no-index --find-links "$WORK/whl")
 
 echo "== A: pip sync --prune, every GPU -> gfx1100"
-/usr/bin/time -v "${PRUNE[@]}" --json >"$WORK/prune.json" 2>"$WORK/prune.time" || { cat "$WORK/prune.time"; exit 1; }
+/usr/bin/time -v "${PRUNE_JSON[@]}" >"$WORK/prune.json" 2>"$WORK/prune.time" || { cat "$WORK/prune.time"; exit 1; }
 after=$(du -sb "$SITE/torch_scatter" | cut -f1)
 echo "torch_scatter/: $before bytes, $dists_before distributions -> $after bytes, $(count) distributions"
 python3 - "$WORK/prune.json" <<'PYTHON'
