@@ -5,7 +5,6 @@ use std::path::Path;
 
 use rocm_kpack_get::pip::download::{download as fetch, Downloaded};
 use rocm_kpack_get::pip::installer::resolver;
-use rocm_kpack_get::pip::requirement::Requirement;
 use serde::Serialize;
 
 use super::{environment, machine, MachineReport};
@@ -32,10 +31,7 @@ pub fn download(
     let machine = machine(context)?;
     machine.note_without_gpu(context);
     let env = environment(options.python.as_deref())?;
-    let requirements = requirements
-        .iter()
-        .map(|r| Requirement::parse(r))
-        .collect::<Result<Vec<_>, _>>()?;
+    let requirements = super::requirements(requirements)?;
     let downloaded = fetch(
         || resolver(&env),
         &machine.targets,

@@ -76,10 +76,7 @@ pub fn install(
     machine.note_without_gpu(context);
     let env = environment(options.python.as_deref())?;
     let installer = Installer::for_environment(&env)?;
-    let mut requirements = requirements
-        .iter()
-        .map(|r| Requirement::parse(r))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut requirements = super::requirements(requirements)?;
     let staging = tempfile::Builder::new()
         .prefix("kpack-get-variants")
         .tempdir()

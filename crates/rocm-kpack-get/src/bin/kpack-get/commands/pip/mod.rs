@@ -152,3 +152,13 @@ pub fn environment(python: Option<&Path>) -> Result<PythonEnvironment, Failure> 
     let python = PythonEnvironment::default_python(python);
     Ok(PythonEnvironment::query(&python)?)
 }
+
+/// The requirements as given on the command line, parsed.
+pub fn requirements(
+    texts: &[String],
+) -> Result<Vec<rocm_kpack_get::pip::requirement::Requirement>, Failure> {
+    texts
+        .iter()
+        .map(|r| Ok(rocm_kpack_get::pip::requirement::Requirement::parse(r)?))
+        .collect()
+}

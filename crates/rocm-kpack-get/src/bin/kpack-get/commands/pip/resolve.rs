@@ -3,7 +3,6 @@
 //! device extras are added as requirements of their own.
 
 use rocm_kpack_get::pip::installer::resolver;
-use rocm_kpack_get::pip::requirement::Requirement;
 use rocm_kpack_get::pip::resolution::{resolve_requirements, Resolved, ResolvedReport};
 use serde::Serialize;
 
@@ -29,10 +28,7 @@ pub fn resolve(
     let machine = machine(context)?;
     machine.note_without_gpu(context);
     let env = environment(options.python.as_deref())?;
-    let requirements = requirements
-        .iter()
-        .map(|r| Requirement::parse(r))
-        .collect::<Result<Vec<_>, _>>()?;
+    let requirements = super::requirements(requirements)?;
     let resolved = resolve_requirements(
         resolver(&env)?,
         &machine.targets,
